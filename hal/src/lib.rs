@@ -1,0 +1,1 @@
+//! rtapi-hal: the shared-memory HAL segment (skeleton; see issue 3).

@@ -1,0 +1,2 @@
+//! rtapi
+pub mod detect;
