@@ -1,1 +1,86 @@
-pub fn _x(){}
+//! Detection: what this machine is and what this process may do, gathered once at start into a
+//! [`SystemReport`]. Files are read through a [`SysRoot`] (fixture trees in tests, `--sysroot DIR` on the
+//! command line); things only trying can tell come from a [`Probe`].
+//!
+//! Unknowns stay unknown (`None`, shown as "unknown"): a missing, unreadable or garbled file never
+//! becomes a guess and never a panic.
+
+pub mod advice;
+pub mod cpulist;
+pub mod cpus;
+pub mod environment;
+pub mod kconfig;
+pub mod kernel;
+pub mod probe;
+mod render;
+pub mod sysroot;
+pub mod throttling;
+
+pub use advice::{Finding, Severity};
+pub use cpus::Cpus;
+pub use environment::Environment;
+pub use kernel::{CoKernel, KernelInfo, Preemption};
+pub use probe::{Limit, LiveProbe, Privileges, Probe};
+pub use sysroot::SysRoot;
+pub use throttling::Throttling;
+
+use serde::Serialize;
+
+/// Everything detection found. Serialises to the `rtapi detect --json` object (keys documented in the
+/// README); `flavor` and `advice` are filled in by the caller once the flavor is chosen.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemReport {
+    pub sysroot: String,
+    pub kernel: KernelInfo,
+    pub privileges: Privileges,
+    pub throttling: Throttling,
+    pub cpus: Cpus,
+    pub environment: Environment,
+    /// Shortcut of `environment.virtualized`, the fact users ask about first.
+    pub virtualized: Option<bool>,
+}
+
+impl SystemReport {
+    /// Runs the whole detection. The probes describe this process, so against a fixture root they are
+    /// normally a fake: live privileges of this machine mean nothing for a fixture's kernel.
+    pub fn detect(root: &SysRoot, probe: &dyn Probe) -> SystemReport {
+        let kernel = kernel::detect(root, probe.clock_resolution_ns());
+        let cpus = cpus::detect(root);
+        let privileges = probe.privileges();
+        let rt_runs = if privileges.sched_fifo == Some(true) {
+            probe.rt_thread_runs(cpus.rt_cpu)
+        } else {
+            None
+        };
+        let environment = environment::detect(root);
+        SystemReport {
+            sysroot: root.root().display().to_string(),
+            throttling: throttling::detect(root, rt_runs),
+            virtualized: environment.virtualized,
+            kernel,
+            privileges,
+            cpus,
+            environment,
+        }
+    }
+
+    /// Detection of the live system with live probes.
+    pub fn detect_live() -> SystemReport {
+        Self::detect(&SysRoot::default(), &LiveProbe)
+    }
+
+    /// SCHED_FIFO is usable in practice: the policy was granted and, where checked, an RT thread ran.
+    pub fn can_use_fifo(&self) -> bool {
+        self.privileges.sched_fifo == Some(true) && self.throttling.rt_thread_runs != Some(false)
+    }
+
+    /// The kernel-level findings with fixes (see [`advice`]).
+    pub fn advice(&self) -> Vec<Finding> {
+        advice::findings(self)
+    }
+
+    /// The human-readable report, grouped as the JSON is.
+    pub fn render_text(&self, flavor: &str, advice: &[Finding]) -> String {
+        render::text(self, flavor, advice)
+    }
+}

@@ -1,0 +1,87 @@
+//! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
+
+mod detect;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit codes of the CLI contract.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const RUNTIME: u8 = 1;
+    /// Bad usage, bad config, or a flavor this machine cannot run.
+    pub const USAGE: u8 = 2;
+}
+
+/// A failure that ends the command: its message and exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            code: exit::USAGE,
+            message: message.into(),
+        }
+    }
+
+    pub fn runtime(message: impl Into<String>) -> Self {
+        Failure {
+            code: exit::RUNTIME,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<crate::flavor::FlavorError> for Failure {
+    fn from(e: crate::flavor::FlavorError) -> Self {
+        Failure::usage(e.to_string())
+    }
+}
+
+#[derive(Parser)]
+#[command(
+    name = "rtapi",
+    version,
+    about = "Real-time thread runtime for CNC motion control on Linux"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show what this machine is, the flavor rtapi would use, and what to fix.
+    Detect(detect::Args),
+}
+
+/// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
+pub fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Detect(args) => detect::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(f) => {
+            eprintln!("rtapi: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! Live probes: what this process can really do, proven by trying it. These cannot come from files, so
+//! detection takes them through the [`Probe`] trait: [`LiveProbe`] tries things on this machine, and
+//! tests pass a fake.
+
+use serde::Serialize;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A resource limit: a number or unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Limit {
+    #[serde(serialize_with = "unlimited")]
+    Unlimited,
+    Value(u64),
+}
+
+fn unlimited<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("unlimited")
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Unlimited => f.write_str("unlimited"),
+            Limit::Value(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// What this process may do for real-time work.
+#[derive(Debug, Clone, Serialize)]
+pub struct Privileges {
+    /// A probe thread switched itself to SCHED_FIFO (and back). `None` if the probe could not run.
+    pub sched_fifo: Option<bool>,
+    /// Why SCHED_FIFO was refused, when it was.
+    pub sched_fifo_error: Option<String>,
+    /// The highest SCHED_FIFO priority this process can actually set.
+    pub max_priority: Option<i32>,
+    pub rlimit_rtprio: Option<Limit>,
+    pub cap_sys_nice: Option<bool>,
+    /// `mlockall(MCL_CURRENT|MCL_FUTURE)` of a whole process is possible: CAP_IPC_LOCK or an unlimited
+    /// RLIMIT_MEMLOCK (a small limit lets a few pages be locked, not the process).
+    pub mlock: Option<bool>,
+    pub rlimit_memlock: Option<Limit>,
+    pub cap_ipc_lock: Option<bool>,
+    /// `/dev/cpu_dma_latency` can be opened for writing (keeps CPUs out of deep idle states).
+    pub dma_latency: Option<bool>,
+}
+
+impl Privileges {
+    /// Nothing known (probes not run).
+    pub fn unknown() -> Self {
+        Privileges {
+            sched_fifo: None,
+            sched_fifo_error: None,
+            max_priority: None,
+            rlimit_rtprio: None,
+            cap_sys_nice: None,
+            mlock: None,
+            rlimit_memlock: None,
+            cap_ipc_lock: None,
+            dma_latency: None,
+        }
+    }
+}
+
+/// The facts that only trying can tell.
+pub trait Probe {
+    /// Resolution of CLOCK_MONOTONIC in ns.
+    fn clock_resolution_ns(&self) -> Option<u64>;
+    fn privileges(&self) -> Privileges;
+    /// Whether a SCHED_FIFO thread on `cpu` gets to run: it sleeps to an absolute deadline and must
+    /// report back in time (a cgroup with no RT budget accepts the policy and then never runs it).
+    fn rt_thread_runs(&self, cpu: Option<usize>) -> Option<bool>;
+}
+
+/// Probes the real machine for this process.
+pub struct LiveProbe;
+
+impl Probe for LiveProbe {
+    #[doc(alias = "clock_getres")]
+    fn clock_resolution_ns(&self) -> Option<u64> {
+        nix::time::clock_getres(nix::time::ClockId::CLOCK_MONOTONIC)
+            .ok()
+            .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+    }
+
+    fn privileges(&self) -> Privileges {
+        let caps = effective_caps();
+        let fifo = on_probe_thread(None, |_| try_fifo());
+        let (sched_fifo, sched_fifo_error, max_priority) = match fifo {
+            Some(Ok(max)) => (Some(true), None, Some(max)),
+            Some(Err(e)) => (Some(false), Some(e), None),
+            None => (
+                None,
+                Some("probe thread could not be started".to_string()),
+                None,
+            ),
+        };
+        let rlimit_memlock = rlimit(libc::RLIMIT_MEMLOCK);
+        let cap_ipc_lock = caps.map(|c| c & (1 << CAP_IPC_LOCK) != 0);
+        Privileges {
+            sched_fifo,
+            sched_fifo_error,
+            max_priority,
+            rlimit_rtprio: rlimit(libc::RLIMIT_RTPRIO),
+            cap_sys_nice: caps.map(|c| c & (1 << CAP_SYS_NICE) != 0),
+            mlock: match (cap_ipc_lock, rlimit_memlock) {
+                (Some(true), _) | (_, Some(Limit::Unlimited)) => Some(true),
+                (Some(false), Some(_)) => Some(false),
+                _ => None,
+            },
+            rlimit_memlock,
+            cap_ipc_lock,
+            dma_latency: Some(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/cpu_dma_latency")
+                    .is_ok(),
+            ),
+        }
+    }
+
+    fn rt_thread_runs(&self, cpu: Option<usize>) -> Option<bool> {
+        on_probe_thread(cpu, |_| {
+            set_fifo(1).ok()?;
+            let deadline = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok()?
+                + nix::sys::time::TimeSpec::from_duration(Duration::from_millis(1));
+            let woke = absolute_sleep(deadline);
+            let _ = set_other();
+            Some(woke)
+        })
+        .flatten()
+    }
+}
+
+const CAP_IPC_LOCK: u32 = 14;
+const CAP_SYS_NICE: u32 = 23;
+
+/// The effective capability set from `/proc/self/status` (`CapEff:` in hex).
+fn effective_caps() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))?
+        .trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
+#[doc(alias = "getrlimit")]
+fn rlimit(resource: libc::__rlimit_resource_t) -> Option<Limit> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct into the valid, exclusively borrowed `lim`.
+    let rc = unsafe { libc::getrlimit(resource, &mut lim) };
+    (rc == 0).then_some(if lim.rlim_cur == libc::RLIM_INFINITY {
+        Limit::Unlimited
+    } else {
+        Limit::Value(lim.rlim_cur)
+    })
+}
+
+/// Runs `f` on a fresh thread (pinned to `cpu` when given) so that whatever it does to its own
+/// scheduling never touches the caller. Gives up after two seconds: a thread that never runs is an answer.
+fn on_probe_thread<T: Send + 'static>(
+    cpu: Option<usize>,
+    f: impl FnOnce(()) -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("rtapi-probe".into())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+            }
+            let _ = tx.send(f(()));
+        })
+        .ok()?;
+    rx.recv_timeout(Duration::from_secs(2)).ok()
+}
+
+/// Tries SCHED_FIFO at the highest priority the system allows, then at the RLIMIT_RTPRIO ceiling;
+/// returns the priority that worked, after restoring SCHED_OTHER.
+fn try_fifo() -> Result<i32, String> {
+    // SAFETY: sched_get_priority_max only reads its integer argument.
+    let max = unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) };
+    let ceiling = match rlimit(libc::RLIMIT_RTPRIO) {
+        Some(Limit::Value(v)) => (v as i32).min(max),
+        _ => max,
+    };
+    let result = set_fifo(max).map(|_| max).or_else(|e| {
+        if ceiling >= 1 && ceiling < max {
+            set_fifo(ceiling).map(|_| ceiling)
+        } else {
+            Err(e)
+        }
+    });
+    let _ = set_other();
+    result.map_err(|e| e.to_string())
+}
+
+#[doc(alias = "sched_setscheduler")]
+fn set_policy(policy: libc::c_int, priority: i32) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param that outlives the call.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn set_fifo(priority: i32) -> std::io::Result<()> {
+    set_policy(libc::SCHED_FIFO, priority)
+}
+
+fn set_other() -> std::io::Result<()> {
+    set_policy(libc::SCHED_OTHER, 0)
+}
+
+/// Sleeps to an absolute CLOCK_MONOTONIC time; true when the deadline was reached.
+fn absolute_sleep(deadline: nix::sys::time::TimeSpec) -> bool {
+    use nix::time::{clock_nanosleep, ClockId, ClockNanosleepFlags};
+    loop {
+        match clock_nanosleep(
+            ClockId::CLOCK_MONOTONIC,
+            ClockNanosleepFlags::TIMER_ABSTIME,
+            &deadline,
+        ) {
+            Ok(_) => return true,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}

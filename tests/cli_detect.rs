@@ -1,0 +1,211 @@
+//! `rtapi detect` as a user runs it: the real binary, its JSON, its exit codes and messages.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output};
+
+fn rtapi(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+    c.args(args).env_remove("RTAPI_FLAVOR");
+    c
+}
+
+fn run(c: &mut Command) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.output().expect("run rtapi");
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn json_has_the_documented_keys_and_a_consistent_flavor() {
+    let (code, out, err) = run(&mut rtapi(&["detect", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    for ptr in [
+        "/kernel/release",
+        "/kernel/version",
+        "/kernel/preempt_rt",
+        "/kernel/preempt_rt_evidence",
+        "/kernel/preemption",
+        "/privileges/sched_fifo",
+        "/privileges/mlock",
+        "/cpus/online",
+        "/cpus/isolated",
+        "/cpus/rt_cpu",
+        "/virtualized",
+        "/flavor",
+        "/advice",
+    ] {
+        assert!(v.pointer(ptr).is_some(), "missing {ptr}");
+    }
+    assert!(v["advice"].is_array());
+    assert!(!v["kernel"]["preempt_rt_evidence"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let fifo = v["privileges"]["sched_fifo"] == true && v["throttling"]["rt_thread_runs"] != false;
+    let expected = match (v["kernel"]["preempt_rt"] == true, fifo) {
+        (true, true) => "rt-preempt",
+        (false, true) => "posix",
+        _ => "sim",
+    };
+    assert_eq!(v["flavor"], expected);
+    if let Some(cpu) = v["cpus"]["rt_cpu"].as_u64() {
+        let online = v["cpus"]["online"].as_array().unwrap();
+        assert!(
+            online.iter().any(|c| c.as_u64() == Some(cpu)),
+            "rt_cpu must be online"
+        );
+    }
+    if is_root() {
+        assert_eq!(
+            v["privileges"]["sched_fifo"], true,
+            "root may use SCHED_FIFO"
+        );
+    }
+}
+
+#[test]
+fn text_report_ends_with_flavor_and_advice() {
+    let (code, out, _) = run(&mut rtapi(&["detect"]));
+    assert_eq!(code, 0);
+    for section in [
+        "Kernel",
+        "Privileges",
+        "Throttling",
+        "CPUs",
+        "Environment",
+        "Flavor:",
+        "Advice",
+    ] {
+        assert!(out.contains(section), "missing {section} in\n{out}");
+    }
+    assert!(out.find("Flavor:").unwrap() > out.find("Environment").unwrap());
+}
+
+fn vanilla_fixture() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let put = |rel: &str, text: &str| {
+        let p = d.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    put("proc/sys/kernel/osrelease", "6.1.0-25-amd64");
+    put(
+        "proc/sys/kernel/version",
+        "#1 SMP PREEMPT_DYNAMIC Debian 6.1.106-3",
+    );
+    put("sys/devices/system/cpu/online", "0-1");
+    d
+}
+
+#[test]
+fn forcing_rt_preempt_on_a_vanilla_kernel_exits_2_and_says_use_posix() {
+    let fx = vanilla_fixture();
+    let sysroot = fx.path().to_str().unwrap();
+    let (code, _, err) = run(&mut rtapi(&[
+        "detect",
+        "--sysroot",
+        sysroot,
+        "--flavor",
+        "rt-preempt",
+    ]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("not PREEMPT_RT") && err.contains("--flavor posix"),
+        "{err}"
+    );
+    let (code, _, err) =
+        run(rtapi(&["detect", "--sysroot", sysroot]).env("RTAPI_FLAVOR", "rt-preempt"));
+    assert_eq!(code, 2);
+    assert!(err.contains("from RTAPI_FLAVOR"), "{err}");
+}
+
+#[test]
+fn unknown_flavor_exits_2_listing_valid_ones_and_flag_beats_env() {
+    let (code, _, err) = run(&mut rtapi(&["detect", "--flavor", "rtai"]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("valid flavors are: rt-preempt, posix, sim"),
+        "{err}"
+    );
+    let (code, out, _) =
+        run(rtapi(&["detect", "--json", "--flavor", "sim"]).env("RTAPI_FLAVOR", "bogus"));
+    assert_eq!(code, 0, "the flag wins over the environment");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["flavor"].as_str(), v["flavor_source"].as_str()),
+        (Some("sim"), Some("flag"))
+    );
+}
+
+#[test]
+fn bad_sysroot_exits_2() {
+    let (code, _, err) = run(&mut rtapi(&[
+        "detect",
+        "--sysroot",
+        "/nonexistent/rtapi-root",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("not a directory"), "{err}");
+}
+
+/// As an unprivileged user (nobody, no capabilities, RLIMIT_RTPRIO 0) the probe must really fail:
+/// auto falls back to sim with a loud warning, and a forced posix names the privilege and the fix.
+#[test]
+fn unprivileged_user_gets_sim_and_a_fix() {
+    if !is_root() {
+        eprintln!("skipped: only root can start a child as the unprivileged user 'nobody'");
+        return;
+    }
+    let as_nobody = |args: &[&str]| {
+        let mut c = rtapi(args);
+        c.uid(65534).gid(65534);
+        // Make sure no inherited RT limit grants FIFO to the unprivileged child.
+        // SAFETY: pre_exec runs in the forked child before exec; setrlimit is async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_RTPRIO, &lim);
+                Ok(())
+            });
+        }
+        run(&mut c)
+    };
+    let (code, out, err) = as_nobody(&["detect", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["privileges"]["sched_fifo"], false);
+    assert_eq!(v["flavor"], "sim");
+    assert!(v["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["id"] == "no-sched-fifo"));
+    let (code, _, err) = as_nobody(&["detect"]);
+    assert_eq!(code, 0);
+    assert!(
+        err.contains("NO REAL-TIME") && err.contains("setcap"),
+        "{err}"
+    );
+    let (code, _, err) = as_nobody(&["detect", "--flavor", "posix"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("SCHED_FIFO") && err.contains("setcap cap_sys_nice"),
+        "{err}"
+    );
+}

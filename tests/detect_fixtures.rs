@@ -1,0 +1,514 @@
+//! Detection against fixture sysroots: kernels we must classify right, broken trees we must survive.
+
+use flate2::write::GzEncoder;
+use rtapi::detect::{CoKernel, Limit, Preemption, Privileges, Probe, SysRoot, SystemReport};
+use rtapi::flavor::{self, Flavor, FlavorError, Source};
+use std::io::Write;
+use std::path::Path;
+
+/// A probe that reports what the test says instead of trying things.
+#[derive(Clone)]
+struct FakeProbe {
+    fifo: Option<bool>,
+    rt_runs: Option<bool>,
+    res_ns: Option<u64>,
+}
+
+const ROOT_LIKE: FakeProbe = FakeProbe {
+    fifo: Some(true),
+    rt_runs: Some(true),
+    res_ns: Some(1),
+};
+const UNPRIVILEGED: FakeProbe = FakeProbe {
+    fifo: Some(false),
+    rt_runs: None,
+    res_ns: Some(1),
+};
+
+impl Probe for FakeProbe {
+    fn clock_resolution_ns(&self) -> Option<u64> {
+        self.res_ns
+    }
+    fn privileges(&self) -> Privileges {
+        Privileges {
+            sched_fifo: self.fifo,
+            sched_fifo_error: (self.fifo == Some(false)).then(|| "Operation not permitted".into()),
+            max_priority: (self.fifo == Some(true)).then_some(99),
+            rlimit_rtprio: Some(Limit::Value(0)),
+            cap_sys_nice: self.fifo,
+            mlock: self.fifo,
+            rlimit_memlock: Some(Limit::Value(8 << 20)),
+            cap_ipc_lock: self.fifo,
+            dma_latency: self.fifo,
+        }
+    }
+    fn rt_thread_runs(&self, _cpu: Option<usize>) -> Option<bool> {
+        self.rt_runs
+    }
+}
+
+/// A fixture tree in a temporary directory.
+struct Tree(tempfile::TempDir);
+
+impl Tree {
+    fn new() -> Tree {
+        Tree(tempfile::tempdir().unwrap())
+    }
+    fn file(self, rel: &str, text: &str) -> Tree {
+        self.bytes(rel, text.as_bytes())
+    }
+    fn bytes(self, rel: &str, data: &[u8]) -> Tree {
+        let p = self.0.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, data).unwrap();
+        self
+    }
+    fn dir(self, rel: &str) -> Tree {
+        std::fs::create_dir_all(self.0.path().join(rel)).unwrap();
+        self
+    }
+    fn config_gz(self, text: &str) -> Tree {
+        let mut enc = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        let gz = enc.finish().unwrap();
+        self.bytes("proc/config.gz", &gz)
+    }
+    fn cpus(self, online: &str, isolated: &str) -> Tree {
+        self.file("sys/devices/system/cpu/online", online)
+            .file("sys/devices/system/cpu/isolated", isolated)
+    }
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+    fn detect(&self, probe: &FakeProbe) -> SystemReport {
+        SystemReport::detect(&SysRoot::new(self.path()), probe)
+    }
+}
+
+fn vanilla_dynamic() -> Tree {
+    Tree::new()
+        .file("proc/sys/kernel/osrelease", "6.8.0-45-generic")
+        .file("proc/sys/kernel/version", "#45-Ubuntu SMP PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024")
+        .config_gz("CONFIG_PREEMPT_DYNAMIC=y\nCONFIG_PREEMPT_VOLUNTARY=y\n# CONFIG_PREEMPT_RT is not set\nCONFIG_HZ=1000\n")
+        .file("proc/sys/kernel/sched_rt_runtime_us", "950000")
+        .file("proc/sys/kernel/sched_rt_period_us", "1000000")
+        .file("proc/cmdline", "BOOT_IMAGE=/vmlinuz quiet splash")
+        .cpus("0-3", "")
+}
+
+fn ids(r: &SystemReport) -> Vec<&'static str> {
+    r.advice().iter().map(|f| f.id).collect()
+}
+
+#[test]
+fn mainline_preempt_rt_without_sys_kernel_realtime() {
+    let t = Tree::new()
+        .file("proc/sys/kernel/osrelease", "6.12.9-rt-amd64")
+        .file(
+            "proc/sys/kernel/version",
+            "#1 SMP PREEMPT_RT Debian 6.12.9-1 (2025-01-10)",
+        )
+        .config_gz("CONFIG_PREEMPT_RT=y\nCONFIG_HZ=1000\nCONFIG_NO_HZ_FULL=y\n")
+        .cpus("0-3", "3");
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.preempt_rt, Some(true));
+    assert_eq!(r.kernel.preemption, Some(Preemption::Rt));
+    let ev = r.kernel.preempt_rt_evidence.join("\n");
+    assert!(ev.contains("version string says PREEMPT_RT"), "{ev}");
+    assert!(ev.contains("/sys/kernel/realtime absent"), "{ev}");
+    assert!(
+        ev.contains("CONFIG_PREEMPT_RT=y in /proc/config.gz"),
+        "{ev}"
+    );
+    assert_eq!(r.kernel.hz, Some(1000));
+    assert_eq!(r.kernel.no_hz_full, Some(true));
+    assert_eq!(r.cpus.rt_cpu, Some(3));
+    let sel = flavor::select(&r, None, None).unwrap();
+    assert_eq!((sel.flavor, sel.source), (Flavor::RtPreempt, Source::Auto));
+    assert!(!ids(&r).contains(&"not-preempt-rt"));
+    assert!(!ids(&r).contains(&"no-isolated-cpu"));
+}
+
+#[test]
+fn rt_only_in_config_is_enough() {
+    let t = Tree::new()
+        .file("proc/sys/kernel/osrelease", "6.13.0")
+        .file("proc/sys/kernel/version", "#1 SMP")
+        .file("boot/config-6.13.0", "CONFIG_PREEMPT_RT=y\n");
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.preempt_rt, Some(true));
+    assert!(r
+        .kernel
+        .preempt_rt_evidence
+        .iter()
+        .any(|e| e.contains("/boot/config-6.13.0")));
+}
+
+#[test]
+fn older_rt_patched_kernel_with_sys_kernel_realtime() {
+    let t = Tree::new()
+        .file("proc/sys/kernel/osrelease", "4.19.0-21-rt-amd64")
+        .file(
+            "proc/sys/kernel/version",
+            "#1 SMP PREEMPT Debian 4.19.249-2",
+        )
+        .file("sys/kernel/realtime", "1")
+        .file(
+            "boot/config-4.19.0-21-rt-amd64",
+            "CONFIG_PREEMPT_RT_FULL=y\n",
+        )
+        .cpus("0-1", "");
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.preempt_rt, Some(true));
+    let ev = r.kernel.preempt_rt_evidence.join("\n");
+    assert!(ev.contains("/sys/kernel/realtime = 1"), "{ev}");
+    assert!(ev.contains("CONFIG_PREEMPT_RT_FULL=y"), "{ev}");
+    assert_eq!(
+        flavor::select(&r, None, None).unwrap().flavor,
+        Flavor::RtPreempt
+    );
+}
+
+#[test]
+fn vanilla_preempt_dynamic_is_posix_with_advice() {
+    let r = vanilla_dynamic().detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.preempt_rt, Some(false));
+    assert!(r.kernel.preempt_dynamic);
+    assert_eq!(r.kernel.preemption, Some(Preemption::Voluntary));
+    assert!(r.kernel.preemption_source.contains("boot default"));
+    assert_eq!(r.throttling.throttled, Some(true));
+    assert_eq!(r.cpus.rt_cpu, Some(3));
+    let sel = flavor::select(&r, None, None).unwrap();
+    assert_eq!(sel.flavor, Flavor::Posix);
+    assert!(sel.warnings.is_empty());
+    let ids = ids(&r);
+    for id in [
+        "not-preempt-rt",
+        "preemption-model",
+        "no-isolated-cpu",
+        "rt-throttling",
+    ] {
+        assert!(ids.contains(&id), "missing {id} in {ids:?}");
+    }
+    let iso = r
+        .advice()
+        .into_iter()
+        .find(|f| f.id == "no-isolated-cpu")
+        .unwrap();
+    assert!(iso
+        .fix
+        .unwrap()
+        .contains("isolcpus=3 nohz_full=3 rcu_nocbs=3"));
+}
+
+#[test]
+fn dynamic_mode_from_cmdline_and_debugfs() {
+    let t = vanilla_dynamic().file("proc/cmdline", "quiet preempt=full");
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.preemption, Some(Preemption::Full));
+    assert!(r.kernel.preemption_source.contains("preempt="));
+    let t = t.file(
+        "sys/kernel/debug/sched/preempt",
+        "none voluntary full (lazy)",
+    );
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.preemption, Some(Preemption::Lazy));
+    assert!(!ids(&r).contains(&"preemption-model"));
+}
+
+#[test]
+fn xenomai_evl_and_rtai_are_reported_not_supported() {
+    let r = vanilla_dynamic().dir("proc/xenomai").detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.co_kernel, Some(CoKernel::Xenomai));
+    let f = r
+        .advice()
+        .into_iter()
+        .find(|f| f.id == "co-kernel")
+        .unwrap();
+    assert!(f.message.contains("not supported"));
+    assert_eq!(
+        vanilla_dynamic()
+            .dir("dev/evl")
+            .detect(&ROOT_LIKE)
+            .kernel
+            .co_kernel,
+        Some(CoKernel::Evl)
+    );
+    let rtai = vanilla_dynamic()
+        .file("proc/sys/kernel/osrelease", "3.4.55-rtai")
+        .detect(&ROOT_LIKE);
+    assert_eq!(rtai.kernel.co_kernel, Some(CoKernel::Rtai));
+    assert_eq!(vanilla_dynamic().detect(&ROOT_LIKE).kernel.co_kernel, None);
+}
+
+#[test]
+fn isolated_cpus_with_highest_offline() {
+    let t = vanilla_dynamic()
+        .cpus("0-2", "2-3")
+        .file("sys/devices/system/cpu/offline", "3")
+        .file(
+            "proc/cmdline",
+            "isolcpus=domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3",
+        );
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.cpus.isolated, vec![2, 3]);
+    assert_eq!(r.cpus.offline, vec![3]);
+    assert_eq!(r.cpus.rt_cpu, Some(2), "never the offline CPU 3");
+    assert_eq!(r.cpus.isolcpus, Some(vec![2, 3]));
+    assert_eq!(r.cpus.nohz_full, Some(vec![2, 3]));
+    // Only offline isolated CPUs: fall back to the highest online one, and say why.
+    let r = vanilla_dynamic()
+        .cpus("0-2", "3")
+        .file("sys/devices/system/cpu/offline", "3")
+        .detect(&ROOT_LIKE);
+    assert_eq!(r.cpus.rt_cpu, Some(2));
+    assert!(r.cpus.rt_cpu_reason.contains("offline"));
+    assert!(ids(&r).contains(&"isolated-cpu-unusable"));
+}
+
+#[test]
+fn governor_and_smt_sibling_advice() {
+    let t = vanilla_dynamic()
+        .cpus("0-3", "3")
+        .file(
+            "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor",
+            "powersave",
+        )
+        .file(
+            "sys/devices/system/cpu/cpu3/topology/thread_siblings_list",
+            "1,3",
+        )
+        .file(
+            "sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
+            "1,3",
+        );
+    let r = t.detect(&ROOT_LIKE);
+    let advice = r.advice();
+    let gov = advice.iter().find(|f| f.id == "governor").unwrap();
+    assert!(gov
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("cpu3/cpufreq/scaling_governor"));
+    let smt = advice.iter().find(|f| f.id == "smt-sibling").unwrap();
+    assert!(smt.message.contains("CPU 1"), "{}", smt.message);
+}
+
+#[test]
+fn throttled_and_unthrottled() {
+    let r = vanilla_dynamic().detect(&ROOT_LIKE);
+    assert_eq!(r.throttling.throttled, Some(true));
+    assert_eq!(r.throttling.rt_share(), Some(0.95));
+    let f = r
+        .advice()
+        .into_iter()
+        .find(|f| f.id == "rt-throttling")
+        .unwrap();
+    assert!(f.message.contains("50 ms"), "{}", f.message);
+
+    let r = vanilla_dynamic()
+        .file("proc/sys/kernel/sched_rt_runtime_us", "-1")
+        .detect(&ROOT_LIKE);
+    assert_eq!(r.throttling.throttled, Some(false));
+    assert!(!ids(&r).contains(&"rt-throttling"));
+}
+
+#[test]
+fn cgroup_without_rt_budget_blocks_fifo() {
+    let t = vanilla_dynamic()
+        .config_gz("CONFIG_RT_GROUP_SCHED=y\nCONFIG_PREEMPT_DYNAMIC=y\n")
+        .file(
+            "proc/self/cgroup",
+            "4:memory:/x\n1:cpu,cpuacct:/machine/job7\n0::/",
+        )
+        .file(
+            "sys/fs/cgroup/cpu,cpuacct/machine/job7/cpu.rt_runtime_us",
+            "0",
+        );
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.throttling.cgroup.as_deref(), Some("/machine/job7"));
+    assert_eq!(r.throttling.cgroup_rt_runtime_us, Some(0));
+    assert!(ids(&r).contains(&"cgroup-no-rt-budget"));
+
+    // The policy is accepted, but the probe thread never runs: posix must refuse, auto must fall to sim.
+    let starved = FakeProbe {
+        rt_runs: Some(false),
+        ..ROOT_LIKE
+    };
+    let r = t.detect(&starved);
+    assert!(ids(&r).contains(&"rt-thread-starved"));
+    let err = flavor::select(&r, Some("posix"), None).unwrap_err();
+    assert!(err.to_string().contains("never ran"), "{err}");
+    assert!(err.to_string().contains("/machine/job7"), "{err}");
+    assert_eq!(flavor::select(&r, None, None).unwrap().flavor, Flavor::Sim);
+}
+
+#[test]
+fn virtualization_from_dmi_and_cpuinfo() {
+    let r = vanilla_dynamic()
+        .file("sys/class/dmi/id/sys_vendor", "QEMU")
+        .detect(&ROOT_LIKE);
+    assert_eq!(r.virtualized, Some(true));
+    assert_eq!(r.environment.hypervisor.as_deref(), Some("QEMU"));
+    let r = vanilla_dynamic()
+        .file(
+            "proc/cpuinfo",
+            "processor\t: 0\nflags\t\t: fpu vme hypervisor sse\n",
+        )
+        .detect(&ROOT_LIKE);
+    assert_eq!(r.virtualized, Some(true));
+    assert!(ids(&r).contains(&"virtualized"));
+    let r = vanilla_dynamic()
+        .file("proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu vme sse\n")
+        .file("sys/class/dmi/id/sys_vendor", "Dell Inc.")
+        .detect(&ROOT_LIKE);
+    assert_eq!(r.virtualized, Some(false));
+    assert_eq!(
+        vanilla_dynamic().detect(&ROOT_LIKE).virtualized,
+        None,
+        "nothing read: unknown"
+    );
+}
+
+#[test]
+fn empty_tree_is_all_unknown_without_panic() {
+    let t = Tree::new();
+    let r = t.detect(&FakeProbe {
+        fifo: None,
+        rt_runs: None,
+        res_ns: None,
+    });
+    assert_eq!(r.kernel.release, None);
+    assert_eq!(r.kernel.preempt_rt, None);
+    assert_eq!(r.kernel.preemption, None);
+    assert_eq!(r.cpus.online, None);
+    assert_eq!(r.cpus.rt_cpu, None);
+    assert_eq!(r.throttling.throttled, None);
+    assert_eq!(r.virtualized, None);
+    assert!(ids(&r).contains(&"preempt-rt-unknown"));
+    let text = r.render_text("sim", &r.advice());
+    assert!(text.contains("unknown"));
+    // Unknown privileges are not a licence for FIFO.
+    assert_eq!(flavor::select(&r, None, None).unwrap().flavor, Flavor::Sim);
+}
+
+#[test]
+fn unreadable_files_are_unknown() {
+    // A directory where a file should be cannot be read as one; neither can invalid UTF-8.
+    let t = Tree::new()
+        .dir("proc/sys/kernel/osrelease")
+        .bytes("proc/sys/kernel/version", &[0xff, 0xfe, 0x00, 0x80])
+        .dir("sys/devices/system/cpu/online")
+        .dir("proc/config.gz");
+    let r = t.detect(&ROOT_LIKE);
+    assert_eq!(r.kernel.release, None);
+    assert_eq!(r.kernel.version, None);
+    assert_eq!(r.kernel.preempt_rt, None);
+    assert_eq!(r.cpus.online, None);
+}
+
+#[test]
+fn garbage_everywhere_never_panics() {
+    let paths = [
+        "proc/sys/kernel/osrelease",
+        "proc/sys/kernel/version",
+        "sys/kernel/realtime",
+        "proc/config.gz",
+        "sys/kernel/debug/sched/preempt",
+        "proc/cmdline",
+        "proc/sys/kernel/sched_rt_runtime_us",
+        "proc/sys/kernel/sched_rt_period_us",
+        "proc/self/cgroup",
+        "proc/self/status",
+        "sys/devices/system/cpu/online",
+        "sys/devices/system/cpu/offline",
+        "sys/devices/system/cpu/present",
+        "sys/devices/system/cpu/isolated",
+        "sys/devices/system/cpu/smt/active",
+        "sys/devices/system/cpu/cpu0/topology/thread_siblings_list",
+        "sys/devices/system/clocksource/clocksource0/current_clocksource",
+        "sys/devices/system/clocksource/clocksource0/available_clocksource",
+        "sys/kernel/mm/transparent_hugepage/enabled",
+        "proc/swaps",
+        "proc/meminfo",
+        "proc/cpuinfo",
+        "sys/class/dmi/id/sys_vendor",
+        "sys/hypervisor/type",
+    ];
+    let garbage: [&[u8]; 9] = [
+        b"",
+        b"\n\n\n",
+        b"-",
+        b"99999999999999999999999999",
+        b"0-4294967295",
+        b"5-2,,,x",
+        b"[[[ ]]] ( ) :::",
+        b"\x1f\x8b\x08\x00garbage-gzip",
+        &[0xc3, 0x28, 0xa0, 0xa1],
+    ];
+    for (i, g) in garbage.iter().enumerate() {
+        let mut t = Tree::new();
+        for p in paths {
+            t = t.bytes(p, g);
+        }
+        let r = t.detect(&ROOT_LIKE);
+        let _ = r.advice();
+        let _ = r.render_text("posix", &r.advice());
+        let _ = serde_json::to_string(&r).unwrap();
+        assert!(
+            r.cpus.rt_cpu.is_none() || r.cpus.online.is_some(),
+            "garbage #{i}"
+        );
+    }
+}
+
+#[test]
+fn flag_beats_env_and_env_beats_auto() {
+    let r = vanilla_dynamic().detect(&ROOT_LIKE);
+    let sel = flavor::select(&r, Some("sim"), Some("posix")).unwrap();
+    assert_eq!((sel.flavor, sel.source), (Flavor::Sim, Source::Flag));
+    assert!(sel.warnings[0].contains("NOT real time"));
+    let sel = flavor::select(&r, None, Some("sim")).unwrap();
+    assert_eq!((sel.flavor, sel.source), (Flavor::Sim, Source::Env));
+    let sel = flavor::select(&r, None, Some("")).unwrap();
+    assert_eq!((sel.flavor, sel.source), (Flavor::Posix, Source::Auto));
+}
+
+#[test]
+fn forced_flavor_errors_say_what_is_missing() {
+    let r = vanilla_dynamic().detect(&ROOT_LIKE);
+    let err = flavor::select(&r, Some("rt-preempt"), None).unwrap_err();
+    assert!(matches!(
+        err,
+        FlavorError::Unavailable {
+            flavor: Flavor::RtPreempt,
+            ..
+        }
+    ));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("not PREEMPT_RT") && msg.contains("--flavor posix"),
+        "{msg}"
+    );
+
+    let r = vanilla_dynamic().detect(&UNPRIVILEGED);
+    let msg = flavor::select(&r, Some("posix"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("SCHED_FIFO") && msg.contains("setcap cap_sys_nice"),
+        "{msg}"
+    );
+    assert!(msg.contains("rtprio"), "{msg}");
+    // The same machine falls back to sim on its own, loudly.
+    let sel = flavor::select(&r, None, None).unwrap();
+    assert_eq!(sel.flavor, Flavor::Sim);
+    assert!(sel.warnings[0].contains("NO REAL-TIME") && sel.warnings[0].contains("setcap"));
+
+    let err = flavor::select(&r, None, Some("xenomai")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown flavor 'xenomai' (from RTAPI_FLAVOR); valid flavors are: rt-preempt, posix, sim"
+    );
+    assert_eq!(FlavorError::EXIT_CODE, 2);
+}
