@@ -18,3 +18,5 @@
 pub mod cli;
 pub mod detect;
 pub mod flavor;
+pub mod latency;
+pub mod units;

@@ -1,0 +1,5 @@
+//! `latency-test`: the commissioning mode. Runs the real runtime with empty base and servo threads,
+//! optionally loads the machine, and ends with a report, a histogram, a plot and a verdict.
+
+pub mod load;
+pub mod verdict;
