@@ -1,5 +1,8 @@
 //! `latency-test`: the commissioning mode. Runs the real runtime with empty base and servo threads,
 //! optionally loads the machine, and ends with a report, a histogram, a plot and a verdict.
 
+pub mod histogram;
 pub mod load;
+pub mod plot;
+pub mod report;
 pub mod verdict;

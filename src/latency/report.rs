@@ -1,0 +1,220 @@
+//! The latency-test report: the JSON document of the CLI contract and the final text table.
+
+use super::verdict::Verdict;
+use crate::detect::SystemReport;
+use crate::units::us;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Latency distribution of one thread, in ns. Percentiles come from the 1 µs histogram (upper bin edge),
+/// so they are exact to the bin width; min, max and mean are exact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    pub min: u64,
+    pub mean: f64,
+    pub stddev: f64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ExecSummary {
+    pub mean: f64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HistogramOut {
+    pub bin_ns: u64,
+    pub counts: Vec<u64>,
+    /// Samples at or above `bin_ns × counts.len()`.
+    pub overflow: u64,
+}
+
+impl HistogramOut {
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum::<u64>() + self.overflow
+    }
+}
+
+/// One latency spike from the thread's spike ring.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spike {
+    pub cycle: u64,
+    /// Seconds since the test started.
+    pub at_s: f64,
+    pub latency_ns: u64,
+    pub involuntary_switches: u64,
+    pub page_faults: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ThreadResult {
+    pub name: String,
+    pub period_ns: u64,
+    pub cpu: Option<usize>,
+    pub priority: i32,
+    /// Periods in which the thread woke and ran.
+    pub cycles: u64,
+    /// Periods missed entirely (the thread woke too late for them and skipped them).
+    pub overruns: u64,
+    /// LinuxCNC's "max jitter": the largest |interval − period|.
+    pub max_jitter_ns: u64,
+    /// Last wake time minus its ideal time on the absolute timeline.
+    pub drift_ns: i64,
+    pub latency_ns: LatencySummary,
+    pub exec_ns: ExecSummary,
+    pub histogram: HistogramOut,
+    /// The worst latency in each second of the run (index = second).
+    pub max_latency_per_second_ns: Vec<u64>,
+    pub spikes: Vec<Spike>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemSummary {
+    pub kernel: String,
+    pub kernel_version: String,
+    pub preempt_rt: Option<bool>,
+    pub preemption: Option<&'static str>,
+    pub flavor: String,
+    pub virtualized: Option<bool>,
+    pub rt_cpu: Option<usize>,
+    pub isolated_cpus: Vec<usize>,
+    pub rt_throttled: Option<bool>,
+}
+
+impl SystemSummary {
+    pub fn new(r: &SystemReport, flavor: &str) -> SystemSummary {
+        SystemSummary {
+            kernel: r.kernel.release.clone().unwrap_or_else(|| "unknown".into()),
+            kernel_version: r.kernel.version.clone().unwrap_or_else(|| "unknown".into()),
+            preempt_rt: r.kernel.preempt_rt,
+            preemption: r.kernel.preemption.map(|p| p.name()),
+            flavor: flavor.to_string(),
+            virtualized: r.virtualized,
+            rt_cpu: r.cpus.rt_cpu,
+            isolated_cpus: r.cpus.isolated.clone(),
+            rt_throttled: r.throttling.throttled,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    pub duration_s: f64,
+    pub timer: String,
+    pub wake: String,
+    pub load: Vec<String>,
+    /// The run ended early (Ctrl-C / SIGTERM) after this many seconds.
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub tool: &'static str,
+    pub version: &'static str,
+    pub system: SystemSummary,
+    pub settings: Settings,
+    pub threads: Vec<ThreadResult>,
+    pub verdict: Verdict,
+}
+
+impl Report {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report holds only plain data")
+    }
+
+    /// The final table: one row per thread, then the system line and the verdict.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        let sys = &self.system;
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            s,
+            "rtapi latency-test: {:.0} s, timer {}, wake {}, load {}{}",
+            self.settings.duration_s,
+            self.settings.timer,
+            self.settings.wake,
+            if self.settings.load.is_empty() {
+                "none".to_string()
+            } else {
+                self.settings.load.join(",")
+            },
+            if self.settings.interrupted {
+                " (interrupted)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            s,
+            "system: kernel {} ({}), PREEMPT_RT {}, flavor {}, {}RT CPU {}",
+            sys.kernel,
+            sys.preemption.unwrap_or("preemption unknown"),
+            match sys.preempt_rt {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "unknown",
+            },
+            sys.flavor,
+            if sys.virtualized == Some(true) {
+                "virtual machine, "
+            } else {
+                ""
+            },
+            sys.rt_cpu.map_or("-".into(), |c| c.to_string())
+        );
+        let _ = writeln!(
+            s,
+            "\n{:<8}{:>9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>11}{:>10}{:>10}",
+            "thread",
+            "period",
+            "cycles",
+            "min",
+            "mean",
+            "stddev",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "jitter",
+            "overruns",
+            "drift",
+            "exec max"
+        );
+        let _ = writeln!(
+            s,
+            "{:<8}{:>9}{:>10}{:>90}",
+            "", "µs", "", "(all times in µs)"
+        );
+        for t in &self.threads {
+            let l = &t.latency_ns;
+            let _ = writeln!(
+                s,
+                "{:<8}{:>9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>11}{:>10}{:>10}",
+                t.name,
+                us(t.period_ns as f64),
+                t.cycles,
+                us(l.min as f64),
+                us(l.mean),
+                us(l.stddev),
+                us(l.p50 as f64),
+                us(l.p99 as f64),
+                us(l.p999 as f64),
+                us(l.max as f64),
+                us(t.max_jitter_ns as f64),
+                t.overruns,
+                us(t.drift_ns as f64),
+                us(t.exec_ns.max as f64)
+            );
+        }
+        let v = &self.verdict;
+        let _ = writeln!(s, "\nVERDICT: {}", v.summary);
+        for a in &v.advice {
+            let _ = writeln!(s, "  - {a}");
+        }
+        s
+    }
+}
