@@ -19,4 +19,5 @@ pub mod cli;
 pub mod detect;
 pub mod flavor;
 pub mod latency;
+pub mod rt;
 pub mod units;
