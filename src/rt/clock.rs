@@ -81,6 +81,8 @@ impl Nanos {
 
     /// Convert from a `timespec`, accepting unnormalized input (`tv_nsec` out of range or
     /// negative, as some hand-built values are). Saturates at the `i64` range.
+    // `time_t` and `c_long` are `i64` here but `i32` on 32-bit ARM controller boards.
+    #[allow(clippy::useless_conversion)]
     pub fn from_timespec(ts: libc::timespec) -> Self {
         let secs = i64::from(ts.tv_sec);
         let nsec = i64::from(ts.tv_nsec);
@@ -260,6 +262,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::useless_conversion)] // c_long is i32 on 32-bit targets
     fn timespec_round_trips_for_many_values() {
         for v in [
             0,
