@@ -1,0 +1,679 @@
+//! Registering the HAL's structure before the segment exists.
+//!
+//! Why a builder: the structure (components, pins, nets, functions, threads) is fixed before threads start,
+//! so it can be collected in ordinary Rust collections, checked (names, types, net rules), measured, and
+//! then written into a segment of exactly the right size in one go. Readers never see a half-built
+//! structure, nothing in the segment ever moves, and "out of room" can only happen against an explicit
+//! cap — as an error, before anything runs.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::error::{HalError, ObjectKind, Result};
+use crate::hal::Hal;
+use crate::layout::LABEL_FIELD;
+use crate::name::{self, Instance};
+use crate::pin::{Direction, ParamAccess, PinDir};
+use crate::segment::Permissions;
+use crate::signal::{self, PinView, SignalDef};
+use crate::stats::{HistogramConfig, MAX_BINS};
+use crate::value::{HalType, ValueType};
+
+/// Default size cap: far above any machine config (10 000 pins take under 1 MiB).
+pub const DEFAULT_MAX_SIZE: usize = 64 << 20;
+
+static NEXT_BUILDER_ID: AtomicU32 = AtomicU32::new(1);
+
+macro_rules! key {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name {
+            pub(crate) builder: u32,
+            pub(crate) index: usize,
+        }
+    };
+}
+
+key!(
+    /// A registered component.
+    ComponentKey
+);
+key!(
+    /// A registered function; the runtime maps it to the code to call.
+    FunctionKey
+);
+key!(
+    /// A registered thread; turns into its [`StatsWriter`](crate::StatsWriter) after build.
+    ThreadKey
+);
+
+/// A registered pin, typed like the [`Pin`](crate::Pin) it turns into after build.
+pub struct PinKey<D: Direction, T: HalType> {
+    pub(crate) builder: u32,
+    pub(crate) index: usize,
+    _marker: PhantomData<fn() -> (D, T)>,
+}
+
+impl<D: Direction, T: HalType> Clone for PinKey<D, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<D: Direction, T: HalType> Copy for PinKey<D, T> {}
+
+/// A registered param, typed like the [`Param`](crate::Param) it turns into after build.
+pub struct ParamKey<T: HalType> {
+    pub(crate) builder: u32,
+    pub(crate) index: usize,
+    _marker: PhantomData<fn() -> T>,
+}
+
+impl<T: HalType> Clone for ParamKey<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: HalType> Copy for ParamKey<T> {}
+
+/// A periodic thread as the HAL records it (the runtime owns the actual thread).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadConfig {
+    pub name: String,
+    pub period_ns: u64,
+    /// CPU the thread is pinned to, if any.
+    pub cpu: Option<u32>,
+    /// SCHED_FIFO priority (0 under the `sim` flavor).
+    pub priority: i32,
+    /// `rt-preempt`, `posix` or `sim`.
+    pub flavor: String,
+    /// Timer driver name, e.g. `nanosleep`.
+    pub timer: String,
+    pub histogram: HistogramConfig,
+    /// Latency at or above which a period goes into the spike ring; default: half the period.
+    pub spike_threshold_ns: Option<i64>,
+}
+
+impl ThreadConfig {
+    pub fn new(name: &str, period_ns: u64) -> Self {
+        ThreadConfig {
+            name: name.to_string(),
+            period_ns,
+            cpu: None,
+            priority: 0,
+            flavor: "sim".into(),
+            timer: "nanosleep".into(),
+            histogram: HistogramConfig::default(),
+            spike_threshold_ns: None,
+        }
+    }
+    pub fn cpu(mut self, cpu: u32) -> Self {
+        self.cpu = Some(cpu);
+        self
+    }
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+    pub fn flavor(mut self, flavor: &str) -> Self {
+        self.flavor = flavor.to_string();
+        self
+    }
+    pub fn timer(mut self, timer: &str) -> Self {
+        self.timer = timer.to_string();
+        self
+    }
+    pub fn histogram(mut self, histogram: HistogramConfig) -> Self {
+        self.histogram = histogram;
+        self
+    }
+    pub fn spike_threshold_ns(mut self, ns: i64) -> Self {
+        self.spike_threshold_ns = Some(ns);
+        self
+    }
+
+    pub(crate) fn effective_spike_threshold(&self) -> i64 {
+        self.spike_threshold_ns
+            .unwrap_or_else(|| i64::try_from(self.period_ns / 2).unwrap_or(i64::MAX))
+    }
+
+    fn validate(&self) -> Result<()> {
+        name::validate(&self.name)?;
+        let bad = |what, reason: String| Err(HalError::InvalidConfig { what, reason });
+        if self.period_ns == 0 {
+            return bad(
+                "thread period",
+                format!(
+                    "thread '{}' has period 0; give it a period like 1ms",
+                    self.name
+                ),
+            );
+        }
+        for (what, label) in [
+            ("flavor name", &self.flavor),
+            ("timer driver name", &self.timer),
+        ] {
+            if label.len() >= LABEL_FIELD || name::validate(label).is_err() {
+                return bad(
+                    what,
+                    format!("'{label}' must be 1-23 characters of A-Z a-z 0-9 . _ -"),
+                );
+            }
+        }
+        let h = self.histogram;
+        if h.bin_ns == 0 || h.bins == 0 || h.bins > MAX_BINS {
+            return bad(
+                "histogram",
+                format!("thread '{}': bin width {} ns x {} bins; use a width >= 1 ns and 1..={MAX_BINS} bins",
+                    self.name, h.bin_ns, h.bins),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ComponentDef {
+    pub name: String,
+    pub pins: u32,
+    pub params: u32,
+    pub functions: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PinDef {
+    pub name: String,
+    pub ty: ValueType,
+    pub dir: PinDir,
+    pub component: usize,
+    pub signal: Option<usize>,
+    pub init: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ParamDef {
+    pub name: String,
+    pub ty: ValueType,
+    pub access: ParamAccess,
+    pub component: usize,
+    pub init: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct FunctionDef {
+    pub name: String,
+    pub component: usize,
+    pub thread: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadDef {
+    pub config: ThreadConfig,
+    /// Function indices in run order.
+    pub functions: Vec<usize>,
+}
+
+/// The namespaces: pins and params share one so `getp`/`setp` by name are unambiguous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Namespace {
+    Component,
+    PinOrParam,
+    Signal,
+    Function,
+    Thread,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    Pin(usize),
+    Param,
+    Other(usize),
+}
+
+/// Collects the HAL structure; [`build`](HalBuilder::build) creates the segment.
+///
+/// ```no_run
+/// use rtapi_hal::{HalBuilder, In, Out, ParamAccess, ThreadConfig};
+/// let mut b = HalBuilder::new("mill")?;
+/// let pid = b.component("pid.0")?;
+/// let cmd = b.pin::<In, f64>(pid, "pid.0.command")?;
+/// let out = b.pin::<Out, f64>(pid, "pid.0.output")?;
+/// let gain = b.param(pid, "pid.0.Pgain", ParamAccess::Rw, 1.0f64)?;
+/// let calc = b.function(pid, "pid.0.do-pid-calcs")?;
+/// let servo = b.thread(ThreadConfig::new("servo", 1_000_000).flavor("posix"))?;
+/// b.addf("pid.0.do-pid-calcs", "servo", None)?;
+/// b.net("pid-out", "pid.0.output")?;
+/// let hal = b.build()?;
+/// let (cmd, out, gain) = (hal.pin(cmd), hal.pin(out), hal.param(gain));
+/// out.set(cmd.get() * gain.get());
+/// let stats = hal.stats_writer(servo)?; // moved into the servo thread
+/// # let _ = (calc, stats);
+/// # Ok::<(), rtapi_hal::HalError>(())
+/// ```
+pub struct HalBuilder {
+    pub(crate) id: u32,
+    pub(crate) instance: Instance,
+    pub(crate) permissions: Permissions,
+    pub(crate) max_size: usize,
+    pub(crate) components: Vec<ComponentDef>,
+    pub(crate) pins: Vec<PinDef>,
+    pub(crate) params: Vec<ParamDef>,
+    pub(crate) signals: Vec<SignalDef>,
+    pub(crate) signal_init: Vec<u64>,
+    pub(crate) functions: Vec<FunctionDef>,
+    pub(crate) threads: Vec<ThreadDef>,
+    names: HashMap<(Namespace, String), Entry>,
+}
+
+impl HalBuilder {
+    /// A builder for instance `instance` (segment `/rtapi-<instance>`).
+    pub fn new(instance: &str) -> Result<Self> {
+        Ok(HalBuilder {
+            id: NEXT_BUILDER_ID.fetch_add(1, Ordering::Relaxed),
+            instance: Instance::new(instance)?,
+            permissions: Permissions::default(),
+            max_size: DEFAULT_MAX_SIZE,
+            components: Vec::new(),
+            pins: Vec::new(),
+            params: Vec::new(),
+            signals: Vec::new(),
+            signal_init: Vec::new(),
+            functions: Vec::new(),
+            threads: Vec::new(),
+            names: HashMap::new(),
+        })
+    }
+
+    /// Who besides the owner may open the segment (default: mode 0600).
+    pub fn permissions(mut self, permissions: Permissions) -> Self {
+        self.permissions = permissions;
+        self
+    }
+
+    /// The largest segment `build` may create, in bytes.
+    pub fn max_size(mut self, bytes: usize) -> Self {
+        self.max_size = bytes;
+        self
+    }
+
+    pub fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    fn claim(&mut self, ns: Namespace, kind: ObjectKind, name: &str, entry: Entry) -> Result<()> {
+        name::validate(name)?;
+        let key = (ns, name.to_string());
+        if self.names.contains_key(&key) {
+            return Err(HalError::Duplicate {
+                kind,
+                name: name.to_string(),
+            });
+        }
+        self.names.insert(key, entry);
+        Ok(())
+    }
+
+    fn lookup(&self, ns: Namespace, name: &str) -> Option<Entry> {
+        self.names.get(&(ns, name.to_string())).copied()
+    }
+
+    fn check_key(&self, builder: u32, what: &str) {
+        assert_eq!(builder, self.id, "{what} key from another HalBuilder");
+    }
+
+    pub fn component(&mut self, name: &str) -> Result<ComponentKey> {
+        let index = self.components.len();
+        self.claim(
+            Namespace::Component,
+            ObjectKind::Component,
+            name,
+            Entry::Other(index),
+        )?;
+        self.components.push(ComponentDef {
+            name: name.to_string(),
+            pins: 0,
+            params: 0,
+            functions: 0,
+        });
+        Ok(ComponentKey {
+            builder: self.id,
+            index,
+        })
+    }
+
+    /// A pin starting at the type's zero value.
+    pub fn pin<D: Direction, T: HalType>(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+    ) -> Result<PinKey<D, T>> {
+        self.pin_with_default(component, name, T::from_bits(0))
+    }
+
+    /// A pin starting at `init` (the value an unconnected IN pin reads until someone sets it).
+    pub fn pin_with_default<D: Direction, T: HalType>(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        init: T,
+    ) -> Result<PinKey<D, T>> {
+        self.check_key(component.builder, "component");
+        let index = self.pins.len();
+        self.claim(
+            Namespace::PinOrParam,
+            ObjectKind::PinOrParam,
+            name,
+            Entry::Pin(index),
+        )?;
+        self.pins.push(PinDef {
+            name: name.to_string(),
+            ty: T::TYPE,
+            dir: D::DIR,
+            component: component.index,
+            signal: None,
+            init: init.to_bits(),
+        });
+        self.components[component.index].pins += 1;
+        Ok(PinKey {
+            builder: self.id,
+            index,
+            _marker: PhantomData,
+        })
+    }
+
+    pub fn param<T: HalType>(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        access: ParamAccess,
+        init: T,
+    ) -> Result<ParamKey<T>> {
+        self.check_key(component.builder, "component");
+        let index = self.params.len();
+        self.claim(
+            Namespace::PinOrParam,
+            ObjectKind::PinOrParam,
+            name,
+            Entry::Param,
+        )?;
+        self.params.push(ParamDef {
+            name: name.to_string(),
+            ty: T::TYPE,
+            access,
+            component: component.index,
+            init: init.to_bits(),
+        });
+        self.components[component.index].params += 1;
+        Ok(ParamKey {
+            builder: self.id,
+            index,
+            _marker: PhantomData,
+        })
+    }
+
+    /// Declares a signal explicitly (`newsig`); [`net`](Self::net) also creates one on first use.
+    pub fn signal(&mut self, name: &str, ty: ValueType) -> Result<()> {
+        let index = self.signals.len();
+        self.claim(
+            Namespace::Signal,
+            ObjectKind::Signal,
+            name,
+            Entry::Other(index),
+        )?;
+        self.signals.push(SignalDef {
+            name: name.to_string(),
+            ty,
+            writer: None,
+            readers: 0,
+            bidirs: 0,
+        });
+        self.signal_init.push(0);
+        Ok(())
+    }
+
+    /// Connects pin `pin` to signal `signal`, creating the signal with the pin's type if it does not exist.
+    /// Nets are checked here: one OUT pin per signal, OUT and IO never mixed, types equal.
+    pub fn net(&mut self, signal: &str, pin: &str) -> Result<()> {
+        let pin_index = match self.lookup(Namespace::PinOrParam, pin) {
+            Some(Entry::Pin(i)) => i,
+            _ => {
+                return Err(HalError::NotFound {
+                    kind: ObjectKind::Pin,
+                    name: pin.to_string(),
+                })
+            }
+        };
+        let sig_index = match self.lookup(Namespace::Signal, signal) {
+            Some(Entry::Other(i)) => i,
+            _ => {
+                self.signal(signal, self.pins[pin_index].ty)?;
+                self.signals.len() - 1
+            }
+        };
+        let p = &self.pins[pin_index];
+        let sig = &self.signals[sig_index];
+        let view = PinView {
+            name: &p.name,
+            ty: p.ty,
+            dir: p.dir,
+            on_signal: p.signal.map(|s| self.signals[s].name.as_str()),
+        };
+        signal::check_net(sig, &view, sig.writer.map(|w| self.pins[w].name.as_str()))?;
+        let dir = p.dir;
+        // The signal starts from its writer's initial value, so netting does not glitch the value.
+        if dir != PinDir::In {
+            self.signal_init[sig_index] = p.init;
+        }
+        signal::apply_net(&mut self.signals[sig_index], pin_index, dir);
+        self.pins[pin_index].signal = Some(sig_index);
+        Ok(())
+    }
+
+    pub fn function(&mut self, component: ComponentKey, name: &str) -> Result<FunctionKey> {
+        self.check_key(component.builder, "component");
+        let index = self.functions.len();
+        self.claim(
+            Namespace::Function,
+            ObjectKind::Function,
+            name,
+            Entry::Other(index),
+        )?;
+        self.functions.push(FunctionDef {
+            name: name.to_string(),
+            component: component.index,
+            thread: None,
+        });
+        self.components[component.index].functions += 1;
+        Ok(FunctionKey {
+            builder: self.id,
+            index,
+        })
+    }
+
+    pub fn thread(&mut self, config: ThreadConfig) -> Result<ThreadKey> {
+        config.validate()?;
+        let index = self.threads.len();
+        self.claim(
+            Namespace::Thread,
+            ObjectKind::Thread,
+            &config.name,
+            Entry::Other(index),
+        )?;
+        self.threads.push(ThreadDef {
+            config,
+            functions: Vec::new(),
+        });
+        Ok(ThreadKey {
+            builder: self.id,
+            index,
+        })
+    }
+
+    /// Adds function `function` to thread `thread` (`addf`), at `position` in its run order (0 = first;
+    /// `None` = last).
+    pub fn addf(&mut self, function: &str, thread: &str, position: Option<usize>) -> Result<()> {
+        let not_found = |kind, name: &str| HalError::NotFound {
+            kind,
+            name: name.to_string(),
+        };
+        let Some(Entry::Other(f)) = self.lookup(Namespace::Function, function) else {
+            return Err(not_found(ObjectKind::Function, function));
+        };
+        let Some(Entry::Other(t)) = self.lookup(Namespace::Thread, thread) else {
+            return Err(not_found(ObjectKind::Thread, thread));
+        };
+        if let Some(existing) = self.functions[f].thread {
+            return Err(HalError::AlreadyAdded {
+                function: function.to_string(),
+                thread: self.threads[existing].config.name.clone(),
+            });
+        }
+        let list = &mut self.threads[t].functions;
+        let at = position.unwrap_or(list.len());
+        if at > list.len() {
+            return Err(HalError::InvalidConfig {
+                what: "addf position",
+                reason: format!(
+                    "thread '{thread}' has {} functions; position {at} is past the end",
+                    list.len()
+                ),
+            });
+        }
+        list.insert(at, f);
+        self.functions[f].thread = Some(t);
+        Ok(())
+    }
+
+    /// Creates the segment, writes the structure and publishes it. Fails with
+    /// [`HalError::InstanceInUse`] if a live process owns the instance; reclaims a dead owner's segment.
+    pub fn build(self) -> Result<Hal> {
+        Hal::create(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pin::{In, Io, Out};
+
+    #[test]
+    fn names_are_validated_and_unique_per_namespace() {
+        let mut b = HalBuilder::new("t").unwrap();
+        let c = b.component("pid.0").unwrap();
+        assert!(matches!(
+            b.component("pid.0"),
+            Err(HalError::Duplicate { .. })
+        ));
+        assert!(matches!(
+            b.component("pid 0"),
+            Err(HalError::InvalidName { .. })
+        ));
+        b.pin::<In, f64>(c, "pid.0.command").unwrap();
+        let e = b
+            .param(c, "pid.0.command", ParamAccess::Rw, 0.0)
+            .err()
+            .unwrap();
+        assert!(matches!(
+            e,
+            HalError::Duplicate {
+                kind: ObjectKind::PinOrParam,
+                ..
+            }
+        ));
+        // Signals, functions and threads have their own namespaces (a signal may be named like a pin).
+        b.signal("pid.0.command", ValueType::Float).unwrap();
+        b.function(c, "pid.0.command").unwrap();
+        b.thread(ThreadConfig::new("pid.0.command", 1000)).unwrap();
+        assert!(HalBuilder::new("bad/instance").is_err());
+    }
+
+    #[test]
+    fn net_creates_signals_and_enforces_rules() {
+        let mut b = HalBuilder::new("t").unwrap();
+        let c = b.component("c").unwrap();
+        b.pin::<Out, f64>(c, "c.out").unwrap();
+        b.pin::<Out, f64>(c, "c.out2").unwrap();
+        b.pin::<In, f64>(c, "c.in").unwrap();
+        b.pin::<In, bool>(c, "c.bit").unwrap();
+        b.pin::<Io, f64>(c, "c.io").unwrap();
+        b.net("s", "c.out").unwrap();
+        b.net("s", "c.in").unwrap();
+        assert_eq!(b.signals[0].ty, ValueType::Float);
+        assert!(matches!(
+            b.net("s", "c.out2"),
+            Err(HalError::SecondWriter { .. })
+        ));
+        assert!(matches!(
+            b.net("s", "c.bit"),
+            Err(HalError::TypeMismatch { .. })
+        ));
+        assert!(matches!(
+            b.net("s", "c.io"),
+            Err(HalError::OutWithIo { .. })
+        ));
+        assert!(matches!(
+            b.net("s2", "c.in"),
+            Err(HalError::AlreadyNetted { .. })
+        ));
+        assert!(matches!(b.net("s", "nope"), Err(HalError::NotFound { .. })));
+        assert_eq!((b.signals[0].readers, b.signals[0].writer), (1, Some(0)));
+    }
+
+    #[test]
+    fn addf_orders_and_rejects_double_add() {
+        let mut b = HalBuilder::new("t").unwrap();
+        let c = b.component("c").unwrap();
+        for f in ["a", "b", "c"] {
+            b.function(c, f).unwrap();
+        }
+        b.thread(ThreadConfig::new("servo", 1_000_000)).unwrap();
+        b.thread(ThreadConfig::new("base", 25_000)).unwrap();
+        b.addf("a", "servo", None).unwrap();
+        b.addf("b", "servo", Some(0)).unwrap();
+        b.addf("c", "servo", Some(1)).unwrap();
+        assert_eq!(b.threads[0].functions, vec![1, 2, 0]);
+        assert!(matches!(
+            b.addf("a", "base", None),
+            Err(HalError::AlreadyAdded { .. })
+        ));
+        assert!(matches!(
+            b.addf("zz", "base", None),
+            Err(HalError::NotFound { .. })
+        ));
+        assert!(matches!(
+            b.addf("a", "zz", None),
+            Err(HalError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn thread_config_is_validated() {
+        let mut b = HalBuilder::new("t").unwrap();
+        assert!(b.thread(ThreadConfig::new("x", 0)).is_err());
+        let bad_hist = HistogramConfig {
+            bin_ns: 0,
+            bins: 10,
+        };
+        assert!(b
+            .thread(ThreadConfig::new("x", 1).histogram(bad_hist))
+            .is_err());
+        let bad_hist = HistogramConfig {
+            bin_ns: 1,
+            bins: MAX_BINS + 1,
+        };
+        assert!(b
+            .thread(ThreadConfig::new("x", 1).histogram(bad_hist))
+            .is_err());
+        assert!(b
+            .thread(ThreadConfig::new("x", 1).timer("relative-nanosleep"))
+            .is_ok());
+        assert!(b
+            .thread(ThreadConfig::new("y", 1).timer("a-timer-name-that-is-too-long"))
+            .is_err());
+        assert_eq!(
+            ThreadConfig::new("z", 1_000_000).effective_spike_threshold(),
+            500_000
+        );
+    }
+}

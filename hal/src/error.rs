@@ -1,0 +1,271 @@
+//! The one error type of the crate.
+//!
+//! Every message says what went wrong *and* what the user can do about it, because these errors end up
+//! printed by `rtapi show`, `rtapi setp` or `rtapi run` in front of someone commissioning a machine.
+
+use std::fmt;
+use std::io;
+
+use crate::value::ValueType;
+
+/// Shorthand used throughout the crate.
+pub type Result<T, E = HalError> = std::result::Result<T, E>;
+
+/// What kind of HAL object a name refers to (used in messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    Component,
+    Pin,
+    Param,
+    Signal,
+    Function,
+    Thread,
+    /// A pin or a param: they share one namespace so that `getp`/`setp` are unambiguous.
+    PinOrParam,
+    /// Anything `get` can read: pin, param or signal.
+    Any,
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ObjectKind::Component => "component",
+            ObjectKind::Pin => "pin",
+            ObjectKind::Param => "param",
+            ObjectKind::Signal => "signal",
+            ObjectKind::Function => "function",
+            ObjectKind::Thread => "thread",
+            ObjectKind::PinOrParam => "pin or param",
+            ObjectKind::Any => "pin, param or signal",
+        })
+    }
+}
+
+/// Why a write from another process was refused (`setp`/`sets` rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteRefusal {
+    /// OUT pins are written by their component every period; a foreign write would be overwritten.
+    OutputPin { component: String },
+    /// A connected input reads its signal; the pin's own cell is not used.
+    ConnectedPin { signal: String },
+    /// The component declared this param read-only.
+    ReadOnlyParam,
+    /// The signal's value comes from its OUT pin every period.
+    SignalHasWriter { writer: String },
+    /// The reader mapped the segment read-only.
+    ReadOnlyMapping,
+}
+
+impl fmt::Display for WriteRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriteRefusal::OutputPin { component } => write!(
+                f,
+                "it is an OUT pin written by component '{component}' every period; \
+                 set one of that component's inputs or params instead"
+            ),
+            WriteRefusal::ConnectedPin { signal } => write!(
+                f,
+                "it is connected to signal '{signal}'; use `sets {signal} VALUE` if that signal has no writer"
+            ),
+            WriteRefusal::ReadOnlyParam => f.write_str("the param is read-only (declared ro by its component)"),
+            WriteRefusal::SignalHasWriter { writer } => write!(
+                f,
+                "it is driven by OUT pin '{writer}' every period; change that pin's component instead"
+            ),
+            WriteRefusal::ReadOnlyMapping => f.write_str(
+                "the segment was opened read-only; open it with Access::ReadWrite (and write permission on the segment)",
+            ),
+        }
+    }
+}
+
+/// Everything that can go wrong building, owning or reading a HAL segment.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HalError {
+    /// A HAL or instance name broke the naming rules.
+    InvalidName { name: String, reason: &'static str },
+    /// A name was registered twice.
+    Duplicate { kind: ObjectKind, name: String },
+    /// No object with that name exists.
+    NotFound { kind: ObjectKind, name: String },
+    /// `net`: the pin's type differs from the signal's.
+    TypeMismatch {
+        signal: String,
+        signal_type: ValueType,
+        pin: String,
+        pin_type: ValueType,
+    },
+    /// `net`: a second OUT pin on one signal.
+    SecondWriter {
+        signal: String,
+        writer: String,
+        pin: String,
+    },
+    /// `net`: OUT and IO pins cannot share a signal (who would win?).
+    OutWithIo { signal: String, pin: String },
+    /// `net`: a pin can be on one signal only.
+    AlreadyNetted { pin: String, signal: String },
+    /// `addf`: a function runs in one thread only.
+    AlreadyAdded { function: String, thread: String },
+    /// A configuration value is out of its range (histogram, period, size cap...).
+    InvalidConfig { what: &'static str, reason: String },
+    /// The registered objects need more room than the configured cap.
+    SegmentFull { needed: u64, cap: u64 },
+    /// Another live process owns this instance.
+    InstanceInUse { instance: String, pid: u32 },
+    /// No segment exists for this instance.
+    NoSuchInstance { instance: String },
+    /// The owner has created the segment but not yet published it.
+    NotReady { instance: String, pid: u32 },
+    /// The shm object exists but is not an rtapi HAL segment (or is damaged beyond recognition).
+    Foreign { path: String, reason: String },
+    /// The segment looked like ours but failed validation.
+    Corrupt { reason: String },
+    /// The segment was written by a newer, incompatible rtapi.
+    UnsupportedVersion {
+        found_major: u16,
+        found_minor: u16,
+        supported_major: u16,
+    },
+    /// A seqlocked record stayed mid-update for longer than any real writer takes.
+    Busy { what: String },
+    /// A write from another process broke the `setp`/`sets` rules.
+    NotWritable { name: String, reason: WriteRefusal },
+    /// The text could not be parsed as the object's type.
+    BadValue {
+        name: String,
+        ty: ValueType,
+        text: String,
+    },
+    /// Each thread's stats have exactly one writer; it was already handed out.
+    StatsWriterTaken { thread: String },
+    /// The operating system refused a call.
+    Os {
+        op: &'static str,
+        target: String,
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for HalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use HalError::*;
+        match self {
+            InvalidName { name, reason } => write!(
+                f,
+                "invalid name '{name}': {reason} (names are 1-47 characters of A-Z a-z 0-9 . _ -, like pid.0.command)"
+            ),
+            Duplicate { kind, name } => write!(f, "a {kind} named '{name}' already exists; choose another name"),
+            NotFound { kind, name } => {
+                write!(f, "no {kind} named '{name}'; `rtapi show` lists what exists")
+            }
+            TypeMismatch { signal, signal_type, pin, pin_type } => write!(
+                f,
+                "cannot net pin '{pin}' ({pin_type}) to signal '{signal}' ({signal_type}): types must match; \
+                 use a conversion component between them"
+            ),
+            SecondWriter { signal, writer, pin } => write!(
+                f,
+                "cannot net OUT pin '{pin}' to signal '{signal}': it already has writer '{writer}'; \
+                 a signal has exactly one OUT pin"
+            ),
+            OutWithIo { signal, pin } => write!(
+                f,
+                "cannot net pin '{pin}' to signal '{signal}': a signal may have one OUT pin or any number \
+                 of IO pins, not both"
+            ),
+            AlreadyNetted { pin, signal } => write!(
+                f,
+                "pin '{pin}' is already connected to signal '{signal}'; a pin is on at most one signal"
+            ),
+            AlreadyAdded { function, thread } => write!(
+                f,
+                "function '{function}' is already added to thread '{thread}'; a function runs in one thread"
+            ),
+            InvalidConfig { what, reason } => write!(f, "invalid {what}: {reason}"),
+            SegmentFull { needed, cap } => write!(
+                f,
+                "the HAL segment needs {needed} bytes but the cap is {cap}; raise the size cap \
+                 (HalBuilder::max_size) or register fewer objects"
+            ),
+            InstanceInUse { instance, pid } => write!(
+                f,
+                "HAL instance '{instance}' is in use by live process {pid}; stop it first \
+                 or pick another instance with --instance NAME"
+            ),
+            NoSuchInstance { instance } => write!(
+                f,
+                "no HAL instance '{instance}' (no /dev/shm/rtapi-{instance}); is `rtapi run` running, \
+                 and with the same --instance?"
+            ),
+            NotReady { instance, pid } => write!(
+                f,
+                "HAL instance '{instance}' is still being built by process {pid}; retry in a moment"
+            ),
+            Foreign { path, reason } => write!(
+                f,
+                "{path} is not a usable rtapi HAL segment ({reason}); if no rtapi process is running, remove it"
+            ),
+            Corrupt { reason } => write!(
+                f,
+                "the HAL segment is corrupt: {reason}; restart the owning rtapi process"
+            ),
+            UnsupportedVersion { found_major, found_minor, supported_major } => write!(
+                f,
+                "the HAL segment has layout version {found_major}.{found_minor} but this program reads \
+                 {supported_major}.x; use the rtapi tools from the same release as the running rtapi"
+            ),
+            Busy { what } => write!(
+                f,
+                "{what} stayed mid-update while reading; its writer may have died — restart the owning rtapi process"
+            ),
+            NotWritable { name, reason } => write!(f, "cannot write '{name}': {reason}"),
+            BadValue { name, ty, text } => write!(
+                f,
+                "'{text}' is not a valid {ty} value for '{name}'{}",
+                ty.value_hint()
+            ),
+            StatsWriterTaken { thread } => write!(
+                f,
+                "the stats writer of thread '{thread}' was already taken; only the thread itself writes its stats"
+            ),
+            Os { op, target, source } => write!(f, "{op} {target} failed: {source}{}", os_hint(source)),
+        }
+    }
+}
+
+fn os_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            " (the segment belongs to another user or group; run as that user, or configure the group)"
+        }
+        _ => "",
+    }
+}
+
+impl std::error::Error for HalError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HalError::Os { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl HalError {
+    pub(crate) fn corrupt(reason: impl Into<String>) -> Self {
+        HalError::Corrupt {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn os(op: &'static str, target: impl Into<String>) -> Self {
+        HalError::Os {
+            op,
+            target: target.into(),
+            source: io::Error::last_os_error(),
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Typed handles for the owning process: pins with their direction in the type, and params.
+//!
+//! A handle holds a pointer to its cell, resolved when the segment was built (for a pin on a signal, the
+//! signal's cell), so `get`/`set` is one atomic instruction: no lookup, no lock, no allocation — fit for the
+//! real-time path. Reading an IN pin and writing an OUT pin are the only operations the types allow, so a
+//! component cannot write its own input by mistake.
+//!
+//! Ordering: values are independent cells accessed with relaxed atomics, like LinuxCNC's HAL; a reader of
+//! two pins may see one updated and not the other. Multi-word consistency is what the stats seqlock is for.
+
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::segment::Block;
+use crate::value::HalType;
+
+/// Pin direction as stored in the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum PinDir {
+    /// Read by the component; written by a signal or by `setp`.
+    In = 1,
+    /// Written by the component; drives at most one signal.
+    Out = 2,
+    /// Read and written by the component and by other IO pins on the same signal.
+    Io = 3,
+}
+
+impl PinDir {
+    pub fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            1 => PinDir::In,
+            2 => PinDir::Out,
+            3 => PinDir::Io,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinDir::In => "IN",
+            PinDir::Out => "OUT",
+            PinDir::Io => "I/O",
+        }
+    }
+}
+
+/// Whether other processes may write a param.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ParamAccess {
+    /// Read-only to other processes (the component may still update it, e.g. a measured value).
+    Ro = 1,
+    /// Settable with `setp`.
+    Rw = 2,
+}
+
+impl ParamAccess {
+    pub fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            1 => ParamAccess::Ro,
+            2 => ParamAccess::Rw,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamAccess::Ro => "RO",
+            ParamAccess::Rw => "RW",
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::In {}
+    impl Sealed for super::Out {}
+    impl Sealed for super::Io {}
+}
+
+/// A direction marker type.
+pub trait Direction: sealed::Sealed + Send + Sync + 'static {
+    const DIR: PinDir;
+}
+/// Directions the owning component may write.
+pub trait Writable: Direction {}
+
+/// Marker: input pin.
+#[derive(Debug)]
+pub enum In {}
+/// Marker: output pin.
+#[derive(Debug)]
+pub enum Out {}
+/// Marker: bidirectional pin.
+#[derive(Debug)]
+pub enum Io {}
+
+impl Direction for In {
+    const DIR: PinDir = PinDir::In;
+}
+impl Direction for Out {
+    const DIR: PinDir = PinDir::Out;
+}
+impl Direction for Io {
+    const DIR: PinDir = PinDir::Io;
+}
+impl Writable for Out {}
+impl Writable for Io {}
+
+/// A pin of the owning process, e.g. `Pin<In, f64>` or `Pin<Out, bool>`.
+pub struct Pin<D: Direction, T: HalType> {
+    cell: Block,
+    _marker: PhantomData<fn() -> (D, T)>,
+}
+
+impl<D: Direction, T: HalType> Pin<D, T> {
+    pub(crate) fn new(cell: Block) -> Self {
+        Pin {
+            cell,
+            _marker: PhantomData,
+        }
+    }
+
+    /// The current value (of the signal, if the pin is on one). One relaxed atomic load.
+    #[inline(always)]
+    pub fn get(&self) -> T {
+        T::from_bits(self.cell.at(0).load(Relaxed))
+    }
+}
+
+impl<D: Writable, T: HalType> Pin<D, T> {
+    /// Writes the value (to the signal, if the pin is on one). One relaxed atomic store.
+    #[inline(always)]
+    pub fn set(&self, value: T) {
+        self.cell.at(0).store(value.to_bits(), Relaxed)
+    }
+}
+
+/// A param of the owning process. The owner may always write it; other processes only if it is RW.
+pub struct Param<T: HalType> {
+    cell: Block,
+    _marker: PhantomData<fn() -> T>,
+}
+
+impl<T: HalType> Param<T> {
+    pub(crate) fn new(cell: Block) -> Self {
+        Param {
+            cell,
+            _marker: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    pub fn get(&self) -> T {
+        T::from_bits(self.cell.at(0).load(Relaxed))
+    }
+
+    #[inline(always)]
+    pub fn set(&self, value: T) {
+        self.cell.at(0).store(value.to_bits(), Relaxed)
+    }
+}

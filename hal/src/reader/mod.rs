@@ -1,0 +1,405 @@
+//! Access from any process: list, snapshot, read by name, and the `setp`/`sets` writes the rules allow.
+//!
+//! Every number that comes out of the segment is validated before it is used as an offset (see `view`),
+//! so a foreign, truncated, corrupted or newer segment gives a [`HalError`], never a crash. The one thing
+//! no reader can defend against is the file being *shrunk* under a live mapping (the kernel then raises
+//! SIGBUS); only the owner could do that, and it never resizes.
+
+mod info;
+mod view;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub use info::{
+    ComponentInfo, FunctionInfo, HalSnapshot, ParamInfo, PinInfo, SignalInfo, ThreadInfo,
+};
+pub use view::{HeaderInfo, SegmentState};
+
+use crate::error::{HalError, ObjectKind, Result, WriteRefusal};
+use crate::layout::{
+    component as c, function as f, param as pa, pin as pi, signal as sg, thread as th, Table,
+    LABEL_FIELD,
+};
+use crate::name::Instance;
+use crate::pin::{ParamAccess, PinDir};
+use crate::segment::{self, Mapping};
+use crate::stats::{self, HistogramSnapshot, ThreadStatsSnapshot};
+use crate::value::{Value, ValueType};
+use view::{Record, View};
+
+/// How a reader maps the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// `show`, `watch`, `getp`: enough for group members of a group-readable segment.
+    ReadOnly,
+    /// Needed for `setp`/`sets`.
+    ReadWrite,
+}
+
+/// A validated view of a segment, from another process or from a copy.
+pub struct HalReader {
+    v: View,
+}
+
+fn corrupt(reason: impl Into<String>) -> HalError {
+    HalError::corrupt(reason)
+}
+
+impl HalReader {
+    /// Opens `/rtapi-<instance>` of a running owner.
+    pub fn open(instance: &str, access: Access) -> Result<Self> {
+        let instance = Instance::new(instance)?;
+        let m = segment::open(&instance, access == Access::ReadWrite)?;
+        Self::from_mapping(Arc::new(m), instance)
+    }
+
+    /// Reads a copy of a segment's bytes (e.g. saved from `/dev/shm`), for offline inspection. Writes go
+    /// to the copy.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let v = View::new(
+            Arc::new(Mapping::from_bytes(bytes, true)),
+            "the segment copy",
+        )?;
+        Ok(HalReader { v })
+    }
+
+    pub(crate) fn from_mapping(m: Arc<Mapping>, instance: Instance) -> Result<Self> {
+        let v = View::new(m, &segment::display_path(&instance))?;
+        Ok(HalReader { v })
+    }
+
+    /// The header as validated at open, with the state as it is now.
+    pub fn header(&self) -> HeaderInfo {
+        HeaderInfo {
+            state: self.v.state(),
+            ..self.v.header.clone()
+        }
+    }
+
+    /// Whether the owner process still exists (a segment of a dead owner stays until reclaimed).
+    pub fn owner_alive(&self) -> bool {
+        segment::pid_alive(self.v.header.owner_pid)
+    }
+
+    // ---- decoding helpers -------------------------------------------------------------------------------
+
+    fn name_of(&self, t: Table, i: usize) -> Result<String> {
+        self.v.copy_record(t, i).name()
+    }
+
+    fn ref_name(&self, target: Table, off: u64, from: Table) -> Result<Option<String>> {
+        self.v
+            .resolve(target, off, from)?
+            .map(|i| self.name_of(target, i))
+            .transpose()
+    }
+
+    /// The name of a required reference (component of a pin, ...).
+    fn required(&self, target: Table, off: u64, from: Table) -> Result<String> {
+        self.ref_name(target, off, from)?.ok_or_else(|| {
+            corrupt(format!(
+                "a {} record has no {}",
+                from.as_str(),
+                target.as_str()
+            ))
+        })
+    }
+
+    fn value_type(code: u32) -> Result<ValueType> {
+        ValueType::from_code(code).ok_or_else(|| corrupt(format!("unknown value type code {code}")))
+    }
+
+    fn load(&self, off: usize) -> u64 {
+        self.v.m.load(off)
+    }
+
+    /// The cell a pin reads: its signal's when connected.
+    fn pin_cell(&self, r: &Record) -> Result<(usize, Option<usize>)> {
+        match self
+            .v
+            .resolve(Table::Signals, r.u64(pi::SIGNAL), Table::Pins)?
+        {
+            Some(s) => Ok((self.v.record(Table::Signals, s) + sg::VALUE, Some(s))),
+            None => Ok((r.offset + pi::VALUE, None)),
+        }
+    }
+
+    fn component(&self, i: usize) -> Result<ComponentInfo> {
+        let r = self.v.copy_record(Table::Components, i);
+        Ok(ComponentInfo {
+            name: r.name()?,
+            pins: r.u32(c::PINS),
+            params: r.u32(c::PARAMS),
+            functions: r.u32(c::FUNCTIONS),
+        })
+    }
+
+    fn pin(&self, i: usize) -> Result<PinInfo> {
+        let r = self.v.copy_record(Table::Pins, i);
+        let ty = Self::value_type(r.u32(pi::TYPE))?;
+        let dir = PinDir::from_code(r.u32(pi::DIR))
+            .ok_or_else(|| corrupt("unknown pin direction code"))?;
+        let (cell, sig) = self.pin_cell(&r)?;
+        Ok(PinInfo {
+            name: r.name()?,
+            ty,
+            dir,
+            component: self.required(Table::Components, r.u64(pi::COMPONENT), Table::Pins)?,
+            signal: sig.map(|s| self.name_of(Table::Signals, s)).transpose()?,
+            value: Value::from_bits(ty, self.load(cell)),
+        })
+    }
+
+    fn param(&self, i: usize) -> Result<ParamInfo> {
+        let r = self.v.copy_record(Table::Params, i);
+        let ty = Self::value_type(r.u32(pa::TYPE))?;
+        Ok(ParamInfo {
+            name: r.name()?,
+            ty,
+            access: ParamAccess::from_code(r.u32(pa::ACCESS))
+                .ok_or_else(|| corrupt("unknown param access code"))?,
+            component: self.required(Table::Components, r.u64(pa::COMPONENT), Table::Params)?,
+            value: Value::from_bits(ty, self.load(r.offset + pa::VALUE)),
+        })
+    }
+
+    fn signal(&self, i: usize) -> Result<SignalInfo> {
+        let r = self.v.copy_record(Table::Signals, i);
+        let ty = Self::value_type(r.u32(sg::TYPE))?;
+        Ok(SignalInfo {
+            name: r.name()?,
+            ty,
+            writer: self.ref_name(Table::Pins, r.u64(sg::WRITER_PIN), Table::Signals)?,
+            readers: r.u32(sg::READERS),
+            bidirs: r.u32(sg::BIDIRS),
+            value: Value::from_bits(ty, self.load(r.offset + sg::VALUE)),
+        })
+    }
+
+    fn function(&self, i: usize) -> Result<FunctionInfo> {
+        let r = self.v.copy_record(Table::Functions, i);
+        let name = r.name()?;
+        let thread = self
+            .ref_name(Table::Threads, r.u64(f::THREAD), Table::Functions)?
+            .map(|t| (t, r.u32(f::POSITION)));
+        Ok(FunctionInfo {
+            component: self.required(Table::Components, r.u64(f::COMPONENT), Table::Functions)?,
+            thread,
+            timing: stats::read_function(&self.v.m, r.offset, &name)?,
+            name,
+        })
+    }
+
+    /// A thread record with its validated stats block `(offset, bin_ns, bins)`.
+    fn thread_record(&self, i: usize) -> Result<(Record, String, (usize, u64, usize))> {
+        let r = self.v.copy_record(Table::Threads, i);
+        let name = r.name()?;
+        let off = r.u64(th::STATS);
+        let (bin_ns, bins) = self.v.stats_block(off, &name)?;
+        Ok((r, name, (off as usize, bin_ns, bins)))
+    }
+
+    fn thread(&self, i: usize) -> Result<ThreadInfo> {
+        let (r, name, (stats_off, _, _)) = self.thread_record(i)?;
+        let period_ns = r.u64(th::PERIOD_NS);
+        let cpu = r.u32(th::CPU) as i32;
+        Ok(ThreadInfo {
+            period_ns,
+            cpu: u32::try_from(cpu).ok(),
+            priority: r.u32(th::PRIORITY) as i32,
+            flavor: r.text(th::FLAVOR, LABEL_FIELD)?,
+            timer: r.text(th::TIMER, LABEL_FIELD)?,
+            running: self
+                .v
+                .m
+                .word(r.offset + th::RUNNING)
+                .load(Ordering::Acquire)
+                != 0,
+            functions: r.u32(th::FUNCTIONS),
+            stats: stats::read_stats(&self.v.m, stats_off, period_ns, &name)?,
+            name,
+        })
+    }
+
+    fn all<T>(&self, t: Table, one: impl Fn(&Self, usize) -> Result<T>) -> Result<Vec<T>> {
+        (0..self.v.count(t)).map(|i| one(self, i)).collect()
+    }
+
+    fn find(&self, t: Table, name: &str) -> Result<Option<usize>> {
+        for i in 0..self.v.count(t) {
+            if self.name_of(t, i)? == name {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    fn find_or(&self, t: Table, kind: ObjectKind, name: &str) -> Result<usize> {
+        self.find(t, name)?.ok_or_else(|| HalError::NotFound {
+            kind,
+            name: name.to_string(),
+        })
+    }
+
+    // ---- listing ----------------------------------------------------------------------------------------
+
+    pub fn components(&self) -> Result<Vec<ComponentInfo>> {
+        self.all(Table::Components, Self::component)
+    }
+    pub fn pins(&self) -> Result<Vec<PinInfo>> {
+        self.all(Table::Pins, Self::pin)
+    }
+    pub fn params(&self) -> Result<Vec<ParamInfo>> {
+        self.all(Table::Params, Self::param)
+    }
+    pub fn signals(&self) -> Result<Vec<SignalInfo>> {
+        self.all(Table::Signals, Self::signal)
+    }
+    pub fn functions(&self) -> Result<Vec<FunctionInfo>> {
+        self.all(Table::Functions, Self::function)
+    }
+    pub fn threads(&self) -> Result<Vec<ThreadInfo>> {
+        self.all(Table::Threads, Self::thread)
+    }
+
+    /// Everything, for `rtapi show` and `--json`.
+    pub fn snapshot(&self) -> Result<HalSnapshot> {
+        Ok(HalSnapshot {
+            header: self.header(),
+            components: self.components()?,
+            pins: self.pins()?,
+            params: self.params()?,
+            signals: self.signals()?,
+            functions: self.functions()?,
+            threads: self.threads()?,
+        })
+    }
+
+    /// Just the pin values, in table order, without names: the cheap path for a display that already
+    /// has the names from [`pins`](Self::pins).
+    pub fn pin_values(&self) -> Result<Vec<Value>> {
+        (0..self.v.count(Table::Pins))
+            .map(|i| {
+                let r = self.v.copy_record(Table::Pins, i);
+                let ty = Self::value_type(r.u32(pi::TYPE))?;
+                Ok(Value::from_bits(ty, self.load(self.pin_cell(&r)?.0)))
+            })
+            .collect()
+    }
+
+    // ---- by name ----------------------------------------------------------------------------------------
+
+    pub fn pin_named(&self, name: &str) -> Result<PinInfo> {
+        self.pin(self.find_or(Table::Pins, ObjectKind::Pin, name)?)
+    }
+    pub fn param_named(&self, name: &str) -> Result<ParamInfo> {
+        self.param(self.find_or(Table::Params, ObjectKind::Param, name)?)
+    }
+    pub fn signal_named(&self, name: &str) -> Result<SignalInfo> {
+        self.signal(self.find_or(Table::Signals, ObjectKind::Signal, name)?)
+    }
+    pub fn function_named(&self, name: &str) -> Result<FunctionInfo> {
+        self.function(self.find_or(Table::Functions, ObjectKind::Function, name)?)
+    }
+    pub fn thread_named(&self, name: &str) -> Result<ThreadInfo> {
+        self.thread(self.find_or(Table::Threads, ObjectKind::Thread, name)?)
+    }
+
+    /// The value of a pin, param or signal (`getp`; pins and params first, like halcmd).
+    pub fn get(&self, name: &str) -> Result<Value> {
+        if let Some(i) = self.find(Table::Pins, name)? {
+            return Ok(self.pin(i)?.value);
+        }
+        if let Some(i) = self.find(Table::Params, name)? {
+            return Ok(self.param(i)?.value);
+        }
+        if let Some(i) = self.find(Table::Signals, name)? {
+            return Ok(self.signal(i)?.value);
+        }
+        Err(HalError::NotFound {
+            kind: ObjectKind::Any,
+            name: name.to_string(),
+        })
+    }
+
+    /// A consistent copy of a thread's stats.
+    pub fn thread_stats(&self, thread: &str) -> Result<ThreadStatsSnapshot> {
+        let (r, name, (off, _, _)) =
+            self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
+        stats::read_stats(&self.v.m, off, r.u64(th::PERIOD_NS), &name)
+    }
+
+    /// A thread's latency histogram.
+    pub fn histogram(&self, thread: &str) -> Result<HistogramSnapshot> {
+        let (_, _, (off, bin_ns, bins)) =
+            self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
+        Ok(stats::read_histogram(&self.v.m, off, bin_ns, bins))
+    }
+
+    // ---- writes -----------------------------------------------------------------------------------------
+
+    fn store(&self, name: &str, cell: usize, value: Value) -> Result<Value> {
+        if !self.v.m.writable() {
+            return Err(HalError::NotWritable {
+                name: name.to_string(),
+                reason: WriteRefusal::ReadOnlyMapping,
+            });
+        }
+        self.v
+            .m
+            .word(cell)
+            .store(value.to_bits(), Ordering::Relaxed);
+        Ok(value)
+    }
+
+    /// `setp NAME VALUE`: sets a RW param or an unconnected IN/IO pin; refuses the rest with the reason.
+    /// Returns the value written.
+    pub fn setp(&self, name: &str, text: &str) -> Result<Value> {
+        let refuse = |reason| {
+            Err(HalError::NotWritable {
+                name: name.to_string(),
+                reason,
+            })
+        };
+        if let Some(i) = self.find(Table::Pins, name)? {
+            let p = self.pin(i)?;
+            if p.dir == PinDir::Out {
+                return refuse(WriteRefusal::OutputPin {
+                    component: p.component,
+                });
+            }
+            if let Some(signal) = p.signal {
+                return refuse(WriteRefusal::ConnectedPin { signal });
+            }
+            let value = Value::parse(p.ty, text, name)?;
+            return self.store(name, self.v.record(Table::Pins, i) + pi::VALUE, value);
+        }
+        if let Some(i) = self.find(Table::Params, name)? {
+            let p = self.param(i)?;
+            if p.access == ParamAccess::Ro {
+                return refuse(WriteRefusal::ReadOnlyParam);
+            }
+            let value = Value::parse(p.ty, text, name)?;
+            return self.store(name, self.v.record(Table::Params, i) + pa::VALUE, value);
+        }
+        Err(HalError::NotFound {
+            kind: ObjectKind::PinOrParam,
+            name: name.to_string(),
+        })
+    }
+
+    /// `sets SIGNAL VALUE`: sets a signal that has no OUT pin driving it. Returns the value written.
+    pub fn sets(&self, name: &str, text: &str) -> Result<Value> {
+        let i = self.find_or(Table::Signals, ObjectKind::Signal, name)?;
+        let s = self.signal(i)?;
+        if let Some(writer) = s.writer {
+            return Err(HalError::NotWritable {
+                name: name.to_string(),
+                reason: WriteRefusal::SignalHasWriter { writer },
+            });
+        }
+        let value = Value::parse(s.ty, text, name)?;
+        self.store(name, self.v.record(Table::Signals, i) + sg::VALUE, value)
+    }
+}

@@ -1,0 +1,316 @@
+//! Validation: the only code that turns numbers read from a segment into offsets we follow.
+//!
+//! Nothing read from a segment is trusted: the header is checked field by field, each table's extent is
+//! checked against the segment size with overflow-checked arithmetic, and each reference is checked to
+//! land exactly on a record of the table it claims. Out-of-bounds or misaligned offsets become
+//! `HalError::Corrupt`; the `Mapping` accessors additionally assert bounds, so a bug here would panic,
+//! never read outside the mapping.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::{HalError, Result};
+use crate::layout::{self, header as h, stats as st, table, Table, ALIGN, NAME_FIELD};
+use crate::name;
+use crate::segment::Mapping;
+use crate::stats::MAX_BINS;
+
+/// A validated table: `count` records of `stride` bytes at `offset`, all inside the segment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableView {
+    pub offset: usize,
+    pub count: usize,
+    pub stride: usize,
+}
+
+/// The lifecycle state published in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentState {
+    /// Structure complete, threads not (yet) running.
+    Ready,
+    Running,
+    /// The owner shut down; values are the last ones written.
+    Stopped,
+}
+
+/// The header of a validated segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderInfo {
+    pub instance: String,
+    pub version_major: u16,
+    pub version_minor: u16,
+    pub total_size: u64,
+    pub owner_pid: u32,
+    /// CLOCK_REALTIME ns when the owner created the segment.
+    pub start_time_ns: u64,
+    pub state: SegmentState,
+}
+
+/// A mapping whose header and tables passed validation.
+pub(crate) struct View {
+    pub m: Arc<Mapping>,
+    /// Bytes that belong to the segment (`total_size`, which is ≤ the mapping's length).
+    pub limit: usize,
+    pub header_size: usize,
+    pub tables: [TableView; 6],
+    pub header: HeaderInfo,
+}
+
+fn corrupt(reason: impl Into<String>) -> HalError {
+    HalError::corrupt(reason)
+}
+
+/// `u32` at `off` (must lie in an 8-aligned word, as every u32 of the layout does).
+pub(crate) fn load_u32(m: &Mapping, off: usize) -> u32 {
+    let word = m.load(off & !7);
+    // Native-endian: the u32 at the lower address is the low half on little-endian hosts.
+    let bytes = word.to_ne_bytes();
+    let i = off & 7;
+    u32::from_ne_bytes(bytes[i..i + 4].try_into().expect("4 bytes"))
+}
+
+impl View {
+    /// Validates the header and the table descriptors of `m`. `path` names the segment in messages.
+    pub fn new(m: Arc<Mapping>, path: &str) -> Result<View> {
+        let foreign = |reason: String| HalError::Foreign {
+            path: path.to_string(),
+            reason,
+        };
+        if m.len() < h::SIZE {
+            return Err(foreign(format!(
+                "it is {} bytes, smaller than the {}-byte header",
+                m.len(),
+                h::SIZE
+            )));
+        }
+        let mut magic = [0u8; 8];
+        m.copy_out(h::MAGIC, &mut magic);
+        if magic != layout::MAGIC {
+            return Err(foreign(
+                "its first bytes are not the rtapi magic \"RTAPIHAL\"".into(),
+            ));
+        }
+        let bom = m.load(h::BYTE_ORDER);
+        if bom != layout::BYTE_ORDER_MARK {
+            return Err(if bom.swap_bytes() == layout::BYTE_ORDER_MARK {
+                foreign("it was written by a host of the other byte order".into())
+            } else {
+                corrupt(format!("byte-order mark is {bom:#x}"))
+            });
+        }
+        let version = load_u32(&m, h::VERSION);
+        let (major, minor) = ((version >> 16) as u16, (version & 0xffff) as u16);
+        if major != layout::VERSION_MAJOR {
+            return Err(HalError::UnsupportedVersion {
+                found_major: major,
+                found_minor: minor,
+                supported_major: layout::VERSION_MAJOR,
+            });
+        }
+        // State first, with acquire: only after READY is the rest of the segment written.
+        let pid = load_u32(&m, h::OWNER_PID);
+        let state = match m.word(h::STATE).load(Ordering::Acquire) {
+            layout::state::READY => SegmentState::Ready,
+            layout::state::RUNNING => SegmentState::Running,
+            layout::state::STOPPED => SegmentState::Stopped,
+            0 | layout::state::BUILDING => {
+                return Err(HalError::NotReady {
+                    instance: instance_hint(&m),
+                    pid,
+                });
+            }
+            other => return Err(corrupt(format!("unknown segment state {other}"))),
+        };
+        let header_size = load_u32(&m, h::HEADER_SIZE) as usize;
+        if header_size < h::SIZE || header_size % ALIGN != 0 || header_size > m.len() {
+            return Err(corrupt(format!("header size {header_size} is invalid")));
+        }
+        let total = m.load(h::TOTAL_SIZE);
+        if total < header_size as u64 || total % ALIGN as u64 != 0 {
+            return Err(corrupt(format!("total size {total} is invalid")));
+        }
+        if total > m.len() as u64 {
+            return Err(corrupt(format!(
+                "truncated: the header says {total} bytes but only {} are there",
+                m.len()
+            )));
+        }
+        let limit = total as usize;
+        let mut inst = [0u8; NAME_FIELD];
+        m.copy_out(h::INSTANCE, &mut inst);
+        let instance = name::decode(&inst)?;
+        let mut tables = [TableView {
+            offset: 0,
+            count: 0,
+            stride: 0,
+        }; 6];
+        for t in Table::ALL {
+            tables[t as usize] = table_view(&m, t, header_size, limit)?;
+        }
+        let header = HeaderInfo {
+            instance,
+            version_major: major,
+            version_minor: minor,
+            total_size: total,
+            owner_pid: pid,
+            start_time_ns: m.load(h::START_TIME_NS),
+            state,
+        };
+        Ok(View {
+            m,
+            limit,
+            header_size,
+            tables,
+            header,
+        })
+    }
+
+    /// The state word now (it changes while the owner runs).
+    pub fn state(&self) -> SegmentState {
+        match self.m.word(h::STATE).load(Ordering::Acquire) {
+            layout::state::RUNNING => SegmentState::Running,
+            layout::state::STOPPED => SegmentState::Stopped,
+            _ => SegmentState::Ready,
+        }
+    }
+
+    pub fn count(&self, t: Table) -> usize {
+        self.tables[t as usize].count
+    }
+
+    /// Offset of record `i` of `t` (`i < count`).
+    pub fn record(&self, t: Table, i: usize) -> usize {
+        let tv = self.tables[t as usize];
+        assert!(i < tv.count);
+        tv.offset + i * tv.stride
+    }
+
+    /// Copies the fields this version knows of record `i` of `t`.
+    pub fn copy_record(&self, t: Table, i: usize) -> Record {
+        let off = self.record(t, i);
+        let mut bytes = vec![0u8; t.record_size()];
+        self.m.copy_out(off, &mut bytes);
+        Record { offset: off, bytes }
+    }
+
+    /// Which record of `target` the reference `off` (read from a `from` record) points at; 0 = none.
+    pub fn resolve(&self, target: Table, off: u64, from: Table) -> Result<Option<usize>> {
+        if off == 0 {
+            return Ok(None);
+        }
+        let tv = self.tables[target as usize];
+        let rel = off.checked_sub(tv.offset as u64);
+        match rel {
+            Some(rel)
+                if rel % tv.stride as u64 == 0 && rel / (tv.stride as u64) < tv.count as u64 =>
+            {
+                Ok(Some((rel / tv.stride as u64) as usize))
+            }
+            _ => Err(corrupt(format!(
+                "a {} record refers to offset {off}, which is not a {} record",
+                from.as_str(),
+                target.as_str()
+            ))),
+        }
+    }
+
+    /// Validates the stats block at `off` and returns its histogram shape `(bin_ns, bins)`.
+    pub fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
+        let bad = |why: &str| corrupt(format!("the stats block of thread '{thread}' {why}"));
+        let off = usize::try_from(off).map_err(|_| bad("is out of bounds"))?;
+        if off % ALIGN != 0 || off < self.header_size {
+            return Err(bad("is misaligned or inside the header"));
+        }
+        if !off.checked_add(st::BINS).fits_within(self.limit) {
+            return Err(bad("is out of bounds"));
+        }
+        let bin_ns = self.m.load(off + st::BIN_NS);
+        let bins = self.m.load(off + st::BIN_COUNT);
+        if bin_ns == 0 || bins == 0 || bins > MAX_BINS as u64 {
+            return Err(bad("has an invalid histogram shape"));
+        }
+        if self.m.load(off + st::SPIKE_RING_LEN) != st::SPIKE_RING as u64 {
+            return Err(bad("has a spike ring of unexpected length"));
+        }
+        if !off
+            .checked_add(st::size(bins as usize))
+            .fits_within(self.limit)
+        {
+            return Err(bad("runs past the end of the segment"));
+        }
+        Ok((bin_ns, bins as usize))
+    }
+}
+
+/// The instance name for a NotReady message, if the field is already readable.
+fn instance_hint(m: &Mapping) -> String {
+    let mut inst = [0u8; NAME_FIELD];
+    m.copy_out(h::INSTANCE, &mut inst);
+    name::decode(&inst).unwrap_or_else(|_| "?".into())
+}
+
+fn table_view(m: &Mapping, t: Table, header_size: usize, limit: usize) -> Result<TableView> {
+    let d = t.descriptor();
+    let offset = m.load(d + table::OFFSET);
+    let count = load_u32(m, d + table::COUNT) as usize;
+    let stride = load_u32(m, d + table::RECORD_SIZE) as usize;
+    let bad = |why: String| corrupt(format!("the {} table {why}", t.as_str()));
+    if stride < t.record_size() || stride % ALIGN != 0 {
+        return Err(bad(format!(
+            "has record size {stride}, expected at least {}",
+            t.record_size()
+        )));
+    }
+    let offset =
+        usize::try_from(offset).map_err(|_| bad(format!("offset {offset} is out of bounds")))?;
+    if offset % ALIGN != 0 || offset < header_size {
+        return Err(bad(format!(
+            "offset {offset} is misaligned or inside the header"
+        )));
+    }
+    let end = count
+        .checked_mul(stride)
+        .and_then(|len| offset.checked_add(len));
+    if !end.fits_within(limit) {
+        return Err(bad(format!(
+            "({count} records at {offset}) runs past the end of the segment ({limit})"
+        )));
+    }
+    Ok(TableView {
+        offset,
+        count,
+        stride,
+    })
+}
+
+/// An extent's end from checked arithmetic: it fits if it did not overflow and ends within `limit`.
+trait Fits {
+    fn fits_within(self, limit: usize) -> bool;
+}
+
+impl Fits for Option<usize> {
+    fn fits_within(self, limit: usize) -> bool {
+        matches!(self, Some(end) if end <= limit)
+    }
+}
+
+/// A private copy of one record's known fields.
+pub(crate) struct Record {
+    pub offset: usize,
+    pub bytes: Vec<u8>,
+}
+
+impl Record {
+    pub fn u32(&self, off: usize) -> u32 {
+        u32::from_ne_bytes(self.bytes[off..off + 4].try_into().expect("4 bytes"))
+    }
+    pub fn u64(&self, off: usize) -> u64 {
+        u64::from_ne_bytes(self.bytes[off..off + 8].try_into().expect("8 bytes"))
+    }
+    pub fn text(&self, off: usize, len: usize) -> Result<String> {
+        name::decode(&self.bytes[off..off + len])
+    }
+    pub fn name(&self) -> Result<String> {
+        self.text(0, NAME_FIELD)
+    }
+}

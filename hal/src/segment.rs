@@ -1,0 +1,475 @@
+//! The operating-system side of a segment: POSIX shm, `mmap`, `flock`. All `libc` calls of the crate live
+//! here, so the rest of the code deals only in a [`Mapping`] of atomic words.
+//!
+//! Ownership protocol: the owner holds an exclusive `flock` on its shm file descriptor for its whole life.
+//! The kernel drops that lock when the process dies, however it dies (SIGKILL included), so "is the lock
+//! free?" is an exact liveness test that pid reuse cannot fool. The pid in the header is only for messages.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::{HalError, Result};
+use crate::layout::{self, header, ALIGN};
+use crate::name::Instance;
+
+/// A region of segment memory, only ever accessed through aligned 64-bit atomics. Either a shared mapping
+/// of a shm file or a private heap copy (for offline analysis and tests of the reader).
+pub(crate) struct Mapping {
+    ptr: NonNull<AtomicU64>,
+    len: usize,
+    writable: bool,
+    backing: Backing,
+}
+
+enum Backing {
+    Mmap,
+    /// From `Box::into_raw` of a `Box<[AtomicU64]>` of `len / 8` words; rebuilt and freed in Drop.
+    Heap,
+}
+
+// SAFETY: the region is only accessed through `&AtomicU64` (see `word`), which is Sync; the pointer stays
+// valid until Drop, which needs `&mut self` and therefore no outstanding borrows.
+unsafe impl Send for Mapping {}
+// SAFETY: as above — shared access is atomic access.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The 64-bit cell at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is unaligned or out of bounds. Callers validate offsets read from the segment before
+    /// calling; a panic here is a bug in this crate, never a consequence of segment contents.
+    pub(crate) fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(
+            offset % ALIGN == 0 && offset.checked_add(8).is_some_and(|end| end <= self.len),
+            "segment word {offset} out of bounds (len {})",
+            self.len
+        );
+        // SAFETY: in bounds and 8-aligned (checked above; the base is page- or Box<[AtomicU64]>-aligned),
+        // and the memory lives as long as `self`. AtomicU64 has the size and alignment of u64, and every
+        // access to the region goes through atomics, so no non-atomic access can race with this one.
+        unsafe { &*self.ptr.as_ptr().add(offset / 8) }
+    }
+
+    pub(crate) fn load(&self, offset: usize) -> u64 {
+        self.word(offset).load(Ordering::Relaxed)
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` out of the segment, word by word.
+    pub(crate) fn copy_out(&self, offset: usize, dst: &mut [u8]) {
+        assert!(dst.len() % 8 == 0);
+        for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
+            chunk.copy_from_slice(&self.load(offset + i * 8).to_ne_bytes());
+        }
+    }
+
+    /// Writes a whole image (8-byte multiple) at the start of the segment with atomic stores.
+    pub(crate) fn copy_in(&self, image: &[u8]) {
+        assert!(image.len() % 8 == 0 && image.len() <= self.len);
+        for (i, chunk) in image.chunks_exact(8).enumerate() {
+            let word = u64::from_ne_bytes(chunk.try_into().expect("chunks_exact(8)"));
+            self.word(i * 8).store(word, Ordering::Relaxed);
+        }
+    }
+
+    /// A private copy of `bytes` (length rounded down to whole words).
+    pub(crate) fn from_bytes(bytes: &[u8], writable: bool) -> Mapping {
+        let words: Box<[AtomicU64]> = bytes
+            .chunks_exact(8)
+            .map(|c| AtomicU64::new(u64::from_ne_bytes(c.try_into().expect("chunks_exact(8)"))))
+            .collect();
+        let len = words.len() * 8;
+        let raw: *mut [AtomicU64] = Box::into_raw(words);
+        let ptr = NonNull::new(raw.cast::<AtomicU64>()).expect("Box::into_raw is never null");
+        Mapping {
+            ptr,
+            len,
+            writable,
+            backing: Backing::Heap,
+        }
+    }
+
+    /// Maps `len` bytes of `fd` shared.
+    #[doc(alias = "mmap")]
+    fn map(fd: &OwnedFd, len: usize, writable: bool, what: &str) -> Result<Mapping> {
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        // SAFETY: a fresh shared mapping chosen by the kernel (addr NULL) of a file we hold open; it
+        // aliases no Rust object. Failure is reported through MAP_FAILED, checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(HalError::os("mmap", what));
+        }
+        let ptr = NonNull::new(p.cast::<AtomicU64>()).ok_or_else(|| HalError::os("mmap", what))?;
+        Ok(Mapping {
+            ptr,
+            len,
+            writable,
+            backing: Backing::Mmap,
+        })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        match self.backing {
+            Backing::Mmap => {
+                // SAFETY: ptr/len are exactly what mmap returned; `&mut self` proves no borrow of the region
+                // is alive (every `&AtomicU64` handed out borrows `self`, and handles hold an Arc<Mapping>).
+                unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            }
+            Backing::Heap => {
+                let raw = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len / 8);
+                // SAFETY: `raw` is the pointer and length Box::into_raw produced in `from_bytes`, freed once.
+                drop(unsafe { Box::from_raw(raw) });
+            }
+        }
+    }
+}
+
+fn c_name(instance: &Instance) -> CString {
+    CString::new(instance.shm_name()).expect("validated instance names contain no NUL")
+}
+
+/// Where the segment shows up in the file system, for messages.
+pub(crate) fn display_path(instance: &Instance) -> String {
+    format!("/dev/shm/rtapi-{instance}")
+}
+
+fn shm_open(
+    instance: &Instance,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> std::io::Result<OwnedFd> {
+    let name = c_name(instance);
+    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
+    let fd = unsafe { libc::shm_open(name.as_ptr(), flags, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: shm_open returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn fstat(fd: &OwnedFd, what: &str) -> Result<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open; `st` is a valid, writable stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(HalError::os("fstat", what));
+    }
+    Ok(st)
+}
+
+/// Tries to take the exclusive owner lock without waiting.
+#[doc(alias = "flock")]
+fn try_lock(fd: &OwnedFd) -> bool {
+    // SAFETY: flock on an open descriptor has no memory effects.
+    unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+#[doc(alias = "shm_unlink")]
+fn unlink(instance: &Instance) {
+    let name = c_name(instance);
+    // SAFETY: valid NUL-terminated string. Failure (already gone) is fine for every caller.
+    unsafe { libc::shm_unlink(name.as_ptr()) };
+}
+
+/// Whether a process with this pid exists (for messages and `owner_alive`; ownership uses the lock).
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks existence and permission; nothing is delivered.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Nanoseconds since the Unix epoch.
+pub(crate) fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Who may open the segment besides its owner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Permissions {
+    /// Mode 0600: the owner's user only.
+    #[default]
+    OwnerOnly,
+    /// Mode 0640 with this group: members can read (`show`, `watch`) but not write.
+    GroupReadable { gid: u32 },
+}
+
+/// The segment as its owner holds it: the locked descriptor and the writable mapping.
+pub(crate) struct OwnedSegment {
+    pub(crate) fd: OwnedFd,
+    pub(crate) mapping: Mapping,
+}
+
+/// What we found under the name when exclusive creation failed.
+enum Existing {
+    /// A live owner holds it (pid from the header, 0 if not yet written).
+    Live(u32),
+    /// Nobody holds it and it is ours (or an empty leftover): safe to remove.
+    Stale,
+    /// Someone is removing or creating it right now; look again shortly.
+    InFlux,
+}
+
+/// Creates `/rtapi-<instance>` of `size` bytes, reclaiming a stale one, and returns it locked, mapped and
+/// zero-filled. The caller writes the header (state BUILDING first).
+pub(crate) fn create(instance: &Instance, size: usize, perms: Permissions) -> Result<OwnedSegment> {
+    let path = display_path(instance);
+    // Bounded: each retry is a race with another creator or reclaimer that resolves within milliseconds.
+    let mut small_unlocked_seen = 0;
+    for _ in 0..100 {
+        match shm_open(instance, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) {
+            Ok(fd) => return finish_create(fd, size, perms, &path),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+            Err(source) => {
+                return Err(HalError::Os {
+                    op: "shm_open",
+                    target: path,
+                    source,
+                })
+            }
+        }
+        match inspect_existing(instance, &path, &mut small_unlocked_seen)? {
+            Existing::Live(pid) => {
+                return Err(HalError::InstanceInUse {
+                    instance: instance.to_string(),
+                    pid,
+                })
+            }
+            Existing::Stale => {}
+            Existing::InFlux => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    Err(HalError::Foreign {
+        path,
+        reason: "it keeps appearing and disappearing while we try to claim it".into(),
+    })
+}
+
+fn finish_create(fd: OwnedFd, size: usize, perms: Permissions, path: &str) -> Result<OwnedSegment> {
+    // Blocking is fine: the only other lockers are probes that release at once.
+    // SAFETY: flock on an open descriptor has no memory effects.
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(HalError::os("flock", path));
+    }
+    let mode: libc::mode_t = match perms {
+        Permissions::OwnerOnly => 0o600,
+        Permissions::GroupReadable { gid } => {
+            // SAFETY: fchown on our own descriptor; uid -1 leaves the owner unchanged.
+            if unsafe { libc::fchown(fd.as_raw_fd(), u32::MAX, gid) } != 0 {
+                return Err(HalError::os("fchown (group)", path));
+            }
+            0o640
+        }
+    };
+    // Explicit because shm_open's mode is filtered by the umask.
+    // SAFETY: fchmod on our own descriptor.
+    if unsafe { libc::fchmod(fd.as_raw_fd(), mode) } != 0 {
+        return Err(HalError::os("fchmod", path));
+    }
+    let len = libc::off_t::try_from(size).map_err(|_| HalError::SegmentFull {
+        needed: size as u64,
+        cap: i64::MAX as u64,
+    })?;
+    // SAFETY: ftruncate on our own descriptor.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len) } != 0 {
+        return Err(HalError::os("ftruncate", path));
+    }
+    let mapping = Mapping::map(&fd, size, true, path)?;
+    Ok(OwnedSegment { fd, mapping })
+}
+
+fn inspect_existing(
+    instance: &Instance,
+    path: &str,
+    small_unlocked_seen: &mut u32,
+) -> Result<Existing> {
+    let fd = match shm_open(instance, libc::O_RDONLY, 0) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(Existing::InFlux),
+        Err(source) => {
+            return Err(HalError::Os {
+                op: "shm_open",
+                target: path.to_string(),
+                source,
+            })
+        }
+    };
+    let size = usize::try_from(fstat(&fd, path)?.st_size).unwrap_or(0);
+    let head = if size >= header::SIZE {
+        Some(Mapping::map(&fd, header::SIZE, false, path)?)
+    } else {
+        None
+    };
+    let pid = head
+        .as_ref()
+        .map_or(0, |h| h.load(header::OWNER_PID) as u32);
+    if !try_lock(&fd) {
+        // Held: a live owner — unless a reclaimer holds it on a dead owner's file while removing it.
+        return Ok(if pid != 0 && !pid_alive(pid) {
+            Existing::InFlux
+        } else {
+            Existing::Live(pid)
+        });
+    }
+    // We hold the lock now (until `fd` closes), so no owner is alive on this file.
+    match head {
+        Some(h) => {
+            let mut magic = [0u8; 8];
+            h.copy_out(header::MAGIC, &mut magic);
+            if magic != layout::MAGIC {
+                return Err(HalError::Foreign {
+                    path: path.to_string(),
+                    reason: "its first bytes are not the rtapi magic".into(),
+                });
+            }
+        }
+        None => {
+            // Too small to hold a header: a creator between shm_open and flock (microseconds), or the
+            // leftover of one that died there. Only the second stays this way for long.
+            *small_unlocked_seen += 1;
+            if *small_unlocked_seen < 5 {
+                return Ok(Existing::InFlux);
+            }
+        }
+    }
+    // Stale: remove the name while still holding the lock, so a concurrent reclaimer sees it held.
+    unlink(instance);
+    Ok(Existing::Stale)
+}
+
+/// Removes the name if it still refers to the file behind `fd` (someone may have replaced it).
+pub(crate) fn unlink_if_ours(instance: &Instance, fd: &OwnedFd) {
+    let path = display_path(instance);
+    let (Ok(ours), Ok(named)) = (fstat(fd, &path), shm_open(instance, libc::O_RDONLY, 0)) else {
+        return;
+    };
+    if let Ok(theirs) = fstat(&named, &path) {
+        if ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino {
+            unlink(instance);
+        }
+    }
+}
+
+/// Opens an existing segment for a reader: maps the whole file after checking it can hold a header.
+pub(crate) fn open(instance: &Instance, writable: bool) -> Result<Mapping> {
+    let path = display_path(instance);
+    let flags = if writable {
+        libc::O_RDWR
+    } else {
+        libc::O_RDONLY
+    };
+    let fd = match shm_open(instance, flags, 0) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            return Err(HalError::NoSuchInstance {
+                instance: instance.to_string(),
+            })
+        }
+        Err(source) => {
+            return Err(HalError::Os {
+                op: "shm_open",
+                target: path,
+                source,
+            })
+        }
+    };
+    // The file size bounds everything: mapping past the end of a shm file faults on access (SIGBUS).
+    let size = usize::try_from(fstat(&fd, &path)?.st_size).unwrap_or(0);
+    if size < header::SIZE {
+        return Err(HalError::Foreign {
+            path,
+            reason: format!(
+                "it is {size} bytes, smaller than the {}-byte header (if rtapi is starting right now, retry)",
+                header::SIZE
+            ),
+        });
+    }
+    // Whole words only: the reader works in 64-bit atomics.
+    Mapping::map(&fd, size - size % 8, writable, &path)
+}
+
+/// A validated, 8-aligned range of a mapping, kept alive by its own reference to the mapping. Handles on
+/// the real-time path (pins, stats writers) hold one so that an access is a pointer add and an atomic
+/// instruction: the bounds were checked once, when the block was made.
+pub(crate) struct Block {
+    ptr: NonNull<AtomicU64>,
+    len: usize,
+    _mapping: std::sync::Arc<Mapping>,
+}
+
+// SAFETY: a Block only hands out `&AtomicU64` into memory kept alive by its Arc<Mapping>; atomics are
+// Send and Sync.
+unsafe impl Send for Block {}
+// SAFETY: as above.
+unsafe impl Sync for Block {}
+
+impl Block {
+    /// `len` bytes at `offset` of `mapping`.
+    ///
+    /// # Panics
+    /// If the range is unaligned or out of bounds (callers pass offsets they laid out or validated).
+    pub(crate) fn new(mapping: &std::sync::Arc<Mapping>, offset: usize, len: usize) -> Block {
+        assert!(
+            offset % ALIGN == 0
+                && len % ALIGN == 0
+                && offset.checked_add(len).is_some_and(|e| e <= mapping.len()),
+            "block {offset}+{len} outside the segment ({})",
+            mapping.len()
+        );
+        // SAFETY: offset is in bounds (checked above), so the add stays inside the mapping.
+        let ptr = unsafe { NonNull::new_unchecked(mapping.ptr.as_ptr().add(offset / 8)) };
+        Block {
+            ptr,
+            len,
+            _mapping: mapping.clone(),
+        }
+    }
+
+    /// The cell at byte `offset` inside the block.
+    #[inline(always)]
+    pub(crate) fn at(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(
+            offset % ALIGN == 0 && offset + 8 <= self.len,
+            "cell {offset} outside block {}",
+            self.len
+        );
+        // SAFETY: callers use layout constants that lie inside the block (checked in debug builds above);
+        // the block is inside the mapping (checked in `new`), which the Arc keeps mapped; access is atomic.
+        unsafe { &*self.ptr.as_ptr().add(offset / 8) }
+    }
+}

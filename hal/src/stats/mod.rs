@@ -1,0 +1,34 @@
+//! Thread and function statistics: written once per period by the RT thread, read by anyone.
+
+pub mod arith;
+mod histogram;
+mod snapshot;
+mod writer;
+
+pub use histogram::{bin_of, Bin, HistogramSnapshot, Percentile, Percentiles};
+pub(crate) use snapshot::{read_function, read_histogram, read_stats};
+pub use snapshot::{FunctionTiming, Spike, ThreadStatsSnapshot};
+pub(crate) use writer::StatsWriterParts;
+pub use writer::{PeriodSample, StatsWriter, ThreadRusage};
+
+/// Histogram shape of a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistogramConfig {
+    /// Bin width in ns (≥ 1).
+    pub bin_ns: u64,
+    /// Number of bins (1 ..= [`MAX_BINS`]).
+    pub bins: usize,
+}
+
+/// Upper bound on bins per thread: 1 M bins is 8 MiB, far past any useful latency histogram.
+pub const MAX_BINS: usize = 1 << 20;
+
+impl Default for HistogramConfig {
+    /// 1 µs bins up to 1 ms, cyclictest's usual shape.
+    fn default() -> Self {
+        HistogramConfig {
+            bin_ns: 1000,
+            bins: 1000,
+        }
+    }
+}

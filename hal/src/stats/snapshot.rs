@@ -1,0 +1,167 @@
+//! The reader side of the stats: consistent copies of a stats block and of a function's timing.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::arith;
+use super::histogram::HistogramSnapshot;
+use crate::error::{HalError, Result};
+use crate::layout::{function as f, stats as s};
+use crate::segment::Mapping;
+use crate::seqlock;
+
+/// One entry of the spike ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spike {
+    /// Cycle number (1-based) of the period.
+    pub cycle: u64,
+    /// Wake time, CLOCK_MONOTONIC ns.
+    pub time_ns: u64,
+    pub latency_ns: i64,
+    /// The thread's cumulative `ru_nivcsw` then (0 if the loop did not sample it).
+    pub involuntary_ctx_switches: u64,
+    /// The thread's cumulative minor + major faults then (0 if not sampled).
+    pub page_faults: u64,
+}
+
+/// A consistent copy of a thread's stats (everything under the seqlock, taken in one read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadStatsSnapshot {
+    pub period_ns: u64,
+    /// Periods recorded.
+    pub cycles: u64,
+    /// Periods missed (skipped) in total.
+    pub overruns: u64,
+    /// Meaningful only when `cycles > 0`; see [`latency_min`](Self::latency_min).
+    pub latency_min_ns: i64,
+    pub latency_max_ns: i64,
+    pub latency_sum_ns: i128,
+    pub latency_sum_sq_ns2: u128,
+    /// max |interval − period|.
+    pub jitter_max_ns: u64,
+    pub exec_last_ns: u64,
+    pub exec_max_ns: u64,
+    pub exec_sum_ns: u64,
+    pub drift_ns: i64,
+    pub last_wake_ns: u64,
+    /// Spikes ever recorded; the ring keeps the latest [`SPIKE_RING`](crate::layout::stats::SPIKE_RING).
+    pub spikes_total: u64,
+    /// The ring as stored; use [`recent_spikes`](Self::recent_spikes) for them in order.
+    pub spike_ring: [Spike; s::SPIKE_RING],
+}
+
+impl ThreadStatsSnapshot {
+    pub fn latency_min(&self) -> Option<i64> {
+        (self.cycles > 0).then_some(self.latency_min_ns)
+    }
+    pub fn latency_max(&self) -> Option<i64> {
+        (self.cycles > 0).then_some(self.latency_max_ns)
+    }
+    pub fn latency_mean(&self) -> Option<f64> {
+        arith::mean(self.latency_sum_ns, self.cycles)
+    }
+    pub fn latency_stddev(&self) -> Option<f64> {
+        arith::stddev(self.latency_sum_ns, self.latency_sum_sq_ns2, self.cycles)
+    }
+    pub fn exec_mean(&self) -> Option<f64> {
+        arith::mean(self.exec_sum_ns as i128, self.cycles)
+    }
+    /// The spikes still in the ring, newest first.
+    pub fn recent_spikes(&self) -> impl Iterator<Item = Spike> + '_ {
+        let ring = s::SPIKE_RING as u64;
+        let kept = self.spikes_total.min(ring);
+        (0..kept).map(move |k| self.spike_ring[((self.spikes_total - 1 - k) % ring) as usize])
+    }
+}
+
+/// A consistent copy of one function's timing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FunctionTiming {
+    pub last_ns: u64,
+    pub max_ns: u64,
+    pub sum_ns: u64,
+    pub calls: u64,
+    /// Calls that reported a fault.
+    pub faults: u64,
+    /// The last call's fault code, 0 = ok.
+    pub fault_code: u64,
+}
+
+impl FunctionTiming {
+    pub fn mean_ns(&self) -> Option<f64> {
+        arith::mean(self.sum_ns as i128, self.calls)
+    }
+}
+
+/// Reads the stats block at `base` (the caller validated `base .. base + s::BINS` is in bounds and aligned).
+pub(crate) fn read_stats(
+    m: &Mapping,
+    base: usize,
+    period_ns: u64,
+    what: &str,
+) -> Result<ThreadStatsSnapshot> {
+    let g = |off: usize| m.word(base + off).load(Relaxed);
+    seqlock::read(m.word(base + s::SEQ), || {
+        let mut spike_ring = [Spike::default(); s::SPIKE_RING];
+        for (i, sp) in spike_ring.iter_mut().enumerate() {
+            let e = s::SPIKES + i * s::spike::SIZE;
+            *sp = Spike {
+                cycle: g(e + s::spike::CYCLE),
+                time_ns: g(e + s::spike::TIME_NS),
+                latency_ns: g(e + s::spike::LATENCY_NS) as i64,
+                involuntary_ctx_switches: g(e + s::spike::INVOLUNTARY_CTX_SWITCHES),
+                page_faults: g(e + s::spike::PAGE_FAULTS),
+            };
+        }
+        ThreadStatsSnapshot {
+            period_ns,
+            cycles: g(s::CYCLES),
+            overruns: g(s::OVERRUNS),
+            latency_min_ns: g(s::LATENCY_MIN) as i64,
+            latency_max_ns: g(s::LATENCY_MAX) as i64,
+            latency_sum_ns: arith::join_i128(g(s::LATENCY_SUM_LO), g(s::LATENCY_SUM_HI)),
+            latency_sum_sq_ns2: arith::join_u128(g(s::LATENCY_SQ_LO), g(s::LATENCY_SQ_HI)),
+            jitter_max_ns: g(s::JITTER_MAX),
+            exec_last_ns: g(s::EXEC_LAST),
+            exec_max_ns: g(s::EXEC_MAX),
+            exec_sum_ns: g(s::EXEC_SUM),
+            drift_ns: g(s::DRIFT) as i64,
+            last_wake_ns: g(s::LAST_WAKE_NS),
+            spikes_total: g(s::SPIKES_TOTAL),
+            spike_ring,
+        }
+    })
+    .ok_or_else(|| HalError::Busy {
+        what: format!("the stats of thread '{what}'"),
+    })
+}
+
+/// Reads the histogram of the stats block at `base` (caller validated the whole block incl. `bins`).
+pub(crate) fn read_histogram(
+    m: &Mapping,
+    base: usize,
+    bin_ns: u64,
+    bins: usize,
+) -> HistogramSnapshot {
+    HistogramSnapshot {
+        bin_ns,
+        counts: (0..bins).map(|i| m.load(base + s::BINS + i * 8)).collect(),
+        underflow: m.load(base + s::UNDERFLOW),
+        overflow: m.load(base + s::OVERFLOW),
+    }
+}
+
+/// Reads a function record's timing (caller validated the record).
+pub(crate) fn read_function(m: &Mapping, base: usize, what: &str) -> Result<FunctionTiming> {
+    let g = |off: usize| m.word(base + off).load(Relaxed);
+    seqlock::read(m.word(base + f::SEQ), || FunctionTiming {
+        last_ns: g(f::LAST_NS),
+        max_ns: g(f::MAX_NS),
+        sum_ns: g(f::SUM_NS),
+        calls: g(f::CALLS),
+        faults: g(f::FAULTS),
+        fault_code: g(f::FAULT_CODE),
+    })
+    .ok_or_else(|| HalError::Busy {
+        what: format!("the timing of function '{what}'"),
+    })
+}

@@ -1,0 +1,216 @@
+//! The real-time side of the stats: one [`StatsWriter`] per thread, called once per period.
+//!
+//! Invariants: exactly one writer per stats block (the Hal hands each out once, and the type is not
+//! `Sync`, so it cannot be shared between threads); every method is allocation-free, lock-free and
+//! syscall-free, a bounded number of atomic loads and stores; the writer never waits for a reader.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+
+use super::arith;
+use super::histogram::{bin_of, Bin};
+use crate::layout::{function as f, stats as s};
+use crate::segment::Block;
+use crate::seqlock;
+
+/// What the cycle loop measured in one period (see the cycle-loop contract in DESIGN.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeriodSample {
+    /// Wake time, `CLOCK_MONOTONIC` ns.
+    pub now_ns: u64,
+    /// `now - deadline`: the wake latency (negative only when woken early).
+    pub latency_ns: i64,
+    /// `now - previous wake`; 0 on the first period (no previous wake: no jitter is counted).
+    pub interval_ns: u64,
+    /// Execution time of the whole function list this period.
+    pub exec_ns: u64,
+    /// Periods skipped because `now` was already past their deadlines (overruns).
+    pub missed: u64,
+    /// Drift of the thread's timeline as the loop measures it (e.g. against the ideal start + n·period).
+    pub drift_ns: i64,
+    /// The thread's `getrusage(RUSAGE_THREAD)` counters, when the loop sampled them (normally only when
+    /// [`StatsWriter::is_spike`] said so, since it costs a syscall). Recorded with the spike.
+    pub rusage: Option<ThreadRusage>,
+}
+
+/// Counters that explain a spike: a context switch or a page fault in a period is the usual culprit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadRusage {
+    /// `ru_nivcsw`.
+    pub involuntary_ctx_switches: u64,
+    /// `ru_minflt + ru_majflt`.
+    pub page_faults: u64,
+}
+
+/// Single writer of one thread's stats block and of its functions' timing records.
+pub struct StatsWriter {
+    stats: Block,
+    /// The thread record's `running` cell.
+    running: Block,
+    /// Function records in `addf` order: index = position in the thread.
+    functions: Vec<Block>,
+    period_ns: u64,
+    bin_ns: u64,
+    bins: usize,
+    spike_threshold_ns: i64,
+    /// Not Sync: two threads writing one block would break the seqlock.
+    _single_writer: PhantomData<Cell<()>>,
+}
+
+pub(crate) struct StatsWriterParts {
+    pub stats: Block,
+    pub running: Block,
+    pub functions: Vec<Block>,
+    pub period_ns: u64,
+    pub bin_ns: u64,
+    pub bins: usize,
+    pub spike_threshold_ns: i64,
+}
+
+impl StatsWriter {
+    pub(crate) fn new(p: StatsWriterParts) -> Self {
+        debug_assert!(p.bin_ns > 0);
+        StatsWriter {
+            stats: p.stats,
+            running: p.running,
+            functions: p.functions,
+            period_ns: p.period_ns,
+            bin_ns: p.bin_ns,
+            bins: p.bins,
+            spike_threshold_ns: p.spike_threshold_ns,
+            _single_writer: PhantomData,
+        }
+    }
+
+    pub fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+
+    /// Number of functions added to this thread (valid `position`s for [`record_function`](Self::record_function)).
+    pub fn function_count(&self) -> usize {
+        self.functions.len()
+    }
+
+    pub fn spike_threshold_ns(&self) -> i64 {
+        self.spike_threshold_ns
+    }
+
+    /// Whether a period with this latency and this many missed periods goes into the spike ring: ask
+    /// before deciding to pay for `getrusage`.
+    #[inline]
+    pub fn is_spike(&self, latency_ns: i64, missed: u64) -> bool {
+        latency_ns >= self.spike_threshold_ns || missed > 0
+    }
+
+    /// Publishes whether the thread's loop is running (readers show it; outside the seqlock).
+    pub fn set_running(&self, running: bool) {
+        self.running.at(0).store(running as u64, Release);
+    }
+
+    /// Records one period. Call once per period, after the functions ran.
+    #[inline]
+    pub fn record(&self, sample: &PeriodSample) {
+        let b = &self.stats;
+        let get = |off: usize| b.at(off).load(Relaxed);
+        let set = |off: usize, v: u64| b.at(off).store(v, Relaxed);
+        seqlock::write(b.at(s::SEQ), || {
+            set(s::CYCLES, get(s::CYCLES).saturating_add(1));
+            set(s::OVERRUNS, get(s::OVERRUNS).saturating_add(sample.missed));
+            let lat = sample.latency_ns;
+            set(s::LATENCY_MIN, (get(s::LATENCY_MIN) as i64).min(lat) as u64);
+            set(s::LATENCY_MAX, (get(s::LATENCY_MAX) as i64).max(lat) as u64);
+            let sum = arith::join_i128(get(s::LATENCY_SUM_LO), get(s::LATENCY_SUM_HI));
+            let sq = arith::join_u128(get(s::LATENCY_SQ_LO), get(s::LATENCY_SQ_HI));
+            let (sum, sq) = arith::accumulate(sum, sq, lat);
+            let (lo, hi) = arith::split_i128(sum);
+            set(s::LATENCY_SUM_LO, lo);
+            set(s::LATENCY_SUM_HI, hi);
+            let (lo, hi) = arith::split_u128(sq);
+            set(s::LATENCY_SQ_LO, lo);
+            set(s::LATENCY_SQ_HI, hi);
+            if sample.interval_ns != 0 {
+                let j = arith::interval_jitter(sample.interval_ns, self.period_ns);
+                set(s::JITTER_MAX, get(s::JITTER_MAX).max(j));
+            }
+            set(s::EXEC_LAST, sample.exec_ns);
+            set(s::EXEC_MAX, get(s::EXEC_MAX).max(sample.exec_ns));
+            set(s::EXEC_SUM, get(s::EXEC_SUM).saturating_add(sample.exec_ns));
+            set(s::DRIFT, sample.drift_ns as u64);
+            set(s::LAST_WAKE_NS, sample.now_ns);
+            if self.is_spike(lat, sample.missed) {
+                let total = get(s::SPIKES_TOTAL);
+                let slot = s::SPIKES + (total % s::SPIKE_RING as u64) as usize * s::spike::SIZE;
+                let usage = sample.rusage.unwrap_or_default();
+                set(slot + s::spike::CYCLE, get(s::CYCLES));
+                set(slot + s::spike::TIME_NS, sample.now_ns);
+                set(slot + s::spike::LATENCY_NS, lat as u64);
+                set(
+                    slot + s::spike::INVOLUNTARY_CTX_SWITCHES,
+                    usage.involuntary_ctx_switches,
+                );
+                set(slot + s::spike::PAGE_FAULTS, usage.page_faults);
+                set(s::SPIKES_TOTAL, total.wrapping_add(1));
+            }
+        });
+        let counter = match bin_of(sample.latency_ns, self.bin_ns, self.bins) {
+            Bin::Underflow => s::UNDERFLOW,
+            Bin::Index(i) => s::BINS + i * 8,
+            Bin::Overflow => s::OVERFLOW,
+        };
+        // Single writer: a load and a store, no locked read-modify-write needed.
+        let c = b.at(counter);
+        c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
+    /// Records one call of the function at `position` in this thread: its execution time and its fault
+    /// code (0 = ok). An unknown position is ignored (the RT path must not panic).
+    #[inline]
+    pub fn record_function(&self, position: usize, exec_ns: u64, fault_code: u32) {
+        let Some(b) = self.functions.get(position) else {
+            debug_assert!(
+                false,
+                "record_function({position}) but the thread has {}",
+                self.functions.len()
+            );
+            return;
+        };
+        let get = |off: usize| b.at(off).load(Relaxed);
+        let set = |off: usize, v: u64| b.at(off).store(v, Relaxed);
+        seqlock::write(b.at(f::SEQ), || {
+            set(f::LAST_NS, exec_ns);
+            set(f::MAX_NS, get(f::MAX_NS).max(exec_ns));
+            set(f::SUM_NS, get(f::SUM_NS).saturating_add(exec_ns));
+            set(f::CALLS, get(f::CALLS).saturating_add(1));
+            if fault_code != 0 {
+                set(f::FAULTS, get(f::FAULTS).saturating_add(1));
+            }
+            set(f::FAULT_CODE, fault_code as u64);
+        });
+    }
+
+    /// Clears the thread's and its functions' statistics (e.g. after a warm-up), keeping the config.
+    pub fn reset(&self) {
+        let b = &self.stats;
+        seqlock::write(b.at(s::SEQ), || {
+            for off in (s::CYCLES..s::BINS).step_by(8) {
+                b.at(off).store(0, Relaxed);
+            }
+            b.at(s::LATENCY_MIN).store(i64::MAX as u64, Relaxed);
+            b.at(s::LATENCY_MAX).store(i64::MIN as u64, Relaxed);
+        });
+        for off in [s::UNDERFLOW, s::OVERFLOW]
+            .into_iter()
+            .chain((0..self.bins).map(|i| s::BINS + i * 8))
+        {
+            b.at(off).store(0, Relaxed);
+        }
+        for fb in &self.functions {
+            seqlock::write(fb.at(f::SEQ), || {
+                for off in (f::LAST_NS..f::SIZE).step_by(8) {
+                    fb.at(off).store(0, Relaxed);
+                }
+            });
+        }
+    }
+}
