@@ -11,6 +11,7 @@ use std::fs;
 use nix::errno::Errno;
 use nix::sys::resource::{getrusage, UsageWho};
 
+use crate::detect::cpulist;
 use crate::rt::clock::Nanos;
 use crate::rt::SysError;
 
@@ -207,52 +208,12 @@ pub fn rate_monotonic_priorities(periods: &[Nanos]) -> Vec<i32> {
     prio
 }
 
-/// Parse a kernel CPU list (`0-3,6,8-9`, as in `/sys/devices/system/cpu/online` or
-/// `isolcpus`) into sorted, deduplicated CPU numbers. `None` if malformed.
-pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if a > b {
-                    return None;
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.trim().parse().ok()?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Some(cpus)
-}
-
-/// Format CPU numbers as a kernel CPU list (`0-3,6`), for messages.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 /// The online CPUs, from `/sys/devices/system/cpu/online`; if that cannot be read (a
 /// container without sysfs), the CPUs the process may run on.
 pub fn online_cpus() -> Result<Vec<usize>, SysError> {
     match fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|s| parse_cpu_list(&s))
+        .and_then(|s| cpulist::parse(&s))
     {
         Some(cpus) if !cpus.is_empty() => Ok(cpus),
         _ => allowed_cpus(),
@@ -286,14 +247,14 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), SchedError> {
     if !online.contains(&cpu) {
         return Err(SchedError::CpuNotOnline {
             cpu,
-            online: format_cpu_list(&online),
+            online: cpulist::format(&online),
         });
     }
     let allowed = allowed_cpus()?;
     if !allowed.contains(&cpu) {
         return Err(SchedError::CpuNotAllowed {
             cpu,
-            allowed: format_cpu_list(&allowed),
+            allowed: cpulist::format(&allowed),
         });
     }
     if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
@@ -381,19 +342,6 @@ mod tests {
         assert_eq!(prio[0], 98);
         assert_eq!(prio[97], 1);
         assert_eq!(*prio.last().unwrap(), 1);
-    }
-
-    #[test]
-    fn cpu_lists_parse_and_format() {
-        assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
-        assert_eq!(parse_cpu_list("0-3,6,8-9"), Some(vec![0, 1, 2, 3, 6, 8, 9]));
-        assert_eq!(parse_cpu_list("3,1,1"), Some(vec![1, 3]));
-        assert_eq!(parse_cpu_list(""), Some(vec![]));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("a"), None);
-        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
-        assert_eq!(format_cpu_list(&[5]), "5");
-        assert_eq!(format_cpu_list(&[]), "");
     }
 
     #[test]

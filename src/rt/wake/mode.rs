@@ -60,14 +60,13 @@ impl fmt::Display for WakeMode {
 impl FromStr for WakeMode {
     type Err = ParseNameError;
 
-    /// `sleep`, `spin`, `hybrid`, or `hybrid:MARGIN` with MARGIN an integer followed by
-    /// `ns`, `us` or `ms` (e.g. `hybrid:50us`).
+    /// `sleep`, `spin`, `hybrid`, or `hybrid:MARGIN` with MARGIN a positive duration
+    /// (e.g. `hybrid:50us`, see [`crate::units::parse_duration`]).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = || ParseNameError {
             what: "wake mode",
             given: s.to_owned(),
-            expected: "sleep (default), hybrid, hybrid:MARGIN (an integer with ns, us or ms, \
-                       e.g. hybrid:50us), spin",
+            expected: "sleep (default), hybrid, hybrid:MARGIN (e.g. hybrid:50us), spin",
         };
         match s {
             "sleep" => Ok(WakeMode::Sleep),
@@ -75,27 +74,17 @@ impl FromStr for WakeMode {
             "hybrid" => Ok(WakeMode::Hybrid { margin: None }),
             _ => {
                 let margin = s.strip_prefix("hybrid:").ok_or_else(err)?;
-                let margin = parse_margin(margin).ok_or_else(err)?;
+                let margin = margin
+                    .parse::<Nanos>()
+                    .ok()
+                    .filter(|m| m.is_positive())
+                    .ok_or_else(err)?;
                 Ok(WakeMode::Hybrid {
                     margin: Some(margin),
                 })
             }
         }
     }
-}
-
-/// `<digits><ns|us|µs|ms>`: the only units that make sense for a margin below a period.
-fn parse_margin(s: &str) -> Option<Nanos> {
-    let split = s.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = s.split_at(split);
-    let value: i64 = digits.parse().ok()?;
-    let scale = match unit {
-        "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        _ => return None,
-    };
-    value.checked_mul(scale).map(Nanos::from_nanos)
 }
 
 /// Busy-wait until `CLOCK_MONOTONIC` reaches `deadline`; returns the first reading at or
@@ -234,9 +223,9 @@ mod tests {
         for bad in [
             "Sleep",
             "hybrid:",
-            "hybrid:50",
+            "hybrid:0",
             "hybrid:-5us",
-            "hybrid:5s",
+            "hybrid:5h",
             "busy",
         ] {
             let e = bad.parse::<WakeMode>().unwrap_err().to_string();
