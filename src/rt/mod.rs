@@ -16,6 +16,7 @@
 //!   whether a failure is fatal depends on the flavor, which the caller knows and we do not.
 
 pub mod clock;
+pub mod function;
 pub mod harden;
 pub mod sched;
 pub mod wake;
