@@ -8,16 +8,17 @@ use std::sync::Arc;
 use common::{shm_path, unique_instance, Cleanup};
 use rtapi_hal::*;
 
-fn demo(
-    instance: &str,
-) -> (
+/// The demo HAL and the keys the tests use.
+type Demo = (
     Hal,
     PinKey<In, f64>,
     PinKey<Out, f64>,
     PinKey<Out, bool>,
     ParamKey<f64>,
     ThreadKey,
-) {
+);
+
+fn demo(instance: &str) -> Demo {
     let mut b = HalBuilder::new(instance).unwrap();
     let sg = b.component("siggen.0").unwrap();
     let pid = b.component("pid.0").unwrap();
