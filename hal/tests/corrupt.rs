@@ -149,7 +149,7 @@ fn random_corruption_never_panics() {
             rng.next(),
         ][rng.below(13)]
     };
-    let seed = 0x5eed_0f_7a1u64;
+    let seed = 0x5eed_f7a1_u64;
     let mut rng = Rng(seed);
     let (mut accepted, mut iterations) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(3);
