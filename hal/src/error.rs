@@ -117,7 +117,7 @@ pub enum HalError {
     InstanceInUse { instance: String, pid: u32 },
     /// No segment exists for this instance.
     NoSuchInstance { instance: String },
-    /// The owner has created the segment but not yet published it.
+    /// The owner has created the segment but not yet published it (`pid` 0: not yet known).
     NotReady { instance: String, pid: u32 },
     /// The shm object exists but is not an rtapi HAL segment (or is damaged beyond recognition).
     Foreign { path: String, reason: String },
@@ -200,10 +200,14 @@ impl fmt::Display for HalError {
                 "no HAL instance '{instance}' (no /dev/shm/rtapi-{instance}); is `rtapi run` running, \
                  and with the same --instance?"
             ),
-            NotReady { instance, pid } => write!(
-                f,
-                "HAL instance '{instance}' is still being built by process {pid}; retry in a moment"
-            ),
+            NotReady { instance, pid } => {
+                write!(f, "HAL instance '{instance}' is still being built by ")?;
+                match pid {
+                    0 => f.write_str("its owner")?,
+                    pid => write!(f, "process {pid}")?,
+                }
+                f.write_str("; retry in a moment")
+            }
             Foreign { path, reason } => write!(
                 f,
                 "{path} is not a usable rtapi HAL segment ({reason}); if no rtapi process is running, remove it"

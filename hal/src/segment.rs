@@ -250,7 +250,7 @@ enum Existing {
 pub(crate) fn create(instance: &Instance, size: usize, perms: Permissions) -> Result<OwnedSegment> {
     let path = display_path(instance);
     // Bounded: each retry is a race with another creator or reclaimer that resolves within milliseconds.
-    let mut small_unlocked_seen = 0;
+    let mut unfinished_seen = 0;
     for _ in 0..100 {
         match shm_open(instance, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) {
             Ok(fd) => return finish_create(fd, size, perms, &path),
@@ -263,7 +263,7 @@ pub(crate) fn create(instance: &Instance, size: usize, perms: Permissions) -> Re
                 })
             }
         }
-        match inspect_existing(instance, &path, &mut small_unlocked_seen)? {
+        match inspect_existing(instance, &path, &mut unfinished_seen)? {
             Existing::Live(pid) => {
                 return Err(HalError::InstanceInUse {
                     instance: instance.to_string(),
@@ -316,7 +316,7 @@ fn finish_create(fd: OwnedFd, size: usize, perms: Permissions, path: &str) -> Re
 fn inspect_existing(
     instance: &Instance,
     path: &str,
-    small_unlocked_seen: &mut u32,
+    unfinished_seen: &mut u32,
 ) -> Result<Existing> {
     let fd = match shm_open(instance, libc::O_RDONLY, 0) {
         Ok(fd) => fd,
@@ -347,24 +347,27 @@ fn inspect_existing(
         });
     }
     // We hold the lock now (until `fd` closes), so no owner is alive on this file.
-    match head {
-        Some(h) => {
-            let mut magic = [0u8; 8];
-            h.copy_out(header::MAGIC, &mut magic);
-            if magic != layout::MAGIC {
-                return Err(HalError::Foreign {
-                    path: path.to_string(),
-                    reason: "its first bytes are not the rtapi magic".into(),
-                });
-            }
-        }
-        None => {
-            // Too small to hold a header: a creator between shm_open and flock (microseconds), or the
-            // leftover of one that died there. Only the second stays this way for long.
-            *small_unlocked_seen += 1;
-            if *small_unlocked_seen < 5 {
+    let magic = head.map(|h| {
+        let mut magic = [0u8; 8];
+        h.copy_out(header::MAGIC, &mut magic);
+        magic
+    });
+    match magic {
+        Some(m) if m == layout::MAGIC => {}
+        // Too small for a header, or sized but not yet written: a creator between two of its first
+        // syscalls (microseconds, and it takes the lock right after creating), or the leftover of one that
+        // died there. Only the leftover stays unlocked and unfinished for long.
+        None | Some([0, 0, 0, 0, 0, 0, 0, 0]) => {
+            *unfinished_seen += 1;
+            if *unfinished_seen < 5 {
                 return Ok(Existing::InFlux);
             }
+        }
+        Some(_) => {
+            return Err(HalError::Foreign {
+                path: path.to_string(),
+                reason: "its first bytes are not the rtapi magic".into(),
+            })
         }
     }
     // Stale: remove the name while still holding the lock, so a concurrent reclaimer sees it held.

@@ -275,6 +275,18 @@ fn foreign_files_in_dev_shm_are_refused_and_left_alone() {
     assert!(matches!(e, HalError::Foreign { .. }), "{e}");
     assert!(path.exists());
 
+    // The leftovers of an owner that died while creating (empty, or sized but unwritten) are reclaimed.
+    for leftover in [vec![], vec![0u8; 4096]] {
+        std::fs::write(&path, &leftover).unwrap();
+        let e = HalReader::open(&inst, Access::ReadOnly).err().unwrap();
+        assert!(
+            matches!(e, HalError::Foreign { .. } | HalError::NotReady { .. }),
+            "{e}"
+        );
+        let hal = HalBuilder::new(&inst).unwrap().build().unwrap();
+        drop(hal);
+    }
+
     // A real segment truncated on disk: the header's size is checked against the file's.
     let img = valid_image();
     std::fs::write(&path, &img[..img.len() / 2]).unwrap();

@@ -85,6 +85,13 @@ impl View {
         }
         let mut magic = [0u8; 8];
         m.copy_out(h::MAGIC, &mut magic);
+        if magic == [0; 8] {
+            // Sized by `ftruncate` but not yet written: an owner in the middle of creating it.
+            return Err(HalError::NotReady {
+                instance: "?".into(),
+                pid: 0,
+            });
+        }
         if magic != layout::MAGIC {
             return Err(foreign(
                 "its first bytes are not the rtapi magic \"RTAPIHAL\"".into(),
