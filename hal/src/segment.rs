@@ -237,7 +237,7 @@ pub(crate) struct OwnedSegment {
 
 /// What we found under the name when exclusive creation failed.
 enum Existing {
-    /// A live owner holds it (pid from the header, 0 if not yet written).
+    /// A live owner holds it (pid from its header).
     Live(u32),
     /// Nobody holds it and it is ours (or an empty leftover): safe to remove.
     Stale,
@@ -339,8 +339,9 @@ fn inspect_existing(
         .as_ref()
         .map_or(0, |h| h.load(header::OWNER_PID) as u32);
     if !try_lock(&fd) {
-        // Held: a live owner — unless a reclaimer holds it on a dead owner's file while removing it.
-        return Ok(if pid != 0 && !pid_alive(pid) {
+        // Held: a live owner — unless it is a creator that has not written its pid yet, or a reclaimer
+        // holding a dead owner's file while removing it. Both resolve within milliseconds.
+        return Ok(if pid == 0 || !pid_alive(pid) {
             Existing::InFlux
         } else {
             Existing::Live(pid)
