@@ -237,8 +237,8 @@ pub(crate) struct OwnedSegment {
 
 /// What we found under the name when exclusive creation failed.
 enum Existing {
-    /// A live owner holds it (pid from its header).
-    Live(u32),
+    /// Someone holds the owner lock; the pid from the header (0 if not yet written).
+    Locked(u32),
     /// Nobody holds it and it is ours (or an empty leftover): safe to remove.
     Stale,
     /// Someone is removing or creating it right now; look again shortly.
@@ -251,6 +251,7 @@ pub(crate) fn create(instance: &Instance, size: usize, perms: Permissions) -> Re
     let path = display_path(instance);
     // Bounded: each retry is a race with another creator or reclaimer that resolves within milliseconds.
     let mut unfinished_seen = 0;
+    let mut locked_by = None;
     for _ in 0..100 {
         match shm_open(instance, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) {
             Ok(fd) => return finish_create(fd, size, perms, &path),
@@ -264,19 +265,32 @@ pub(crate) fn create(instance: &Instance, size: usize, perms: Permissions) -> Re
             }
         }
         match inspect_existing(instance, &path, &mut unfinished_seen)? {
-            Existing::Live(pid) => {
+            Existing::Locked(pid) if pid != 0 && pid_alive(pid) => {
                 return Err(HalError::InstanceInUse {
                     instance: instance.to_string(),
                     pid,
                 })
             }
+            // A creator that has not written its pid yet, or a reclaimer holding a dead owner's file
+            // while removing it: both resolve within milliseconds. (Or an owner whose pid we cannot see,
+            // in another pid namespace: reported as in use after the retries.)
+            Existing::Locked(pid) => {
+                locked_by = Some(pid);
+                std::thread::sleep(Duration::from_millis(10));
+            }
             Existing::Stale => {}
             Existing::InFlux => std::thread::sleep(Duration::from_millis(10)),
         }
     }
-    Err(HalError::Foreign {
-        path,
-        reason: "it keeps appearing and disappearing while we try to claim it".into(),
+    Err(match locked_by {
+        Some(pid) => HalError::InstanceInUse {
+            instance: instance.to_string(),
+            pid,
+        },
+        None => HalError::Foreign {
+            path,
+            reason: "it keeps appearing and disappearing while we try to claim it".into(),
+        },
     })
 }
 
@@ -339,13 +353,7 @@ fn inspect_existing(
         .as_ref()
         .map_or(0, |h| h.load(header::OWNER_PID) as u32);
     if !try_lock(&fd) {
-        // Held: a live owner — unless it is a creator that has not written its pid yet, or a reclaimer
-        // holding a dead owner's file while removing it. Both resolve within milliseconds.
-        return Ok(if pid == 0 || !pid_alive(pid) {
-            Existing::InFlux
-        } else {
-            Existing::Live(pid)
-        });
+        return Ok(Existing::Locked(pid));
     }
     // We hold the lock now (until `fd` closes), so no owner is alive on this file.
     let magic = head.map(|h| {
