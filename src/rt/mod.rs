@@ -18,6 +18,9 @@
 pub mod clock;
 pub mod function;
 pub mod harden;
+pub mod msg;
+pub mod runtime;
+mod thread;
 pub mod sched;
 pub mod wake;
 

@@ -1,0 +1,828 @@
+//! The runtime: configure (flavor, HAL structure, threads, functions) → [`Runtime::start`] → run → stop.
+//!
+//! The type follows the life cycle: a `Runtime<Configuring>` registers things and cannot run;
+//! `start()` consumes it and gives a `Runtime<Running>`, which can only be waited on and stopped.
+//!
+//! ```no_run
+//! use rtapi::rt::clock::Nanos;
+//! use rtapi::rt::runtime::{Runtime, RuntimeOptions, ThreadSpec};
+//!
+//! let mut rt = Runtime::configure(RuntimeOptions::default())?;
+//! rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))?;
+//! let comp = rt.hal().component("counter")?;
+//! let count = rt.hal().pin::<rtapi_hal::Out, u64>(comp, "counter.count")?;
+//! rt.function(comp, "counter.update", Box::new(move |hal: &rtapi_hal::Hal| {
+//!     let count = hal.pin(count);
+//!     Box::new(move |_cycle: &rtapi::rt::function::Cycle| count.set(count.get() + 1))
+//! }))?;
+//! rt.addf("counter.update", "servo", None)?;
+//! let running = rt.start()?;
+//! running.wait(Some(std::time::Duration::from_secs(1)));
+//! println!("{}", running.stop());
+//! # Ok::<(), rtapi::rt::runtime::RuntimeError>(())
+//! ```
+
+use super::clock::{self, Nanos};
+use super::function::{FunctionFactory, RtFn};
+use super::harden::{self, HardenOptions, Hardening};
+use super::msg::{self, Consumer, RtEvent};
+use super::sched::{self, Policy};
+use super::thread::{self, ThreadPlan};
+use super::wake::{CycleTimer, TimerKind, WakeMode};
+use crate::detect::SystemReport;
+use crate::flavor::{self, Flavor, FlavorError, Selection};
+use rtapi_hal::{
+    ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, Permissions,
+    ThreadConfig, ThreadKey, ThreadStatsSnapshot,
+};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// The HAL instance: the segment is `/rtapi-<instance>`.
+    pub instance: String,
+    /// A forced flavor (`--flavor`); `None` = `RTAPI_FLAVOR`, else autodetection.
+    pub flavor: Option<String>,
+    /// `mlockall` and prefault (a failure is fatal under rt-preempt and posix).
+    pub lock_memory: bool,
+    /// Hold `/dev/cpu_dma_latency` at 0 while running.
+    pub dma_latency: bool,
+    /// Make the segment readable by the owner's group (otherwise 0600).
+    pub group_readable: bool,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            instance: rtapi_hal::DEFAULT_INSTANCE.to_string(),
+            flavor: None,
+            lock_memory: true,
+            dma_latency: true,
+            group_readable: false,
+        }
+    }
+}
+
+/// One periodic thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSpec {
+    pub name: String,
+    pub period: Nanos,
+    /// SCHED_FIFO priority; `None` = rate-monotonic (fastest thread 98, next 97, …).
+    pub priority: Option<i32>,
+    /// CPU to pin to; `None` = the RT CPU detection chose.
+    pub cpu: Option<usize>,
+    pub timer: TimerKind,
+    pub wake: WakeMode,
+}
+
+impl ThreadSpec {
+    /// A thread with the defaults: rate-monotonic priority, detect's RT CPU, `nanosleep`, `sleep`.
+    pub fn new(name: &str, period: Nanos) -> ThreadSpec {
+        ThreadSpec {
+            name: name.to_string(),
+            period,
+            priority: None,
+            cpu: None,
+            timer: TimerKind::default(),
+            wake: WakeMode::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum RuntimeError {
+    /// The flavor asked for cannot run here, or is unknown.
+    Flavor(FlavorError),
+    /// A HAL registration was refused (bad name, duplicate, type mismatch, …).
+    Hal(HalError),
+    /// The configuration is inconsistent (unknown thread, bad period, spin without a CPU, …).
+    Config(String),
+    /// Starting failed (segment, hardening, thread setup).
+    Start(String),
+}
+
+impl RuntimeError {
+    /// The CLI contract: configuration and flavor problems exit 2, failures while starting 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RuntimeError::Flavor(_) | RuntimeError::Hal(_) | RuntimeError::Config(_) => 2,
+            RuntimeError::Start(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::Flavor(e) => e.fmt(f),
+            RuntimeError::Hal(e) => e.fmt(f),
+            RuntimeError::Config(m) | RuntimeError::Start(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+impl From<HalError> for RuntimeError {
+    fn from(e: HalError) -> Self {
+        RuntimeError::Hal(e)
+    }
+}
+
+impl From<FlavorError> for RuntimeError {
+    fn from(e: FlavorError) -> Self {
+        RuntimeError::Flavor(e)
+    }
+}
+
+/// The configuring state: registrations only.
+pub struct Configuring {
+    system: SystemReport,
+    selection: Selection,
+    opts: RuntimeOptions,
+    hal: HalBuilder,
+    threads: Vec<ThreadSpec>,
+    factories: Vec<(FunctionKey, String, FunctionFactory)>,
+    addf: Vec<(String, String, Option<usize>)>,
+    histogram: HistogramConfig,
+    allow_comparison_timers: bool,
+}
+
+/// The running state.
+pub struct Running {
+    hal: Hal,
+    threads: Vec<RunningThread>,
+    stop: Arc<AtomicBool>,
+    drainer: Option<JoinHandle<()>>,
+    drainer_stop: Arc<AtomicBool>,
+    signal: Arc<AtomicBool>,
+    selection: Selection,
+    system: SystemReport,
+    started: Instant,
+    origin: Nanos,
+    _hardening: Hardening,
+}
+
+/// A thread as it was started.
+#[derive(Debug, Clone)]
+pub struct ThreadInfo {
+    pub name: String,
+    pub period: Nanos,
+    pub priority: i32,
+    pub cpu: usize,
+    pub timer: TimerKind,
+    pub wake: WakeMode,
+    pub functions: Vec<String>,
+}
+
+struct RunningThread {
+    info: ThreadInfo,
+    handle: JoinHandle<()>,
+}
+
+pub struct Runtime<S> {
+    state: S,
+}
+
+/// Events a thread can queue before the drainer catches up.
+const EVENT_CAPACITY: usize = 256;
+
+impl Runtime<Configuring> {
+    /// Detects the machine, chooses the flavor (`opts.flavor`, then `RTAPI_FLAVOR`, then autodetection)
+    /// and starts an empty HAL.
+    pub fn configure(opts: RuntimeOptions) -> Result<Self, RuntimeError> {
+        Self::configure_with(opts, SystemReport::detect_live())
+    }
+
+    /// As [`configure`](Self::configure), with an already made detection report.
+    pub fn configure_with(
+        opts: RuntimeOptions,
+        system: SystemReport,
+    ) -> Result<Self, RuntimeError> {
+        let env = std::env::var("RTAPI_FLAVOR").ok();
+        let selection = flavor::select(&system, opts.flavor.as_deref(), env.as_deref())?;
+        for w in &selection.warnings {
+            log::warn!("{w}");
+        }
+        let mut hal = HalBuilder::new(&opts.instance)?;
+        if opts.group_readable {
+            // SAFETY: getegid has no preconditions and cannot fail.
+            let gid = unsafe { libc::getegid() };
+            hal = hal.permissions(Permissions::GroupReadable { gid });
+        }
+        Ok(Runtime {
+            state: Configuring {
+                system,
+                selection,
+                opts,
+                hal,
+                threads: Vec::new(),
+                factories: Vec::new(),
+                addf: Vec::new(),
+                histogram: HistogramConfig::default(),
+                allow_comparison_timers: false,
+            },
+        })
+    }
+
+    pub fn flavor(&self) -> Flavor {
+        self.state.selection.flavor
+    }
+
+    pub fn system(&self) -> &SystemReport {
+        &self.state.system
+    }
+
+    /// The HAL under construction: components register their pins, params and signals here.
+    pub fn hal(&mut self) -> &mut HalBuilder {
+        &mut self.state.hal
+    }
+
+    /// The latency histogram shape of every thread (default 1 µs bins up to 1 ms).
+    pub fn histogram(&mut self, histogram: HistogramConfig) {
+        self.state.histogram = histogram;
+    }
+
+    /// Lets threads use the comparison-only timers (`relative-nanosleep`, `select`, `itimer`); only
+    /// `compare-timers` does this, to show what goes wrong with them.
+    pub fn allow_comparison_timers(&mut self) {
+        self.state.allow_comparison_timers = true;
+    }
+
+    /// Declares a periodic thread.
+    pub fn thread(&mut self, spec: ThreadSpec) -> Result<(), RuntimeError> {
+        let s = &self.state;
+        if s.threads.iter().any(|t| t.name == spec.name) {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}' is declared twice",
+                spec.name
+            )));
+        }
+        if !spec.period.is_positive() {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': period must be positive (got {})",
+                spec.name, spec.period
+            )));
+        }
+        rtapi_hal::name::validate(&spec.name).map_err(RuntimeError::Hal)?;
+        if spec.timer.is_comparison_only() && !s.allow_comparison_timers {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': timer '{}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd",
+                spec.name, spec.timer
+            )));
+        }
+        if let Some(p) = spec.priority.filter(|p| !(1..=99).contains(p)) {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': priority {p} is outside SCHED_FIFO's 1..=99",
+                spec.name
+            )));
+        }
+        self.state.threads.push(spec);
+        Ok(())
+    }
+
+    /// Registers a function of `component` and the factory that makes its per-period body.
+    pub fn function(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        factory: FunctionFactory,
+    ) -> Result<(), RuntimeError> {
+        let key = self.state.hal.function(component, name)?;
+        self.state.factories.push((key, name.to_string(), factory));
+        Ok(())
+    }
+
+    /// Adds a function to a thread, at `position` (0-based) or at the end.
+    pub fn addf(
+        &mut self,
+        function: &str,
+        thread: &str,
+        position: Option<usize>,
+    ) -> Result<(), RuntimeError> {
+        let s = &self.state;
+        if !s.threads.iter().any(|t| t.name == thread) {
+            let known: Vec<&str> = s.threads.iter().map(|t| t.name.as_str()).collect();
+            return Err(RuntimeError::Config(format!(
+                "addf {function}: no thread '{thread}' (threads: {})",
+                if known.is_empty() {
+                    "none declared".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+        if !s.factories.iter().any(|(_, n, _)| n == function) {
+            return Err(RuntimeError::Config(format!(
+                "addf: no function '{function}'"
+            )));
+        }
+        if s.addf.iter().any(|(f, _, _)| f == function) {
+            return Err(RuntimeError::Config(format!(
+                "addf: function '{function}' is already added to a thread"
+            )));
+        }
+        self.state
+            .addf
+            .push((function.to_string(), thread.to_string(), position));
+        Ok(())
+    }
+
+    /// Builds the segment, hardens the process, starts every thread on a common timeline origin.
+    /// Fails without leaving anything running.
+    pub fn start(self) -> Result<Runtime<Running>, RuntimeError> {
+        let Configuring {
+            system,
+            selection,
+            opts,
+            mut hal,
+            threads,
+            factories,
+            addf,
+            histogram,
+            ..
+        } = self.state;
+        let flavor = selection.flavor;
+        let rt_policy = flavor.policy() == flavor::Policy::Fifo;
+
+        let periods: Vec<Nanos> = threads.iter().map(|t| t.period).collect();
+        let rate_monotonic = sched::rate_monotonic_priorities(&periods);
+        let mut placed = Vec::new();
+        for (spec, rm) in threads.iter().zip(rate_monotonic) {
+            let cpu = match spec.cpu.or(system.cpus.rt_cpu) {
+                Some(cpu) => cpu,
+                None => sched::current_cpu().map_err(|e| RuntimeError::Start(e.to_string()))?,
+            };
+            let priority = if rt_policy {
+                spec.priority.unwrap_or(rm)
+            } else {
+                0
+            };
+            placed.push((spec, cpu, priority));
+        }
+        check_cpus(&system, &placed)?;
+        check_spin(&system, &placed)?;
+
+        let mut keys: Vec<ThreadKey> = Vec::new();
+        for (spec, cpu, priority) in &placed {
+            let config = ThreadConfig::new(&spec.name, spec.period.as_nanos() as u64)
+                .cpu(*cpu as u32)
+                .priority(*priority)
+                .flavor(flavor.name())
+                .timer(spec.timer.name())
+                .histogram(histogram);
+            keys.push(hal.thread(config)?);
+        }
+        for (function, thread, position) in &addf {
+            hal.addf(function, thread, *position)?;
+        }
+        let hal = hal
+            .build()
+            .map_err(|e| RuntimeError::Start(e.to_string()))?;
+
+        // Every function body is made now, before any RT thread exists.
+        let mut bodies: HashMap<FunctionKey, (String, RtFn)> = HashMap::new();
+        for (key, name, factory) in factories {
+            if addf.iter().any(|(f, _, _)| *f == name) {
+                bodies.insert(key, (name, factory(&hal)));
+            }
+        }
+
+        let hardening = harden::harden_process(&HardenOptions {
+            lock_memory: opts.lock_memory,
+            dma_latency: opts.dma_latency,
+            ..HardenOptions::default()
+        });
+        for finding in hardening
+            .report
+            .findings(flavor.descriptor().memory_lock_required)
+        {
+            if finding.severity == harden::Severity::Error {
+                return Err(RuntimeError::Start(format!(
+                    "{} (flavor {flavor})",
+                    finding.message
+                )));
+            }
+            log::warn!("{}", finding.message);
+        }
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut starting = Vec::new();
+        let mut consumers = Vec::new();
+        for ((spec, cpu, priority), key) in placed.iter().zip(&keys) {
+            let (functions, names): (Vec<RtFn>, Vec<String>) = hal
+                .thread_functions(*key)
+                .iter()
+                .filter_map(|k| bodies.remove(k))
+                .map(|(n, f)| (f, n))
+                .unzip();
+            let (events, consumer) = msg::channel(EVENT_CAPACITY);
+            let plan = ThreadPlan {
+                name: spec.name.clone(),
+                period: spec.period,
+                policy: if rt_policy {
+                    Policy::Fifo {
+                        priority: *priority,
+                    }
+                } else {
+                    Policy::Other
+                },
+                cpu: Some(*cpu),
+                timer: CycleTimer::new(spec.timer, spec.wake),
+                functions,
+                stats: hal.stats_writer(*key)?,
+                events,
+                stack_prefault: if opts.lock_memory {
+                    harden::DEFAULT_STACK_PREFAULT
+                } else {
+                    0
+                },
+            };
+            let (ready_tx, ready_rx) = mpsc::channel();
+            let (origin_tx, origin_rx) = mpsc::channel();
+            let stop = stop.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("rtapi-{}", spec.name))
+                .spawn(move || thread::run(plan, stop, ready_tx, origin_rx))
+                .map_err(|e| {
+                    RuntimeError::Start(format!("cannot spawn thread {}: {e}", spec.name))
+                })?;
+            let info = ThreadInfo {
+                name: spec.name.clone(),
+                period: spec.period,
+                priority: *priority,
+                cpu: *cpu,
+                timer: spec.timer,
+                wake: spec.wake,
+                functions: names.clone(),
+            };
+            consumers.push((spec.name.clone(), names, consumer));
+            starting.push((RunningThread { info, handle }, ready_rx, origin_tx));
+        }
+
+        // Two handshakes: every thread set up (policy, CPU, stack), then every timer armed.
+        let abort = |starting: Vec<(
+            RunningThread,
+            mpsc::Receiver<thread::SetupResult>,
+            mpsc::Sender<Option<Nanos>>,
+        )>,
+                     why: String| {
+            stop.store(true, Ordering::Relaxed);
+            for (t, _, origin) in &starting {
+                let _ = origin.send(None);
+                let _ = &t.info;
+            }
+            for (t, _, _) in starting {
+                let _ = t.handle.join();
+            }
+            RuntimeError::Start(why)
+        };
+        if let Some(why) = collect(&starting) {
+            return Err(abort(starting, why));
+        }
+        let origin = clock::now() + Nanos::from_millis(20);
+        for (_, _, tx) in &starting {
+            let _ = tx.send(Some(origin));
+        }
+        if let Some(why) = collect(&starting) {
+            return Err(abort(starting, why));
+        }
+        hal.set_running(true);
+
+        let signal = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, signal.clone()).map_err(|e| {
+                RuntimeError::Start(format!("cannot install the signal handler: {e}"))
+            })?;
+        }
+        let drainer_stop = Arc::new(AtomicBool::new(false));
+        let drainer = {
+            let drainer_stop = drainer_stop.clone();
+            std::thread::Builder::new()
+                .name("rtapi-events".into())
+                .spawn(move || drain(consumers, &drainer_stop))
+                .ok()
+        };
+        Ok(Runtime {
+            state: Running {
+                hal,
+                threads: starting.into_iter().map(|(t, _, _)| t).collect(),
+                stop,
+                drainer,
+                drainer_stop,
+                signal,
+                selection,
+                system,
+                started: Instant::now(),
+                origin,
+                _hardening: hardening,
+            },
+        })
+    }
+}
+
+/// One answer from every starting thread; the first failure (or a thread that never answers).
+fn collect<T, U>(starting: &[(T, mpsc::Receiver<thread::SetupResult>, U)]) -> Option<String> {
+    for (_, rx, _) in starting {
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(Ok(_)) => {}
+            Ok(Err(why)) => return Some(why),
+            Err(_) => return Some("an RT thread did not finish its setup within 5 s".to_string()),
+        }
+    }
+    None
+}
+
+/// Every thread's CPU must be online (and allowed): said before anything starts.
+fn check_cpus(
+    system: &SystemReport,
+    placed: &[(&ThreadSpec, usize, i32)],
+) -> Result<(), RuntimeError> {
+    let online = system
+        .cpus
+        .online
+        .clone()
+        .or_else(|| sched::online_cpus().ok())
+        .unwrap_or_default();
+    for (spec, cpu, _) in placed {
+        let allowed = system.cpus.allowed.as_ref().is_none_or(|a| a.contains(cpu));
+        if !online.contains(cpu) || !allowed {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': CPU {cpu} is {} (online CPUs: {}); choose another with --cpu",
+                spec.name,
+                if online.contains(cpu) {
+                    "not allowed for this process"
+                } else {
+                    "offline or does not exist"
+                },
+                crate::detect::cpulist::format(&online)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `--wake spin` burns its CPU: it needs an isolated CPU with no other rtapi thread on it.
+fn check_spin(
+    system: &SystemReport,
+    placed: &[(&ThreadSpec, usize, i32)],
+) -> Result<(), RuntimeError> {
+    for (spec, cpu, _) in placed.iter().filter(|(s, _, _)| s.wake == WakeMode::Spin) {
+        let shared = placed
+            .iter()
+            .any(|(o, c, _)| o.name != spec.name && c == cpu);
+        if !system.cpus.isolated.contains(cpu) || shared {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': --wake spin needs a CPU to itself, and CPU {cpu} is {}: isolate one (isolcpus={cpu} on the kernel command line) and give only this thread that CPU, or use --wake hybrid",
+                spec.name,
+                if shared { "shared with another rtapi thread" } else { "not isolated" }
+            )));
+        }
+        if system.throttling.throttled == Some(true) {
+            log::warn!(
+                "thread '{}' spins under RT throttling: the kernel will stop it for {:.0} ms every second (sysctl kernel.sched_rt_runtime_us=-1 lifts this)",
+                spec.name,
+                system.throttling.rt_period_us.unwrap_or(1_000_000) as f64 / 1000.0
+                    * (1.0 - system.throttling.rt_share().unwrap_or(1.0))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Empties the RT threads' event rings and logs, one line per second at most for overruns.
+fn drain(consumers: Vec<(String, Vec<String>, Consumer)>, stop: &AtomicBool) {
+    let mut pending: Vec<(u64, u64)> = vec![(0, 0); consumers.len()]; // (periods missed, events) this window
+    let mut window = Instant::now();
+    loop {
+        let done = stop.load(Ordering::Relaxed);
+        for (i, (thread, functions, c)) in consumers.iter().enumerate() {
+            while let Some(e) = c.pop() {
+                match e {
+                    RtEvent::Overrun { missed, .. } => {
+                        pending[i].0 += missed as u64;
+                        pending[i].1 += 1;
+                    }
+                    RtEvent::FunctionFaulted { function } => log::error!(
+                        "thread {thread}: function {} panicked and is disabled (marked faulted in the HAL); the thread goes on",
+                        functions.get(function as usize).map_or("?", String::as_str)
+                    ),
+                    RtEvent::WaitFailed { errno } => log::error!(
+                        "thread {thread}: its timer wait failed ({}); the thread stopped",
+                        nix::errno::Errno::from_raw(errno)
+                    ),
+                }
+            }
+        }
+        if done || window.elapsed() >= Duration::from_secs(1) {
+            for (i, (thread, _, c)) in consumers.iter().enumerate() {
+                let (missed, times) = std::mem::take(&mut pending[i]);
+                if missed > 0 {
+                    log::warn!("thread {thread}: {missed} period(s) missed in {times} overrun(s) in the last second");
+                }
+                if c.dropped() > 0 && done {
+                    log::warn!(
+                        "thread {thread}: {} event(s) dropped (queue full)",
+                        c.dropped()
+                    );
+                }
+            }
+            window = Instant::now();
+        }
+        if done {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Why [`Runtime::wait`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The duration passed.
+    Elapsed,
+    /// SIGINT or SIGTERM.
+    Signal,
+    /// Every RT thread ended on its own (a timer failure; see the log).
+    ThreadsEnded,
+}
+
+impl Runtime<Running> {
+    pub fn hal(&self) -> &Hal {
+        &self.state.hal
+    }
+
+    pub fn flavor(&self) -> Flavor {
+        self.state.selection.flavor
+    }
+
+    pub fn system(&self) -> &SystemReport {
+        &self.state.system
+    }
+
+    pub fn threads(&self) -> Vec<ThreadInfo> {
+        self.state.threads.iter().map(|t| t.info.clone()).collect()
+    }
+
+    /// The common timeline origin: period `k` of a thread with period `p` is due at `origin + (k+1)·p`.
+    pub fn origin(&self) -> Nanos {
+        self.state.origin
+    }
+
+    /// Time since the threads started.
+    pub fn elapsed(&self) -> Duration {
+        self.state.started.elapsed()
+    }
+
+    /// Blocks until SIGINT/SIGTERM, the `limit`, or the end of every thread.
+    pub fn wait(&self, limit: Option<Duration>) -> StopReason {
+        self.wait_with(limit, Duration::from_secs(3600), |_| {})
+    }
+
+    /// As [`wait`](Self::wait), calling `on_tick` every `tick` (a live display, a monitor).
+    pub fn wait_with(
+        &self,
+        limit: Option<Duration>,
+        tick: Duration,
+        mut on_tick: impl FnMut(&Self),
+    ) -> StopReason {
+        let start = Instant::now();
+        let mut next_tick = start + tick;
+        loop {
+            if self.state.signal.load(Ordering::Relaxed) {
+                return StopReason::Signal;
+            }
+            if limit.is_some_and(|l| start.elapsed() >= l) {
+                return StopReason::Elapsed;
+            }
+            if self.state.threads.iter().all(|t| t.handle.is_finished()) {
+                return StopReason::ThreadsEnded;
+            }
+            if Instant::now() >= next_tick {
+                on_tick(self);
+                next_tick += tick;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops every thread, joins them, and returns their final statistics. The segment is unlinked and
+    /// the dma-latency request released when this returns.
+    pub fn stop(self) -> Summary {
+        let s = self.state;
+        s.stop.store(true, Ordering::Relaxed);
+        let mut infos = Vec::new();
+        for t in s.threads {
+            let _ = t.handle.join();
+            infos.push(t.info);
+        }
+        s.hal.set_running(false);
+        s.drainer_stop.store(true, Ordering::Relaxed);
+        if let Some(d) = s.drainer {
+            let _ = d.join();
+        }
+        let reader = s.hal.reader().ok();
+        let threads = infos
+            .into_iter()
+            .map(|info| {
+                let stats = reader
+                    .as_ref()
+                    .and_then(|r| r.thread_stats(&info.name).ok());
+                let faulted = reader
+                    .as_ref()
+                    .map(|r| {
+                        info.functions
+                            .iter()
+                            .filter(|f| {
+                                r.function_named(f)
+                                    .is_ok_and(|fi| fi.timing.fault_code != 0)
+                            })
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                ThreadSummary {
+                    info,
+                    stats,
+                    faulted,
+                }
+            })
+            .collect();
+        Summary {
+            flavor: s.selection.flavor,
+            run_time: s.started.elapsed(),
+            threads,
+        }
+    }
+}
+
+/// What a run did, per thread.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub flavor: Flavor,
+    pub run_time: Duration,
+    pub threads: Vec<ThreadSummary>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ThreadSummary {
+    pub info: ThreadInfo,
+    pub stats: Option<ThreadStatsSnapshot>,
+    /// Functions that panicked and were disabled.
+    pub faulted: Vec<String>,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "rtapi ran {:.1} s, flavor {}",
+            self.run_time.as_secs_f64(),
+            self.flavor
+        )?;
+        writeln!(
+            f,
+            "{:<10}{:>10}{:>5}{:>5}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+            "thread",
+            "period",
+            "cpu",
+            "prio",
+            "cycles",
+            "overruns",
+            "lat min",
+            "lat avg",
+            "lat max",
+            "jitter"
+        )?;
+        for t in &self.threads {
+            let us =
+                |ns: Option<f64>| ns.map_or("-".to_string(), |v| format!("{:.1}us", v / 1000.0));
+            let s = t.stats.as_ref();
+            writeln!(
+                f,
+                "{:<10}{:>10}{:>5}{:>5}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+                t.info.name,
+                t.info.period.to_string(),
+                t.info.cpu,
+                t.info.priority,
+                s.map_or(0, |s| s.cycles),
+                s.map_or(0, |s| s.overruns),
+                us(s.and_then(|s| s.latency_min()).map(|v| v as f64)),
+                us(s.and_then(|s| s.latency_mean())),
+                us(s.and_then(|s| s.latency_max()).map(|v| v as f64)),
+                us(s.map(|s| s.jitter_max_ns as f64)),
+            )?;
+            for fun in &t.faulted {
+                writeln!(f, "  function {fun} FAULTED (panicked; disabled)")?;
+            }
+        }
+        Ok(())
+    }
+}

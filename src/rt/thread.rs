@@ -1,0 +1,187 @@
+//! The cycle loop of one periodic thread (the contract in DESIGN.md):
+//!
+//! 1. wait until the deadline through the thread's timer driver;
+//! 2. `now = clock_gettime(CLOCK_MONOTONIC)`, `latency = now − deadline`, `interval = now − previous wake`;
+//! 3. run the functions in `addf` order, timing each (a panicking function is disabled and reported);
+//! 4. if the work ended past the next deadline(s), those periods are **missed**: counted as overruns and
+//!    skipped — never run back to back to catch up; the functions get the real `dt` and the count;
+//! 5. record into the thread's stats block; the next deadline is `origin + k·period` on the absolute
+//!    timeline (never `now + period`, which drifts).
+//!
+//! Nothing inside the loop allocates, locks, logs or does I/O: the timer wait, `clock_gettime`,
+//! atomic stores into the HAL segment, and — only in a spike period — one `getrusage`.
+
+use super::clock::{self, Nanos};
+use super::function::{Cycle, RtFn};
+use super::msg::{Producer, RtEvent};
+use super::sched::{self, Policy};
+use super::wake::{CycleTimer, TimerDriver, WakeError};
+use rtapi_hal::{PeriodSample, StatsWriter, ThreadRusage};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// Everything one RT thread needs, prepared (and allocated) before it starts.
+pub(crate) struct ThreadPlan {
+    pub name: String,
+    pub period: Nanos,
+    pub policy: Policy,
+    pub cpu: Option<usize>,
+    pub timer: CycleTimer,
+    pub functions: Vec<RtFn>,
+    pub stats: StatsWriter,
+    pub events: Producer,
+    pub stack_prefault: usize,
+}
+
+/// What a thread tells the starter: once after its setup (the CPU it runs on), once after arming its
+/// timer; any failure ends the thread and makes `start()` fail.
+pub(crate) type SetupResult = Result<usize, String>;
+
+/// Drift is the smallest wake latency among this many recent periods: how far the wakes sit from the
+/// absolute timeline with one-off spikes filtered out. For an absolute timer it stays near the typical
+/// wake latency; for a timeline that slips (a relative sleep) it grows every period.
+pub const DRIFT_WINDOW: usize = 8;
+
+/// Runs on the new thread: set up (policy, CPU, stack), report, wait for the common origin, loop.
+pub(crate) fn run(
+    mut plan: ThreadPlan,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::Sender<SetupResult>,
+    origin: mpsc::Receiver<Option<Nanos>>,
+) {
+    let setup = setup(&plan);
+    let (ok, setup_cpu) = (setup.is_ok(), setup.clone().unwrap_or(0));
+    let _ = ready.send(setup);
+    // The starter sends the origin once every thread is set up, or None to abort.
+    let Ok(Some(origin)) = origin.recv() else {
+        return;
+    };
+    if !ok {
+        return;
+    }
+    let first = origin + plan.period;
+    let armed = plan.timer.arm(first, plan.period).map_err(|e| {
+        format!(
+            "thread {}: cannot arm the {} timer: {e}",
+            plan.name,
+            plan.timer.kind()
+        )
+    });
+    let armed_ok = armed.is_ok();
+    let _ = ready.send(armed.map(|_| setup_cpu));
+    if !armed_ok {
+        return;
+    }
+    plan.stats.set_running(true);
+    cycle_loop(&mut plan, first, &stop);
+    plan.stats.set_running(false);
+}
+
+fn setup(plan: &ThreadPlan) -> SetupResult {
+    let fail = |what: String| format!("thread {}: {what}", plan.name);
+    super::sched::set_current_policy(plan.policy).map_err(|e| fail(e.to_string()))?;
+    let cpu = match plan.cpu {
+        Some(cpu) => {
+            sched::pin_current_thread(cpu).map_err(|e| fail(e.to_string()))?;
+            cpu
+        }
+        None => sched::current_cpu().map_err(|e| fail(e.to_string()))?,
+    };
+    if plan.stack_prefault > 0 {
+        super::harden::prefault_stack(plan.stack_prefault).map_err(|e| fail(e.to_string()))?;
+    }
+    Ok(cpu)
+}
+
+/// The loop itself. `first` is the deadline of period 0.
+fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &AtomicBool) {
+    let period = plan.period;
+    let period_ns = period.as_nanos() as u64;
+    let mut faulted = vec![false; plan.functions.len()];
+    let mut recent = [i64::MAX; DRIFT_WINDOW];
+    let mut k: u64 = 0;
+    let mut deadline = first;
+    let mut prev_wake: Option<Nanos> = None;
+    let mut missed_before = 0u64;
+
+    while !stop.load(Ordering::Relaxed) {
+        let info = match plan.timer.wait_until(deadline) {
+            Ok(info) => info,
+            Err(e) => {
+                plan.events.push(RtEvent::WaitFailed {
+                    errno: errno_of(&e),
+                });
+                return;
+            }
+        };
+        let now = clock::now();
+        let latency = (now - deadline).as_nanos();
+        let cycle = Cycle {
+            number: k,
+            period_ns,
+            dt_ns: prev_wake.map_or(period_ns, |p| (now - p).as_nanos().max(0) as u64),
+            missed: missed_before,
+            now_ns: now.as_nanos(),
+        };
+
+        for (i, f) in plan.functions.iter_mut().enumerate() {
+            if faulted[i] {
+                continue;
+            }
+            let t0 = clock::now();
+            let ok = catch_unwind(AssertUnwindSafe(|| f(&cycle))).is_ok();
+            let t1 = clock::now();
+            if !ok {
+                faulted[i] = true;
+                plan.events
+                    .push(RtEvent::FunctionFaulted { function: i as u16 });
+            }
+            plan.stats
+                .record_function(i, (t1 - t0).as_nanos().max(0) as u64, u32::from(!ok));
+        }
+        let end = clock::now();
+
+        // Deadlines that went by while we were late or working are skipped, not run back to back.
+        // The kernel's own count (periodic timers) can only confirm the clock's, never exceed it.
+        let missed =
+            clock::missed_periods(deadline, end, period).max(info.kernel_overruns.unwrap_or(0));
+        recent[(k % DRIFT_WINDOW as u64) as usize] = latency;
+        let drift = recent.iter().copied().min().unwrap_or(latency);
+        let rusage = plan.stats.is_spike(latency, missed).then(|| {
+            sched::thread_usage().ok().map(|u| ThreadRusage {
+                involuntary_ctx_switches: u.involuntary_switches,
+                page_faults: u.minor_faults + u.major_faults,
+            })
+        });
+        plan.stats.record(&PeriodSample {
+            now_ns: now.as_nanos().max(0) as u64,
+            latency_ns: latency,
+            interval_ns: prev_wake.map_or(0, |p| (now - p).as_nanos().max(0) as u64),
+            exec_ns: (end - now).as_nanos().max(0) as u64,
+            missed,
+            drift_ns: drift,
+            rusage: rusage.flatten(),
+        });
+        if missed > 0 {
+            plan.events.push(RtEvent::Overrun {
+                cycle: k as u32,
+                missed: missed.min(u16::MAX as u64) as u16,
+            });
+        }
+
+        prev_wake = Some(now);
+        missed_before = missed;
+        k += 1 + missed;
+        deadline = first + period * k as i64;
+    }
+}
+
+/// The errno behind a failed wait (EINVAL for a misuse the driver caught itself).
+fn errno_of(e: &WakeError) -> i32 {
+    match e {
+        WakeError::Sys(sys) => sys.errno as i32,
+        _ => libc::EINVAL,
+    }
+}
