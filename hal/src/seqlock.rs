@@ -14,6 +14,7 @@
 //! never undefined behaviour; the fences make the sequence check meaningful.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Runs `write` as one seqlock write section. Must only be called by the record's single writer.
 #[inline]
@@ -34,16 +35,17 @@ pub(crate) fn write<R>(seq: &AtomicU64, write: impl FnOnce() -> R) -> R {
     r
 }
 
-/// How many times a reader retries before concluding the writer died mid-write. A live writer holds a
-/// section for well under a microsecond; a reader gets descheduled between attempts, so this allows
-/// plenty of real contention while still bounding a read of a dead writer's odd `seq`.
-pub(crate) const MAX_READ_ATTEMPTS: u32 = 100_000;
+/// How long a reader keeps retrying before concluding the writer died mid-write. A live writer holds a
+/// section for tens of nanoseconds once per period, so a reader normally succeeds at the first or second
+/// attempt; this bound only matters for a dead writer's odd `seq` (or a reader starved by its scheduler).
+pub(crate) const READ_PATIENCE: Duration = Duration::from_millis(200);
 
 /// Reads a consistent copy: `read` loads the fields (relaxed) and may be called several times.
-/// Returns `None` if no consistent copy was obtained within [`MAX_READ_ATTEMPTS`].
+/// Returns `None` if no consistent copy was obtained within [`READ_PATIENCE`].
 #[inline]
 pub(crate) fn read<R>(seq: &AtomicU64, mut read: impl FnMut() -> R) -> Option<R> {
-    for attempt in 0..MAX_READ_ATTEMPTS {
+    let mut started: Option<Instant> = None;
+    for attempt in 0u64.. {
         let s1 = seq.load(Ordering::Acquire);
         if s1 & 1 == 0 {
             let value = read();
@@ -54,6 +56,10 @@ pub(crate) fn read<R>(seq: &AtomicU64, mut read: impl FnMut() -> R) -> Option<R>
             }
         }
         if attempt % 64 == 63 {
+            // The clock is only read once contention is real.
+            if started.get_or_insert_with(Instant::now).elapsed() > READ_PATIENCE {
+                return None;
+            }
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
@@ -88,6 +94,15 @@ mod tests {
         assert_eq!(read(&seq, || 1), None);
     }
 
+    /// A real writer leaves a whole period between sections (25 µs for the fastest base thread); a
+    /// writer in a tight loop could starve a reader forever, which no real thread does.
+    fn pause_like_a_fast_thread() {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(20) {
+            std::hint::spin_loop();
+        }
+    }
+
     /// A writer stores the same counter into every word; a torn copy would show two different values.
     #[test]
     fn concurrent_reader_never_sees_a_torn_record() {
@@ -104,9 +119,7 @@ mod tests {
                     write(&seq, || {
                         words.iter().for_each(|w| w.store(n, Ordering::Relaxed))
                     });
-                    // A real writer leaves a whole period between sections; a short gap lets the reader
-                    // through (a writer in a tight loop could starve it) while still overlapping constantly.
-                    (0..200).for_each(|_| std::hint::spin_loop());
+                    pause_like_a_fast_thread();
                 }
                 n
             })

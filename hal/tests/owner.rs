@@ -322,7 +322,11 @@ fn concurrent_snapshots_are_never_torn() {
                     now_ns: n,
                     ..Default::default()
                 });
-                (0..100).for_each(|_| std::hint::spin_loop());
+                // Like the fastest real thread (25 µs base): a tight loop could starve any reader.
+                let t = std::time::Instant::now();
+                while t.elapsed() < std::time::Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
             }
             n
         })
