@@ -7,171 +7,19 @@
 //! cap — as an error, before anything runs.
 
 use std::collections::HashMap;
-use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::{HalError, ObjectKind, Result};
 use crate::hal::Hal;
-use crate::layout::LABEL_FIELD;
+use crate::keys::{next_builder_id, ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 use crate::name::{self, Instance};
 use crate::pin::{Direction, ParamAccess, PinDir};
 use crate::segment::Permissions;
 use crate::signal::{self, PinView, SignalDef};
-use crate::stats::{HistogramConfig, MAX_BINS};
+use crate::thread::ThreadConfig;
 use crate::value::{HalType, ValueType};
 
 /// Default size cap: far above any machine config (10 000 pins take under 1 MiB).
 pub const DEFAULT_MAX_SIZE: usize = 64 << 20;
-
-static NEXT_BUILDER_ID: AtomicU32 = AtomicU32::new(1);
-
-macro_rules! key {
-    ($(#[$m:meta])* $name:ident) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub struct $name {
-            pub(crate) builder: u32,
-            pub(crate) index: usize,
-        }
-    };
-}
-
-key!(
-    /// A registered component.
-    ComponentKey
-);
-key!(
-    /// A registered function; the runtime maps it to the code to call.
-    FunctionKey
-);
-key!(
-    /// A registered thread; turns into its [`StatsWriter`](crate::StatsWriter) after build.
-    ThreadKey
-);
-
-/// A registered pin, typed like the [`Pin`](crate::Pin) it turns into after build.
-pub struct PinKey<D: Direction, T: HalType> {
-    pub(crate) builder: u32,
-    pub(crate) index: usize,
-    _marker: PhantomData<fn() -> (D, T)>,
-}
-
-impl<D: Direction, T: HalType> Clone for PinKey<D, T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<D: Direction, T: HalType> Copy for PinKey<D, T> {}
-
-/// A registered param, typed like the [`Param`](crate::Param) it turns into after build.
-pub struct ParamKey<T: HalType> {
-    pub(crate) builder: u32,
-    pub(crate) index: usize,
-    _marker: PhantomData<fn() -> T>,
-}
-
-impl<T: HalType> Clone for ParamKey<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T: HalType> Copy for ParamKey<T> {}
-
-/// A periodic thread as the HAL records it (the runtime owns the actual thread).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ThreadConfig {
-    pub name: String,
-    pub period_ns: u64,
-    /// CPU the thread is pinned to, if any.
-    pub cpu: Option<u32>,
-    /// SCHED_FIFO priority (0 under the `sim` flavor).
-    pub priority: i32,
-    /// `rt-preempt`, `posix` or `sim`.
-    pub flavor: String,
-    /// Timer driver name, e.g. `nanosleep`.
-    pub timer: String,
-    pub histogram: HistogramConfig,
-    /// Latency at or above which a period goes into the spike ring; default: half the period.
-    pub spike_threshold_ns: Option<i64>,
-}
-
-impl ThreadConfig {
-    pub fn new(name: &str, period_ns: u64) -> Self {
-        ThreadConfig {
-            name: name.to_string(),
-            period_ns,
-            cpu: None,
-            priority: 0,
-            flavor: "sim".into(),
-            timer: "nanosleep".into(),
-            histogram: HistogramConfig::default(),
-            spike_threshold_ns: None,
-        }
-    }
-    pub fn cpu(mut self, cpu: u32) -> Self {
-        self.cpu = Some(cpu);
-        self
-    }
-    pub fn priority(mut self, priority: i32) -> Self {
-        self.priority = priority;
-        self
-    }
-    pub fn flavor(mut self, flavor: &str) -> Self {
-        self.flavor = flavor.to_string();
-        self
-    }
-    pub fn timer(mut self, timer: &str) -> Self {
-        self.timer = timer.to_string();
-        self
-    }
-    pub fn histogram(mut self, histogram: HistogramConfig) -> Self {
-        self.histogram = histogram;
-        self
-    }
-    pub fn spike_threshold_ns(mut self, ns: i64) -> Self {
-        self.spike_threshold_ns = Some(ns);
-        self
-    }
-
-    pub(crate) fn effective_spike_threshold(&self) -> i64 {
-        self.spike_threshold_ns
-            .unwrap_or_else(|| i64::try_from(self.period_ns / 2).unwrap_or(i64::MAX))
-    }
-
-    fn validate(&self) -> Result<()> {
-        name::validate(&self.name)?;
-        let bad = |what, reason: String| Err(HalError::InvalidConfig { what, reason });
-        if self.period_ns == 0 {
-            return bad(
-                "thread period",
-                format!(
-                    "thread '{}' has period 0; give it a period like 1ms",
-                    self.name
-                ),
-            );
-        }
-        for (what, label) in [
-            ("flavor name", &self.flavor),
-            ("timer driver name", &self.timer),
-        ] {
-            if label.len() >= LABEL_FIELD || name::validate(label).is_err() {
-                return bad(
-                    what,
-                    format!("'{label}' must be 1-23 characters of A-Z a-z 0-9 . _ -"),
-                );
-            }
-        }
-        let h = self.histogram;
-        if h.bin_ns == 0 || h.bins == 0 || h.bins > MAX_BINS {
-            return bad(
-                "histogram",
-                format!("thread '{}': bin width {} ns x {} bins; use a width >= 1 ns and 1..={MAX_BINS} bins",
-                    self.name, h.bin_ns, h.bins),
-            );
-        }
-        Ok(())
-    }
-}
 
 #[derive(Debug, Clone)]
 pub(crate) struct ComponentDef {
@@ -270,7 +118,7 @@ impl HalBuilder {
     /// A builder for instance `instance` (segment `/rtapi-<instance>`).
     pub fn new(instance: &str) -> Result<Self> {
         Ok(HalBuilder {
-            id: NEXT_BUILDER_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_builder_id(),
             instance: Instance::new(instance)?,
             permissions: Permissions::default(),
             max_size: DEFAULT_MAX_SIZE,
@@ -375,11 +223,7 @@ impl HalBuilder {
             init: init.to_bits(),
         });
         self.components[component.index].pins += 1;
-        Ok(PinKey {
-            builder: self.id,
-            index,
-            _marker: PhantomData,
-        })
+        Ok(PinKey::new(self.id, index))
     }
 
     pub fn param<T: HalType>(
@@ -405,11 +249,7 @@ impl HalBuilder {
             init: init.to_bits(),
         });
         self.components[component.index].params += 1;
-        Ok(ParamKey {
-            builder: self.id,
-            index,
-            _marker: PhantomData,
-        })
+        Ok(ParamKey::new(self.id, index))
     }
 
     /// Declares a signal explicitly (`newsig`); [`net`](Self::net) also creates one on first use.
@@ -556,6 +396,7 @@ impl HalBuilder {
 mod tests {
     use super::*;
     use crate::pin::{In, Io, Out};
+    use crate::stats::{HistogramConfig, MAX_BINS};
 
     #[test]
     fn names_are_validated_and_unique_per_namespace() {

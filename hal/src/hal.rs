@@ -8,9 +8,10 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::builder::{FunctionKey, HalBuilder, ParamKey, PinKey, ThreadKey};
+use crate::builder::HalBuilder;
 use crate::error::{HalError, Result};
 use crate::image::{self, Plan};
+use crate::keys::{FunctionKey, ParamKey, PinKey, ThreadKey};
 use crate::layout::{function, header, param, pin, signal, state, stats, thread, Table};
 use crate::name::Instance;
 use crate::pin::{Direction, Param, Pin};

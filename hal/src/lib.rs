@@ -44,6 +44,7 @@ mod builder;
 mod error;
 mod hal;
 mod image;
+mod keys;
 pub mod layout;
 pub mod name;
 mod pin;
@@ -52,14 +53,13 @@ mod segment;
 mod seqlock;
 mod signal;
 pub mod stats;
+mod thread;
 mod value;
 
-pub use builder::{
-    ComponentKey, FunctionKey, HalBuilder, ParamKey, PinKey, ThreadConfig, ThreadKey,
-    DEFAULT_MAX_SIZE,
-};
+pub use builder::{HalBuilder, DEFAULT_MAX_SIZE};
 pub use error::{HalError, ObjectKind, Result, WriteRefusal};
 pub use hal::Hal;
+pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Writable};
 pub use reader::{
@@ -71,4 +71,5 @@ pub use stats::{
     FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
     Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot,
 };
+pub use thread::ThreadConfig;
 pub use value::{HalType, Value, ValueType};

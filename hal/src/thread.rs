@@ -1,0 +1,102 @@
+//! How a periodic thread is described to the HAL (the runtime owns the thread itself).
+
+use crate::error::{HalError, Result};
+use crate::layout::LABEL_FIELD;
+use crate::name;
+use crate::stats::{HistogramConfig, MAX_BINS};
+
+/// A periodic thread as the HAL records it (the runtime owns the actual thread).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadConfig {
+    pub name: String,
+    pub period_ns: u64,
+    /// CPU the thread is pinned to, if any.
+    pub cpu: Option<u32>,
+    /// SCHED_FIFO priority (0 under the `sim` flavor).
+    pub priority: i32,
+    /// `rt-preempt`, `posix` or `sim`.
+    pub flavor: String,
+    /// Timer driver name, e.g. `nanosleep`.
+    pub timer: String,
+    pub histogram: HistogramConfig,
+    /// Latency at or above which a period goes into the spike ring; default: half the period.
+    pub spike_threshold_ns: Option<i64>,
+}
+
+impl ThreadConfig {
+    pub fn new(name: &str, period_ns: u64) -> Self {
+        ThreadConfig {
+            name: name.to_string(),
+            period_ns,
+            cpu: None,
+            priority: 0,
+            flavor: "sim".into(),
+            timer: "nanosleep".into(),
+            histogram: HistogramConfig::default(),
+            spike_threshold_ns: None,
+        }
+    }
+    pub fn cpu(mut self, cpu: u32) -> Self {
+        self.cpu = Some(cpu);
+        self
+    }
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+    pub fn flavor(mut self, flavor: &str) -> Self {
+        self.flavor = flavor.to_string();
+        self
+    }
+    pub fn timer(mut self, timer: &str) -> Self {
+        self.timer = timer.to_string();
+        self
+    }
+    pub fn histogram(mut self, histogram: HistogramConfig) -> Self {
+        self.histogram = histogram;
+        self
+    }
+    pub fn spike_threshold_ns(mut self, ns: i64) -> Self {
+        self.spike_threshold_ns = Some(ns);
+        self
+    }
+
+    pub(crate) fn effective_spike_threshold(&self) -> i64 {
+        self.spike_threshold_ns
+            .unwrap_or_else(|| i64::try_from(self.period_ns / 2).unwrap_or(i64::MAX))
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        name::validate(&self.name)?;
+        let bad = |what, reason: String| Err(HalError::InvalidConfig { what, reason });
+        if self.period_ns == 0 {
+            return bad(
+                "thread period",
+                format!(
+                    "thread '{}' has period 0; give it a period like 1ms",
+                    self.name
+                ),
+            );
+        }
+        for (what, label) in [
+            ("flavor name", &self.flavor),
+            ("timer driver name", &self.timer),
+        ] {
+            if label.len() >= LABEL_FIELD || name::validate(label).is_err() {
+                return bad(
+                    what,
+                    format!("'{label}' must be 1-23 characters of A-Z a-z 0-9 . _ -"),
+                );
+            }
+        }
+        let h = self.histogram;
+        if h.bin_ns == 0 || h.bins == 0 || h.bins > MAX_BINS {
+            return bad(
+                "histogram",
+                format!("thread '{}': bin width {} ns x {} bins; use a width >= 1 ns and 1..={MAX_BINS} bins",
+                    self.name, h.bin_ns, h.bins),
+            );
+        }
+        Ok(())
+    }
+}
