@@ -1,6 +1,7 @@
 //! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
 
 mod detect;
+mod latency_test;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -11,6 +12,8 @@ pub mod exit {
     pub const RUNTIME: u8 = 1;
     /// Bad usage, bad config, or a flavor this machine cannot run.
     pub const USAGE: u8 = 2;
+    /// `latency-test --fail-above` exceeded.
+    pub const FAIL_ABOVE: u8 = 3;
 }
 
 /// A failure that ends the command: its message and exit code.
@@ -57,6 +60,8 @@ struct Cli {
 enum Command {
     /// Show what this machine is, the flavor rtapi would use, and what to fix.
     Detect(detect::Args),
+    /// Commission this PC: measure base and servo thread latency, optionally under load, and judge.
+    LatencyTest(latency_test::Args),
 }
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
@@ -76,6 +81,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
+        Command::LatencyTest(args) => latency_test::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(exit::OK),

@@ -3,6 +3,8 @@
 
 pub mod histogram;
 pub mod load;
+pub mod monitor;
 pub mod plot;
 pub mod report;
+pub mod run;
 pub mod verdict;

@@ -32,7 +32,7 @@ use super::wake::{CycleTimer, TimerKind, WakeMode};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Flavor, FlavorError, Selection};
 use rtapi_hal::{
-    ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, Permissions,
+    ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, HistogramSnapshot, Permissions,
     ThreadConfig, ThreadKey, ThreadStatsSnapshot,
 };
 use std::collections::HashMap;
@@ -735,6 +735,7 @@ impl Runtime<Running> {
                 let stats = reader
                     .as_ref()
                     .and_then(|r| r.thread_stats(&info.name).ok());
+                let histogram = reader.as_ref().and_then(|r| r.histogram(&info.name).ok());
                 let faulted = reader
                     .as_ref()
                     .map(|r| {
@@ -751,6 +752,7 @@ impl Runtime<Running> {
                 ThreadSummary {
                     info,
                     stats,
+                    histogram,
                     faulted,
                 }
             })
@@ -775,6 +777,7 @@ pub struct Summary {
 pub struct ThreadSummary {
     pub info: ThreadInfo,
     pub stats: Option<ThreadStatsSnapshot>,
+    pub histogram: Option<HistogramSnapshot>,
     /// Functions that panicked and were disabled.
     pub faulted: Vec<String>,
 }

@@ -1,0 +1,185 @@
+//! Watching the running threads once a second from outside the RT path: per-second figures come from
+//! the difference of two histogram copies (bins are cumulative counters), so the RT loop does no extra
+//! work for the live display or the per-second plot.
+
+use rtapi_hal::{HalReader, HistogramSnapshot, ThreadStatsSnapshot};
+
+/// One thread's figures for the last interval and the whole run so far.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub name: String,
+    pub period_ns: u64,
+    pub cycles: u64,
+    pub overruns: u64,
+    /// Last interval: min/avg/max latency (ns); `None` when no period completed in it.
+    pub last: Option<(u64, f64, u64)>,
+    /// Whole run: min/avg/max latency (ns).
+    pub run: Option<(i64, f64, i64)>,
+    pub p99_ns: Option<i64>,
+    pub max_jitter_ns: u64,
+}
+
+/// Per-thread state between two ticks.
+pub struct Monitor {
+    threads: Vec<Watched>,
+}
+
+struct Watched {
+    name: String,
+    prev_hist: Option<HistogramSnapshot>,
+    prev_stats: Option<ThreadStatsSnapshot>,
+    /// Worst latency of each interval (ns).
+    max_per_interval: Vec<u64>,
+}
+
+impl Monitor {
+    pub fn new(names: &[String]) -> Monitor {
+        Monitor {
+            threads: names
+                .iter()
+                .map(|n| Watched {
+                    name: n.clone(),
+                    prev_hist: None,
+                    prev_stats: None,
+                    max_per_interval: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Reads every thread once and returns the live figures.
+    pub fn tick(&mut self, reader: &HalReader) -> Vec<Live> {
+        self.threads
+            .iter_mut()
+            .filter_map(|w| w.tick(reader))
+            .collect()
+    }
+
+    /// The worst latency of each interval, per thread, in the order given to [`Monitor::new`].
+    pub fn max_per_interval(&self) -> Vec<Vec<u64>> {
+        self.threads
+            .iter()
+            .map(|w| w.max_per_interval.clone())
+            .collect()
+    }
+}
+
+impl Watched {
+    fn tick(&mut self, reader: &HalReader) -> Option<Live> {
+        let stats = reader.thread_stats(&self.name).ok()?;
+        let hist = reader.histogram(&self.name).ok()?;
+        let last = interval(
+            self.prev_hist.as_ref(),
+            &hist,
+            self.prev_stats.as_ref(),
+            &stats,
+        );
+        self.max_per_interval
+            .push(last.map_or(0, |(_, _, max)| max));
+        let p99 = hist.percentile(0.99).map(|p| {
+            p.clamp_ns(
+                stats.latency_min().unwrap_or(0),
+                stats.latency_max().unwrap_or(0),
+            )
+        });
+        let live = Live {
+            name: self.name.clone(),
+            period_ns: stats.period_ns,
+            cycles: stats.cycles,
+            overruns: stats.overruns,
+            last,
+            run: stats
+                .latency_min()
+                .zip(stats.latency_mean())
+                .zip(stats.latency_max())
+                .map(|((a, b), c)| (a, b, c)),
+            p99_ns: p99,
+            max_jitter_ns: stats.jitter_max_ns,
+        };
+        self.prev_hist = Some(hist);
+        self.prev_stats = Some(stats);
+        Some(live)
+    }
+}
+
+/// min/avg/max of the samples between two copies. Min and max come from the lowest and highest bin
+/// that grew (bin resolution); a sample that overflowed the histogram is taken from the run maximum
+/// when that grew in the interval, else from the histogram's range.
+fn interval(
+    prev: Option<&HistogramSnapshot>,
+    now: &HistogramSnapshot,
+    prev_stats: Option<&ThreadStatsSnapshot>,
+    stats: &ThreadStatsSnapshot,
+) -> Option<(u64, f64, u64)> {
+    let before = |i: usize| prev.and_then(|p| p.counts.get(i)).copied().unwrap_or(0);
+    let grew: Vec<(usize, u64)> = now
+        .counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (i, c.saturating_sub(before(i))))
+        .filter(|&(_, d)| d > 0)
+        .collect();
+    let overflowed = now.overflow.saturating_sub(prev.map_or(0, |p| p.overflow));
+    let cycles = stats
+        .cycles
+        .saturating_sub(prev_stats.map_or(0, |p| p.cycles));
+    if cycles == 0 || (grew.is_empty() && overflowed == 0) {
+        return None;
+    }
+    let sum = stats.latency_sum_ns - prev_stats.map_or(0, |p| p.latency_sum_ns);
+    let avg = sum as f64 / cycles as f64;
+    let range_end = now.bin_ns * now.counts.len() as u64;
+    let min = grew
+        .first()
+        .map_or(range_end, |&(i, _)| i as u64 * now.bin_ns);
+    let max = if overflowed > 0 {
+        let run_max = stats.latency_max_ns.max(0) as u64;
+        if prev_stats.is_none_or(|p| stats.latency_max_ns > p.latency_max_ns) {
+            run_max
+        } else {
+            range_end
+        }
+    } else {
+        grew.last().map_or(0, |&(i, _)| (i as u64 + 1) * now.bin_ns)
+    };
+    Some((min, avg, max))
+}
+
+/// The live block: one header line, one line per thread.
+pub fn render(lines: &[Live], header: &str) -> Vec<String> {
+    let us = |ns: f64| format!("{:.1}", ns / 1000.0);
+    let mut out = vec![
+        header.to_string(),
+        format!(
+            "{:<7}{:>8}{:>11}  {:>24}  {:>24}{:>9}{:>9}{:>9}",
+            "thread",
+            "period",
+            "cycles",
+            "last 1s min/avg/max µs",
+            "run min/avg/max µs",
+            "p99",
+            "jitter",
+            "overrun"
+        ),
+    ];
+    for l in lines {
+        let last = l.last.map_or("-".into(), |(a, b, c)| {
+            format!("{}/{}/{}", us(a as f64), us(b), us(c as f64))
+        });
+        let run = l.run.map_or("-".into(), |(a, b, c)| {
+            format!("{}/{}/{}", us(a as f64), us(b), us(c as f64))
+        });
+        out.push(format!(
+            "{:<7}{:>8}{:>11}  {:>24}  {:>24}{:>9}{:>9}{:>9}",
+            l.name,
+            format!("{}us", l.period_ns / 1000),
+            l.cycles,
+            last,
+            run,
+            l.p99_ns.map_or("-".into(), |p| us(p as f64)),
+            us(l.max_jitter_ns as f64),
+            l.overruns
+        ));
+    }
+    out
+}

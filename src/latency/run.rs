@@ -1,0 +1,294 @@
+//! Running a latency test: the real runtime with empty base and servo threads, load after warm-up, a
+//! live display each second, and the final [`Report`].
+
+use super::load::{Load, LoadKind};
+use super::monitor::{self, Monitor};
+use super::report::{
+    ExecSummary, HistogramOut, LatencySummary, Report, Settings, Spike, SystemSummary, ThreadResult,
+};
+use super::verdict;
+use crate::detect::Severity;
+use crate::rt::clock::Nanos;
+use crate::rt::runtime::{
+    Runtime, RuntimeError, RuntimeOptions, StopReason, Summary, ThreadSpec, ThreadSummary,
+};
+use crate::rt::wake::{TimerKind, WakeMode};
+use rtapi_hal::HistogramConfig;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// What to run (the `latency-test` flags).
+#[derive(Debug, Clone)]
+pub struct TestConfig {
+    /// Base thread period; zero = servo only.
+    pub base: Nanos,
+    pub servo: Nanos,
+    pub duration: Duration,
+    /// CPUs: one for both threads, or `[base, servo]`.
+    pub cpus: Vec<usize>,
+    pub timer: TimerKind,
+    pub wake: WakeMode,
+    pub flavor: Option<String>,
+    pub load: Vec<LoadKind>,
+    pub instance: String,
+    pub dma_latency: bool,
+    /// Print nothing live (only the final report).
+    pub quiet: bool,
+    /// Histogram range in 1 µs bins.
+    pub histogram_bins: usize,
+}
+
+impl Default for TestConfig {
+    fn default() -> Self {
+        TestConfig {
+            base: Nanos::from_micros(25),
+            servo: Nanos::from_millis(1),
+            duration: Duration::from_secs(60),
+            cpus: Vec::new(),
+            timer: TimerKind::Nanosleep,
+            wake: WakeMode::Sleep,
+            flavor: None,
+            load: Vec::new(),
+            instance: rtapi_hal::DEFAULT_INSTANCE.to_string(),
+            dma_latency: true,
+            quiet: false,
+            histogram_bins: 10_000,
+        }
+    }
+}
+
+/// Time the threads run before the load starts, so the first numbers show the quiet machine.
+fn warm_up(duration: Duration) -> Duration {
+    (duration / 10).min(Duration::from_secs(2))
+}
+
+/// Runs the test to its end (duration or Ctrl-C) and reports.
+pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
+    let mut rt = Runtime::configure(RuntimeOptions {
+        instance: cfg.instance.clone(),
+        flavor: cfg.flavor.clone(),
+        lock_memory: true,
+        dma_latency: cfg.dma_latency,
+        group_readable: false,
+    })?;
+    rt.histogram(HistogramConfig {
+        bin_ns: 1000,
+        bins: cfg.histogram_bins,
+    });
+    let cpu = |i: usize| cfg.cpus.get(i).or(cfg.cpus.first()).copied();
+    let mut names = Vec::new();
+    if cfg.base.is_positive() {
+        rt.thread(ThreadSpec {
+            cpu: cpu(0),
+            timer: cfg.timer,
+            wake: cfg.wake,
+            ..ThreadSpec::new("base", cfg.base)
+        })?;
+        names.push("base".to_string());
+    }
+    rt.thread(ThreadSpec {
+        cpu: cpu(1),
+        timer: cfg.timer,
+        wake: cfg.wake,
+        ..ThreadSpec::new("servo", cfg.servo)
+    })?;
+    names.push("servo".to_string());
+
+    let running = rt.start()?;
+    let flavor = running.flavor();
+    let system = running.system().clone();
+    let reader = running
+        .hal()
+        .reader()
+        .map_err(|e| RuntimeError::Start(e.to_string()))?;
+    let load_names: Vec<String> = cfg.load.iter().map(ToString::to_string).collect();
+    let mut monitor = Monitor::new(&names);
+    let tty = std::io::stdout().is_terminal();
+    let mut drawn = 0usize;
+    let mut load: Option<Load> = None;
+    let mut load_error = None;
+    let cpus_online = system.cpus.online.as_ref().map_or(1, Vec::len).max(1);
+
+    let reason =
+        running.wait_with(Some(cfg.duration), Duration::from_secs(1), |r| {
+            if load.is_none()
+                && load_error.is_none()
+                && !cfg.load.is_empty()
+                && r.elapsed() >= warm_up(cfg.duration)
+            {
+                match Load::start(&cfg.load, cpus_online) {
+                    Ok(l) => load = Some(l),
+                    Err(e) => load_error = Some(e),
+                }
+            }
+            let lines = monitor.tick(&reader);
+            if cfg.quiet {
+                return;
+            }
+            let header =
+                format!(
+            "rtapi latency-test | flavor {flavor} | timer {} wake {} | load {} | {:.0}/{:.0} s",
+            cfg.timer,
+            cfg.wake,
+            if load.is_some() { load_names.join(",") } else { "none".into() },
+            r.elapsed().as_secs_f64(),
+            cfg.duration.as_secs_f64()
+        );
+            let block = monitor::render(&lines, &header);
+            let mut out = std::io::stdout().lock();
+            if tty {
+                // Redraw in place: up over the previous block, clear each line.
+                if drawn > 0 {
+                    let _ = write!(out, "\x1b[{drawn}A");
+                }
+                for l in &block {
+                    let _ = writeln!(out, "\x1b[2K{l}");
+                }
+                drawn = block.len();
+            } else {
+                for l in &block[2..] {
+                    let _ = writeln!(out, "{:.0}s {l}", r.elapsed().as_secs_f64());
+                }
+            }
+            let _ = out.flush();
+        });
+    drop(load);
+    let interrupted = reason == StopReason::Signal;
+    let elapsed = running.elapsed();
+    let per_second = monitor.max_per_interval();
+    let summary = running.stop();
+    if let Some(e) = load_error {
+        return Err(RuntimeError::Start(e));
+    }
+    if reason == StopReason::ThreadsEnded {
+        return Err(RuntimeError::Start(
+            "the RT threads stopped on their own (see the log above)".into(),
+        ));
+    }
+    Ok(report(
+        cfg,
+        &system,
+        flavor.name(),
+        summary,
+        per_second,
+        elapsed,
+        interrupted,
+        load_names,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    cfg: &TestConfig,
+    system: &crate::detect::SystemReport,
+    flavor: &str,
+    summary: Summary,
+    per_second: Vec<Vec<u64>>,
+    elapsed: Duration,
+    interrupted: bool,
+    load: Vec<String>,
+) -> Report {
+    let threads: Vec<ThreadResult> = summary
+        .threads
+        .iter()
+        .zip(per_second)
+        .map(|(t, ps)| thread_result(t, ps))
+        .collect();
+    let find = |name: &str| {
+        threads
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| (t.period_ns, t.max_jitter_ns))
+    };
+    let overruns = threads.iter().map(|t| t.overruns).sum();
+    let system_advice = system
+        .advice()
+        .into_iter()
+        .filter(|f| f.severity >= Severity::Warn)
+        .map(|f| match f.fix {
+            Some(fix) => format!("{} — {fix}", f.message),
+            None => f.message,
+        })
+        .collect();
+    Report {
+        tool: "rtapi latency-test",
+        version: env!("CARGO_PKG_VERSION"),
+        system: SystemSummary::new(system, flavor),
+        settings: Settings {
+            duration_s: elapsed.as_secs_f64(),
+            timer: cfg.timer.to_string(),
+            wake: cfg.wake.to_string(),
+            load,
+            interrupted,
+        },
+        verdict: verdict::judge(find("base"), find("servo"), overruns, system_advice),
+        threads,
+    }
+}
+
+fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> ThreadResult {
+    let s = t.stats;
+    let h = t.histogram.clone();
+    let (min, max) = s.map_or((0, 0), |s| {
+        (s.latency_min().unwrap_or(0), s.latency_max().unwrap_or(0))
+    });
+    let pct = |q: f64| {
+        h.as_ref()
+            .and_then(|h| h.percentile(q))
+            .map_or(0, |p| p.clamp_ns(min, max).max(0) as u64)
+    };
+    let first_wake = s.map(|s| {
+        s.last_wake_ns
+            .saturating_sub(s.period_ns * (s.cycles + s.overruns).saturating_sub(1))
+    });
+    ThreadResult {
+        name: t.info.name.clone(),
+        period_ns: t.info.period.as_nanos() as u64,
+        cpu: Some(t.info.cpu),
+        priority: t.info.priority,
+        cycles: s.map_or(0, |s| s.cycles),
+        overruns: s.map_or(0, |s| s.overruns),
+        max_jitter_ns: s.map_or(0, |s| s.jitter_max_ns),
+        drift_ns: s.map_or(0, |s| s.drift_ns),
+        latency_ns: LatencySummary {
+            min: min.max(0) as u64,
+            mean: s.and_then(|s| s.latency_mean()).unwrap_or(0.0),
+            stddev: s.and_then(|s| s.latency_stddev()).unwrap_or(0.0),
+            p50: pct(0.5),
+            p99: pct(0.99),
+            p999: pct(0.999),
+            max: max.max(0) as u64,
+        },
+        exec_ns: ExecSummary {
+            mean: s.and_then(|s| s.exec_mean()).unwrap_or(0.0),
+            max: s.map_or(0, |s| s.exec_max_ns),
+        },
+        histogram: h.map_or_else(HistogramOut::default, |h| HistogramOut {
+            bin_ns: h.bin_ns,
+            // A negative latency cannot happen with these wake modes; if the clock ever says so, it
+            // is counted in bin 0 so that counts + overflow still equal cycles.
+            counts: {
+                let mut c = h.counts;
+                if let Some(first) = c.first_mut() {
+                    *first += h.underflow;
+                }
+                c
+            },
+            overflow: h.overflow,
+        }),
+        max_latency_per_second_ns,
+        spikes: s
+            .map(|s| {
+                s.recent_spikes()
+                    .map(|sp| Spike {
+                        cycle: sp.cycle,
+                        at_s: sp.time_ns.saturating_sub(first_wake.unwrap_or(0)) as f64 / 1e9,
+                        latency_ns: sp.latency_ns.max(0) as u64,
+                        involuntary_switches: sp.involuntary_ctx_switches,
+                        page_faults: sp.page_faults,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
