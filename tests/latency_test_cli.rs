@@ -1,0 +1,316 @@
+//! `rtapi latency-test` end to end: the real binary, real threads, its files and exit codes.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn rtapi(instance: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+    c.arg("latency-test")
+        .args([
+            "--instance",
+            &format!("{instance}-{}", std::process::id()),
+            "--quiet",
+        ])
+        .args(args)
+        .env_remove("RTAPI_FLAVOR")
+        .env("RUST_LOG", "error");
+    c
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn json_report_has_the_documented_keys_and_consistent_numbers() {
+    let out = rtapi(
+        "json",
+        &["--duration", "2s", "--base", "100us", "--json", "-"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert_eq!(v["tool"], "rtapi latency-test");
+    for key in [
+        "/version",
+        "/system/kernel",
+        "/system/preempt_rt",
+        "/system/flavor",
+        "/system/virtualized",
+        "/settings/duration_s",
+        "/settings/timer",
+        "/settings/wake",
+        "/settings/load",
+        "/verdict/rating",
+        "/verdict/summary",
+        "/verdict/advice",
+    ] {
+        assert!(v.pointer(key).is_some(), "missing {key}");
+    }
+    let threads = v["threads"].as_array().unwrap();
+    assert_eq!(
+        threads
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["base", "servo"]
+    );
+    for t in threads {
+        let l = &t["latency_ns"];
+        let n = |k: &str| l[k].as_f64().unwrap();
+        assert!(
+            n("min") <= n("p50")
+                && n("p50") <= n("p99")
+                && n("p99") <= n("p999")
+                && n("p999") <= n("max"),
+            "{l}"
+        );
+        assert!(n("min") <= n("mean") && n("mean") <= n("max"));
+        let h = &t["histogram"];
+        let counted: u64 = h["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            counted + h["overflow"].as_u64().unwrap(),
+            t["cycles"].as_u64().unwrap(),
+            "histogram sums to cycles"
+        );
+        assert_eq!(h["bin_ns"], 1000);
+        for k in [
+            "period_ns",
+            "cpu",
+            "priority",
+            "overruns",
+            "max_jitter_ns",
+            "drift_ns",
+            "exec_ns",
+        ] {
+            assert!(!t[k].is_null(), "{k}");
+        }
+        // 2 s of a 100 µs / 1 ms thread: every period is accounted for, woken or missed.
+        let due = 2e9 / t["period_ns"].as_f64().unwrap();
+        let accounted = (t["cycles"].as_u64().unwrap() + t["overruns"].as_u64().unwrap()) as f64;
+        assert!((accounted - due).abs() / due < 0.05, "{accounted} of {due}");
+    }
+    assert!(["good", "ok", "servo-only", "unusable"]
+        .contains(&v["verdict"]["rating"].as_str().unwrap()));
+}
+
+#[test]
+fn histogram_file_is_cyclictest_format_and_svg_shows_both_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hist, svg, json) = (
+        dir.path().join("h.txt"),
+        dir.path().join("p.svg"),
+        dir.path().join("r.json"),
+    );
+    let out = rtapi("files", &["--duration", "2s", "--base", "200us"])
+        .args([
+            "--histogram",
+            hist.to_str().unwrap(),
+            "--plot",
+            svg.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("VERDICT:"),
+        "the text report goes to stdout"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let parsed =
+        rtapi::latency::histogram::parse(&std::fs::read_to_string(&hist).unwrap()).unwrap();
+    assert_eq!(parsed.counts.len(), 2, "one column per thread");
+    for (i, t) in report["threads"].as_array().unwrap().iter().enumerate() {
+        let sum: u64 = parsed.counts[i].iter().sum();
+        assert_eq!(sum, parsed.total[i]);
+        assert_eq!(
+            sum + parsed.overflows[i],
+            t["cycles"].as_u64().unwrap(),
+            "thread {i}"
+        );
+        assert_eq!(
+            parsed.max_us[i],
+            t["latency_ns"]["max"].as_u64().unwrap() / 1000
+        );
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("base (overflow") && svg.contains("servo (overflow"),
+        "both threads in the legend"
+    );
+}
+
+#[test]
+fn servo_only_is_judged_on_the_servo_thread() {
+    let out = rtapi("servo", &["--duration", "1s", "--base", "0", "--json", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v = json_of(&out);
+    assert_eq!(v["threads"].as_array().unwrap().len(), 1);
+    assert_eq!(v["verdict"]["judged_thread"], "servo");
+}
+
+#[test]
+fn fail_above_exits_3_after_writing_the_report() {
+    let out = rtapi(
+        "fail",
+        &[
+            "--duration",
+            "1s",
+            "--base",
+            "0",
+            "--fail-above",
+            "1ns",
+            "--json",
+            "-",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exceeds --fail-above"));
+    let _ = json_of(&out);
+    let out = rtapi(
+        "pass",
+        &["--duration", "1s", "--base", "0", "--fail-above", "10s"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn bad_arguments_exit_2_with_what_to_do() {
+    for (args, says) in [
+        (vec!["--duration", "1h"], "e.g. 25us"),
+        (vec!["--timer", "select"], "compare-timers"),
+        (vec!["--wake", "nap"], "hybrid:MARGIN"),
+        (vec!["--load", "gpu"], "cpu,mem,io"),
+        (vec!["--cpu", "x"], "BASE,SERVO"),
+        (vec!["--flavor", "rtai"], "valid flavors"),
+        (vec!["--cpu", "4000"], "CPU 4000"),
+    ] {
+        let out = rtapi("bad", &args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn sigint_ends_the_test_early_and_still_reports() {
+    let child = rtapi(
+        "sigint",
+        &["--duration", "60s", "--base", "0", "--json", "-"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill sends a signal to our own child; no memory is involved.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert_eq!(v["settings"]["interrupted"], true);
+    let secs = v["settings"]["duration_s"].as_f64().unwrap();
+    assert!(secs > 1.0 && secs < 10.0, "ended early: {secs} s");
+    assert!(v["threads"][0]["cycles"].as_u64().unwrap() > 500);
+}
+
+fn stress_ng_processes() -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|c| c.starts_with("stress-ng"))
+        .count()
+}
+
+/// The load runs during the test and nothing of it is left afterwards, also when the test is
+/// interrupted. stress-ng is installed by .ci/run.
+#[test]
+fn load_leaves_no_worker_behind() {
+    assert!(
+        Command::new("stress-ng").arg("--version").output().is_ok(),
+        "stress-ng missing: .ci/run installs it"
+    );
+    let before = stress_ng_processes();
+    let child = rtapi(
+        "load",
+        &[
+            "--duration",
+            "30s",
+            "--base",
+            "0",
+            "--load",
+            "stress-ng:--cpu 2 --io 1",
+            "--json",
+            "-",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Warm-up is 2 s at most; then stress-ng and its workers run.
+    let mut seen = 0;
+    for _ in 0..60 {
+        std::thread::sleep(Duration::from_millis(100));
+        seen = seen.max(stress_ng_processes().saturating_sub(before));
+        if seen >= 3 {
+            break;
+        }
+    }
+    // SAFETY: kill sends a signal to our own child; no memory is involved.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(seen >= 3, "stress-ng and its workers ran ({seen})");
+    assert_eq!(
+        json_of(&out)["settings"]["load"][0],
+        "stress-ng:--cpu 2 --io 1"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        stress_ng_processes(),
+        before,
+        "no stress-ng process outlives the test"
+    );
+}
