@@ -314,3 +314,71 @@ fn load_leaves_no_worker_behind() {
         "no stress-ng process outlives the test"
     );
 }
+
+/// The seeds' experiment in one command: machine-grade drivers keep every period and do not drift;
+/// the relative sleep drifts further than the absolute one.
+#[test]
+fn compare_timers_reproduces_the_seeds() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args([
+            "compare-timers",
+            "--period",
+            "5ms",
+            "--duration",
+            "1s",
+            "--json",
+            "-",
+        ])
+        .args(["--instance", &format!("cmp-{}", std::process::id())])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["mechanism"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "nanosleep",
+            "posix-timer",
+            "timerfd",
+            "nanosleep (hybrid)",
+            "relative-nanosleep",
+            "select",
+            "itimer"
+        ]
+    );
+    let row = |name: &str| rows.iter().find(|r| r["mechanism"] == name).unwrap();
+    for name in ["nanosleep", "posix-timer", "timerfd"] {
+        let r = row(name);
+        let (expected, got, missed) = (
+            r["periods_expected"].as_u64().unwrap(),
+            r["periods_got"].as_u64().unwrap(),
+            r["overruns"].as_u64().unwrap(),
+        );
+        assert!(
+            (got + missed).abs_diff(expected) <= 1,
+            "{name}: {got} + {missed} vs {expected}"
+        );
+        assert!(
+            r["drift_ns"].as_i64().unwrap().abs() < 1_000_000,
+            "{name}: {}",
+            r["drift_ns"]
+        );
+    }
+    let drift = |name: &str| row(name)["drift_ns"].as_i64().unwrap();
+    assert!(
+        drift("relative-nanosleep") > drift("nanosleep"),
+        "a relative sleep falls behind the timeline"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("for comparison only"));
+}

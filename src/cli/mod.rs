@@ -1,5 +1,6 @@
 //! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
 
+mod compare_timers;
 mod detect;
 mod latency_test;
 
@@ -62,6 +63,8 @@ enum Command {
     Detect(detect::Args),
     /// Commission this PC: measure base and servo thread latency, optionally under load, and judge.
     LatencyTest(latency_test::Args),
+    /// Run one period through every wake-up mechanism and compare drift, lost ticks and latency.
+    CompareTimers(compare_timers::Args),
 }
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
@@ -82,6 +85,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
         Command::LatencyTest(args) => latency_test::run(args),
+        Command::CompareTimers(args) => compare_timers::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(exit::OK),

@@ -153,6 +153,8 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
             let _ = out.flush();
         });
     drop(load);
+    // The last, partial second belongs in the per-second series too.
+    monitor.tick(&reader);
     let interrupted = reason == StopReason::Signal;
     let elapsed = running.elapsed();
     let per_second = monitor.max_per_interval();

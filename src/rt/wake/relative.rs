@@ -9,10 +9,13 @@ use crate::rt::clock::Nanos;
 use crate::rt::SysError;
 use nix::errno::Errno;
 
-/// The `relative-nanosleep` driver: ignores the deadline, sleeps one period from now.
+/// The `relative-nanosleep` driver: ignores the deadline, sleeps one period from now. Only its first
+/// wait goes to the first deadline, so the naive loop starts on the timeline and every microsecond it
+/// falls behind afterwards is its own drift.
 #[derive(Debug, Default)]
 pub struct RelativeNanosleep {
     period: Option<Nanos>,
+    first: Option<Nanos>,
 }
 
 impl RelativeNanosleep {
@@ -26,6 +29,7 @@ impl TimerDriver for RelativeNanosleep {
     fn arm(&mut self, first_deadline: Nanos, period: Nanos) -> Result<(), WakeError> {
         check_timeline(first_deadline, period)?;
         self.period = Some(period);
+        self.first = Some(first_deadline);
         Ok(())
     }
 
@@ -33,6 +37,10 @@ impl TimerDriver for RelativeNanosleep {
     #[doc(alias = "clock_nanosleep")]
     fn wait_until(&mut self, _deadline: Nanos) -> Result<WakeInfo, WakeError> {
         let mut request = self.period.ok_or(WakeError::NotArmed)?.to_timespec();
+        if let Some(first) = self.first.take() {
+            super::sleep_until(first)?;
+            return Ok(WakeInfo::default());
+        }
         loop {
             let mut remain = libc::timespec {
                 tv_sec: 0,

@@ -1,0 +1,56 @@
+//! `rtapi compare-timers [--period 1ms] [--duration 5s] [--json FILE|-]`
+
+use super::Failure;
+use crate::latency::compare;
+use crate::rt::clock::Nanos;
+use crate::units::parse_duration;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The period every mechanism is asked for.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    period: Nanos,
+    /// How long each mechanism runs.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    duration: Nanos,
+    /// Write the results as JSON to FILE (`-` = standard output).
+    #[arg(long, value_name = "FILE|-")]
+    json: Option<String>,
+    /// Force a flavor (rt-preempt, posix, sim).
+    #[arg(long, value_name = "F")]
+    flavor: Option<String>,
+    /// HAL instance used while measuring.
+    #[arg(long, default_value = "compare-timers")]
+    instance: String,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    if !args.period.is_positive() {
+        return Err(Failure::usage("--period must be positive, e.g. 1ms"));
+    }
+    let duration = Duration::try_from(args.duration)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| Failure::usage("--duration must be positive, e.g. 5s"))?;
+    let result =
+        compare::run(args.period, duration, args.flavor, &args.instance).map_err(|e| Failure {
+            code: e.exit_code(),
+            message: e.to_string(),
+        })?;
+    let json =
+        serde_json::to_string_pretty(&result).map_err(|e| Failure::runtime(e.to_string()))?;
+    match args.json.as_deref() {
+        Some("-") => {
+            println!("{json}");
+            eprint!("{}", result.render_text());
+        }
+        Some(file) => {
+            std::fs::write(file, json)
+                .map_err(|e| Failure::runtime(format!("cannot write {file}: {e}")))?;
+            print!("{}", result.render_text());
+        }
+        None => print!("{}", result.render_text()),
+    }
+    Ok(())
+}
