@@ -20,7 +20,7 @@ pub mod function;
 pub mod harden;
 pub mod msg;
 pub mod runtime;
-mod thread;
+pub mod thread;
 pub mod sched;
 pub mod wake;
 

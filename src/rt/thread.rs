@@ -97,15 +97,9 @@ fn setup(plan: &ThreadPlan) -> SetupResult {
 
 /// The loop itself. `first` is the deadline of period 0.
 fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &AtomicBool) {
-    let period = plan.period;
-    let period_ns = period.as_nanos() as u64;
-    let mut faulted = vec![false; plan.functions.len()];
-    let mut recent = [i64::MAX; DRIFT_WINDOW];
-    let mut k: u64 = 0;
+    let functions = std::mem::take(&mut plan.functions);
+    let mut cycler = Cycler::new(first, plan.period, functions);
     let mut deadline = first;
-    let mut prev_wake: Option<Nanos> = None;
-    let mut missed_before = 0u64;
-
     while !stop.load(Ordering::Relaxed) {
         let info = match plan.timer.wait_until(deadline) {
             Ok(info) => info,
@@ -122,64 +116,128 @@ fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &AtomicBool) {
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        deadline = cycler.period(
+            now,
+            info.kernel_overruns.unwrap_or(0),
+            &plan.stats,
+            &plan.events,
+        );
+    }
+}
+
+/// The bookkeeping of one period after the wake — everything of the cycle loop but the wait: build the
+/// [`Cycle`], run and time the functions, account missed periods, record the stats, and give the next
+/// deadline on the absolute timeline. Public so that its cost can be benchmarked on its own.
+pub struct Cycler {
+    first: Nanos,
+    period: Nanos,
+    functions: Vec<RtFn>,
+    faulted: Vec<bool>,
+    /// Latencies of the last [`DRIFT_WINDOW`] periods, for the drift estimate.
+    recent: [i64; DRIFT_WINDOW],
+    /// Period number of the current deadline.
+    k: u64,
+    prev_wake: Option<Nanos>,
+    missed_before: u64,
+}
+
+impl Cycler {
+    /// A timeline whose period 0 is due at `first`. Allocates here, never in [`Cycler::period`].
+    pub fn new(first: Nanos, period: Nanos, functions: Vec<RtFn>) -> Cycler {
+        Cycler {
+            first,
+            period,
+            faulted: vec![false; functions.len()],
+            functions,
+            recent: [i64::MAX; DRIFT_WINDOW],
+            k: 0,
+            prev_wake: None,
+            missed_before: 0,
+        }
+    }
+
+    /// The deadline the next wait is for.
+    pub fn deadline(&self) -> Nanos {
+        self.first + self.period * self.k as i64
+    }
+
+    /// One period: the thread woke at `now` for [`Cycler::deadline`]; `kernel_overruns` is what a
+    /// periodic kernel timer reported (0 if none). Returns the next deadline.
+    #[inline]
+    pub fn period(
+        &mut self,
+        now: Nanos,
+        kernel_overruns: u64,
+        stats: &StatsWriter,
+        events: &Producer,
+    ) -> Nanos {
+        let (period, period_ns) = (self.period, self.period.as_nanos() as u64);
+        let deadline = self.deadline();
         let latency = (now - deadline).as_nanos();
         let cycle = Cycle {
-            number: k,
+            number: self.k,
             period_ns,
-            dt_ns: prev_wake.map_or(period_ns, |p| (now - p).as_nanos().max(0) as u64),
-            missed: missed_before,
+            dt_ns: self
+                .prev_wake
+                .map_or(period_ns, |p| (now - p).as_nanos().max(0) as u64),
+            missed: self.missed_before,
             now_ns: now.as_nanos(),
         };
 
-        for (i, f) in plan.functions.iter_mut().enumerate() {
-            if faulted[i] {
+        // One clock read per function: each function's end is the next one's start.
+        let mut t0 = if self.functions.is_empty() {
+            now
+        } else {
+            clock::now()
+        };
+        for (i, f) in self.functions.iter_mut().enumerate() {
+            if self.faulted[i] {
                 continue;
             }
-            let t0 = clock::now();
             let ok = catch_unwind(AssertUnwindSafe(|| f(&cycle))).is_ok();
             let t1 = clock::now();
             if !ok {
-                faulted[i] = true;
-                plan.events
-                    .push(RtEvent::FunctionFaulted { function: i as u16 });
+                self.faulted[i] = true;
+                events.push(RtEvent::FunctionFaulted { function: i as u16 });
             }
-            plan.stats
-                .record_function(i, (t1 - t0).as_nanos().max(0) as u64, u32::from(!ok));
+            stats.record_function(i, (t1 - t0).as_nanos().max(0) as u64, u32::from(!ok));
+            t0 = t1;
         }
-        let end = clock::now();
+        let end = t0;
 
         // Deadlines that went by while we were late or working are skipped, not run back to back.
         // The kernel's own count (periodic timers) can only confirm the clock's, never exceed it.
-        let missed =
-            clock::missed_periods(deadline, end, period).max(info.kernel_overruns.unwrap_or(0));
-        recent[(k % DRIFT_WINDOW as u64) as usize] = latency;
-        let drift = recent.iter().copied().min().unwrap_or(latency);
-        let rusage = plan.stats.is_spike(latency, missed).then(|| {
+        let missed = clock::missed_periods(deadline, end, period).max(kernel_overruns);
+        self.recent[(self.k % DRIFT_WINDOW as u64) as usize] = latency;
+        let drift = self.recent.iter().copied().min().unwrap_or(latency);
+        let rusage = stats.is_spike(latency, missed).then(|| {
             sched::thread_usage().ok().map(|u| ThreadRusage {
                 involuntary_ctx_switches: u.involuntary_switches,
                 page_faults: u.minor_faults + u.major_faults,
             })
         });
-        plan.stats.record(&PeriodSample {
+        stats.record(&PeriodSample {
             now_ns: now.as_nanos().max(0) as u64,
             latency_ns: latency,
-            interval_ns: prev_wake.map_or(0, |p| (now - p).as_nanos().max(0) as u64),
+            interval_ns: self
+                .prev_wake
+                .map_or(0, |p| (now - p).as_nanos().max(0) as u64),
             exec_ns: (end - now).as_nanos().max(0) as u64,
             missed,
             drift_ns: drift,
             rusage: rusage.flatten(),
         });
         if missed > 0 {
-            plan.events.push(RtEvent::Overrun {
-                cycle: k as u32,
+            events.push(RtEvent::Overrun {
+                cycle: self.k as u32,
                 missed: missed.min(u16::MAX as u64) as u16,
             });
         }
 
-        prev_wake = Some(now);
-        missed_before = missed;
-        k += 1 + missed;
-        deadline = first + period * k as i64;
+        self.prev_wake = Some(now);
+        self.missed_before = missed;
+        self.k += 1 + missed;
+        self.deadline()
     }
 }
 
