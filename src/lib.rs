@@ -16,6 +16,8 @@
 //! ```
 
 pub mod cli;
+pub mod components;
+pub mod config;
 pub mod detect;
 pub mod flavor;
 pub mod latency;

@@ -2,7 +2,14 @@
 
 mod compare_timers;
 mod detect;
+mod getp;
+mod instance;
 mod latency_test;
+mod run;
+mod setp;
+mod sets;
+mod show;
+mod watch;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -65,6 +72,18 @@ enum Command {
     LatencyTest(latency_test::Args),
     /// Run one period through every wake-up mechanism and compare drift, lost ticks and latency.
     CompareTimers(compare_timers::Args),
+    /// Run a machine configuration (TOML + .hal files) until Ctrl-C or --duration.
+    Run(run::Args),
+    /// List a running instance's components, pins, params, signals, functions and threads.
+    Show(show::Args),
+    /// Print the value of a pin, param or signal of a running instance.
+    Getp(getp::Args),
+    /// Set a param or an unconnected input pin of a running instance.
+    Setp(setp::Args),
+    /// Set a signal that no output pin drives.
+    Sets(sets::Args),
+    /// Watch values live, like halmeter.
+    Watch(watch::Args),
 }
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
@@ -86,6 +105,12 @@ pub fn main() -> ExitCode {
         Command::Detect(args) => detect::run(args),
         Command::LatencyTest(args) => latency_test::run(args),
         Command::CompareTimers(args) => compare_timers::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Show(args) => show::run(args),
+        Command::Getp(args) => getp::run(args),
+        Command::Setp(args) => setp::run(args),
+        Command::Sets(args) => sets::run(args),
+        Command::Watch(args) => watch::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(exit::OK),

@@ -1,0 +1,488 @@
+//! `rtapi show [comp|pin|param|sig|funct|thread|all] [GLOB] [--instance NAME] [--json]`, like
+//! `halcmd show`: what a running instance is made of and its values right now.
+//!
+//! `GLOB` filters by name: `*` and `?` are wildcards; without one it matches names that start with it
+//! (`rtapi show pin pid.0` lists every pin of `pid.0`), as halcmd does.
+
+use std::fmt::Write as _;
+
+use rtapi_hal::{Access, HalReader, HalSnapshot, PinDir, SegmentState, Value};
+use serde_json::{json, Map, Value as Json};
+
+use super::{instance, Failure};
+
+/// What to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    #[value(alias = "component", alias = "components")]
+    Comp,
+    #[value(alias = "pins")]
+    Pin,
+    #[value(alias = "params", alias = "parameter")]
+    Param,
+    #[value(alias = "signal", alias = "signals")]
+    Sig,
+    #[value(alias = "function", alias = "functions")]
+    Funct,
+    #[value(alias = "threads")]
+    Thread,
+    All,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What to list (default: all).
+    #[arg(value_enum)]
+    kind: Option<Kind>,
+    /// Only names matching this pattern (`*`, `?`; a plain word matches as a prefix).
+    glob: Option<String>,
+    /// The rtapi instance (segment /rtapi-NAME).
+    #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE, value_name = "NAME")]
+    instance: String,
+    /// One JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// halcmd's matching: wildcards if the pattern has any, else a prefix match.
+pub fn matches(pattern: &str, name: &str) -> bool {
+    if !pattern.contains(['*', '?']) {
+        return name.starts_with(pattern);
+    }
+    fn glob(p: &[u8], n: &[u8]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => glob(&p[1..], n) || (!n.is_empty() && glob(p, &n[1..])),
+            (Some(b'?'), Some(_)) => glob(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => glob(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    glob(pattern.as_bytes(), name.as_bytes())
+}
+
+/// A HAL value as JSON: bit → bool, float → number (non-finite → null), integers → numbers.
+pub fn value_json(v: Value) -> Json {
+    match v {
+        Value::Bit(b) => json!(b),
+        Value::Float(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
+        Value::S32(i) => json!(i),
+        Value::U32(i) => json!(i),
+        Value::S64(i) => json!(i),
+        Value::U64(i) => json!(i),
+    }
+}
+
+fn state_name(s: SegmentState) -> &'static str {
+    match s {
+        SegmentState::Ready => "ready",
+        SegmentState::Running => "running",
+        SegmentState::Stopped => "stopped",
+    }
+}
+
+/// A value for a table: floats with up to 6 decimals (trailing zeros dropped) or in scientific
+/// notation when tiny or huge, like halcmd's columns; other types as they print.
+pub fn value_text(v: Value) -> String {
+    match v {
+        Value::Float(f) if f == 0.0 || !f.is_finite() => f.to_string(),
+        Value::Float(f) if (1e-4..1e9).contains(&f.abs()) => {
+            let s = format!("{f:.6}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+        Value::Float(f) => format!("{f:.4e}"),
+        other => other.to_string(),
+    }
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1000.0)
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let reader = instance::open(&args.instance, Access::ReadOnly)?;
+    let snap = reader
+        .snapshot()
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let kind = args.kind.unwrap_or(Kind::All);
+    let glob = args.glob.as_deref().unwrap_or("");
+    if args.json {
+        let out = to_json(&snap, kind, glob);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| Failure::runtime(e.to_string()))?
+        );
+    } else {
+        print!("{}", render(&reader, &snap, kind, glob));
+    }
+    Ok(())
+}
+
+fn wants(kind: Kind, k: Kind) -> bool {
+    kind == Kind::All || kind == k
+}
+
+/// The JSON form: `instance`, `state`, `owner_pid`, then one array per kind shown.
+pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
+    let mut o = Map::new();
+    o.insert("instance".into(), json!(snap.header.instance));
+    o.insert("state".into(), json!(state_name(snap.header.state)));
+    o.insert("owner_pid".into(), json!(snap.header.owner_pid));
+    let m = |name: &str| matches(glob, name);
+    if wants(kind, Kind::Comp) {
+        let v: Vec<Json> = snap
+            .components
+            .iter()
+            .filter(|c| m(&c.name))
+            .map(|c| json!({"name": c.name, "pins": c.pins, "params": c.params, "functions": c.functions}))
+            .collect();
+        o.insert("components".into(), Json::Array(v));
+    }
+    if wants(kind, Kind::Pin) {
+        let v: Vec<Json> = snap
+            .pins
+            .iter()
+            .filter(|p| m(&p.name))
+            .map(|p| {
+                json!({"name": p.name, "component": p.component, "type": p.ty.as_str(),
+                       "dir": p.dir.as_str(), "value": value_json(p.value), "signal": p.signal})
+            })
+            .collect();
+        o.insert("pins".into(), Json::Array(v));
+    }
+    if wants(kind, Kind::Param) {
+        let v: Vec<Json> = snap
+            .params
+            .iter()
+            .filter(|p| m(&p.name))
+            .map(|p| {
+                json!({"name": p.name, "component": p.component, "type": p.ty.as_str(),
+                       "access": p.access.as_str(), "value": value_json(p.value)})
+            })
+            .collect();
+        o.insert("params".into(), Json::Array(v));
+    }
+    if wants(kind, Kind::Sig) {
+        let v: Vec<Json> = snap
+            .signals
+            .iter()
+            .filter(|s| m(&s.name))
+            .map(|s| {
+                let readers: Vec<&str> = snap
+                    .pins
+                    .iter()
+                    .filter(|p| p.signal.as_deref() == Some(&s.name) && p.dir != PinDir::Out)
+                    .map(|p| p.name.as_str())
+                    .collect();
+                json!({"name": s.name, "type": s.ty.as_str(), "value": value_json(s.value),
+                       "writer": s.writer, "readers": readers})
+            })
+            .collect();
+        o.insert("signals".into(), Json::Array(v));
+    }
+    if wants(kind, Kind::Funct) {
+        let v: Vec<Json> = snap
+            .functions
+            .iter()
+            .filter(|f| m(&f.name))
+            .map(|f| {
+                json!({"name": f.name, "component": f.component,
+                       "thread": f.thread.as_ref().map(|t| &t.0),
+                       "position": f.thread.as_ref().map(|t| t.1),
+                       "calls": f.timing.calls, "last_ns": f.timing.last_ns,
+                       "max_ns": f.timing.max_ns, "mean_ns": f.timing.mean_ns(),
+                       "faults": f.timing.faults})
+            })
+            .collect();
+        o.insert("functions".into(), Json::Array(v));
+    }
+    if wants(kind, Kind::Thread) {
+        let v: Vec<Json> = snap
+            .threads
+            .iter()
+            .filter(|t| m(&t.name))
+            .map(|t| {
+                let s = &t.stats;
+                json!({"name": t.name, "period_ns": t.period_ns, "cpu": t.cpu, "priority": t.priority,
+                       "flavor": t.flavor, "timer": t.timer, "running": t.running,
+                       "functions": t.functions, "cycles": s.cycles, "overruns": s.overruns,
+                       "latency_ns": {"min": s.latency_min(), "mean": s.latency_mean(),
+                                      "max": s.latency_max()},
+                       "max_jitter_ns": s.jitter_max_ns,
+                       "exec_ns": {"mean": s.exec_mean(), "max": s.exec_max_ns}})
+            })
+            .collect();
+        o.insert("threads".into(), Json::Array(v));
+    }
+    Json::Object(o)
+}
+
+/// Left-aligned columns: each row is cells, widths come from the widest cell.
+fn table(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    let _ = writeln!(out, "{title}:");
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let n = cells.len();
+        let mut s = String::new();
+        for (i, (c, w)) in cells.into_iter().zip(&widths).enumerate() {
+            if i + 1 == n {
+                s.push_str(&c);
+            } else {
+                let _ = write!(s, "{c:<w$}  ");
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        line(header.iter().map(|h| h.to_string()).collect())
+    );
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r));
+    }
+    let _ = writeln!(out);
+}
+
+/// The halcmd-like text form.
+pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) -> String {
+    let mut out = String::new();
+    let h = reader.header();
+    let m = |name: &str| matches(glob, name);
+    if kind == Kind::All {
+        let _ = writeln!(
+            out,
+            "Instance '{}' (pid {}, {}, segment {} bytes)\n",
+            h.instance,
+            h.owner_pid,
+            state_name(h.state),
+            h.total_size
+        );
+    }
+    if wants(kind, Kind::Comp) {
+        let rows = snap
+            .components
+            .iter()
+            .filter(|c| m(&c.name))
+            .map(|c| {
+                vec![
+                    c.name.clone(),
+                    c.pins.to_string(),
+                    c.params.to_string(),
+                    c.functions.to_string(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            "Components",
+            &["Name", "Pins", "Params", "Functs"],
+            rows,
+        );
+    }
+    if wants(kind, Kind::Pin) {
+        let rows = snap
+            .pins
+            .iter()
+            .filter(|p| m(&p.name))
+            .map(|p| {
+                let link = p.signal.as_ref().map_or(String::new(), |s| {
+                    let arrow = match p.dir {
+                        PinDir::In => "<==",
+                        PinDir::Out => "==>",
+                        PinDir::Io => "<=>",
+                    };
+                    format!("{arrow} {s}")
+                });
+                vec![
+                    p.component.clone(),
+                    p.ty.to_string(),
+                    p.dir.as_str().to_string(),
+                    value_text(p.value),
+                    p.name.clone(),
+                    link,
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            "Pins",
+            &["Owner", "Type", "Dir", "Value", "Name", "Signal"],
+            rows,
+        );
+    }
+    if wants(kind, Kind::Param) {
+        let rows = snap
+            .params
+            .iter()
+            .filter(|p| m(&p.name))
+            .map(|p| {
+                vec![
+                    p.component.clone(),
+                    p.ty.to_string(),
+                    p.access.as_str().to_string(),
+                    value_text(p.value),
+                    p.name.clone(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            "Parameters",
+            &["Owner", "Type", "Dir", "Value", "Name"],
+            rows,
+        );
+    }
+    if wants(kind, Kind::Sig) {
+        let rows = snap
+            .signals
+            .iter()
+            .filter(|s| m(&s.name))
+            .map(|s| {
+                let mut links: Vec<String> = s.writer.iter().map(|w| format!("<== {w}")).collect();
+                for p in &snap.pins {
+                    if p.signal.as_deref() == Some(&s.name) && p.dir != PinDir::Out {
+                        let arrow = if p.dir == PinDir::Io { "<=>" } else { "==>" };
+                        links.push(format!("{arrow} {}", p.name));
+                    }
+                }
+                vec![
+                    s.ty.to_string(),
+                    value_text(s.value),
+                    s.name.clone(),
+                    links.join("  "),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            "Signals",
+            &["Type", "Value", "Name", "Linked to"],
+            rows,
+        );
+    }
+    if wants(kind, Kind::Funct) {
+        let rows = snap
+            .functions
+            .iter()
+            .filter(|f| m(&f.name))
+            .map(|f| {
+                let (thread, pos) = f
+                    .thread
+                    .as_ref()
+                    .map_or(("-".to_string(), "-".to_string()), |(t, p)| {
+                        (t.clone(), (p + 1).to_string())
+                    });
+                vec![
+                    f.component.clone(),
+                    thread,
+                    pos,
+                    us(f.timing.last_ns as f64),
+                    us(f.timing.max_ns as f64),
+                    f.timing.mean_ns().map_or("-".into(), us),
+                    f.timing.faults.to_string(),
+                    f.name.clone(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            "Exported Functions",
+            &[
+                "Owner", "Thread", "Pos", "Last(us)", "Max(us)", "Mean(us)", "Faults", "Name",
+            ],
+            rows,
+        );
+    }
+    if wants(kind, Kind::Thread) {
+        let rows = snap
+            .threads
+            .iter()
+            .filter(|t| m(&t.name))
+            .map(|t| {
+                let s = &t.stats;
+                let opt = |v: Option<f64>| v.map_or("-".to_string(), us);
+                vec![
+                    t.name.clone(),
+                    format!(
+                        "{}",
+                        crate::rt::clock::Nanos::from_nanos(t.period_ns as i64)
+                    ),
+                    t.cpu.map_or("-".into(), |c| c.to_string()),
+                    t.priority.to_string(),
+                    t.flavor.clone(),
+                    t.timer.clone(),
+                    if t.running { "yes" } else { "no" }.to_string(),
+                    s.cycles.to_string(),
+                    s.overruns.to_string(),
+                    opt(s.latency_mean()),
+                    opt(s.latency_max().map(|v| v as f64)),
+                    us(s.jitter_max_ns as f64),
+                    us(s.exec_max_ns as f64),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            "Realtime Threads",
+            &[
+                "Name",
+                "Period",
+                "CPU",
+                "Prio",
+                "Flavor",
+                "Timer",
+                "Running",
+                "Cycles",
+                "Overruns",
+                "Lat mean(us)",
+                "Lat max(us)",
+                "Jitter(us)",
+                "Exec max(us)",
+            ],
+            rows,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halcmd_matching() {
+        assert!(matches("", "pid.0.command"));
+        assert!(matches("pid.0", "pid.0.command"));
+        assert!(!matches("pid.1", "pid.0.command"));
+        assert!(matches("pid.*.command", "pid.12.command"));
+        assert!(matches("*gain", "pid.0.Pgain"));
+        assert!(matches("pid.?.P*", "pid.0.Pgain"));
+        assert!(!matches("pid.?.P*", "pid.10.Pgain"));
+        assert!(!matches("*gain", "pid.0.gains"));
+    }
+
+    #[test]
+    fn values_as_text() {
+        assert_eq!(value_text(Value::Float(-9.89576568306503)), "-9.895766");
+        assert_eq!(value_text(Value::Float(2000.0)), "2000");
+        assert_eq!(value_text(Value::Float(0.0)), "0");
+        assert_eq!(value_text(Value::Float(-1.23e-7)), "-1.2300e-7");
+        assert_eq!(value_text(Value::Bit(true)), "TRUE");
+        assert_eq!(value_text(Value::S32(-990)), "-990");
+    }
+
+    #[test]
+    fn values_as_json() {
+        assert_eq!(value_json(Value::Bit(true)), json!(true));
+        assert_eq!(value_json(Value::Float(1.5)), json!(1.5));
+        assert_eq!(value_json(Value::Float(f64::NAN)), Json::Null);
+        assert_eq!(value_json(Value::S32(-3)), json!(-3));
+        assert_eq!(value_json(Value::U64(u64::MAX)), json!(u64::MAX));
+    }
+}

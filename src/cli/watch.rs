@@ -1,0 +1,81 @@
+//! `rtapi watch NAME... [--interval 100ms] [--count N] [--instance NAME]`: live values, like halmeter.
+//!
+//! On a terminal one line is redrawn in place; otherwise (a pipe, a test) each sample is a line:
+//! `t=0.300s pid.0.error=0.0012 pid.0.output=-3.5`.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use rtapi_hal::{Access, HalError};
+
+use super::{instance, Failure};
+use crate::rt::clock::Nanos;
+use crate::units::parse_duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Pins, params or signals to watch.
+    #[arg(required = true)]
+    names: Vec<String>,
+    /// Time between samples.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    interval: Nanos,
+    /// Stop after this many samples (default: until Ctrl-C or the instance stops).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// The rtapi instance (segment /rtapi-NAME).
+    #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE, value_name = "NAME")]
+    instance: String,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    if args.interval.as_nanos() <= 0 {
+        return Err(Failure::usage("--interval must be positive, e.g. 100ms"));
+    }
+    let reader = instance::open(&args.instance, Access::ReadOnly)?;
+    // Unknown names are a usage error before the first sample, not a line of errors.
+    for n in &args.names {
+        reader.get(n).map_err(instance::failure)?;
+    }
+    let interval = Duration::from_nanos(args.interval.as_nanos() as u64);
+    let tty = std::io::stdout().is_terminal();
+    let start = Instant::now();
+    let mut out = std::io::stdout().lock();
+    let mut n = 0u64;
+    loop {
+        let mut line = format!("t={:.3}s", start.elapsed().as_secs_f64());
+        for name in &args.names {
+            let v = reader
+                .get(name)
+                .map_err(|e: HalError| Failure::runtime(e.to_string()))?;
+            line.push_str(&format!(" {name}={v}"));
+        }
+        let written = if tty {
+            write!(out, "\r\x1b[K{line}").and_then(|_| out.flush())
+        } else {
+            writeln!(out, "{line}")
+        };
+        if written.is_err() {
+            // The reader went away (a closed pipe): nothing left to do.
+            return Ok(());
+        }
+        n += 1;
+        if args.count.is_some_and(|c| n >= c) {
+            break;
+        }
+        if !reader.owner_alive() {
+            if tty {
+                let _ = writeln!(out);
+            }
+            return Err(Failure::runtime(format!(
+                "instance '{}' stopped",
+                args.instance
+            )));
+        }
+        std::thread::sleep(interval);
+    }
+    if tty {
+        let _ = writeln!(out);
+    }
+    Ok(())
+}

@@ -1,0 +1,415 @@
+//! Executing a machine's commands against a [`Target`], checking each with the line it came from.
+//!
+//! The HAL builder enforces the HAL's own rules (one writer per signal, equal types, unique names);
+//! this layer adds what only a config knows — which file and line — and the checks halcmd makes on top:
+//! `net` arrows against pin directions, a signal name that is really a pin, `setp` on an output or a
+//! connected pin, `sets` on a driven signal, `addf` positions.
+//!
+//! `setp` values become the initial values of their pins and params (collected before any component
+//! loads), so no thread ever runs a period with the component's default instead. `sets` values are
+//! written through the finished segment just before the threads start (the builder has no initial
+//! value for a signal without a writer): the first function factory the runtime calls applies them.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use rtapi_hal::{ComponentKey, Hal, HalBuilder, ParamAccess, PinDir, Value, ValueType};
+
+use super::halfile::{Arrow, Command, NetPin, Word};
+use super::{ConfigError, Machine};
+use crate::components::{Declared, LoadArgs, LoadError, Presets, Registry, Target, ThreadDecl};
+use crate::rt::function::FunctionFactory;
+
+/// `sets` writes waiting for the segment.
+#[derive(Default)]
+struct PendingSets {
+    /// `Some` once the config is applied; taken by the first factory (or [`Applied::finish`]).
+    writes: Option<Vec<(String, String)>>,
+    errors: Vec<String>,
+}
+
+impl PendingSets {
+    fn apply(&mut self, hal: &Hal) {
+        let Some(writes) = self.writes.take() else {
+            return;
+        };
+        if writes.is_empty() {
+            return;
+        }
+        match hal.reader() {
+            Err(e) => self.errors.push(e.to_string()),
+            Ok(reader) => {
+                for (signal, value) in writes {
+                    if let Err(e) = reader.sets(&signal, &value) {
+                        self.errors.push(format!("sets {signal} {value}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What applying a machine leaves to do once the segment exists.
+pub struct Applied {
+    pending: Rc<RefCell<PendingSets>>,
+}
+
+impl Applied {
+    /// Call after the runtime started: writes any `sets` values no factory got to write (a config
+    /// with no functions in any thread) and reports failures (which validation makes unexpected).
+    pub fn finish(&self, hal: &Hal) -> Result<(), String> {
+        let mut p = self.pending.borrow_mut();
+        p.apply(hal);
+        if p.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(p.errors.join("; "))
+        }
+    }
+}
+
+/// A target whose function factories first apply the pending `sets`.
+struct Hooked<'a> {
+    inner: &'a mut dyn Target,
+    pending: Rc<RefCell<PendingSets>>,
+}
+
+impl Target for Hooked<'_> {
+    fn hal(&mut self) -> &mut HalBuilder {
+        self.inner.hal()
+    }
+
+    fn function(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        factory: FunctionFactory,
+    ) -> Result<(), LoadError> {
+        let pending = self.pending.clone();
+        self.inner.function(
+            component,
+            name,
+            Box::new(move |hal: &Hal| {
+                pending.borrow_mut().apply(hal);
+                factory(hal)
+            }),
+        )
+    }
+
+    fn thread(&mut self, thread: &ThreadDecl) -> Result<(), LoadError> {
+        self.inner.thread(thread)
+    }
+
+    fn addf(
+        &mut self,
+        function: &str,
+        thread: &str,
+        position: Option<usize>,
+    ) -> Result<(), LoadError> {
+        self.inner.addf(function, thread, position)
+    }
+}
+
+struct SignalState {
+    ty: ValueType,
+    writer: Option<String>,
+}
+
+struct Applier<'a> {
+    target: Hooked<'a>,
+    registry: &'a Registry,
+    toml: &'a str,
+    declared: Declared,
+    presets: Presets,
+    /// Thread name → functions added so far (for relative `addf` positions).
+    threads: Vec<(String, usize)>,
+    pin_signal: HashMap<String, String>,
+    signals: HashMap<String, SignalState>,
+    sets: Vec<(String, String)>,
+}
+
+type Step = Result<(), (usize, String)>;
+
+impl Machine {
+    /// Declares the threads, then executes every `.hal` command in order against `target`. Stops at
+    /// the first error.
+    pub fn apply(
+        &self,
+        target: &mut dyn Target,
+        registry: &Registry,
+    ) -> Result<Applied, ConfigError> {
+        let pending = Rc::new(RefCell::new(PendingSets::default()));
+        let mut a = Applier {
+            target: Hooked {
+                inner: target,
+                pending: pending.clone(),
+            },
+            registry,
+            toml: &self.file,
+            declared: Declared::default(),
+            presets: Presets::new(),
+            threads: Vec::new(),
+            pin_signal: HashMap::new(),
+            signals: HashMap::new(),
+            sets: Vec::new(),
+        };
+        for (t, line) in self.threads.iter().zip(&self.thread_lines) {
+            a.target
+                .thread(t)
+                .map_err(|e| ConfigError::at(&self.file, *line, e.message))?;
+            a.threads.push((t.name.clone(), 0));
+        }
+        // Every setp, in order (the last one for a name wins), before any component loads.
+        for f in &self.hal_files {
+            for c in &f.commands {
+                if let Command::Setp { name, value } = &c.command {
+                    a.presets.insert(name.text.clone(), value.text.clone());
+                }
+            }
+        }
+        for f in &self.hal_files {
+            for c in &f.commands {
+                a.execute(&c.command, c.line)
+                    .map_err(|(line, message)| ConfigError::at(&f.name, line, message))?;
+            }
+        }
+        pending.borrow_mut().writes = Some(std::mem::take(&mut a.sets));
+        Ok(Applied { pending })
+    }
+}
+
+fn dir_word(dir: PinDir) -> &'static str {
+    match dir {
+        PinDir::In => "an IN pin",
+        PinDir::Out => "an OUT pin",
+        PinDir::Io => "an I/O pin",
+    }
+}
+
+impl Applier<'_> {
+    fn execute(&mut self, command: &Command, line: usize) -> Step {
+        match command {
+            Command::Loadrt {
+                component,
+                instances,
+                args,
+            } => {
+                let args = LoadArgs { args: args.clone() };
+                self.registry
+                    .load(
+                        &mut self.target,
+                        &mut self.declared,
+                        &self.presets,
+                        &component.text,
+                        instances,
+                        &args,
+                    )
+                    .map_err(|e| (line, format!("loadrt {}: {}", component.text, e.message)))?;
+                Ok(())
+            }
+            Command::Addf {
+                function,
+                thread,
+                position,
+            } => self.addf(function, thread, *position),
+            Command::Net { signal, pins } => {
+                for p in pins {
+                    self.net(signal, p)?;
+                }
+                Ok(())
+            }
+            Command::Setp { name, value } => self.setp(name, value),
+            Command::Sets { signal, value } => self.sets(signal, value),
+        }
+    }
+
+    /// "no pin X" with what does exist next to it.
+    fn unknown(&self, what: &str, name: &str) -> String {
+        let prefix = name.rsplit_once('.').map(|(p, _)| p).unwrap_or("");
+        let mut siblings: Vec<&str> = self
+            .declared
+            .pins
+            .keys()
+            .chain(self.declared.params.keys())
+            .filter_map(|n| n.strip_prefix(prefix)?.strip_prefix('.'))
+            .collect();
+        siblings.sort_unstable();
+        if prefix.is_empty() || siblings.is_empty() {
+            format!("no {what} named '{name}'; is its component loaded (loadrt) above this line?")
+        } else {
+            format!(
+                "no {what} named '{name}'; {prefix} has: {}",
+                siblings.join(", ")
+            )
+        }
+    }
+
+    fn addf(&mut self, function: &Word, thread: &Word, position: Option<i64>) -> Step {
+        if !self.declared.functions.contains_key(&function.text) {
+            let mut known: Vec<&str> = self.declared.functions.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err((
+                function.line,
+                format!(
+                    "addf: no function named '{}'; loaded functions: {}",
+                    function.text,
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        }
+        let Some(index) = self.threads.iter().position(|(n, _)| *n == thread.text) else {
+            let known: Vec<&str> = self.threads.iter().map(|(n, _)| n.as_str()).collect();
+            return Err((
+                thread.line,
+                format!(
+                    "addf {}: no thread named '{}'; threads are the [[thread]] tables of {}: {}",
+                    function.text,
+                    thread.text,
+                    self.toml,
+                    if known.is_empty() {
+                        "none declared".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        };
+        let len = self.threads[index].1;
+        let at = match position {
+            None | Some(-1) => None,
+            Some(p) if p > 0 && (p - 1) as usize <= len => Some((p - 1) as usize),
+            Some(p) if p < 0 && (-p - 1) as usize <= len => Some(len + 1 - (-p) as usize),
+            Some(p) => {
+                return Err((
+                    thread.line,
+                    format!(
+                        "addf {}: position {p} is outside thread '{}', which has {len} function(s) so far",
+                        function.text, thread.text
+                    ),
+                ))
+            }
+        };
+        self.target
+            .addf(&function.text, &thread.text, at)
+            .map_err(|e| (function.line, format!("addf: {}", e.message)))?;
+        self.threads[index].1 += 1;
+        Ok(())
+    }
+
+    fn net(&mut self, signal: &Word, p: &NetPin) -> Step {
+        let name = &p.pin.text;
+        if self.declared.pins.contains_key(&signal.text) {
+            return Err((
+                signal.line,
+                format!(
+                    "net: '{}' is a pin, but the first word names the signal: net SIGNAL PIN [PIN ...]",
+                    signal.text
+                ),
+            ));
+        }
+        let Some(&(ty, dir)) = self.declared.pins.get(name) else {
+            let message = if self.declared.params.contains_key(name) {
+                format!(
+                    "net {}: '{name}' is a param, not a pin; params are set with setp",
+                    signal.text
+                )
+            } else {
+                format!("net {}: {}", signal.text, self.unknown("pin", name))
+            };
+            return Err((p.pin.line, message));
+        };
+        let reader = matches!(dir, PinDir::In | PinDir::Io);
+        let writer = matches!(dir, PinDir::Out | PinDir::Io);
+        let check = |arrow: Option<Arrow>, before: bool| -> Option<String> {
+            let (ok, role) = match (arrow?, before) {
+                (Arrow::Out, true) | (Arrow::In, false) => (reader, "a reader (IN or I/O)"),
+                (Arrow::Out, false) | (Arrow::In, true) => (writer, "a writer (OUT or I/O)"),
+                (Arrow::Both, _) => (dir == PinDir::Io, "an I/O pin"),
+            };
+            (!ok).then(|| {
+                let side = if before { "before" } else { "after" };
+                format!(
+                    "net {}: '{name}' is {} but the '{}' {side} it needs {role}",
+                    signal.text,
+                    dir_word(dir),
+                    arrow.map_or("", Arrow::as_str),
+                )
+            })
+        };
+        if let Some(m) = check(p.arrow_before, true).or_else(|| check(p.arrow_after, false)) {
+            return Err((p.pin.line, m));
+        }
+        self.target
+            .hal()
+            .net(&signal.text, name)
+            .map_err(|e| (p.pin.line, format!("net {}: {e}", signal.text)))?;
+        let s = self
+            .signals
+            .entry(signal.text.clone())
+            .or_insert(SignalState { ty, writer: None });
+        if dir == PinDir::Out {
+            s.writer = Some(name.clone());
+        }
+        self.pin_signal.insert(name.clone(), signal.text.clone());
+        Ok(())
+    }
+
+    fn parse_value(ty: ValueType, value: &Word, name: &str) -> Step {
+        Value::parse(ty, &value.text, name)
+            .map(|_| ())
+            .map_err(|e| (value.line, e.to_string()))
+    }
+
+    fn setp(&mut self, name: &Word, value: &Word) -> Step {
+        let n = &name.text;
+        if let Some(&(ty, dir)) = self.declared.pins.get(n) {
+            if dir == PinDir::Out {
+                return Err((
+                    name.line,
+                    format!("setp {n}: it is an OUT pin, written by its component every period; setp sets IN pins and params"),
+                ));
+            }
+            if let Some(sig) = self.pin_signal.get(n) {
+                return Err((
+                    name.line,
+                    format!("setp {n}: it is connected to signal '{sig}'; set the signal with `sets {sig} VALUE` instead"),
+                ));
+            }
+            return Self::parse_value(ty, value, n).map_err(|(l, m)| (l, format!("setp: {m}")));
+        }
+        if let Some(&(ty, access)) = self.declared.params.get(n) {
+            if access == ParamAccess::Ro {
+                return Err((name.line, format!("setp {n}: the param is read-only")));
+            }
+            return Self::parse_value(ty, value, n).map_err(|(l, m)| (l, format!("setp: {m}")));
+        }
+        Err((
+            name.line,
+            format!("setp: {}", self.unknown("pin or param", n)),
+        ))
+    }
+
+    fn sets(&mut self, signal: &Word, value: &Word) -> Step {
+        let n = &signal.text;
+        let Some(s) = self.signals.get(n) else {
+            return Err((
+                signal.line,
+                format!("sets: no signal named '{n}'; signals are created by net above this line"),
+            ));
+        };
+        if let Some(w) = &s.writer {
+            return Err((
+                signal.line,
+                format!("sets {n}: the signal is driven by OUT pin '{w}' every period; sets only works on signals without a writer"),
+            ));
+        }
+        Self::parse_value(s.ty, value, n).map_err(|(l, m)| (l, format!("sets: {m}")))?;
+        self.sets.push((n.clone(), value.text.clone()));
+        Ok(())
+    }
+}

@@ -1,0 +1,388 @@
+//! The machine TOML: which `.hal` files to run, the runtime options and the threads.
+//!
+//! ```toml
+//! hal = ["sim-axis.hal"]          # relative to this file, run in order
+//!
+//! [runtime]
+//! instance = "sim"                # segment /rtapi-sim (default "default"; --instance overrides)
+//! flavor = "posix"                # rt-preempt | posix | sim (default: detect, or RTAPI_FLAVOR)
+//! lock_memory = true              # mlockall + prefault (default true)
+//! dma_latency = true              # hold /dev/cpu_dma_latency at 0 (default true)
+//! group_readable = false          # segment mode 0640 instead of 0600 (default false)
+//!
+//! [[thread]]
+//! name = "base"
+//! period = "50us"                 # "1ms", "25us", … or integer nanoseconds
+//! # cpu = 1                       # default: the RT CPU detection picks
+//! # priority = 98                 # SCHED_FIFO 1..=99; default: rate-monotonic
+//! # timer = "nanosleep"           # nanosleep | posix-timer | timerfd
+//! # wake = "sleep"                # sleep | hybrid | hybrid:MARGIN | spin
+//! ```
+//!
+//! Every value is checked here, with the line it is on: the runtime sees only valid threads.
+
+use std::ops::Range;
+use std::str::FromStr;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::ConfigError;
+use crate::components::ThreadDecl;
+use crate::flavor::Flavor;
+use crate::rt::clock::Nanos;
+use crate::rt::wake::{TimerKind, WakeMode};
+use crate::units::parse_duration;
+
+/// The shortest period accepted: below this no timer on any kernel keeps up.
+pub const MIN_PERIOD: Nanos = Nanos::from_micros(1);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMachine {
+    #[serde(default)]
+    hal: Vec<Spanned<String>>,
+    #[serde(default)]
+    runtime: RawRuntime,
+    #[serde(default)]
+    thread: Vec<Spanned<RawThread>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRuntime {
+    instance: Option<Spanned<String>>,
+    flavor: Option<Spanned<String>>,
+    lock_memory: Option<bool>,
+    dma_latency: Option<bool>,
+    group_readable: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThread {
+    name: Spanned<String>,
+    period: Spanned<RawPeriod>,
+    cpu: Option<Spanned<i64>>,
+    priority: Option<Spanned<i64>>,
+    timer: Option<Spanned<String>>,
+    wake: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawPeriod {
+    Nanos(i64),
+    Text(String),
+}
+
+/// The `[runtime]` table with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeSection {
+    pub instance: String,
+    pub flavor: Option<String>,
+    pub lock_memory: bool,
+    pub dma_latency: bool,
+    pub group_readable: bool,
+}
+
+/// A `.hal` file named by the TOML, and the TOML line naming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HalRef {
+    pub path: String,
+    pub line: usize,
+}
+
+/// The TOML, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineToml {
+    pub hal: Vec<HalRef>,
+    pub runtime: RuntimeSection,
+    pub threads: Vec<ThreadDecl>,
+    /// The line of each `[[thread]]` table.
+    pub thread_lines: Vec<usize>,
+}
+
+/// The 1-based line of byte `offset` in `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Parses and checks a machine TOML; `file` names it in errors.
+pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
+    let raw: RawMachine = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| line_of(text, s.start));
+        vec![ConfigError::at(file, line, e.message().trim().to_string())]
+    })?;
+    let mut errors = Vec::new();
+    let at = |span: Range<usize>| line_of(text, span.start);
+    let mut err = |span: Range<usize>, message: String| {
+        errors.push(ConfigError::at(file, line_of(text, span.start), message))
+    };
+
+    let mut hal = Vec::new();
+    for h in &raw.hal {
+        if h.get_ref().trim().is_empty() {
+            err(h.span(), "hal: an empty file name".into());
+        }
+        hal.push(HalRef {
+            path: h.get_ref().clone(),
+            line: at(h.span()),
+        });
+    }
+
+    let r = &raw.runtime;
+    let instance = match &r.instance {
+        None => rtapi_hal::DEFAULT_INSTANCE.to_string(),
+        Some(i) => {
+            if let Err(e) = rtapi_hal::Instance::new(i.get_ref()) {
+                err(i.span(), format!("runtime.instance: {e}"));
+            }
+            i.get_ref().clone()
+        }
+    };
+    if let Some(f) = &r.flavor {
+        if Flavor::from_name(f.get_ref()).is_none() {
+            err(
+                f.span(),
+                format!(
+                    "runtime.flavor '{}' is unknown; use rt-preempt, posix or sim (or leave it out to detect)",
+                    f.get_ref()
+                ),
+            );
+        }
+    }
+    let runtime = RuntimeSection {
+        instance,
+        flavor: r.flavor.as_ref().map(|f| f.get_ref().clone()),
+        lock_memory: r.lock_memory.unwrap_or(true),
+        dma_latency: r.dma_latency.unwrap_or(true),
+        group_readable: r.group_readable.unwrap_or(false),
+    };
+
+    let mut threads: Vec<ThreadDecl> = Vec::new();
+    let mut thread_lines = Vec::new();
+    let mut first_line = std::collections::HashMap::new();
+    for t in &raw.thread {
+        let table_line = at(t.span());
+        thread_lines.push(table_line);
+        let t = t.get_ref();
+        let name = t.name.get_ref().clone();
+        if let Err(e) = rtapi_hal::name::validate(&name) {
+            err(t.name.span(), format!("thread name: {e}"));
+        }
+        if let Some(first) = first_line.insert(name.clone(), table_line) {
+            err(
+                t.name.span(),
+                format!("duplicate thread name '{name}' (first declared at line {first}); thread names must be unique"),
+            );
+        }
+        let period = match t.period.get_ref() {
+            RawPeriod::Nanos(ns) => Ok(Nanos::from_nanos(*ns)),
+            RawPeriod::Text(s) => parse_duration(s).map_err(|e| format!("thread '{name}': {e}")),
+        };
+        let period = match period {
+            Ok(p) if p.as_nanos() <= 0 => {
+                err(
+                    t.period.span(),
+                    format!("thread '{name}': period {} — a thread needs a positive period, like \"1ms\" or \"25us\"", p.as_nanos()),
+                );
+                p
+            }
+            Ok(p) if p < MIN_PERIOD => {
+                err(
+                    t.period.span(),
+                    format!("thread '{name}': period {p} is shorter than {MIN_PERIOD}; no timer can keep it"),
+                );
+                p
+            }
+            Ok(p) => p,
+            Err(e) => {
+                err(t.period.span(), e);
+                Nanos::ZERO
+            }
+        };
+        let cpu = t
+            .cpu
+            .as_ref()
+            .and_then(|c| match u32::try_from(*c.get_ref()) {
+                Ok(v) if v < 4096 => Some(v),
+                _ => {
+                    err(
+                        c.span(),
+                        format!("thread '{name}': cpu {} is not a CPU number", c.get_ref()),
+                    );
+                    None
+                }
+            });
+        let priority = t.priority.as_ref().and_then(|p| match *p.get_ref() {
+            v @ 1..=99 => Some(v as i32),
+            v => {
+                err(
+                    p.span(),
+                    format!("thread '{name}': priority {v} is outside SCHED_FIFO's 1..=99 (leave it out for rate-monotonic)"),
+                );
+                None
+            }
+        });
+        let timer = match &t.timer {
+            None => TimerKind::default(),
+            Some(s) => match TimerKind::from_str(s.get_ref()) {
+                Ok(k) if k.is_comparison_only() => {
+                    err(
+                        s.span(),
+                        format!("thread '{name}': timer '{k}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd"),
+                    );
+                    k
+                }
+                Ok(k) => k,
+                Err(e) => {
+                    err(s.span(), format!("thread '{name}': {e}"));
+                    TimerKind::default()
+                }
+            },
+        };
+        let wake = match &t.wake {
+            None => WakeMode::default(),
+            Some(s) => WakeMode::from_str(s.get_ref()).unwrap_or_else(|e| {
+                err(s.span(), format!("thread '{name}': {e}"));
+                WakeMode::default()
+            }),
+        };
+        threads.push(ThreadDecl {
+            name,
+            period,
+            cpu,
+            priority,
+            timer,
+            wake,
+        });
+    }
+    if errors.is_empty() {
+        Ok(MachineToml {
+            hal,
+            runtime,
+            threads,
+            thread_lines,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errs(text: &str) -> Vec<String> {
+        parse("m.toml", text)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_full_machine() {
+        let m = parse(
+            "m.toml",
+            r#"
+hal = ["a.hal", "sub/b.hal"]
+[runtime]
+instance = "mill"
+flavor = "posix"
+lock_memory = false
+[[thread]]
+name = "base"
+period = "25us"
+cpu = 1
+wake = "hybrid:5us"
+[[thread]]
+name = "servo"
+period = 1000000
+priority = 90
+timer = "timerfd"
+"#,
+        )
+        .unwrap();
+        assert_eq!(m.hal[1].path, "sub/b.hal");
+        assert_eq!(m.hal[1].line, 2);
+        assert_eq!(m.runtime.instance, "mill");
+        assert!(!m.runtime.lock_memory && m.runtime.dma_latency);
+        assert_eq!(m.threads[0].period, Nanos::from_micros(25));
+        assert_eq!(m.threads[0].cpu, Some(1));
+        assert_eq!(m.threads[1].period, Nanos::from_millis(1));
+        assert_eq!(m.threads[1].priority, Some(90));
+        assert_eq!(m.threads[1].timer, TimerKind::Timerfd);
+        // Defaults.
+        let m = parse("m.toml", "").unwrap();
+        assert_eq!(m.runtime.instance, "default");
+        assert!(m.threads.is_empty() && m.hal.is_empty());
+    }
+
+    #[test]
+    fn errors_carry_the_line() {
+        let e = errs("hal = [\"a.hal\"]\n[[thread]]\nname = \"servo\"\nperiod = 0\n");
+        assert!(
+            e[0].starts_with("m.toml:4: thread 'servo': period 0"),
+            "{e:?}"
+        );
+        let e = errs("[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\n[[thread]]\nname = \"servo\"\nperiod = \"2ms\"\n");
+        assert!(
+            e[0].starts_with("m.toml:5: duplicate thread name 'servo' (first declared at line 1)"),
+            "{e:?}"
+        );
+        let e = errs("[[thread]]\nname = \"t\"\nperiod = \"1 fortnight\"\n");
+        assert!(
+            e[0].starts_with("m.toml:3: thread 't': invalid duration"),
+            "{e:?}"
+        );
+        let e = errs("[runtime]\nflavour = \"sim\"\n");
+        assert!(
+            e[0].starts_with("m.toml:2: unknown field `flavour`"),
+            "{e:?}"
+        );
+        let e = errs("[[thread]]\nname = \"t\"\n");
+        assert!(
+            e[0].starts_with("m.toml:1: missing field `period`"),
+            "{e:?}"
+        );
+        let e = errs("hal = [\"a.hal\"\n");
+        assert!(e[0].starts_with("m.toml:"), "{e:?}");
+        let e = errs("[runtime]\nflavor = \"fast\"\ninstance = \"a/b\"\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].starts_with("m.toml:3: runtime.instance"), "{e:?}");
+        assert!(
+            e[1].starts_with("m.toml:2: runtime.flavor 'fast' is unknown"),
+            "{e:?}"
+        );
+        let e = errs(
+            "[[thread]]\nname = \"t\"\nperiod = \"1ms\"\npriority = 100\ntimer = \"select\"\nwake = \"nap\"\ncpu = -1\n",
+        );
+        assert_eq!(e.len(), 4, "{e:?}");
+        assert!(e
+            .iter()
+            .any(|m| m.starts_with("m.toml:4: thread 't': priority 100")));
+        assert!(e
+            .iter()
+            .any(|m| m.starts_with("m.toml:5: thread 't': timer 'select'")));
+        assert!(e.iter().any(|m| m.starts_with("m.toml:6: thread 't':")));
+        assert!(e
+            .iter()
+            .any(|m| m.starts_with("m.toml:7: thread 't': cpu -1")));
+        let e = errs("[[thread]]\nname = \"t\"\nperiod = \"100ns\"\n");
+        assert!(e[0].contains("shorter than"), "{e:?}");
+    }
+
+    #[test]
+    fn line_of_counts_newlines() {
+        assert_eq!(line_of("a\nb\nc", 0), 1);
+        assert_eq!(line_of("a\nb\nc", 2), 2);
+        assert_eq!(line_of("a\nb\nc", 99), 3);
+    }
+}
