@@ -13,8 +13,15 @@ use std::time::Duration;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    let mut rt = Runtime::configure(RuntimeOptions { instance: "servo-loop".into(), ..RuntimeOptions::default() })?;
-    println!("flavor {} (RT CPU {:?})", rt.flavor(), rt.system().cpus.rt_cpu);
+    let mut rt = Runtime::configure(RuntimeOptions {
+        instance: "servo-loop".into(),
+        ..RuntimeOptions::default()
+    })?;
+    println!(
+        "flavor {} (RT CPU {:?})",
+        rt.flavor(),
+        rt.system().cpus.rt_cpu
+    );
     rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))?;
 
     // Pins and params are declared on the HAL before the threads exist...

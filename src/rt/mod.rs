@@ -20,8 +20,8 @@ pub mod function;
 pub mod harden;
 pub mod msg;
 pub mod runtime;
-pub mod thread;
 pub mod sched;
+pub mod thread;
 pub mod wake;
 
 use std::fmt;

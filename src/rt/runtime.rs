@@ -32,8 +32,8 @@ use super::wake::{CycleTimer, TimerKind, WakeMode};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Flavor, FlavorError, Selection};
 use rtapi_hal::{
-    ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, HistogramSnapshot, Permissions,
-    ThreadConfig, ThreadKey, ThreadStatsSnapshot,
+    ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, HistogramSnapshot,
+    Permissions, ThreadConfig, ThreadKey, ThreadStatsSnapshot,
 };
 use std::collections::HashMap;
 use std::fmt;
