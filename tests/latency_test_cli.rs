@@ -382,3 +382,42 @@ fn compare_timers_reproduces_the_seeds() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("for comparison only"));
 }
+
+/// Without any RT privilege (user nobody, RLIMIT_RTPRIO 0) the same loop runs as flavor sim under
+/// SCHED_OTHER: it still measures, and says it is not real time.
+#[test]
+fn without_privileges_the_same_loop_runs_as_sim() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: only root can start a child as the unprivileged user 'nobody'");
+        return;
+    }
+    let mut c = rtapi(
+        "nobody",
+        &["--duration", "1s", "--base", "0", "--json", "-"],
+    );
+    c.uid(65534).gid(65534).env("RUST_LOG", "warn");
+    // SAFETY: runs in the forked child before exec; setrlimit is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_RTPRIO, &lim);
+            Ok(())
+        });
+    }
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v = json_of(&out);
+    assert_eq!(v["system"]["flavor"], "sim");
+    assert_eq!(v["threads"][0]["priority"], 0);
+    assert!(
+        v["threads"][0]["cycles"].as_u64().unwrap() > 500,
+        "the loop ran"
+    );
+    assert!(err.contains("NO REAL-TIME"), "said loudly: {err}");
+}

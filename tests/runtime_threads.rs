@@ -9,7 +9,7 @@ use rtapi::rt::wake::{sleep_until, TimerKind, WakeMode};
 use rtapi_hal::{Hal, HalReader};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -237,53 +237,60 @@ fn a_panicking_function_is_disabled_and_the_thread_goes_on() {
     assert!(summary.to_string().contains("bad.explode FAULTED"));
 }
 
-/// After warm-up, the loop (wait, clock, stats, function call) allocates nothing and takes no page
-/// fault, for every machine-grade driver. The function itself measures from inside the RT thread.
+/// After warm-up, 1000 periods of the loop (wait, clock, stats, function call) allocate nothing, take
+/// no page fault, and switch context only to wait — once per period, never preempted — for every
+/// machine-grade driver. The function itself measures from inside the RT thread.
 #[test]
-fn the_cycle_loop_allocates_nothing_and_takes_no_page_faults() {
+fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
+    const FROM: u64 = 50;
+    const TO: u64 = FROM + 1000;
     for timer in [
         TimerKind::Nanosleep,
         TimerKind::PosixTimer,
         TimerKind::Timerfd,
     ] {
-        let result = Arc::new((
-            AtomicU64::new(u64::MAX),
-            AtomicU64::new(u64::MAX),
-            AtomicBool::new(false),
-        ));
+        // allocations, faults, voluntary switches, involuntary switches, done
+        let result = Arc::new([(); 5].map(|_| AtomicU64::new(u64::MAX)));
         let r = result.clone();
         let spec = ThreadSpec {
             timer,
             ..ThreadSpec::new("servo", Nanos::from_millis(1))
         };
         let running = one_thread(&format!("noalloc-{timer}"), spec, move |_| {
-            let mut start = (0u64, 0u64);
+            let mut start = (0u64, rtapi::rt::sched::thread_usage().unwrap());
             Box::new(move |c: &Cycle| {
-                if c.number >= 50 && !COUNTING.with(Cell::get) {
-                    let u = rtapi::rt::sched::thread_usage().unwrap();
-                    start = (ALLOCS.load(SeqCst), u.minor_faults + u.major_faults);
+                if c.number >= FROM && !COUNTING.with(Cell::get) {
+                    start = (
+                        ALLOCS.load(SeqCst),
+                        rtapi::rt::sched::thread_usage().unwrap(),
+                    );
                     COUNTING.with(|f| f.set(true));
-                } else if c.number >= 350 && !r.2.load(SeqCst) {
-                    let u = rtapi::rt::sched::thread_usage().unwrap();
-                    r.0.store(ALLOCS.load(SeqCst) - start.0, SeqCst);
-                    r.1.store(u.minor_faults + u.major_faults - start.1, SeqCst);
-                    r.2.store(true, SeqCst);
+                } else if c.number >= TO && r[4].load(SeqCst) == u64::MAX {
+                    let u = rtapi::rt::sched::thread_usage().unwrap().since(&start.1);
+                    r[0].store(ALLOCS.load(SeqCst) - start.0, SeqCst);
+                    r[1].store(u.minor_faults + u.major_faults, SeqCst);
+                    r[2].store(u.voluntary_switches, SeqCst);
+                    r[3].store(u.involuntary_switches, SeqCst);
+                    r[4].store(c.number - FROM, SeqCst);
                 }
             })
         })
         .unwrap();
-        running.wait(Some(Duration::from_millis(700)));
+        running.wait(Some(Duration::from_millis(1500)));
         running.stop();
-        assert!(result.2.load(SeqCst), "{timer}: the measurement finished");
-        assert_eq!(
-            result.0.load(SeqCst),
-            0,
-            "{timer}: allocations in 300 periods"
+        let [allocs, faults, voluntary, involuntary, periods] =
+            result.each_ref().map(|a| a.load(SeqCst));
+        eprintln!("{timer}: {periods} periods, {allocs} allocations, {faults} faults, {voluntary} voluntary / {involuntary} involuntary switches");
+        assert_ne!(periods, u64::MAX, "{timer}: the measurement finished");
+        assert_eq!(allocs, 0, "{timer}: allocations on the RT thread");
+        assert_eq!(faults, 0, "{timer}: page faults on the RT thread");
+        assert!(
+            voluntary <= periods,
+            "{timer}: at most one sleep per period"
         );
         assert_eq!(
-            result.1.load(SeqCst),
-            0,
-            "{timer}: page faults in 300 periods"
+            involuntary, 0,
+            "{timer}: a SCHED_FIFO thread is never preempted by ordinary work"
         );
     }
 }
