@@ -282,8 +282,11 @@ impl Applier<'_> {
         let len = self.threads[index].1;
         let at = match position {
             None | Some(-1) => None,
-            Some(p) if p > 0 && (p - 1) as usize <= len => Some((p - 1) as usize),
-            Some(p) if p < 0 && (-p - 1) as usize <= len => Some(len + 1 - (-p) as usize),
+            Some(p) if p > 0 && p.unsigned_abs() - 1 <= len as u64 => Some(p as usize - 1),
+            // -1 is the end (handled above), -2 before the last function, ...
+            Some(p) if p < 0 && p.unsigned_abs() - 1 <= len as u64 => {
+                Some(len + 1 - p.unsigned_abs() as usize)
+            }
             Some(p) => {
                 return Err((
                     thread.line,
