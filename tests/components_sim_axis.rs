@@ -32,7 +32,8 @@ impl Drop for Run {
     fn drop(&mut self) {
         // Only if the test failed midway: do not leave a machine running.
         if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
             let _ = self.child.wait();
         }
     }

@@ -1,0 +1,243 @@
+//! `rtapi show/getp/setp/sets/watch` against a live sim-axis instance, from other processes, and their
+//! errors (unknown names and refused writes exit 2; no running instance exits 1 and says how to start one).
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn rtapi(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+struct Instance {
+    child: Child,
+    name: String,
+}
+
+impl Drop for Instance {
+    /// SIGTERM, so the instance shuts down cleanly and removes its segment.
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+impl Instance {
+    fn start() -> Instance {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("halcmd-{}-{n}", std::process::id());
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
+        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+            .args(["run", config.to_str().unwrap(), "--duration", "20s"])
+            .args(["--instance", &name])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let i = Instance { child, name };
+        let t0 = Instant::now();
+        while !i.json(&["show", "thread"])["threads"][1]["cycles"]
+            .as_u64()
+            .is_some_and(|c| c > 10)
+        {
+            assert!(t0.elapsed() < Duration::from_secs(10), "instance never ran");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        i
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let mut all = args.to_vec();
+        all.extend(["--instance", &self.name]);
+        rtapi(&all)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = self.run(&all);
+        if !out.status.success() {
+            return Value::Null;
+        }
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn getp(&self, name: &str) -> String {
+        let out = self.run(&["getp", name]);
+        assert!(out.status.success(), "{:?}", text(&out));
+        text(&out).0.trim().to_string()
+    }
+}
+
+#[test]
+fn show_getp_setp_sets_watch_against_a_live_instance() {
+    let i = Instance::start();
+
+    // show, text: every section, halcmd-like.
+    let out = i.run(&["show"]);
+    let (stdout, _) = text(&out);
+    for s in [
+        "Components:",
+        "Pins:",
+        "Parameters:",
+        "Signals:",
+        "Exported Functions:",
+        "Realtime Threads:",
+        "pid.0.do-pid-calcs",
+        "<== pos-cmd",
+    ] {
+        assert!(stdout.contains(s), "missing {s}:\n{stdout}");
+    }
+
+    // Functions: thread, position in addf order, timing.
+    let f = i.json(&["show", "funct"]);
+    let pid = f["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "pid.0.do-pid-calcs")
+        .unwrap();
+    assert_eq!(
+        (pid["thread"].as_str(), pid["position"].as_u64()),
+        (Some("servo"), Some(3))
+    );
+    assert!(pid["calls"].as_u64().unwrap() > 0 && pid["max_ns"].as_u64().unwrap() > 0);
+
+    // Threads: periods, flavor, stats.
+    let t = i.json(&["show", "thread"]);
+    let threads = t["threads"].as_array().unwrap();
+    assert_eq!(threads[0]["name"], "base");
+    assert_eq!(threads[0]["period_ns"], 50_000);
+    assert_eq!(threads[1]["period_ns"], 1_000_000);
+    for th in threads {
+        assert!(!th["flavor"].as_str().unwrap().is_empty());
+        assert!(th["overruns"].is_u64() && th["latency_ns"]["max"].is_i64());
+    }
+
+    // Signals with their writer and readers; a glob on pins.
+    let s = i.json(&["show", "sig", "pos-cmd"]);
+    assert_eq!(s["signals"][0]["writer"], "siggen.0.sine");
+    assert!(s["signals"][0]["readers"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("pid.0.command")));
+    let p = i.json(&["show", "pin", "pid.0.?gain"]);
+    let names: Vec<&str> = p["pins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pid.0.Pgain", "pid.0.Igain", "pid.0.Dgain"]);
+
+    // getp reads pins, params and signals; setp writes params and unconnected inputs.
+    assert_eq!(i.getp("pid.0.Pgain"), "2000");
+    assert_eq!(i.getp("machine-enable"), "TRUE");
+    assert!(i.run(&["setp", "stepgen.0.maxvel", "40"]).status.success());
+    assert_eq!(i.getp("stepgen.0.maxvel"), "40");
+    assert!(i.run(&["setp", "encoder.0.reset", "1"]).status.success());
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(i.getp("encoder.0.counts"), "0");
+    assert!(i.run(&["setp", "encoder.0.reset", "0"]).status.success());
+
+    // Refusals: exit 2 with the reason.
+    for (args, says) in [
+        (vec!["setp", "pid.0.output", "1"], "OUT pin"),
+        (vec!["setp", "pid.0.command", "1"], "sets pos-cmd"),
+        (
+            vec!["setp", "pid.0.Pgian", "1"],
+            "no pin or param named 'pid.0.Pgian'",
+        ),
+        (vec!["setp", "pid.0.Pgain", "lots"], "not a valid float"),
+        (vec!["setp", "stepgen.0.frequency", "3"], "read-only"),
+        (
+            vec!["sets", "pos-cmd", "1"],
+            "driven by OUT pin 'siggen.0.sine'",
+        ),
+        (
+            vec!["getp", "nothing.here"],
+            "no pin, param or signal named",
+        ),
+        (
+            vec!["watch", "nothing.here", "--count", "1"],
+            "no pin, param or signal",
+        ),
+    ] {
+        let out = i.run(&args);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+
+    // watch: one line per sample when not on a terminal.
+    let out = i.run(&[
+        "watch",
+        "pid.0.error",
+        "siggen.0.sine",
+        "--interval",
+        "20ms",
+        "--count",
+        "5",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{stdout}");
+    for l in lines {
+        assert!(
+            l.starts_with("t=") && l.contains(" pid.0.error=") && l.contains(" siggen.0.sine="),
+            "{l}"
+        );
+    }
+}
+
+#[test]
+fn commands_without_a_running_instance_say_how_to_start_one() {
+    let name = format!("nobody-{}", std::process::id());
+    for args in [
+        vec!["show"],
+        vec!["getp", "pid.0.Pgain"],
+        vec!["setp", "pid.0.Pgain", "1"],
+        vec!["sets", "x", "1"],
+        vec!["watch", "x"],
+    ] {
+        let mut all = args.clone();
+        all.extend(["--instance", &name]);
+        let out = rtapi(&all);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "no rtapi instance '{name}' is running (no /dev/shm/rtapi-{name}); start one with `rtapi run"
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+    let out = rtapi(&["show", "--instance", "bad/name"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sigterm_stops_a_run_cleanly() {
+    let name = {
+        let i = Instance::start();
+        i.name.clone()
+    };
+    assert!(!Path::new(&format!("/dev/shm/rtapi-{name}")).exists());
+}
