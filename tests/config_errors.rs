@@ -281,3 +281,70 @@ fn the_shipped_sim_axis_config_validates() {
     let mut dry = Validation::new("sim-axis-validate").unwrap();
     machine.apply(&mut dry, &Registry::builtin()).unwrap();
 }
+
+/// Records `addf` calls on top of a dry run.
+struct Recorder {
+    inner: Validation,
+    addf: Vec<(String, Option<usize>)>,
+}
+
+impl rtapi::components::Target for Recorder {
+    fn hal(&mut self) -> &mut rtapi_hal::HalBuilder {
+        self.inner.hal()
+    }
+    fn function(
+        &mut self,
+        c: rtapi_hal::ComponentKey,
+        name: &str,
+        f: rtapi::rt::function::FunctionFactory,
+    ) -> Result<(), rtapi::components::LoadError> {
+        self.inner.function(c, name, f)
+    }
+    fn thread(
+        &mut self,
+        t: &rtapi::components::ThreadDecl,
+    ) -> Result<(), rtapi::components::LoadError> {
+        self.inner.thread(t)
+    }
+    fn addf(
+        &mut self,
+        f: &str,
+        t: &str,
+        position: Option<usize>,
+    ) -> Result<(), rtapi::components::LoadError> {
+        self.addf.push((f.to_string(), position));
+        self.inner.addf(f, t, position)
+    }
+}
+
+#[test]
+fn addf_positions_count_like_halcmd() {
+    let hal = "loadrt siggen count=4\n\
+               addf siggen.0.update servo\n\
+               addf siggen.1.update servo 1\n\
+               addf siggen.2.update servo -1\n\
+               addf siggen.3.update servo -2\n";
+    let machine = Machine::from_texts("m.toml", TOML, &[("m.hal", hal)]).unwrap();
+    let mut r = Recorder {
+        inner: Validation::new("positions").unwrap(),
+        addf: Vec::new(),
+    };
+    machine.apply(&mut r, &Registry::builtin()).unwrap();
+    // 1 = first; -1 = append; -2 = before the last of the 3 already there.
+    let positions: Vec<Option<usize>> = r.addf.iter().map(|(_, p)| *p).collect();
+    assert_eq!(positions, [None, Some(0), None, Some(2)]);
+    let too_far = "loadrt siggen\naddf siggen.0.update servo 3\n";
+    let machine = Machine::from_texts("m.toml", TOML, &[("m.hal", too_far)]).unwrap();
+    let e = machine
+        .apply(
+            &mut Validation::new("positions").unwrap(),
+            &Registry::builtin(),
+        )
+        .err()
+        .unwrap();
+    assert_eq!(e.line, Some(2));
+    assert!(
+        e.message.contains("position 3 is outside thread 'servo'"),
+        "{e}"
+    );
+}
