@@ -17,6 +17,15 @@ fn rtapi(instance: &str, args: &[&str]) -> Command {
     c
 }
 
+fn assert_success(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn json_of(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -35,12 +44,7 @@ fn json_report_has_the_documented_keys_and_consistent_numbers() {
     )
     .output()
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v = json_of(&out);
     assert_eq!(v["tool"], "rtapi latency-test");
     for key in [
@@ -130,12 +134,7 @@ fn histogram_file_is_cyclictest_format_and_svg_shows_both_threads() {
         ])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("VERDICT:"),
         "the text report goes to stdout"
@@ -237,12 +236,7 @@ fn sigint_ends_the_test_early_and_still_reports() {
     // SAFETY: kill sends a signal to our own child; no memory is involved.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v = json_of(&out);
     assert_eq!(v["settings"]["interrupted"], true);
     let secs = v["settings"]["duration_s"].as_f64().unwrap();
@@ -296,12 +290,7 @@ fn load_leaves_no_worker_behind() {
     // SAFETY: kill sends a signal to our own child; no memory is involved.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(seen >= 3, "stress-ng and its workers ran ({seen})");
     assert_eq!(
         json_of(&out)["settings"]["load"][0],
@@ -333,12 +322,7 @@ fn compare_timers_reproduces_the_seeds() {
         .env("RUST_LOG", "error")
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v = json_of(&out);
     let rows = v["rows"].as_array().unwrap();
     let names: Vec<&str> = rows
