@@ -104,6 +104,12 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     let load_names: Vec<String> = cfg.load.iter().map(ToString::to_string).collect();
     let mut monitor = Monitor::new(&names);
     let tty = std::io::stdout().is_terminal();
+    // On a terminal the table is redrawn in place and already shows overruns; the runtime's
+    // once-a-second overrun warnings would tear it, so only errors are logged while it runs.
+    let log_level = log::max_level();
+    if tty && !cfg.quiet {
+        log::set_max_level(log::LevelFilter::Error.min(log_level));
+    }
     let mut drawn = 0usize;
     let mut load: Option<Load> = None;
     let mut load_error = None;
@@ -153,6 +159,7 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
             let _ = out.flush();
         });
     drop(load);
+    log::set_max_level(log_level);
     // The last, partial second belongs in the per-second series too.
     monitor.tick(&reader);
     let interrupted = reason == StopReason::Signal;
