@@ -88,7 +88,7 @@ fn rtapi(cpu: usize, secs: u64, file: &str, wake: &str) -> Option<Figures> {
             "1ms",
             "--quiet",
             "--instance",
-            "bench",
+            &format!("bench-{}", std::process::id()),
             "--wake",
             wake,
         ])

@@ -98,6 +98,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let limit = args
         .duration
         .map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
+    running.keep_caller_off_rt_cpus();
     let reason = running.wait(limit);
     let summary = running.stop();
     let text = summary.to_string();

@@ -71,8 +71,8 @@ pub struct Load {
 }
 
 impl Load {
-    /// Starts `kinds` on all `cpus` (one worker of each kind per CPU).
-    pub fn start(kinds: &[LoadKind], cpus: usize) -> Result<Load, String> {
+    /// Starts `kinds` on every CPU of `cpus` (one worker of each kind per CPU, pinned to it).
+    pub fn start(kinds: &[LoadKind], cpus: &[usize]) -> Result<Load, String> {
         let mut load = Load {
             stop: Arc::new(AtomicBool::new(false)),
             workers: Vec::new(),
@@ -88,22 +88,24 @@ impl Load {
                     std::fs::create_dir_all(&dir)
                         .map_err(|e| format!("io load: {}: {e}", dir.display()))?;
                     load.tempdir = Some(dir.clone());
-                    for i in 0..cpus {
+                    for &i in cpus {
                         let (stop, path) = (load.stop.clone(), dir.join(format!("worker-{i}")));
-                        load.spawn(&format!("load-io-{i}"), move || io_worker(&stop, &path))?;
+                        load.spawn(&format!("load-io-{i}"), i, move || io_worker(&stop, &path))?;
                     }
                 }
                 LoadKind::Cpu => {
-                    for i in 0..cpus {
+                    for &i in cpus {
                         let stop = load.stop.clone();
-                        load.spawn(&format!("load-cpu-{i}"), move || cpu_worker(&stop))?;
+                        load.spawn(&format!("load-cpu-{i}"), i, move || cpu_worker(&stop))?;
                     }
                 }
                 LoadKind::Mem => {
                     let bytes = mem_buffer_bytes();
-                    for i in 0..cpus {
+                    for &i in cpus {
                         let stop = load.stop.clone();
-                        load.spawn(&format!("load-mem-{i}"), move || mem_worker(&stop, bytes))?;
+                        load.spawn(&format!("load-mem-{i}"), i, move || {
+                            mem_worker(&stop, bytes)
+                        })?;
                     }
                 }
             }
@@ -111,10 +113,19 @@ impl Load {
         Ok(load)
     }
 
-    fn spawn(&mut self, name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    fn spawn(
+        &mut self,
+        name: &str,
+        cpu: usize,
+        f: impl FnOnce() + Send + 'static,
+    ) -> Result<(), String> {
         let handle = std::thread::Builder::new()
             .name(name.to_string())
-            .spawn(f)
+            .spawn(move || {
+                // The load belongs on every CPU, the RT ones included, whatever the caller's affinity.
+                let _ = crate::rt::sched::set_current_affinity(&[cpu]);
+                f()
+            })
             .map_err(|e| format!("cannot start load worker {name}: {e}"))?;
         self.workers.push(handle);
         Ok(())
@@ -293,7 +304,7 @@ mod tests {
     fn builtin_workers_start_and_all_stop() {
         let dir;
         {
-            let load = Load::start(&[LoadKind::Cpu, LoadKind::Mem, LoadKind::Io], 2).unwrap();
+            let load = Load::start(&[LoadKind::Cpu, LoadKind::Mem, LoadKind::Io], &[0, 1]).unwrap();
             assert_eq!(load.workers(), 6);
             dir = load.tempdir.clone().unwrap();
             std::thread::sleep(Duration::from_millis(200));

@@ -113,7 +113,8 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     let mut drawn = 0usize;
     let mut load: Option<Load> = None;
     let mut load_error = None;
-    let cpus_online = system.cpus.online.as_ref().map_or(1, Vec::len).max(1);
+    let cpus_online = system.cpus.online.clone().unwrap_or_else(|| vec![0]);
+    running.keep_caller_off_rt_cpus();
 
     let reason =
         running.wait_with(Some(cfg.duration), Duration::from_secs(1), |r| {
@@ -122,7 +123,7 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
                 && !cfg.load.is_empty()
                 && r.elapsed() >= warm_up(cfg.duration)
             {
-                match Load::start(&cfg.load, cpus_online) {
+                match Load::start(&cfg.load, &cpus_online) {
                     Ok(l) => load = Some(l),
                     Err(e) => load_error = Some(e),
                 }

@@ -167,6 +167,7 @@ pub struct Running {
     system: SystemReport,
     started: Instant,
     origin: Nanos,
+    housekeeping: Vec<usize>,
     _hardening: Hardening,
 }
 
@@ -502,12 +503,31 @@ impl Runtime<Configuring> {
                 RuntimeError::Start(format!("cannot install the signal handler: {e}"))
             })?;
         }
+        // Every CPU no RT thread runs on: where our own housekeeping belongs. On a kernel without full
+        // preemption a normal thread in a system call holds its CPU until it returns, delaying an RT
+        // wake-up there.
+        let rt_cpus: Vec<usize> = placed.iter().map(|(_, cpu, _)| *cpu).collect();
+        let housekeeping: Vec<usize> = system
+            .cpus
+            .online
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| {
+                !rt_cpus.contains(c) && system.cpus.allowed.as_ref().is_none_or(|a| a.contains(c))
+            })
+            .collect();
         let drainer_stop = Arc::new(AtomicBool::new(false));
         let drainer = {
-            let drainer_stop = drainer_stop.clone();
+            let (drainer_stop, cpus) = (drainer_stop.clone(), housekeeping.clone());
             std::thread::Builder::new()
                 .name("rtapi-events".into())
-                .spawn(move || drain(consumers, &drainer_stop))
+                .spawn(move || {
+                    if !cpus.is_empty() {
+                        let _ = sched::set_current_affinity(&cpus);
+                    }
+                    drain(consumers, &drainer_stop)
+                })
                 .ok()
         };
         Ok(Runtime {
@@ -522,6 +542,7 @@ impl Runtime<Configuring> {
                 system,
                 started: Instant::now(),
                 origin,
+                housekeeping,
                 _hardening: hardening,
             },
         })
@@ -639,7 +660,7 @@ fn drain(consumers: Vec<(String, Vec<String>, Consumer)>, stop: &AtomicBool) {
         if done {
             return;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -676,6 +697,21 @@ impl Runtime<Running> {
         self.state.origin
     }
 
+    /// The online CPUs no RT thread runs on (empty when the RT threads use every CPU).
+    pub fn housekeeping_cpus(&self) -> &[usize] {
+        &self.state.housekeeping
+    }
+
+    /// Moves the calling thread (and the threads it spawns later) off the RT CPUs, when there is
+    /// another CPU. A command that only watches and waits should do this.
+    pub fn keep_caller_off_rt_cpus(&self) {
+        if !self.state.housekeeping.is_empty() {
+            if let Err(e) = sched::set_current_affinity(&self.state.housekeeping) {
+                log::warn!("cannot move the main thread off the RT CPUs: {e}");
+            }
+        }
+    }
+
     /// Time since the threads started.
     pub fn elapsed(&self) -> Duration {
         self.state.started.elapsed()
@@ -709,7 +745,7 @@ impl Runtime<Running> {
                 on_tick(self);
                 next_tick += tick;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

@@ -236,6 +236,19 @@ pub fn current_cpu() -> Result<usize, SysError> {
     nix::sched::sched_getcpu().map_err(|e| SysError::new("sched_getcpu", e))
 }
 
+/// Restricts the calling thread to `cpus` (unlike [`pin_current_thread`], a set, and unverified): used to
+/// keep housekeeping threads off the RT CPUs.
+#[doc(alias = "sched_setaffinity")]
+pub fn set_current_affinity(cpus: &[usize]) -> Result<(), SysError> {
+    let mut set = nix::sched::CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu)
+            .map_err(|e| SysError::new("sched_setaffinity", e))?;
+    }
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .map_err(|e| SysError::new("sched_setaffinity", e))
+}
+
 /// Pin the calling thread to `cpu` and verify, with `sched_getcpu`, that it now runs there.
 ///
 /// The CPU is checked first against the online CPUs and the process's allowed set, so that a
