@@ -43,13 +43,16 @@ fn draw(
     let x_max = (last_bin as f64 + 2.0) * bin_us(threads);
     let mut chart = ChartBuilder::on(&top)
         .caption(
-            "Latency histogram (cycles per 1 µs bin, log scale)",
+            "Latency histogram (cycles per 1 µs bin; both axes log scale)",
             ("sans-serif", 16),
         )
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..x_max, (0.8f64..max_count as f64 * 2.0).log_scale())?;
+        .build_cartesian_2d(
+            (0.4f64..x_max.max(2.0)).log_scale(),
+            (0.8f64..max_count as f64 * 2.0).log_scale(),
+        )?;
     chart
         .configure_mesh()
         .x_desc("latency (µs)")
@@ -66,8 +69,15 @@ fn draw(
             .filter(|(_, &c)| c > 0)
             .map(|(b, &c)| (b as f64 * w, c as f64))
             .collect();
+        // One stem per non-empty bin: a sparse tail stays readable, and no line pretends there are
+        // samples between two far-apart bins.
         chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .draw_series(points.iter().map(|&(x, y)| {
+                PathElement::new(
+                    vec![(x + w * 0.5, 0.8), (x + w * 0.5, y)],
+                    color.stroke_width(2),
+                )
+            }))?
             .label(format!("{} (overflow {})", t.name, t.histogram.overflow))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
