@@ -10,6 +10,7 @@ use rtapi_hal::{Access, HalReader, HalSnapshot, PinDir, SegmentState, Value};
 use serde_json::{json, Map, Value as Json};
 
 use super::{instance, Failure};
+use crate::units::us;
 
 /// What to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,10 +94,6 @@ pub fn value_text(v: Value) -> String {
         Value::Float(f) => format!("{f:.4e}"),
         other => other.to_string(),
     }
-}
-
-fn us(ns: f64) -> String {
-    format!("{:.1}", ns / 1000.0)
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {

@@ -2,6 +2,10 @@
 //! detection takes them through the [`Probe`] trait: [`LiveProbe`] tries things on this machine, and
 //! tests pass a fake.
 
+use crate::rt::clock::{self, Nanos};
+use crate::rt::sched::{set_current_affinity, set_current_policy, Policy};
+use crate::rt::wake::sleep_until;
+use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
 use serde::Serialize;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -98,13 +102,13 @@ impl Probe for LiveProbe {
                 None,
             ),
         };
-        let rlimit_memlock = rlimit(libc::RLIMIT_MEMLOCK);
+        let rlimit_memlock = rlimit(Resource::RLIMIT_MEMLOCK);
         let cap_ipc_lock = caps.map(|c| c & (1 << CAP_IPC_LOCK) != 0);
         Privileges {
             sched_fifo,
             sched_fifo_error,
             max_priority,
-            rlimit_rtprio: rlimit(libc::RLIMIT_RTPRIO),
+            rlimit_rtprio: rlimit(Resource::RLIMIT_RTPRIO),
             cap_sys_nice: caps.map(|c| c & (1 << CAP_SYS_NICE) != 0),
             mlock: match (cap_ipc_lock, rlimit_memlock) {
                 (Some(true), _) | (_, Some(Limit::Unlimited)) => Some(true),
@@ -124,11 +128,9 @@ impl Probe for LiveProbe {
 
     fn rt_thread_runs(&self, cpu: Option<usize>) -> Option<bool> {
         on_probe_thread(cpu, |_| {
-            set_fifo(1).ok()?;
-            let deadline = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok()?
-                + nix::sys::time::TimeSpec::from_duration(Duration::from_millis(1));
-            let woke = absolute_sleep(deadline);
-            let _ = set_other();
+            set_current_policy(Policy::Fifo { priority: 1 }).ok()?;
+            let woke = sleep_until(clock::now() + Nanos::from_millis(1)).is_ok();
+            let _ = set_current_policy(Policy::Other);
             Some(woke)
         })
         .flatten()
@@ -149,17 +151,12 @@ fn effective_caps() -> Option<u64> {
 }
 
 #[doc(alias = "getrlimit")]
-fn rlimit(resource: libc::__rlimit_resource_t) -> Option<Limit> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit struct into the valid, exclusively borrowed `lim`.
-    let rc = unsafe { libc::getrlimit(resource, &mut lim) };
-    (rc == 0).then_some(if lim.rlim_cur == libc::RLIM_INFINITY {
+fn rlimit(resource: Resource) -> Option<Limit> {
+    let (soft, _) = getrlimit(resource).ok()?;
+    Some(if soft == RLIM_INFINITY {
         Limit::Unlimited
     } else {
-        Limit::Value(lim.rlim_cur)
+        Limit::Value(soft)
     })
 }
 
@@ -174,7 +171,7 @@ fn on_probe_thread<T: Send + 'static>(
         .name("rtapi-probe".into())
         .spawn(move || {
             if let Some(cpu) = cpu {
-                core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+                let _ = set_current_affinity(&[cpu]);
             }
             let _ = tx.send(f(()));
         })
@@ -187,55 +184,18 @@ fn on_probe_thread<T: Send + 'static>(
 fn try_fifo() -> Result<i32, String> {
     // SAFETY: sched_get_priority_max only reads its integer argument.
     let max = unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) };
-    let ceiling = match rlimit(libc::RLIMIT_RTPRIO) {
+    let ceiling = match rlimit(Resource::RLIMIT_RTPRIO) {
         Some(Limit::Value(v)) => (v as i32).min(max),
         _ => max,
     };
-    let result = set_fifo(max).map(|_| max).or_else(|e| {
+    let fifo = |priority| set_current_policy(Policy::Fifo { priority }).map(|_| priority);
+    let result = fifo(max).or_else(|e| {
         if ceiling >= 1 && ceiling < max {
-            set_fifo(ceiling).map(|_| ceiling)
+            fifo(ceiling)
         } else {
             Err(e)
         }
     });
-    let _ = set_other();
+    let _ = set_current_policy(Policy::Other);
     result.map_err(|e| e.to_string())
-}
-
-#[doc(alias = "sched_setscheduler")]
-fn set_policy(policy: libc::c_int, priority: i32) -> std::io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param that outlives the call.
-    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-fn set_fifo(priority: i32) -> std::io::Result<()> {
-    set_policy(libc::SCHED_FIFO, priority)
-}
-
-fn set_other() -> std::io::Result<()> {
-    set_policy(libc::SCHED_OTHER, 0)
-}
-
-/// Sleeps to an absolute CLOCK_MONOTONIC time; true when the deadline was reached.
-fn absolute_sleep(deadline: nix::sys::time::TimeSpec) -> bool {
-    use nix::time::{clock_nanosleep, ClockId, ClockNanosleepFlags};
-    loop {
-        match clock_nanosleep(
-            ClockId::CLOCK_MONOTONIC,
-            ClockNanosleepFlags::TIMER_ABSTIME,
-            &deadline,
-        ) {
-            Ok(_) => return true,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return false,
-        }
-    }
 }

@@ -113,11 +113,6 @@ pub fn run(
                 m.label()
             )));
         };
-        let (min, max) = (s.latency_min().unwrap_or(0), s.latency_max().unwrap_or(0));
-        let pct = |q| {
-            h.percentile(q)
-                .map_or(0, |p| p.clamp_ns(min, max).max(0) as u64)
-        };
         rows.push(Row {
             mechanism: m.label(),
             comparison_only: m.timer.is_comparison_only(),
@@ -126,15 +121,7 @@ pub fn run(
             overruns: s.overruns,
             drift_ns: s.drift_ns,
             max_jitter_ns: s.jitter_max_ns,
-            latency_ns: LatencySummary {
-                min: min.max(0) as u64,
-                mean: s.latency_mean().unwrap_or(0.0),
-                stddev: s.latency_stddev().unwrap_or(0.0),
-                p50: pct(0.5),
-                p99: pct(0.99),
-                p999: pct(0.999),
-                max: max.max(0) as u64,
-            },
+            latency_ns: LatencySummary::new(&s, h),
         });
     }
     Ok(Comparison {

@@ -2,6 +2,7 @@
 //! the difference of two histogram copies (bins are cumulative counters), so the RT loop does no extra
 //! work for the live display or the per-second plot.
 
+use crate::units::us;
 use rtapi_hal::{HalReader, HistogramSnapshot, ThreadStatsSnapshot};
 
 /// One thread's figures for the last interval and the whole run so far.
@@ -147,7 +148,6 @@ fn interval(
 
 /// The live block: one header line, one line per thread.
 pub fn render(lines: &[Live], header: &str) -> Vec<String> {
-    let us = |ns: f64| format!("{:.1}", ns / 1000.0);
     let mut out = vec![
         header.to_string(),
         format!(

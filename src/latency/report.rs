@@ -3,6 +3,7 @@
 use super::verdict::Verdict;
 use crate::detect::SystemReport;
 use crate::units::us;
+use rtapi_hal::{HistogramSnapshot, ThreadStatsSnapshot};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -17,6 +18,31 @@ pub struct LatencySummary {
     pub p99: u64,
     pub p999: u64,
     pub max: u64,
+}
+
+impl LatencySummary {
+    /// From a thread's final statistics and histogram: exact min/mean/stddev/max, percentiles from
+    /// the bins clamped to the observed range.
+    pub fn new(stats: &ThreadStatsSnapshot, histogram: &HistogramSnapshot) -> LatencySummary {
+        let (min, max) = (
+            stats.latency_min().unwrap_or(0),
+            stats.latency_max().unwrap_or(0),
+        );
+        let pct = |q| {
+            histogram
+                .percentile(q)
+                .map_or(0, |p| p.clamp_ns(min, max).max(0) as u64)
+        };
+        LatencySummary {
+            min: min.max(0) as u64,
+            mean: stats.latency_mean().unwrap_or(0.0),
+            stddev: stats.latency_stddev().unwrap_or(0.0),
+            p50: pct(0.5),
+            p99: pct(0.99),
+            p999: pct(0.999),
+            max: max.max(0) as u64,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]

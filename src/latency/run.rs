@@ -239,14 +239,6 @@ fn report(
 fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> ThreadResult {
     let s = t.stats;
     let h = t.histogram.clone();
-    let (min, max) = s.map_or((0, 0), |s| {
-        (s.latency_min().unwrap_or(0), s.latency_max().unwrap_or(0))
-    });
-    let pct = |q: f64| {
-        h.as_ref()
-            .and_then(|h| h.percentile(q))
-            .map_or(0, |p| p.clamp_ns(min, max).max(0) as u64)
-    };
     let first_wake = s.map(|s| {
         s.last_wake_ns
             .saturating_sub(s.period_ns * (s.cycles + s.overruns).saturating_sub(1))
@@ -260,14 +252,9 @@ fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> Thre
         overruns: s.map_or(0, |s| s.overruns),
         max_jitter_ns: s.map_or(0, |s| s.jitter_max_ns),
         drift_ns: s.map_or(0, |s| s.drift_ns),
-        latency_ns: LatencySummary {
-            min: min.max(0) as u64,
-            mean: s.and_then(|s| s.latency_mean()).unwrap_or(0.0),
-            stddev: s.and_then(|s| s.latency_stddev()).unwrap_or(0.0),
-            p50: pct(0.5),
-            p99: pct(0.99),
-            p999: pct(0.999),
-            max: max.max(0) as u64,
+        latency_ns: match (&s, &h) {
+            (Some(s), Some(h)) => LatencySummary::new(s, h),
+            _ => LatencySummary::default(),
         },
         exec_ns: ExecSummary {
             mean: s.and_then(|s| s.exec_mean()).unwrap_or(0.0),

@@ -476,9 +476,8 @@ impl Runtime<Configuring> {
         )>,
                      why: String| {
             stop.store(true, Ordering::Relaxed);
-            for (t, _, origin) in &starting {
+            for (_, _, origin) in &starting {
                 let _ = origin.send(None);
-                let _ = &t.info;
             }
             for (t, _, _) in starting {
                 let _ = t.handle.join();
@@ -841,8 +840,9 @@ impl fmt::Display for Summary {
             "jitter"
         )?;
         for t in &self.threads {
-            let us =
-                |ns: Option<f64>| ns.map_or("-".to_string(), |v| format!("{:.1}us", v / 1000.0));
+            let us = |ns: Option<f64>| {
+                ns.map_or("-".to_string(), |v| format!("{}us", crate::units::us(v)))
+            };
             let s = t.stats.as_ref();
             writeln!(
                 f,
