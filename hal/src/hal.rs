@@ -18,6 +18,7 @@ use crate::pin::{Direction, Param, Pin};
 use crate::reader::HalReader;
 use crate::segment::{self, Block, Mapping};
 use crate::stats::{HistogramConfig, StatsWriter, StatsWriterParts};
+use crate::thread::ThreadState;
 use crate::value::HalType;
 
 struct ThreadSlot {
@@ -172,6 +173,19 @@ impl Hal {
         }))
     }
 
+    /// A handle on a thread's published state, for a supervisor outside the thread (the runtime's
+    /// watchdog marks a thread stalled and running again through it).
+    pub fn thread_state_cell(&self, key: ThreadKey) -> ThreadStateCell {
+        self.check_key(key.builder);
+        ThreadStateCell {
+            cell: Block::new(
+                &self.mapping,
+                self.threads[key.index].record + thread::RUNNING,
+                8,
+            ),
+        }
+    }
+
     /// Publishes in the header whether the threads are running (`rtapi show` displays it).
     pub fn set_running(&self, running: bool) {
         let s = if running {
@@ -185,6 +199,24 @@ impl Hal {
     /// A reader over this process's own mapping (no second `mmap`): the same API other processes use.
     pub fn reader(&self) -> Result<HalReader> {
         HalReader::from_mapping(self.mapping.clone(), self.instance.clone())
+    }
+}
+
+/// A thread's `state` word, writable from outside the thread (see [`Hal::thread_state_cell`]).
+/// Keeps the mapping alive on its own.
+pub struct ThreadStateCell {
+    cell: Block,
+}
+
+impl ThreadStateCell {
+    /// Publishes `state` (readers see it at once; outside any seqlock).
+    pub fn set(&self, state: ThreadState) {
+        self.cell.at(0).store(state.encode(), Ordering::Release);
+    }
+
+    /// The state last published, by the thread or a supervisor.
+    pub fn get(&self) -> ThreadState {
+        ThreadState::decode(self.cell.at(0).load(Ordering::Acquire))
     }
 }
 

@@ -58,7 +58,7 @@ mod value;
 
 pub use builder::{HalBuilder, DEFAULT_MAX_SIZE};
 pub use error::{HalError, ObjectKind, Result, WriteRefusal};
-pub use hal::Hal;
+pub use hal::{Hal, ThreadStateCell};
 pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Writable};
@@ -71,5 +71,5 @@ pub use stats::{
     FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
     Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot,
 };
-pub use thread::ThreadConfig;
+pub use thread::{ThreadConfig, ThreadState};
 pub use value::{HalType, Value, ValueType};

@@ -100,3 +100,78 @@ impl ThreadConfig {
         Ok(())
     }
 }
+
+/// What a thread is doing, as its record's `state` word publishes it (see LAYOUT.md §5).
+///
+/// Encoding: low byte 0 stopped, 1 running, 2 stalled; for a stall, bits 32..63 hold the position + 1
+/// of the function the thread is stuck in (0 = outside any function, e.g. in its timer wait). An
+/// unknown low byte reads as running (a newer writer's state this reader does not know).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadState {
+    /// The loop is not running (not started yet, or ended).
+    Stopped,
+    /// The loop completes its periods.
+    Running,
+    /// The watchdog saw no period complete for longer than its limit.
+    Stalled {
+        /// Position (in run order) of the function the thread was in, if it was in one.
+        function: Option<u32>,
+    },
+}
+
+impl ThreadState {
+    /// The word stored in the segment.
+    pub const fn encode(self) -> u64 {
+        match self {
+            ThreadState::Stopped => 0,
+            ThreadState::Running => 1,
+            ThreadState::Stalled { function: None } => 2,
+            ThreadState::Stalled {
+                function: Some(position),
+            } => 2 | ((position as u64 + 1) << 32),
+        }
+    }
+
+    /// Reads a stored word back.
+    pub const fn decode(word: u64) -> ThreadState {
+        match word & 0xff {
+            0 => ThreadState::Stopped,
+            2 => ThreadState::Stalled {
+                function: match word >> 32 {
+                    0 => None,
+                    p => Some((p - 1) as u32),
+                },
+            },
+            _ => ThreadState::Running,
+        }
+    }
+
+    /// Whether the thread's loop exists (running or stalled).
+    pub const fn is_running(self) -> bool {
+        !matches!(self, ThreadState::Stopped)
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::ThreadState;
+
+    #[test]
+    fn thread_state_round_trips() {
+        for s in [
+            ThreadState::Stopped,
+            ThreadState::Running,
+            ThreadState::Stalled { function: None },
+            ThreadState::Stalled { function: Some(0) },
+            ThreadState::Stalled {
+                function: Some(u32::MAX - 1),
+            },
+        ] {
+            assert_eq!(ThreadState::decode(s.encode()), s);
+        }
+        // Version 1.0 writers stored 0/1: still read right.
+        assert_eq!(ThreadState::decode(1), ThreadState::Running);
+        assert_eq!(ThreadState::decode(0), ThreadState::Stopped);
+        assert_eq!(ThreadState::decode(7), ThreadState::Running);
+    }
+}

@@ -101,6 +101,14 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::LatencyTest(_) | Command::CompareTimers(_)
+    ) {
+        // Before anything else: a Ctrl-C or SIGTERM from now on is a stop request the command answers
+        // (stop, report, remove the segment), not the default action that leaves the segment behind.
+        crate::rt::signals::shutdown_flag();
+    }
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
         Command::LatencyTest(args) => latency_test::run(args),

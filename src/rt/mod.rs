@@ -19,10 +19,13 @@ pub mod clock;
 pub mod function;
 pub mod harden;
 pub mod msg;
+pub(crate) mod panic;
 pub mod runtime;
 pub mod sched;
+pub mod signals;
 pub mod thread;
 pub mod wake;
+pub mod watchdog;
 
 use std::fmt;
 

@@ -26,9 +26,13 @@ use super::clock::{self, Nanos};
 use super::function::{FunctionFactory, RtFn};
 use super::harden::{self, HardenOptions, Hardening};
 use super::msg::{self, Consumer, RtEvent};
+use super::panic::PanicReport;
 use super::sched::{self, Policy};
+use super::signals;
+use super::thread::Heartbeat;
 use super::thread::{self, ThreadPlan};
 use super::wake::{CycleTimer, TimerKind, WakeMode};
+use super::watchdog::{Watchdog, WatchdogOptions, Watched};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Flavor, FlavorError, Selection};
 use rtapi_hal::{
@@ -37,6 +41,7 @@ use rtapi_hal::{
 };
 use std::collections::HashMap;
 use std::fmt;
+use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -153,6 +158,7 @@ pub struct Configuring {
     addf: Vec<(String, String, Option<usize>)>,
     histogram: HistogramConfig,
     allow_comparison_timers: bool,
+    watchdog: WatchdogOptions,
 }
 
 /// The running state.
@@ -162,7 +168,10 @@ pub struct Running {
     stop: Arc<AtomicBool>,
     drainer: Option<JoinHandle<()>>,
     drainer_stop: Arc<AtomicBool>,
-    signal: Arc<AtomicBool>,
+    watchdog: Option<JoinHandle<Watchdog>>,
+    /// Set by the watchdog when a stall should end the run.
+    stalled_stop: Arc<AtomicBool>,
+    signal: &'static Arc<AtomicBool>,
     selection: Selection,
     system: SystemReport,
     started: Instant,
@@ -186,6 +195,7 @@ pub struct ThreadInfo {
 struct RunningThread {
     info: ThreadInfo,
     handle: JoinHandle<()>,
+    heartbeat: Arc<Heartbeat>,
 }
 
 pub struct Runtime<S> {
@@ -229,6 +239,7 @@ impl Runtime<Configuring> {
                 addf: Vec::new(),
                 histogram: HistogramConfig::default(),
                 allow_comparison_timers: false,
+                watchdog: WatchdogOptions::default(),
             },
         })
     }
@@ -249,6 +260,12 @@ impl Runtime<Configuring> {
     /// The latency histogram shape of every thread (default 1 µs bins up to 1 ms).
     pub fn histogram(&mut self, histogram: HistogramConfig) {
         self.state.histogram = histogram;
+    }
+
+    /// When a thread counts as stalled and what follows (default: 5 periods and at least 100 ms;
+    /// demote to SCHED_OTHER). See [`super::watchdog`].
+    pub fn watchdog(&mut self, opts: WatchdogOptions) {
+        self.state.watchdog = opts;
     }
 
     /// Lets threads use the comparison-only timers (`relative-nanosleep`, `select`, `itimer`); only
@@ -348,8 +365,15 @@ impl Runtime<Configuring> {
             factories,
             addf,
             histogram,
+            watchdog,
             ..
         } = self.state;
+        // From here on SIGINT/SIGTERM are requests this run answers (if the command did not already
+        // install the handlers), and panics of RT threads are routed to the log.
+        let signal = signals::shutdown_flag();
+        super::panic::install_hook();
+        signals::install_wake_handler()
+            .map_err(|e| RuntimeError::Start(format!("cannot install the wake signal: {e}")))?;
         let flavor = selection.flavor;
         let rt_policy = flavor.policy() == flavor::Policy::Fifo;
 
@@ -417,6 +441,8 @@ impl Runtime<Configuring> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut starting = Vec::new();
         let mut consumers = Vec::new();
+        let mut watched = Vec::new();
+        let (panic_tx, panic_rx) = mpsc::sync_channel::<PanicReport>(16);
         for ((spec, cpu, priority), key) in placed.iter().zip(&keys) {
             let (functions, names): (Vec<RtFn>, Vec<String>) = hal
                 .thread_functions(*key)
@@ -425,16 +451,27 @@ impl Runtime<Configuring> {
                 .map(|(n, f)| (f, n))
                 .unzip();
             let (events, consumer) = msg::channel(EVENT_CAPACITY);
+            let policy = if rt_policy {
+                Policy::Fifo {
+                    priority: *priority,
+                }
+            } else {
+                Policy::Other
+            };
+            let heartbeat = Arc::new(Heartbeat::default());
+            let thread_heartbeat = heartbeat.clone();
+            watched.push(Watched::new(
+                spec.name.clone(),
+                names.clone(),
+                spec.period,
+                policy,
+                heartbeat.clone(),
+                hal.thread_state_cell(*key),
+            ));
             let plan = ThreadPlan {
                 name: spec.name.clone(),
                 period: spec.period,
-                policy: if rt_policy {
-                    Policy::Fifo {
-                        priority: *priority,
-                    }
-                } else {
-                    Policy::Other
-                },
+                policy,
                 cpu: Some(*cpu),
                 timer: CycleTimer::new(spec.timer, spec.wake),
                 functions,
@@ -445,6 +482,8 @@ impl Runtime<Configuring> {
                 } else {
                     0
                 },
+                heartbeat,
+                panics: panic_tx.clone(),
             };
             let (ready_tx, ready_rx) = mpsc::channel();
             let (origin_tx, origin_rx) = mpsc::channel();
@@ -465,7 +504,15 @@ impl Runtime<Configuring> {
                 functions: names.clone(),
             };
             consumers.push((spec.name.clone(), names, consumer));
-            starting.push((RunningThread { info, handle }, ready_rx, origin_tx));
+            starting.push((
+                RunningThread {
+                    info,
+                    handle,
+                    heartbeat: thread_heartbeat,
+                },
+                ready_rx,
+                origin_tx,
+            ));
         }
 
         // Two handshakes: every thread set up (policy, CPU, stack), then every timer armed.
@@ -479,8 +526,10 @@ impl Runtime<Configuring> {
             for (_, _, origin) in &starting {
                 let _ = origin.send(None);
             }
-            for (t, _, _) in starting {
-                let _ = t.handle.join();
+            let threads: Vec<RunningThread> = starting.into_iter().map(|(t, _, _)| t).collect();
+            let abandoned = join_bounded(threads);
+            if !abandoned.is_empty() {
+                log::error!("threads {abandoned:?} did not end after the failed start");
             }
             RuntimeError::Start(why)
         };
@@ -495,13 +544,6 @@ impl Runtime<Configuring> {
             return Err(abort(starting, why));
         }
         hal.set_running(true);
-
-        let signal = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, signal.clone()).map_err(|e| {
-                RuntimeError::Start(format!("cannot install the signal handler: {e}"))
-            })?;
-        }
         // Every CPU no RT thread runs on: where our own housekeeping belongs. On a kernel without full
         // preemption a normal thread in a system call holds its CPU until it returns, delaying an RT
         // wake-up there.
@@ -525,7 +567,30 @@ impl Runtime<Configuring> {
                     if !cpus.is_empty() {
                         let _ = sched::set_current_affinity(&cpus);
                     }
-                    drain(consumers, &drainer_stop)
+                    drain(consumers, panic_rx, &drainer_stop)
+                })
+                .ok()
+        };
+        let stalled_stop = Arc::new(AtomicBool::new(false));
+        let watchdog = {
+            let (dog_stop, cpus) = (drainer_stop.clone(), housekeeping.clone());
+            let mut dog = Watchdog::new(watchdog, watched, stalled_stop.clone());
+            std::thread::Builder::new()
+                .name("rtapi-watchdog".into())
+                .spawn(move || {
+                    // Above every RT thread, so that it runs even when a stalled thread spins on the
+                    // only CPU it has; it sleeps all but a few microseconds every tick.
+                    if rt_policy {
+                        let _ = sched::set_current_policy(Policy::Fifo { priority: 99 });
+                    }
+                    if !cpus.is_empty() {
+                        let _ = sched::set_current_affinity(&cpus);
+                    }
+                    while !dog_stop.load(Ordering::Relaxed) {
+                        dog.check();
+                        std::thread::park_timeout(WATCHDOG_TICK);
+                    }
+                    dog
                 })
                 .ok()
         };
@@ -536,6 +601,8 @@ impl Runtime<Configuring> {
                 stop,
                 drainer,
                 drainer_stop,
+                watchdog,
+                stalled_stop,
                 signal,
                 selection,
                 system,
@@ -546,6 +613,45 @@ impl Runtime<Configuring> {
             },
         })
     }
+}
+
+/// How often the watchdog looks.
+const WATCHDOG_TICK: Duration = Duration::from_millis(20);
+
+/// How long [`Runtime::stop`] waits for the threads to end after interrupting their waits. A thread
+/// in its timer wait ends within microseconds; one still running after this is stuck in a function.
+pub const STOP_GRACE: Duration = Duration::from_millis(500);
+
+/// Ends the threads: each waiting thread is interrupted (again and again, so that a signal landing
+/// just before its wait cannot be lost) until it ends or [`STOP_GRACE`] passes. Joins the ones that
+/// ended; returns the names of those that did not (they are left running, detached: the process
+/// exits without them).
+fn join_bounded(threads: Vec<RunningThread>) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let pending: Vec<&RunningThread> =
+            threads.iter().filter(|t| !t.handle.is_finished()).collect();
+        if pending.is_empty() || start.elapsed() >= STOP_GRACE {
+            break;
+        }
+        for t in pending {
+            let _ = signals::interrupt(t.handle.as_pthread_t());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut abandoned = Vec::new();
+    for t in threads {
+        if t.handle.is_finished() {
+            let _ = t.handle.join();
+        } else {
+            // Never leave a spinning SCHED_FIFO thread behind: the exit path needs CPU time too.
+            if let Some(tid) = t.heartbeat.tid() {
+                let _ = sched::set_thread_policy(tid, Policy::Other);
+            }
+            abandoned.push(t.info.name.clone());
+        }
+    }
+    abandoned
 }
 
 /// One answer from every starting thread; the first failure (or a thread that never answers).
@@ -618,11 +724,18 @@ fn check_spin(
 }
 
 /// Empties the RT threads' event rings and logs, one line per second at most for overruns.
-fn drain(consumers: Vec<(String, Vec<String>, Consumer)>, stop: &AtomicBool) {
+fn drain(
+    consumers: Vec<(String, Vec<String>, Consumer)>,
+    panics: mpsc::Receiver<PanicReport>,
+    stop: &AtomicBool,
+) {
+    let mut reports: Vec<PanicReport> = Vec::new();
     let mut pending: Vec<(u64, u64)> = vec![(0, 0); consumers.len()]; // (periods missed, events) this window
     let mut window = Instant::now();
     loop {
         let done = stop.load(Ordering::Relaxed);
+        // Before the events: a panic's report is sent before its FunctionFaulted event is queued.
+        reports.extend(panics.try_iter());
         for (i, (thread, functions, c)) in consumers.iter().enumerate() {
             while let Some(e) = c.pop() {
                 match e {
@@ -630,10 +743,16 @@ fn drain(consumers: Vec<(String, Vec<String>, Consumer)>, stop: &AtomicBool) {
                         pending[i].0 += missed as u64;
                         pending[i].1 += 1;
                     }
-                    RtEvent::FunctionFaulted { function } => log::error!(
-                        "thread {thread}: function {} panicked and is disabled (marked faulted in the HAL); the thread goes on",
-                        functions.get(function as usize).map_or("?", String::as_str)
-                    ),
+                    RtEvent::FunctionFaulted { function } => {
+                        let name = functions.get(function as usize).map_or("?", String::as_str);
+                        let report = reports
+                            .iter()
+                            .position(|r| {
+                                r.thread == *thread && r.function == Some(function as u32)
+                            })
+                            .map(|i| reports.remove(i));
+                        log_fault(thread, name, report);
+                    }
                     RtEvent::WaitFailed { errno } => log::error!(
                         "thread {thread}: its timer wait failed ({}); the thread stopped",
                         nix::errno::Errno::from_raw(errno)
@@ -657,10 +776,45 @@ fn drain(consumers: Vec<(String, Vec<String>, Consumer)>, stop: &AtomicBool) {
             window = Instant::now();
         }
         if done {
+            // Panics outside any function (none expected) or whose event was dropped.
+            for r in reports.drain(..) {
+                let name = r
+                    .function
+                    .map_or("(outside its functions)".to_string(), |f| {
+                        consumers
+                            .iter()
+                            .find(|(t, _, _)| *t == r.thread)
+                            .and_then(|(_, fs, _)| fs.get(f as usize).cloned())
+                            .unwrap_or_else(|| "?".into())
+                    });
+                let thread = r.thread.clone();
+                log_fault(&thread, &name, Some(r));
+            }
             return;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // Woken early by `stop`.
+        std::thread::park_timeout(Duration::from_millis(100));
     }
+}
+
+/// One log entry for a function that panicked: message, place, backtrace if one was captured.
+fn log_fault(thread: &str, function: &str, report: Option<PanicReport>) {
+    let (message, location, backtrace) = match report {
+        Some(r) => (
+            r.message,
+            r.location.map_or(String::new(), |l| format!(" at {l}")),
+            r.backtrace
+                .map_or(String::new(), |b| format!("\nstack backtrace:\n{b}")),
+        ),
+        None => (
+            "(message not received)".to_string(),
+            String::new(),
+            String::new(),
+        ),
+    };
+    log::error!(
+        "thread {thread}: function {function} panicked{location}: {message}; it is disabled (marked faulted in the HAL), the thread goes on{backtrace}"
+    );
 }
 
 /// Why [`Runtime::wait`] returned.
@@ -672,6 +826,8 @@ pub enum StopReason {
     Signal,
     /// Every RT thread ended on its own (a timer failure; see the log).
     ThreadsEnded,
+    /// The watchdog found a stalled thread and its action is `stop`.
+    Stalled,
 }
 
 impl Runtime<Running> {
@@ -734,6 +890,9 @@ impl Runtime<Running> {
             if self.state.signal.load(Ordering::Relaxed) {
                 return StopReason::Signal;
             }
+            if self.state.stalled_stop.load(Ordering::Relaxed) {
+                return StopReason::Stalled;
+            }
             if limit.is_some_and(|l| start.elapsed() >= l) {
                 return StopReason::Elapsed;
             }
@@ -744,24 +903,39 @@ impl Runtime<Running> {
                 on_tick(self);
                 next_tick += tick;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// Stops every thread, joins them, and returns their final statistics. The segment is unlinked and
-    /// the dma-latency request released when this returns.
+    /// Stops every thread and returns their final statistics; bounded in time whatever the periods:
+    /// a thread waiting for its next deadline is woken at once, and one stuck in a function is left
+    /// behind after [`STOP_GRACE`] (demoted, marked stalled, named in the summary; the process exits
+    /// without it). The segment is unlinked and the dma-latency request released when this returns.
     pub fn stop(self) -> Summary {
         let s = self.state;
         s.stop.store(true, Ordering::Relaxed);
-        let mut infos = Vec::new();
-        for t in s.threads {
-            let _ = t.handle.join();
-            infos.push(t.info);
-        }
+        let infos: Vec<ThreadInfo> = s.threads.iter().map(|t| t.info.clone()).collect();
+        let abandoned = join_bounded(s.threads);
         s.hal.set_running(false);
         s.drainer_stop.store(true, Ordering::Relaxed);
         if let Some(d) = s.drainer {
+            d.thread().unpark();
             let _ = d.join();
+        }
+        let dog = s.watchdog.and_then(|d| {
+            d.thread().unpark();
+            d.join().ok()
+        });
+        let mut stalled = dog.as_ref().map(Watchdog::stalled).unwrap_or_default();
+        for name in &abandoned {
+            if !stalled.iter().any(|(n, _)| n == name) {
+                stalled.push((name.clone(), "in a function that does not return".into()));
+            }
+            log::error!(
+                "thread {name}: did not stop within {} ms ({}); left behind, the process exits without it",
+                STOP_GRACE.as_millis(),
+                stalled.iter().find(|(n, _)| n == name).map_or("", |(_, w)| w.as_str())
+            );
         }
         let reader = s.hal.reader().ok();
         let threads = infos
@@ -784,11 +958,18 @@ impl Runtime<Running> {
                             .collect()
                     })
                     .unwrap_or_default();
+                let stalled = stalled
+                    .iter()
+                    .find(|(n, _)| *n == info.name)
+                    .map(|(_, w)| w.clone());
+                let abandoned = abandoned.contains(&info.name);
                 ThreadSummary {
                     info,
                     stats,
                     histogram,
                     faulted,
+                    stalled,
+                    abandoned,
                 }
             })
             .collect();
@@ -815,6 +996,10 @@ pub struct ThreadSummary {
     pub histogram: Option<HistogramSnapshot>,
     /// Functions that panicked and were disabled.
     pub faulted: Vec<String>,
+    /// Where the thread was stuck if it was stalled when the run ended.
+    pub stalled: Option<String>,
+    /// It did not end within [`STOP_GRACE`] and was left behind.
+    pub abandoned: bool,
 }
 
 impl fmt::Display for Summary {
@@ -860,6 +1045,17 @@ impl fmt::Display for Summary {
             )?;
             for fun in &t.faulted {
                 writeln!(f, "  function {fun} FAULTED (panicked; disabled)")?;
+            }
+            if let Some(place) = &t.stalled {
+                writeln!(
+                    f,
+                    "  STALLED {place}{}",
+                    if t.abandoned {
+                        " (did not stop; left behind)"
+                    } else {
+                        ""
+                    }
+                )?;
             }
         }
         Ok(())

@@ -177,6 +177,24 @@ pub fn set_current_policy(policy: Policy) -> Result<(), SchedError> {
     }
 }
 
+/// Set another thread's policy and priority by its kernel tid (`sched_setscheduler`): how a supervisor
+/// demotes a stalled RT thread to SCHED_OTHER, and restores it.
+#[doc(alias = "sched_setscheduler")]
+pub fn set_thread_policy(tid: i32, policy: Policy) -> Result<(), SchedError> {
+    let (raw, priority) = policy.to_raw();
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is valid for the call; a tid that no longer exists gives ESRCH, nothing worse.
+    if unsafe { libc::sched_setscheduler(tid, raw, &param) } == 0 {
+        return Ok(());
+    }
+    match Errno::last() {
+        Errno::EPERM => Err(SchedError::NotPermitted(policy)),
+        e => Err(SysError::new("sched_setscheduler", e).into()),
+    }
+}
+
 /// The calling thread's policy and priority, e.g. to restore them later.
 #[doc(alias = "pthread_getschedparam")]
 pub fn current_policy() -> Result<Policy, SysError> {

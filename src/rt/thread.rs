@@ -18,7 +18,7 @@ use super::sched::{self, Policy};
 use super::wake::{CycleTimer, TimerDriver, WakeError};
 use rtapi_hal::{PeriodSample, StatsWriter, ThreadRusage};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -33,6 +33,49 @@ pub(crate) struct ThreadPlan {
     pub stats: StatsWriter,
     pub events: Producer,
     pub stack_prefault: usize,
+    /// What the watchdog and the panic hook read.
+    pub heartbeat: Arc<Heartbeat>,
+    /// Where a panic's message goes (logged by the non-RT side).
+    pub panics: std::sync::mpsc::SyncSender<super::panic::PanicReport>,
+}
+
+/// What a thread shows of itself to its supervisor, outside the HAL: written with relaxed stores
+/// by the loop (one per period, two per function), read by the watchdog on another CPU.
+#[derive(Debug, Default)]
+pub struct Heartbeat {
+    /// The period number the loop will wait for next; moves once per completed period.
+    progress: AtomicU64,
+    /// 0 outside the functions; position + 1 of the function running now.
+    in_function: AtomicU32,
+    /// The kernel thread id, once set up (0 before).
+    tid: AtomicI32,
+    /// Whether the loop runs (after arming, until it ends).
+    looping: AtomicBool,
+}
+
+impl Heartbeat {
+    /// Periods completed so far, as the loop's period number (skipped periods included).
+    pub fn progress(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
+    }
+
+    /// The function (position in run order) the thread is in now, if any.
+    pub fn in_function(&self) -> Option<u32> {
+        match self.in_function.load(Ordering::Relaxed) {
+            0 => None,
+            p => Some(p - 1),
+        }
+    }
+
+    /// The thread's kernel tid (for `sched_setscheduler` from outside), once known.
+    pub fn tid(&self) -> Option<i32> {
+        Some(self.tid.load(Ordering::Relaxed)).filter(|&t| t > 0)
+    }
+
+    /// Whether the cycle loop is running.
+    pub fn looping(&self) -> bool {
+        self.looping.load(Ordering::Acquire)
+    }
 }
 
 /// What a thread tells the starter: once after its setup (the CPU it runs on), once after arming its
@@ -52,6 +95,15 @@ pub(crate) fn run(
     origin: mpsc::Receiver<Option<Nanos>>,
 ) {
     let setup = setup(&plan);
+    // SAFETY: gettid has no preconditions and cannot fail.
+    plan.heartbeat
+        .tid
+        .store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    super::panic::route_panics_of_current_thread(
+        &plan.name,
+        plan.panics.clone(),
+        plan.heartbeat.clone(),
+    );
     let (ok, setup_cpu) = (setup.is_ok(), setup.clone().unwrap_or(0));
     let _ = ready.send(setup);
     // The starter sends the origin once every thread is set up, or None to abort.
@@ -75,12 +127,15 @@ pub(crate) fn run(
         return;
     }
     plan.stats.set_running(true);
+    plan.heartbeat.looping.store(true, Ordering::Release);
     cycle_loop(&mut plan, first, &stop);
+    plan.heartbeat.looping.store(false, Ordering::Release);
     plan.stats.set_running(false);
 }
 
 fn setup(plan: &ThreadPlan) -> SetupResult {
     let fail = |what: String| format!("thread {}: {what}", plan.name);
+    super::signals::block_stop_signals_in_current_thread().map_err(|e| fail(e.to_string()))?;
     super::sched::set_current_policy(plan.policy).map_err(|e| fail(e.to_string()))?;
     let cpu = match plan.cpu {
         Some(cpu) => {
@@ -96,13 +151,17 @@ fn setup(plan: &ThreadPlan) -> SetupResult {
 }
 
 /// The loop itself. `first` is the deadline of period 0.
-fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &AtomicBool) {
+fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
     let functions = std::mem::take(&mut plan.functions);
-    let mut cycler = Cycler::new(first, plan.period, functions);
+    let mut cycler = Cycler::new(first, plan.period, functions).watched_by(plan.heartbeat.clone());
     let mut deadline = first;
+    // A stop request also interrupts the wait itself (Runtime::stop signals the thread), so the loop
+    // ends within microseconds whatever the period.
+    plan.timer.stop_on(Arc::clone(stop));
     while !stop.load(Ordering::Relaxed) {
         let info = match plan.timer.wait_until(deadline) {
             Ok(info) => info,
+            Err(WakeError::Interrupted) => break,
             Err(e) => {
                 plan.events.push(RtEvent::WaitFailed {
                     errno: errno_of(&e),
@@ -139,6 +198,7 @@ pub struct Cycler {
     k: u64,
     prev_wake: Option<Nanos>,
     missed_before: u64,
+    heartbeat: Arc<Heartbeat>,
 }
 
 impl Cycler {
@@ -153,7 +213,19 @@ impl Cycler {
             k: 0,
             prev_wake: None,
             missed_before: 0,
+            heartbeat: Arc::default(),
         }
+    }
+
+    /// Publishes progress and the function running into `heartbeat` (the runtime's watchdog reads it).
+    pub fn watched_by(mut self, heartbeat: Arc<Heartbeat>) -> Cycler {
+        self.heartbeat = heartbeat;
+        self
+    }
+
+    /// The heartbeat this cycler writes.
+    pub fn heartbeat(&self) -> &Arc<Heartbeat> {
+        &self.heartbeat
     }
 
     /// The deadline the next wait is for.
@@ -194,6 +266,9 @@ impl Cycler {
             if self.faulted[i] {
                 continue;
             }
+            self.heartbeat
+                .in_function
+                .store(i as u32 + 1, Ordering::Relaxed);
             let ok = catch_unwind(AssertUnwindSafe(|| f(&cycle))).is_ok();
             let t1 = clock::now();
             if !ok {
@@ -204,6 +279,7 @@ impl Cycler {
             t0 = t1;
         }
         let end = t0;
+        self.heartbeat.in_function.store(0, Ordering::Relaxed);
 
         // Deadlines that went by while we were late or working are skipped, not run back to back.
         // The kernel's own count (periodic timers) can only confirm the clock's, never exceed it.
@@ -237,6 +313,7 @@ impl Cycler {
         self.prev_wake = Some(now);
         self.missed_before = missed;
         self.k += 1 + missed;
+        self.heartbeat.progress.store(self.k, Ordering::Relaxed);
         self.deadline()
     }
 }

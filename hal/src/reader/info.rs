@@ -63,7 +63,10 @@ pub struct ThreadInfo {
     pub priority: i32,
     pub flavor: String,
     pub timer: String,
+    /// Whether the loop exists (running or stalled): `state.is_running()`.
     pub running: bool,
+    /// Running, stalled (and where) or stopped.
+    pub state: crate::thread::ThreadState,
     pub functions: u32,
     pub stats: ThreadStatsSnapshot,
 }

@@ -8,6 +8,7 @@
 mod info;
 mod view;
 
+use crate::thread::ThreadState;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -204,18 +205,20 @@ impl HalReader {
         let (r, name, (stats_off, _, _)) = self.thread_record(i)?;
         let period_ns = r.u64(th::PERIOD_NS);
         let cpu = r.u32(th::CPU) as i32;
+        let state = ThreadState::decode(
+            self.v
+                .m
+                .word(r.offset + th::RUNNING)
+                .load(Ordering::Acquire),
+        );
         Ok(ThreadInfo {
             period_ns,
             cpu: u32::try_from(cpu).ok(),
             priority: r.u32(th::PRIORITY) as i32,
             flavor: r.text(th::FLAVOR, LABEL_FIELD)?,
             timer: r.text(th::TIMER, LABEL_FIELD)?,
-            running: self
-                .v
-                .m
-                .word(r.offset + th::RUNNING)
-                .load(Ordering::Acquire)
-                != 0,
+            running: state.is_running(),
+            state,
             functions: r.u32(th::FUNCTIONS),
             stats: stats::read_stats(&self.v.m, stats_off, period_ns, &name)?,
             name,

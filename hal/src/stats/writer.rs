@@ -4,6 +4,7 @@
 //! `Sync`, so it cannot be shared between threads); every method is allocation-free, lock-free and
 //! syscall-free, a bounded number of atomic loads and stores; the writer never waits for a reader.
 
+use crate::thread::ThreadState;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{Relaxed, Release};
@@ -105,7 +106,12 @@ impl StatsWriter {
 
     /// Publishes whether the thread's loop is running (readers show it; outside the seqlock).
     pub fn set_running(&self, running: bool) {
-        self.running.at(0).store(running as u64, Release);
+        let state = if running {
+            ThreadState::Running
+        } else {
+            ThreadState::Stopped
+        };
+        self.running.at(0).store(state.encode(), Release);
     }
 
     /// Records one period. Call once per period, after the functions ran.

@@ -101,7 +101,9 @@ impl TimerDriver for Itimer {
         let (signal, period) = self.armed.as_ref().ok_or(WakeError::NotArmed)?;
         let earliest = deadline - Nanos::from_nanos(period.as_nanos() / 2);
         loop {
-            signal.wait()?;
+            if !signal.wait()? {
+                return Err(WakeError::Interrupted);
+            }
             if now() >= earliest {
                 return Ok(WakeInfo::default());
             }

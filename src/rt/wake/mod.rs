@@ -72,7 +72,8 @@ pub trait TimerDriver {
     /// Block until `deadline` (an instant on the armed timeline, non-decreasing from call to
     /// call; the loop may skip deadlines it missed). Drivers with a periodic kernel timer wake
     /// at the timer's expiration at or after `deadline`, the others at `deadline` itself.
-    /// A deadline already past returns at once. Never allocates, locks or logs.
+    /// A deadline already past returns at once. A handled signal ends the wait early with
+    /// [`WakeError::Interrupted`]. Never allocates, locks or logs.
     fn wait_until(&mut self, deadline: Nanos) -> Result<WakeInfo, WakeError>;
 }
 
@@ -177,6 +178,9 @@ pub enum WakeError {
     Sys(SysError),
     /// `wait_until` before `arm`.
     NotArmed,
+    /// A handled signal interrupted the wait (`EINTR`) before the deadline: normally the runtime's
+    /// stop request ([`crate::rt::signals::interrupt`]). The caller decides whether to wait again.
+    Interrupted,
     /// `arm` with a period that is not positive, or a first deadline at or before the
     /// clock's epoch (which the kernel would read as "disarm").
     InvalidTimeline {
@@ -204,6 +208,7 @@ impl fmt::Display for WakeError {
         match self {
             WakeError::Sys(e) => e.fmt(f),
             WakeError::NotArmed => f.write_str("timer waited on before it was armed"),
+            WakeError::Interrupted => f.write_str("the wait was interrupted by a signal"),
             WakeError::InvalidTimeline {
                 first_deadline,
                 period,

@@ -24,6 +24,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::{check_timeline, Driver, ParseNameError, TimerDriver, TimerKind, WakeError, WakeInfo};
 use crate::rt::clock::{now, Nanos};
@@ -110,6 +112,8 @@ pub struct CycleTimer {
     mode: WakeMode,
     /// The effective margin (clamped) once armed; zero for `sleep` and `spin`.
     margin: Nanos,
+    /// Set by the runtime's stop request: an interrupted wait or a spin then ends early.
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl CycleTimer {
@@ -119,6 +123,53 @@ impl CycleTimer {
             driver: Driver::new(kind),
             mode,
             margin: Nanos::ZERO,
+            stop: None,
+        }
+    }
+
+    /// Makes the waits stoppable: once `stop` is set, an interrupted wait (the runtime sends
+    /// [`crate::rt::signals::wake_signal`]) and a spin return [`WakeError::Interrupted`] instead of
+    /// going on to the deadline. Without it, and while `stop` is clear, a stray signal's `EINTR`
+    /// is simply waited through.
+    pub fn stop_on(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = Some(stop);
+    }
+
+    #[inline]
+    fn stopping(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// The driver's wait, waiting again after a signal unless a stop was requested.
+    #[inline]
+    fn driver_wait(&mut self, deadline: Nanos) -> Result<WakeInfo, WakeError> {
+        loop {
+            match self.driver.wait_until(deadline) {
+                Err(WakeError::Interrupted) if !self.stopping() => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Spins to `deadline`, or until a stop is requested.
+    #[inline]
+    fn spin(&self, deadline: Nanos) -> Result<(), WakeError> {
+        match &self.stop {
+            None => {
+                spin_until(deadline);
+                Ok(())
+            }
+            Some(stop) => loop {
+                if now() >= deadline {
+                    return Ok(());
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return Err(WakeError::Interrupted);
+                }
+                std::hint::spin_loop();
+            },
         }
     }
 
@@ -164,14 +215,14 @@ impl TimerDriver for CycleTimer {
     #[inline]
     fn wait_until(&mut self, deadline: Nanos) -> Result<WakeInfo, WakeError> {
         match self.mode {
-            WakeMode::Sleep => self.driver.wait_until(deadline),
+            WakeMode::Sleep => self.driver_wait(deadline),
             WakeMode::Hybrid { .. } => {
-                let info = self.driver.wait_until(deadline - self.margin)?;
-                spin_until(deadline);
+                let info = self.driver_wait(deadline - self.margin)?;
+                self.spin(deadline)?;
                 Ok(info)
             }
             WakeMode::Spin => {
-                spin_until(deadline);
+                self.spin(deadline)?;
                 Ok(WakeInfo::default())
             }
         }

@@ -30,8 +30,32 @@ impl TimerDriver for AbsoluteNanosleep {
 
     #[inline]
     fn wait_until(&mut self, deadline: Nanos) -> Result<WakeInfo, WakeError> {
-        sleep_until(deadline)?;
-        Ok(WakeInfo::default())
+        match sleep_until_once(deadline)? {
+            true => Ok(WakeInfo::default()),
+            false => Err(WakeError::Interrupted),
+        }
+    }
+}
+
+/// One absolute `clock_nanosleep`: `Ok(true)` at the deadline, `Ok(false)` when a handled signal
+/// interrupted it first.
+#[inline]
+pub(crate) fn sleep_until_once(deadline: Nanos) -> Result<bool, SysError> {
+    let ts = deadline.to_timespec();
+    // SAFETY: `ts` is a valid normalized timespec; the remainder pointer may be null for
+    // TIMER_ABSTIME (the kernel never writes it for absolute sleeps).
+    let rc = unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+    match rc {
+        0 => Ok(true),
+        libc::EINTR => Ok(false),
+        e => Err(SysError::new("clock_nanosleep", Errno::from_raw(e))),
     }
 }
 
@@ -40,22 +64,6 @@ impl TimerDriver for AbsoluteNanosleep {
 #[doc(alias = "clock_nanosleep")]
 #[inline]
 pub fn sleep_until(deadline: Nanos) -> Result<(), SysError> {
-    let ts = deadline.to_timespec();
-    loop {
-        // SAFETY: `ts` is a valid normalized timespec; the remainder pointer may be null
-        // for TIMER_ABSTIME (the kernel never writes it for absolute sleeps).
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        match rc {
-            0 => return Ok(()),
-            libc::EINTR => continue,
-            e => return Err(SysError::new("clock_nanosleep", Errno::from_raw(e))),
-        }
-    }
+    while !sleep_until_once(deadline)? {}
+    Ok(())
 }

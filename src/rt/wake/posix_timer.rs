@@ -55,7 +55,7 @@ fn next_realtime_signal() -> libc::c_int {
     let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
     min + NEXT_SIGNAL
         .fetch_add(1, Ordering::Relaxed)
-        .rem_euclid(max - min + 1)
+        .rem_euclid(max - min) // SIGRTMAX is the runtime's wake signal (rt::signals)
 }
 
 impl PosixTimer {
@@ -121,7 +121,9 @@ impl TimerDriver for PosixTimer {
         let a = self.armed.as_mut().ok_or(WakeError::NotArmed)?;
         let target = a.ticks.index_for(deadline);
         while !a.ticks.reached(target) {
-            a.signal.wait()?;
+            if !a.signal.wait()? {
+                return Err(WakeError::Interrupted);
+            }
             // SAFETY: `a.timer.0` is a live timer id owned by this driver.
             let overrun = unsafe { libc::timer_getoverrun(a.timer.0) };
             if overrun < 0 {

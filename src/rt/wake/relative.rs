@@ -36,25 +36,24 @@ impl TimerDriver for RelativeNanosleep {
     /// Sleeps `period` relative to now, whatever `deadline` says — that is the point.
     #[doc(alias = "clock_nanosleep")]
     fn wait_until(&mut self, _deadline: Nanos) -> Result<WakeInfo, WakeError> {
-        let mut request = self.period.ok_or(WakeError::NotArmed)?.to_timespec();
-        if let Some(first) = self.first.take() {
-            super::sleep_until(first)?;
+        let request = self.period.ok_or(WakeError::NotArmed)?.to_timespec();
+        if let Some(first) = self.first {
+            if !super::nanosleep::sleep_until_once(first)? {
+                return Err(WakeError::Interrupted);
+            }
+            self.first = None;
             return Ok(WakeInfo::default());
         }
-        loop {
-            let mut remain = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: both timespecs are valid for the call; the kernel writes `remain`
-            // only when interrupted.
-            let rc =
-                unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, &mut remain) };
-            match rc {
-                0 => return Ok(WakeInfo::default()),
-                libc::EINTR => request = remain,
-                e => return Err(SysError::new("clock_nanosleep", Errno::from_raw(e)).into()),
-            }
+        // SAFETY: `request` is a valid timespec; a null remainder is allowed (an interrupted sleep
+        // is not resumed: the caller waits again, one more whole period, which only adds to the drift
+        // this driver exists to show).
+        let rc = unsafe {
+            libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, std::ptr::null_mut())
+        };
+        match rc {
+            0 => Ok(WakeInfo::default()),
+            libc::EINTR => Err(WakeError::Interrupted),
+            e => Err(SysError::new("clock_nanosleep", Errno::from_raw(e)).into()),
         }
     }
 }

@@ -50,9 +50,10 @@ impl TimerDriver for SelectTimeout {
             };
             if rc < 0 {
                 let e = Errno::last();
-                if e != Errno::EINTR {
-                    return Err(SysError::new("select", e).into());
+                if e == Errno::EINTR {
+                    return Err(WakeError::Interrupted);
                 }
+                return Err(SysError::new("select", e).into());
             }
         }
     }

@@ -50,19 +50,22 @@ impl BlockedSignal {
         self.signo
     }
 
-    /// Block until the signal is pending for this thread (or the process) and take it.
-    /// Retries on `EINTR` (a different, handled signal interrupted the wait).
+    /// Block until the signal is pending for this thread (or the process) and take it:
+    /// `Ok(true)`; `Ok(false)` when a different, handled signal interrupted the wait (`EINTR`).
     #[doc(alias = "sigwaitinfo")]
     #[inline]
-    pub(crate) fn wait(&self) -> Result<(), SysError> {
+    pub(crate) fn wait(&self) -> Result<bool, SysError> {
         loop {
             // SAFETY: `self.set` is an initialized sigset_t; a null siginfo pointer is allowed.
             let rc = unsafe { libc::sigwaitinfo(&self.set, std::ptr::null_mut()) };
             if rc == self.signo {
-                return Ok(());
+                return Ok(true);
             }
             let e = Errno::last();
-            if rc == -1 && e != Errno::EINTR {
+            if rc == -1 && e == Errno::EINTR {
+                return Ok(false);
+            }
+            if rc == -1 {
                 return Err(SysError::new("sigwaitinfo", e));
             }
         }

@@ -79,9 +79,10 @@ impl TimerDriver for Timerfd {
                 ticks.add(count);
             } else {
                 let e = Errno::last();
-                if n >= 0 || e != Errno::EINTR {
-                    return Err(SysError::new("read(timerfd)", e).into());
+                if n < 0 && e == Errno::EINTR {
+                    return Err(WakeError::Interrupted);
                 }
+                return Err(SysError::new("read(timerfd)", e).into());
             }
         }
         Ok(WakeInfo {
