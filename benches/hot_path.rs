@@ -52,10 +52,7 @@ fn hot_path(c: &mut Criterion) {
     let (producer, consumer) = msg::channel(1024);
     c.bench_function("event push + pop", |b| {
         b.iter(|| {
-            producer.push(RtEvent::Overrun {
-                cycle: 1,
-                missed: 2,
-            });
+            producer.push(RtEvent::FunctionFaulted { function: 2 });
             black_box(consumer.pop())
         })
     });

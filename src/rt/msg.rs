@@ -18,13 +18,10 @@ pub enum RtEvent {
     FunctionFaulted { function: u16 },
     /// The timer wait failed with this errno; the thread stopped.
     WaitFailed { errno: i32 },
-    /// `missed` periods were skipped after period `cycle` (low 32 bits of the cycle number).
-    Overrun { cycle: u32, missed: u16 },
 }
 
 const KIND_FAULT: u64 = 1;
 const KIND_WAIT: u64 = 2;
-const KIND_OVERRUN: u64 = 3;
 
 impl RtEvent {
     /// Layout: kind in bits 56..64 (never 0), a 16-bit field in 32..48, a 32-bit field in 0..32.
@@ -32,9 +29,6 @@ impl RtEvent {
         match self {
             RtEvent::FunctionFaulted { function } => KIND_FAULT << 56 | (function as u64) << 32,
             RtEvent::WaitFailed { errno } => KIND_WAIT << 56 | errno as u32 as u64,
-            RtEvent::Overrun { cycle, missed } => {
-                KIND_OVERRUN << 56 | (missed as u64) << 32 | cycle as u64
-            }
         }
     }
 
@@ -43,10 +37,6 @@ impl RtEvent {
         match v >> 56 {
             KIND_FAULT => Some(RtEvent::FunctionFaulted { function: small }),
             KIND_WAIT => Some(RtEvent::WaitFailed { errno: low as i32 }),
-            KIND_OVERRUN => Some(RtEvent::Overrun {
-                cycle: low,
-                missed: small,
-            }),
             _ => None,
         }
     }
@@ -143,10 +133,7 @@ mod tests {
             RtEvent::FunctionFaulted { function: 65_535 },
             RtEvent::WaitFailed { errno: 22 },
             RtEvent::WaitFailed { errno: -1 },
-            RtEvent::Overrun {
-                cycle: u32::MAX,
-                missed: 3,
-            },
+            RtEvent::WaitFailed { errno: i32::MIN },
         ] {
             assert_ne!(e.pack(), 0);
             assert_eq!(RtEvent::unpack(e.pack()), Some(e));
@@ -173,18 +160,15 @@ mod tests {
         let n = 200_000u32;
         let t = std::thread::spawn(move || {
             for i in 0..n {
-                while !p.push(RtEvent::Overrun {
-                    cycle: i,
-                    missed: 1,
-                }) {
+                while !p.push(RtEvent::WaitFailed { errno: i as i32 }) {
                     std::hint::spin_loop();
                 }
             }
         });
         let mut expect = 0u32;
         while expect < n {
-            if let Some(RtEvent::Overrun { cycle, .. }) = c.pop() {
-                assert_eq!(cycle, expect, "in order, none lost");
+            if let Some(RtEvent::WaitFailed { errno }) = c.pop() {
+                assert_eq!(errno as u32, expect, "in order, none lost");
                 expect += 1;
             }
         }

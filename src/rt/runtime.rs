@@ -561,13 +561,14 @@ impl Runtime<Configuring> {
         let drainer_stop = Arc::new(AtomicBool::new(false));
         let drainer = {
             let (drainer_stop, cpus) = (drainer_stop.clone(), housekeeping.clone());
+            let reader = hal.reader().ok();
             std::thread::Builder::new()
                 .name("rtapi-events".into())
                 .spawn(move || {
                     if !cpus.is_empty() {
                         let _ = sched::set_current_affinity(&cpus);
                     }
-                    drain(consumers, panic_rx, &drainer_stop)
+                    drain(consumers, panic_rx, reader, &drainer_stop)
                 })
                 .ok()
         };
@@ -727,22 +728,27 @@ fn check_spin(
 fn drain(
     consumers: Vec<(String, Vec<String>, Consumer)>,
     panics: mpsc::Receiver<PanicReport>,
+    reader: Option<rtapi_hal::HalReader>,
     stop: &AtomicBool,
 ) {
     let mut reports: Vec<PanicReport> = Vec::new();
-    let mut pending: Vec<(u64, u64)> = vec![(0, 0); consumers.len()]; // (periods missed, events) this window
+    // Overruns come from the segment's own counters (exact, whatever the rate), compared once a
+    // second: (periods missed, periods run) at the start of the window.
+    let counters = |thread: &str| {
+        reader
+            .as_ref()
+            .and_then(|r| r.thread_stats(thread).ok())
+            .map(|s| (s.overruns, s.cycles))
+    };
+    let mut last: Vec<Option<(u64, u64)>> = consumers.iter().map(|(t, _, _)| counters(t)).collect();
     let mut window = Instant::now();
     loop {
         let done = stop.load(Ordering::Relaxed);
         // Before the events: a panic's report is sent before its FunctionFaulted event is queued.
         reports.extend(panics.try_iter());
-        for (i, (thread, functions, c)) in consumers.iter().enumerate() {
+        for (thread, functions, c) in &consumers {
             while let Some(e) = c.pop() {
                 match e {
-                    RtEvent::Overrun { missed, .. } => {
-                        pending[i].0 += missed as u64;
-                        pending[i].1 += 1;
-                    }
                     RtEvent::FunctionFaulted { function } => {
                         let name = functions.get(function as usize).map_or("?", String::as_str);
                         let report = reports
@@ -761,11 +767,19 @@ fn drain(
             }
         }
         if done || window.elapsed() >= Duration::from_secs(1) {
+            let secs = window.elapsed().as_secs_f64();
             for (i, (thread, _, c)) in consumers.iter().enumerate() {
-                let (missed, times) = std::mem::take(&mut pending[i]);
-                if missed > 0 {
-                    log::warn!("thread {thread}: {missed} period(s) missed in {times} overrun(s) in the last second");
+                let now = counters(thread);
+                if let (Some((o0, c0)), Some((o1, c1))) = (last[i], now) {
+                    let (missed, ran) = (o1.saturating_sub(o0), c1.saturating_sub(c0));
+                    if missed > 0 {
+                        log::warn!(
+                            "thread {thread}: {missed} period(s) missed and {ran} run in the last {secs:.1} s ({:.2} % missed; {o1} missed since start)",
+                            100.0 * missed as f64 / (missed + ran).max(1) as f64
+                        );
+                    }
                 }
+                last[i] = now;
                 if c.dropped() > 0 && done {
                     log::warn!(
                         "thread {thread}: {} event(s) dropped (queue full)",

@@ -303,12 +303,6 @@ impl Cycler {
             drift_ns: drift,
             rusage: rusage.flatten(),
         });
-        if missed > 0 {
-            events.push(RtEvent::Overrun {
-                cycle: self.k as u32,
-                missed: missed.min(u16::MAX as u64) as u16,
-            });
-        }
 
         self.prev_wake = Some(now);
         self.missed_before = missed;
