@@ -64,9 +64,9 @@ pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Writable};
 pub use reader::{
     Access, ComponentInfo, FunctionInfo, HalReader, HalSnapshot, HeaderInfo, ParamInfo, PinInfo,
-    SegmentState, SignalInfo, ThreadInfo,
+    SegmentState, SignalInfo, ThreadInfo, WriteOptions,
 };
-pub use segment::Permissions;
+pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
     FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
     Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot,
