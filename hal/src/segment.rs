@@ -219,7 +219,8 @@ pub(crate) fn lock_held(fd: &OwnedFd) -> bool {
     true
 }
 
-/// Whether a process with this pid exists (for messages and `owner_alive`; ownership uses the lock).
+/// Whether a process with this pid exists (for a reader of a copy, which has no lock to probe; ownership
+/// and liveness of a segment by name use the lock).
 pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
