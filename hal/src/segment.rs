@@ -486,14 +486,22 @@ pub(crate) fn create(instance: &Instance, size: usize, perms: Permissions) -> Re
     // Bounded: each retry is a race with another creator or reclaimer that resolves within milliseconds.
     let mut unfinished_seen = 0;
     let mut locked_by = None;
+    let mut locked_last_time = false;
     for _ in 0..100 {
         match shm_open(instance, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) {
             Ok(fd) => return finish_create(fd, size, perms, &path),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
             Err(source) => return Err(open_error(&path, source, Side::Owner)),
         }
-        match inspect_existing(instance, &path, &mut unfinished_seen)? {
-            Existing::Locked(pid) if pid != 0 && pid_alive(pid) => {
+        let existing = inspect_existing(instance, &path, &mut unfinished_seen)?;
+        // A reader's liveness probe holds a shared lock for a few microseconds: only a lock seen twice in
+        // a row, 10 ms apart, is an owner's.
+        let locked_before = std::mem::replace(
+            &mut locked_last_time,
+            matches!(existing, Existing::Locked(_)),
+        );
+        match existing {
+            Existing::Locked(pid) if pid != 0 && pid_alive(pid) && locked_before => {
                 return Err(HalError::InstanceInUse {
                     instance: instance.to_string(),
                     pid,
@@ -718,5 +726,26 @@ impl Block {
         // SAFETY: callers use layout constants that lie inside the block (checked in debug builds above);
         // the block is inside the mapping (checked in `new`), which the Arc keeps mapped; access is atomic.
         unsafe { &*self.ptr.as_ptr().add(offset / 8) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_is_root_self_and_named_users() {
+        let t = Trust::new();
+        assert!(t.trusts(0) && t.trusts(euid()));
+        let other = if euid() == 4242 { 4243 } else { 4242 };
+        assert!(!t.trusts(other));
+        assert!(t.clone().also_uid(other).trusts(other));
+        assert_eq!(
+            t.clone().also_user(&other.to_string()).unwrap(),
+            t.clone().also_uid(other)
+        );
+        assert!(t.describe().starts_with("root"));
+        assert!(Trust::new().also_user("no-such-user-rtapi").is_err());
+        assert_eq!(user_label(0), "root (uid 0)");
     }
 }
