@@ -420,36 +420,28 @@ fn check_trust(fd: &OwnedFd, path: &str, trust: &Trust, side: Side) -> Result<li
     Ok(st)
 }
 
-/// The error for an `open` that failed with ELOOP: the name is a symbolic link (O_NOFOLLOW). Its owner,
-/// for the message, from `lstat` on the path; nothing else is ever taken from the path.
-fn symlink_refused(path: &str, side: Side) -> HalError {
+/// The error for an `open` refused because of what the name is: a symbolic link (`ELOOP`, from
+/// O_NOFOLLOW) or a socket (`ENXIO`). Its owner and mode, for the message only, come from `lstat` on the
+/// path; nothing else is ever taken from the path.
+fn refused_by_open(path: &str, what: &str, side: Side) -> HalError {
     let cpath = CString::new(path).expect("paths built from valid names contain no NUL");
     // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: cpath is NUL-terminated; st is a valid, writable stat buffer. On failure st stays zeroed
     // (uid 0, mode 0), which only affects the message.
     unsafe { libc::lstat(cpath.as_ptr(), &mut st) };
-    untrusted(path, "it is a symbolic link".into(), &st, side, false)
+    untrusted(path, format!("it is {what}"), &st, side, false)
 }
 
 fn open_error(path: &str, source: std::io::Error, side: Side) -> HalError {
-    if source.raw_os_error() == Some(libc::ELOOP) {
-        return symlink_refused(path, side);
-    }
-    if source.raw_os_error() == Some(libc::ENXIO) {
-        // open(2) of a socket.
-        return HalError::Untrusted {
-            path: path.to_string(),
-            reason: "it is not a regular file (a socket?)".into(),
-            owner: "unknown".into(),
-            mode: 0,
-            trust_owner: None,
-        };
-    }
-    HalError::Os {
-        op: "shm_open",
-        target: path.to_string(),
-        source,
+    match source.raw_os_error() {
+        Some(libc::ELOOP) => refused_by_open(path, "a symbolic link", side),
+        Some(libc::ENXIO) => refused_by_open(path, "a socket, not a regular file", side),
+        _ => HalError::Os {
+            op: "shm_open",
+            target: path.to_string(),
+            source,
+        },
     }
 }
 

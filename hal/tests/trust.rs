@@ -124,7 +124,7 @@ fn a_symlink_at_the_segment_name_is_never_followed() {
 }
 
 #[test]
-fn a_fifo_at_the_segment_name_is_refused_without_hanging() {
+fn a_fifo_or_socket_at_the_segment_name_is_refused_without_hanging() {
     let inst = unique_instance("fifo");
     let _c = Cleanup(inst.clone());
     let path = std::ffi::CString::new(shm_path(&inst).to_str().unwrap()).unwrap();
@@ -138,6 +138,20 @@ fn a_fifo_at_the_segment_name_is_refused_without_hanging() {
     let e = HalBuilder::new(&inst).unwrap().build().err().unwrap();
     assert!(untrusted(&e) && e.to_string().contains("a FIFO"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(2));
+
+    // A socket: open(2) fails with ENXIO; refused the same way, naming its owner.
+    std::fs::remove_file(shm_path(&inst)).unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(shm_path(&inst)).unwrap();
+    let e = HalReader::open(&inst, Access::ReadOnly).err().unwrap();
+    let me = std::fs::symlink_metadata(shm_path(&inst)).unwrap().uid();
+    assert!(
+        untrusted(&e)
+            && e.to_string().contains("a socket")
+            && e.to_string().contains(&format!("(uid {me})")),
+        "{e}"
+    );
+    let e = HalBuilder::new(&inst).unwrap().build().err().unwrap();
+    assert!(untrusted(&e) && e.to_string().contains("a socket"), "{e}");
 }
 
 #[test]
