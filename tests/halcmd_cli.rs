@@ -178,12 +178,32 @@ fn show_getp_setp_sets_watch_against_a_live_instance() {
             vec!["watch", "nothing.here", "--count", "1"],
             "no pin, param or signal",
         ),
+        // Non-finite floats (typed, or overflowing to infinity) need --force.
+        (vec!["setp", "pid.0.Pgain", "nan"], "is NaN"),
+        (vec!["setp", "pid.0.Pgain", "inf"], "is infinite"),
+        (vec!["setp", "pid.0.Pgain", "-Infinity"], "is infinite"),
+        (
+            vec!["setp", "pid.0.Pgain", "1e309"],
+            "overflows a float to infinity",
+        ),
+        (vec!["setp", "pid.0.Pgain", "-1e309"], "pass --force"),
+        // --count 0 used to print one sample.
+        (
+            vec!["watch", "pid.0.error", "--count", "0"],
+            "--count must be at least 1; omit it to watch until Ctrl-C",
+        ),
     ] {
         let out = i.run(&args);
         let (_, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(text(&out).0.is_empty(), "{args:?}: {}", text(&out).0);
     }
+    assert_eq!(
+        i.getp("pid.0.Pgain"),
+        "2000",
+        "no refused value was written"
+    );
 
     // watch: one line per sample when not on a terminal.
     let out = i.run(&[
@@ -205,6 +225,13 @@ fn show_getp_setp_sets_watch_against_a_live_instance() {
             "{l}"
         );
     }
+
+    // Forced, a non-finite value is written (last: it wrecks the loop, which is the point of refusing it).
+    assert!(i
+        .run(&["setp", "pid.0.Pgain", "inf", "--force"])
+        .status
+        .success());
+    assert_eq!(i.getp("pid.0.Pgain"), "inf");
 }
 
 #[test]

@@ -387,6 +387,9 @@ impl HalBuilder {
 
     /// Creates the segment, writes the structure and publishes it. Fails with
     /// [`HalError::InstanceInUse`] if a live process owns the instance; reclaims a dead owner's segment.
+    /// A file at the name that is not trusted (a symlink or other non-regular file, another user's, or
+    /// with a mode beyond 0640; see [`Trust`](crate::Trust)) is refused with [`HalError::Untrusted`] and
+    /// left alone: it is never followed, believed or removed.
     pub fn build(self) -> Result<Hal> {
         Hal::create(self)
     }

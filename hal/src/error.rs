@@ -121,6 +121,25 @@ pub enum HalError {
     NotReady { instance: String, pid: u32 },
     /// The shm object exists but is not an rtapi HAL segment (or is damaged beyond recognition).
     Foreign { path: String, reason: String },
+    /// The file at the segment's name is not one this process believes: a symlink or other non-regular
+    /// file, owned by an untrusted user, or with a mode that lets others write or read it. Nothing of it
+    /// was read or written. See [`Trust`](crate::Trust).
+    Untrusted {
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+        /// Its owner, e.g. `nobody (uid 65534)`.
+        owner: String,
+        /// Its permission bits (`st_mode & 0o7777`).
+        mode: u32,
+        /// For a reader refusing a foreign owner: the user to name in `--trust-owner` to accept it.
+        trust_owner: Option<String>,
+    },
+    /// The segment's owner process is gone (its lock is free): the segment is stale and nothing reads a
+    /// value written into it.
+    OwnerGone { instance: String, pid: u32 },
+    /// `setp`/`sets` of NaN or an infinity (typed, or a number too large for a float) without force.
+    NonFinite { name: String, text: String },
     /// The segment looked like ours but failed validation.
     Corrupt { reason: String },
     /// The segment was written by a newer, incompatible rtapi.
@@ -212,6 +231,43 @@ impl fmt::Display for HalError {
                 f,
                 "{path} is not a usable rtapi HAL segment ({reason}); if no rtapi process is running, remove it"
             ),
+            Untrusted { path, reason, owner, mode, trust_owner } => {
+                write!(
+                    f,
+                    "refusing {path}: {reason} (owner {owner}, mode {mode:04o}); another user may have \
+                     planted it to impersonate this instance, so nothing in it is believed. Check it \
+                     (`ls -l {path}`); if no rtapi you trust is using it, remove it as root \
+                     (`rm {path}`), or use another instance with --instance NAME"
+                )?;
+                if let Some(user) = trust_owner {
+                    write!(
+                        f,
+                        "; if it is a segment of user '{user}' that you mean to use, pass --trust-owner {user}"
+                    )?;
+                }
+                Ok(())
+            }
+            OwnerGone { instance, pid } => write!(
+                f,
+                "HAL instance '{instance}' is dead (owner pid {pid} gone; stale segment): nothing would read \
+                 the value, so nothing was written; start it again with `rtapi run CONFIG.toml --instance \
+                 {instance}` (that reclaims the stale segment) or remove it (`rm /dev/shm/rtapi-{instance}`)"
+            ),
+            NonFinite { name, text } => {
+                let t = text.trim().to_ascii_lowercase();
+                let what = if t.contains("nan") {
+                    "is NaN"
+                } else if t.contains("inf") {
+                    "is infinite"
+                } else {
+                    "overflows a float to infinity"
+                };
+                write!(
+                    f,
+                    "'{text}' for '{name}' {what}: a non-finite value poisons every computation that \
+                     reads it, so it was refused; give a finite number, or pass --force to write it anyway"
+                )
+            }
             Corrupt { reason } => write!(
                 f,
                 "the HAL segment is corrupt: {reason}; restart the owning rtapi process"

@@ -13,7 +13,9 @@
 //! - **Thread stats** ([`StatsWriter`]): a single-writer seqlock the RT thread never waits on; latency
 //!   sums in 128 bits; histogram with percentiles; a ring of the latest spikes.
 //! - **Readers** ([`HalReader`]): validate every offset before following it; corrupt, truncated, foreign
-//!   or newer segments give errors, never crashes; `setp`/`sets` follow HAL's rules.
+//!   or newer segments give errors, never crashes; `setp`/`sets` follow HAL's rules. Only trusted files
+//!   are opened ([`Trust`]: regular, owned by root or yourself, mode within 0640, never via a symlink),
+//!   and the owner's liveness comes from its lock, so a dead owner's segment reads as dead.
 //!
 //! ```no_run
 //! use rtapi_hal::{Access, HalBuilder, HalReader, In, Out, PeriodSample, ThreadConfig};
@@ -64,9 +66,9 @@ pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Writable};
 pub use reader::{
     Access, ComponentInfo, FunctionInfo, HalReader, HalSnapshot, HeaderInfo, ParamInfo, PinInfo,
-    SegmentState, SignalInfo, ThreadInfo,
+    SegmentState, SignalInfo, ThreadInfo, WriteOptions,
 };
-pub use segment::Permissions;
+pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
     FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
     Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot,

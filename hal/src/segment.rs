@@ -166,6 +166,9 @@ fn shm_open(
     mode: libc::mode_t,
 ) -> std::io::Result<OwnedFd> {
     let name = c_name(instance);
+    // Never follow a symlink planted at the name; never block opening a FIFO planted there (O_NONBLOCK has
+    // no effect on regular files). glibc and musl pass these through to open(2).
+    let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
     let fd = unsafe { libc::shm_open(name.as_ptr(), flags, mode as libc::c_uint) };
     if fd < 0 {
@@ -193,13 +196,31 @@ fn try_lock(fd: &OwnedFd) -> bool {
 }
 
 #[doc(alias = "shm_unlink")]
-fn unlink(instance: &Instance) {
+fn unlink(instance: &Instance) -> std::io::Result<()> {
     let name = c_name(instance);
-    // SAFETY: valid NUL-terminated string. Failure (already gone) is fine for every caller.
-    unsafe { libc::shm_unlink(name.as_ptr()) };
+    // SAFETY: valid NUL-terminated string.
+    if unsafe { libc::shm_unlink(name.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
-/// Whether a process with this pid exists (for messages and `owner_alive`; ownership uses the lock).
+/// Whether some process holds the owner's exclusive lock on the file behind `fd` (a reader's own
+/// descriptor). Probes with a shared lock and releases it at once: a concurrent creator or reclaimer
+/// that sees it merely retries (see `create`). Undecidable cases (an error other than "would block")
+/// count as held, so a probe failure never makes a live owner look dead.
+pub(crate) fn lock_held(fd: &OwnedFd) -> bool {
+    // SAFETY: flock on an open descriptor has no memory effects.
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        // SAFETY: as above; releases the probe lock just taken.
+        unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_UN) };
+        return false;
+    }
+    true
+}
+
+/// Whether a process with this pid exists (for a reader of a copy, which has no lock to probe; ownership
+/// and liveness of a segment by name use the lock).
 pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
@@ -217,6 +238,211 @@ pub(crate) fn realtime_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Whose segments a process believes. A segment file is trusted only if its owner is root, the
+/// process's effective user, or a user added with [`also_uid`](Trust::also_uid) /
+/// [`also_user`](Trust::also_user) (readers only: an owner never reclaims another user's file). Anyone
+/// can create a file in `/dev/shm`, so without this check another user could plant a forged instance:
+/// `show` would display their numbers, `setp` would write into their file, and `run` would refuse to
+/// start. The mode must also have no permission bits beyond `rw-r-----` (what the builder makes: 0600,
+/// or 0640 for a group): a file others can write may hold anyone's bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trust {
+    extra: Vec<u32>,
+}
+
+/// Permission bits a trusted segment may have: owner read/write, group read.
+pub const TRUSTED_MODE_BITS: u32 = 0o640;
+
+impl Trust {
+    /// Root and the effective user.
+    pub fn new() -> Self {
+        Trust::default()
+    }
+
+    /// Also trust segments owned by `uid`.
+    pub fn also_uid(mut self, uid: u32) -> Self {
+        if !self.extra.contains(&uid) {
+            self.extra.push(uid);
+        }
+        self
+    }
+
+    /// Also trust segments owned by `user`: a user name, or a numeric uid.
+    pub fn also_user(self, user: &str) -> Result<Self> {
+        let uid = match user.parse::<u32>() {
+            Ok(uid) => uid,
+            Err(_) => uid_of(user).ok_or_else(|| HalError::InvalidConfig {
+                what: "trusted owner",
+                reason: format!("no user named '{user}' (give a user name or a numeric uid)"),
+            })?,
+        };
+        Ok(self.also_uid(uid))
+    }
+
+    /// Whether a file owned by `uid` is believed.
+    pub fn trusts(&self, uid: u32) -> bool {
+        uid == 0 || uid == euid() || self.extra.contains(&uid)
+    }
+
+    /// "root", "root or alice (uid 1000)", ... for messages.
+    fn describe(&self) -> String {
+        let me = euid();
+        let mut who = vec!["root".to_string()];
+        for uid in std::iter::once(me).chain(self.extra.iter().copied()) {
+            if uid != 0 && !who.contains(&user_label(uid)) {
+                who.push(user_label(uid));
+            }
+        }
+        who.join(" or ")
+    }
+}
+
+/// Which side meets an untrusted file: it changes what the message suggests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Reader,
+    Owner,
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The user name of `uid`, if it has one.
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    // SAFETY: an all-zero passwd is a valid value of this plain C struct (null pointers, zero ids).
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: pw, buf (with its true length) and out are valid for writes for the whole call; on success
+    // `out` points at `pw`, whose string pointers point into `buf`, which outlives their use below.
+    let r = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if r != 0 || out.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name is a NUL-terminated string inside `buf` (checked non-null above).
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// The uid of user `name`, if it exists.
+fn uid_of(name: &str) -> Option<u32> {
+    let cname = CString::new(name).ok()?;
+    // SAFETY: as in `user_name`.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: cname is NUL-terminated; pw, buf (with its true length) and out are valid for writes.
+    let r = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    (r == 0 && !out.is_null()).then_some(pw.pw_uid)
+}
+
+/// `nobody (uid 65534)`, or `uid 1234` for a uid without a name.
+pub(crate) fn user_label(uid: u32) -> String {
+    match user_name(uid) {
+        Some(name) => format!("{name} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+fn file_kind(mode: libc::mode_t) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => "a regular file",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFLNK => "a symbolic link",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        _ => "of an unknown file type",
+    }
+}
+
+fn untrusted(
+    path: &str,
+    reason: String,
+    st: &libc::stat,
+    side: Side,
+    trust_hint: bool,
+) -> HalError {
+    HalError::Untrusted {
+        path: path.to_string(),
+        reason,
+        owner: user_label(st.st_uid),
+        mode: st.st_mode & 0o7777,
+        trust_owner: (side == Side::Reader && trust_hint)
+            .then(|| user_name(st.st_uid).unwrap_or_else(|| st.st_uid.to_string())),
+    }
+}
+
+/// The trust check, on the descriptor we will read through (so the file cannot be swapped between the
+/// check and the use). Returns the `fstat` of the file.
+fn check_trust(fd: &OwnedFd, path: &str, trust: &Trust, side: Side) -> Result<libc::stat> {
+    let st = fstat(fd, path)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        let reason = format!("it is {}, not a regular file", file_kind(st.st_mode));
+        return Err(untrusted(path, reason, &st, side, false));
+    }
+    if !trust.trusts(st.st_uid) {
+        let reason = format!(
+            "it belongs to {}, and this process (running as {}) trusts only segments owned by {}",
+            user_label(st.st_uid),
+            user_label(euid()),
+            trust.describe()
+        );
+        return Err(untrusted(path, reason, &st, side, true));
+    }
+    let bits = st.st_mode & 0o7777;
+    if bits & !TRUSTED_MODE_BITS != 0 {
+        let reason = format!(
+            "its mode {bits:04o} allows more than rw-r----- (0640): {}",
+            if bits & 0o007 != 0 {
+                "other users can access it"
+            } else if bits & 0o020 != 0 {
+                "group members can write it"
+            } else {
+                "execute, setuid, setgid or sticky bits are set"
+            }
+        );
+        return Err(untrusted(path, reason, &st, side, false));
+    }
+    Ok(st)
+}
+
+/// The error for an `open` refused because of what the name is: a symbolic link (`ELOOP`, from
+/// O_NOFOLLOW) or a socket (`ENXIO`). Its owner and mode, for the message only, come from `lstat` on the
+/// path; nothing else is ever taken from the path.
+fn refused_by_open(path: &str, what: &str, side: Side) -> HalError {
+    let cpath = CString::new(path).expect("paths built from valid names contain no NUL");
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: cpath is NUL-terminated; st is a valid, writable stat buffer. On failure st stays zeroed
+    // (uid 0, mode 0), which only affects the message.
+    unsafe { libc::lstat(cpath.as_ptr(), &mut st) };
+    untrusted(path, format!("it is {what}"), &st, side, false)
+}
+
+fn open_error(path: &str, source: std::io::Error, side: Side) -> HalError {
+    match source.raw_os_error() {
+        Some(libc::ELOOP) => refused_by_open(path, "a symbolic link", side),
+        Some(libc::ENXIO) => refused_by_open(path, "a socket, not a regular file", side),
+        _ => HalError::Os {
+            op: "shm_open",
+            target: path.to_string(),
+            source,
+        },
+    }
 }
 
 /// Who may open the segment besides its owner.
@@ -252,20 +478,22 @@ pub(crate) fn create(instance: &Instance, size: usize, perms: Permissions) -> Re
     // Bounded: each retry is a race with another creator or reclaimer that resolves within milliseconds.
     let mut unfinished_seen = 0;
     let mut locked_by = None;
+    let mut locked_last_time = false;
     for _ in 0..100 {
         match shm_open(instance, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) {
             Ok(fd) => return finish_create(fd, size, perms, &path),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-            Err(source) => {
-                return Err(HalError::Os {
-                    op: "shm_open",
-                    target: path,
-                    source,
-                })
-            }
+            Err(source) => return Err(open_error(&path, source, Side::Owner)),
         }
-        match inspect_existing(instance, &path, &mut unfinished_seen)? {
-            Existing::Locked(pid) if pid != 0 && pid_alive(pid) => {
+        let existing = inspect_existing(instance, &path, &mut unfinished_seen)?;
+        // A reader's liveness probe holds a shared lock for a few microseconds: only a lock seen twice in
+        // a row, 10 ms apart, is an owner's.
+        let locked_before = std::mem::replace(
+            &mut locked_last_time,
+            matches!(existing, Existing::Locked(_)),
+        );
+        match existing {
+            Existing::Locked(pid) if pid != 0 && pid_alive(pid) && locked_before => {
                 return Err(HalError::InstanceInUse {
                     instance: instance.to_string(),
                     pid,
@@ -335,15 +563,12 @@ fn inspect_existing(
     let fd = match shm_open(instance, libc::O_RDONLY, 0) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(Existing::InFlux),
-        Err(source) => {
-            return Err(HalError::Os {
-                op: "shm_open",
-                target: path.to_string(),
-                source,
-            })
-        }
+        Err(source) => return Err(open_error(path, source, Side::Owner)),
     };
-    let size = usize::try_from(fstat(&fd, path)?.st_size).unwrap_or(0);
+    // Nothing of a file we do not trust is believed: not its pid, not its lock, not its magic. Never
+    // removed automatically either: a person must look (the message says how).
+    let st = check_trust(&fd, path, &Trust::new(), Side::Owner)?;
+    let size = usize::try_from(st.st_size).unwrap_or(0);
     let head = if size >= header::SIZE {
         Some(Mapping::map(&fd, header::SIZE, false, path)?)
     } else {
@@ -380,8 +605,16 @@ fn inspect_existing(
         }
     }
     // Stale: remove the name while still holding the lock, so a concurrent reclaimer sees it held.
-    unlink(instance);
-    Ok(Existing::Stale)
+    match unlink(instance) {
+        Ok(()) => Ok(Existing::Stale),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(Existing::InFlux),
+        // E.g. root's stale segment and we are not root (/dev/shm is sticky).
+        Err(source) => Err(HalError::Os {
+            op: "removing the stale segment",
+            target: path.to_string(),
+            source,
+        }),
+    }
 }
 
 /// Removes the name if it still refers to the file behind `fd` (someone may have replaced it).
@@ -392,13 +625,19 @@ pub(crate) fn unlink_if_ours(instance: &Instance, fd: &OwnedFd) {
     };
     if let Ok(theirs) = fstat(&named, &path) {
         if ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino {
-            unlink(instance);
+            // Failure (already gone) is fine: the name no longer refers to our file either way.
+            let _ = unlink(instance);
         }
     }
 }
 
-/// Opens an existing segment for a reader: maps the whole file after checking it can hold a header.
-pub(crate) fn open(instance: &Instance, writable: bool) -> Result<Mapping> {
+/// Opens an existing segment for a reader: checks that it is trusted and can hold a header, and maps the
+/// whole file. Returns the descriptor too: the reader keeps it to test the owner's lock ([`lock_held`]).
+pub(crate) fn open(
+    instance: &Instance,
+    writable: bool,
+    trust: &Trust,
+) -> Result<(Mapping, OwnedFd)> {
     let path = display_path(instance);
     let flags = if writable {
         libc::O_RDWR
@@ -412,16 +651,11 @@ pub(crate) fn open(instance: &Instance, writable: bool) -> Result<Mapping> {
                 instance: instance.to_string(),
             })
         }
-        Err(source) => {
-            return Err(HalError::Os {
-                op: "shm_open",
-                target: path,
-                source,
-            })
-        }
+        Err(source) => return Err(open_error(&path, source, Side::Reader)),
     };
+    let st = check_trust(&fd, &path, trust, Side::Reader)?;
     // The file size bounds everything: mapping past the end of a shm file faults on access (SIGBUS).
-    let size = usize::try_from(fstat(&fd, &path)?.st_size).unwrap_or(0);
+    let size = usize::try_from(st.st_size).unwrap_or(0);
     if size < header::SIZE {
         return Err(HalError::Foreign {
             path,
@@ -432,7 +666,8 @@ pub(crate) fn open(instance: &Instance, writable: bool) -> Result<Mapping> {
         });
     }
     // Whole words only: the reader works in 64-bit atomics.
-    Mapping::map(&fd, size - size % 8, writable, &path)
+    let mapping = Mapping::map(&fd, size - size % 8, writable, &path)?;
+    Ok((mapping, fd))
 }
 
 /// A validated, 8-aligned range of a mapping, kept alive by its own reference to the mapping. Handles on
@@ -483,5 +718,26 @@ impl Block {
         // SAFETY: callers use layout constants that lie inside the block (checked in debug builds above);
         // the block is inside the mapping (checked in `new`), which the Arc keeps mapped; access is atomic.
         unsafe { &*self.ptr.as_ptr().add(offset / 8) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_is_root_self_and_named_users() {
+        let t = Trust::new();
+        assert!(t.trusts(0) && t.trusts(euid()));
+        let other = if euid() == 4242 { 4243 } else { 4242 };
+        assert!(!t.trusts(other));
+        assert!(t.clone().also_uid(other).trusts(other));
+        assert_eq!(
+            t.clone().also_user(&other.to_string()).unwrap(),
+            t.clone().also_uid(other)
+        );
+        assert!(t.describe().starts_with("root"));
+        assert!(Trust::new().also_user("no-such-user-rtapi").is_err());
+        assert_eq!(user_label(0), "root (uid 0)");
     }
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{shm_path, unique_instance, Cleanup};
+use common::{shm_path, unique_instance, write_shm, Cleanup};
 use rtapi_hal::layout::{header, table, Table};
 use rtapi_hal::*;
 
@@ -264,10 +264,10 @@ fn foreign_files_in_dev_shm_are_refused_and_left_alone() {
     let inst = unique_instance("foreign");
     let _c = Cleanup(inst.clone());
     let path = shm_path(&inst);
-    std::fs::write(&path, b"not a HAL segment at all, just some bytes").unwrap();
+    write_shm(&path, b"not a HAL segment at all, just some bytes");
     let e = HalReader::open(&inst, Access::ReadOnly).err().unwrap();
     assert!(matches!(e, HalError::Foreign { .. }), "{e}");
-    std::fs::write(&path, vec![0x41u8; 4096]).unwrap();
+    write_shm(&path, &[0x41u8; 4096]);
     let e = HalReader::open(&inst, Access::ReadOnly).err().unwrap();
     assert!(matches!(e, HalError::Foreign { .. }), "{e}");
     // An owner does not delete a stranger's file either.
@@ -277,7 +277,7 @@ fn foreign_files_in_dev_shm_are_refused_and_left_alone() {
 
     // The leftovers of an owner that died while creating (empty, or sized but unwritten) are reclaimed.
     for leftover in [vec![], vec![0u8; 4096]] {
-        std::fs::write(&path, &leftover).unwrap();
+        write_shm(&path, &leftover);
         let e = HalReader::open(&inst, Access::ReadOnly).err().unwrap();
         assert!(
             matches!(e, HalError::Foreign { .. } | HalError::NotReady { .. }),
@@ -289,10 +289,10 @@ fn foreign_files_in_dev_shm_are_refused_and_left_alone() {
 
     // A real segment truncated on disk: the header's size is checked against the file's.
     let img = valid_image();
-    std::fs::write(&path, &img[..img.len() / 2]).unwrap();
+    write_shm(&path, &img[..img.len() / 2]);
     let e = HalReader::open(&inst, Access::ReadOnly).err().unwrap();
     assert!(matches!(e, HalError::Corrupt { .. }), "{e}");
     // ... and a dead owner's complete segment is reclaimed by a new owner.
-    std::fs::write(&path, &img).unwrap();
+    write_shm(&path, &img);
     HalBuilder::new(&inst).unwrap().build().unwrap();
 }

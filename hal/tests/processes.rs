@@ -234,6 +234,8 @@ fn sigkilled_owner_is_reclaimed_and_live_owner_is_refused() {
     let mut holder = spawn("hold", &inst);
     let r = open_when_ready(&mut holder, &inst, Access::ReadOnly);
     assert_eq!(r.header().owner_pid, holder.id());
+    let rw = HalReader::open(&inst, Access::ReadWrite).unwrap();
+    assert!(r.owner_alive() && rw.owner_alive());
 
     // Two live owners of one name: a clear error naming the live one's pid.
     let e = HalBuilder::new(&inst)
@@ -250,7 +252,22 @@ fn sigkilled_owner_is_reclaimed_and_live_owner_is_refused() {
     holder.kill().unwrap(); // SIGKILL: no destructor runs, the segment stays behind
     holder.wait().unwrap();
     assert!(shm_path(&inst).exists());
+    // The lock died with it: exact, whatever happens to the pid later.
     assert!(!r.owner_alive());
+    // Stale values can still be read, but a write into a dead owner's segment is refused: nothing would
+    // ever read it.
+    assert_eq!(r.get("h.stop").unwrap(), Value::Bit(false));
+    let e = rw.setp("h.stop", "1").unwrap_err();
+    assert!(
+        matches!(e, HalError::OwnerGone { pid, .. } if pid == holder.id()),
+        "{e}"
+    );
+    assert!(e.to_string().contains("stale segment"), "{e}");
+    assert_eq!(r.get("h.stop").unwrap(), Value::Bit(false), "not written");
+    // A reader opening it now sees the same.
+    assert!(!HalReader::open(&inst, Access::ReadOnly)
+        .unwrap()
+        .owner_alive());
 
     let hal = HalBuilder::new(&inst)
         .unwrap()

@@ -1,14 +1,48 @@
-//! Opening a running instance's segment from the halcmd-style commands, with errors that say what to do.
+//! Opening a running instance's segment from the halcmd-style commands, with errors that say what to do,
+//! and what `setp` and `sets` share.
 
-use rtapi_hal::{Access, HalError, HalReader};
+use rtapi_hal::{Access, HalError, HalReader, Trust, Value, WriteOptions};
 
 use super::Failure;
 
+/// `--instance NAME` and `--trust-owner USER`, shared by every command that opens a running instance.
+#[derive(clap::Args)]
+pub struct Target {
+    /// The rtapi instance (segment /rtapi-NAME).
+    #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE, value_name = "NAME")]
+    pub instance: String,
+    /// Also believe a segment owned by this user (name or uid). By default only segments owned by
+    /// root or by yourself are opened, so another user cannot plant a forged instance.
+    #[arg(long, value_name = "USER")]
+    pub trust_owner: Vec<String>,
+}
+
+/// `--force` of `setp`/`sets`.
+#[derive(clap::Args)]
+pub struct Force {
+    /// Write NaN or an infinity into a float too (refused otherwise).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// "dead (owner pid N gone; stale segment)", the state of a segment whose owner's lock is free.
+pub fn dead_state(pid: u32) -> String {
+    format!("dead (owner pid {pid} gone; stale segment)")
+}
+
 /// Opens `/rtapi-<instance>`. A missing instance is a runtime failure (exit 1) with the command that
-/// would start one; a segment whose owner died is opened anyway with a warning (its values are the
-/// last ones written).
-pub fn open(instance: &str, access: Access) -> Result<HalReader, Failure> {
-    let reader = HalReader::open(instance, access).map_err(|e| match e {
+/// would start one; an untrusted file is refused (exit 1) with what to do. A segment whose owner died is
+/// opened anyway; a reader is warned (its values are the last ones written), a writer gets
+/// [`HalError::OwnerGone`] when it writes.
+pub fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
+    let instance = &target.instance;
+    let mut trust = Trust::new();
+    for user in &target.trust_owner {
+        trust = trust
+            .also_user(user)
+            .map_err(|e| Failure::usage(format!("--trust-owner: {e}")))?;
+    }
+    let reader = HalReader::open_with(instance, access, &trust).map_err(|e| match e {
         HalError::NoSuchInstance { .. } => Failure::runtime(format!(
             "no rtapi instance '{instance}' is running (no /dev/shm/rtapi-{instance}); start one with \
              `rtapi run CONFIG.toml --instance {instance}`"
@@ -16,22 +50,35 @@ pub fn open(instance: &str, access: Access) -> Result<HalReader, Failure> {
         HalError::InvalidName { .. } => Failure::usage(format!("--instance: {e}")),
         other => Failure::runtime(other.to_string()),
     })?;
-    if !reader.owner_alive() {
+    if access == Access::ReadOnly && !reader.owner_alive() {
         eprintln!(
-            "rtapi: warning: instance '{instance}' is not running (owner pid {} is gone); these are its last values",
-            reader.header().owner_pid
+            "rtapi: warning: instance '{instance}' is {}: these are its last values; `rtapi run` with \
+             --instance {instance} reclaims it, or remove it (`rm /dev/shm/rtapi-{instance}`)",
+            dead_state(reader.header().owner_pid)
         );
     }
     Ok(reader)
 }
 
 /// Maps an error about a name or a value (unknown pin, refused write, bad number) to exit 2, and
-/// anything else (the segment itself) to exit 1.
+/// anything else (the segment itself, a dead owner) to exit 1.
 pub fn failure(e: HalError) -> Failure {
     match e {
-        HalError::NotFound { .. } | HalError::NotWritable { .. } | HalError::BadValue { .. } => {
-            Failure::usage(e.to_string())
-        }
+        HalError::NotFound { .. }
+        | HalError::NotWritable { .. }
+        | HalError::BadValue { .. }
+        | HalError::NonFinite { .. } => Failure::usage(e.to_string()),
         other => Failure::runtime(other.to_string()),
     }
+}
+
+/// The body of `setp` and `sets`: open read-write, then `write` with the options.
+pub fn write(
+    target: &Target,
+    force: &Force,
+    write: impl FnOnce(&HalReader, WriteOptions) -> rtapi_hal::Result<Value>,
+) -> Result<(), Failure> {
+    let reader = open(target, Access::ReadWrite)?;
+    write(&reader, WriteOptions { force: force.force }).map_err(failure)?;
+    Ok(())
 }

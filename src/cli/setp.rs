@@ -1,8 +1,8 @@
-//! `rtapi setp NAME VALUE [--instance NAME]`: sets a param or an unconnected IN pin of a running instance.
+//! `rtapi setp NAME VALUE [--force] [--instance NAME]`: sets a param or an unconnected IN pin of a running
+//! instance.
 
-use rtapi_hal::Access;
-
-use super::{instance, Failure};
+use super::instance::{self, Force, Target};
+use super::Failure;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -11,15 +11,14 @@ pub struct Args {
     /// The new value: a number, or 0/1/true/false for a bit.
     #[arg(allow_hyphen_values = true)]
     value: String,
-    /// The rtapi instance (segment /rtapi-NAME).
-    #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE, value_name = "NAME")]
-    instance: String,
+    #[command(flatten)]
+    force: Force,
+    #[command(flatten)]
+    target: Target,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let reader = instance::open(&args.instance, Access::ReadWrite)?;
-    reader
-        .setp(&args.name, &args.value)
-        .map_err(instance::failure)?;
-    Ok(())
+    instance::write(&args.target, &args.force, |r, opts| {
+        r.setp_with(&args.name, &args.value, opts)
+    })
 }

@@ -37,9 +37,8 @@ pub struct Args {
     kind: Option<Kind>,
     /// Only names matching this pattern (`*`, `?`; a plain word matches as a prefix).
     glob: Option<String>,
-    /// The rtapi instance (segment /rtapi-NAME).
-    #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE, value_name = "NAME")]
-    instance: String,
+    #[command(flatten)]
+    target: instance::Target,
     /// One JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -97,14 +96,18 @@ pub fn value_text(v: Value) -> String {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let reader = instance::open(&args.instance, Access::ReadOnly)?;
+    let reader = instance::open(&args.target, Access::ReadOnly)?;
     let snap = reader
         .snapshot()
         .map_err(|e| Failure::runtime(e.to_string()))?;
     let kind = args.kind.unwrap_or(Kind::All);
     let glob = args.glob.as_deref().unwrap_or("");
     if args.json {
-        let out = to_json(&snap, kind, glob);
+        let mut out = to_json(&snap, kind, glob);
+        if !reader.owner_alive() {
+            out["state"] = json!("dead");
+        }
+        out["owner_alive"] = json!(reader.owner_alive());
         println!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| Failure::runtime(e.to_string()))?
@@ -119,7 +122,8 @@ fn wants(kind: Kind, k: Kind) -> bool {
     kind == Kind::All || kind == k
 }
 
-/// The JSON form: `instance`, `state`, `owner_pid`, then one array per kind shown.
+/// The JSON form: `instance`, `state`, `owner_pid`, then one array per kind shown. (`run` sets `state` to
+/// `dead` and adds `owner_alive` from the owner's lock, which a snapshot does not know.)
 pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
     let mut o = Map::new();
     o.insert("instance".into(), json!(snap.header.instance));
@@ -251,14 +255,18 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
     let mut out = String::new();
     let h = reader.header();
     let m = |name: &str| matches(glob, name);
-    if kind == Kind::All {
+    let alive = reader.owner_alive();
+    // A dead owner's segment still says "running" in its words: the header line says dead on every view.
+    if kind == Kind::All || !alive {
+        let state = if alive {
+            state_name(h.state).to_string()
+        } else {
+            instance::dead_state(h.owner_pid)
+        };
         let _ = writeln!(
             out,
             "Instance '{}' (pid {}, {}, segment {} bytes)\n",
-            h.instance,
-            h.owner_pid,
-            state_name(h.state),
-            h.total_size
+            h.instance, h.owner_pid, state, h.total_size
         );
     }
     if wants(kind, Kind::Comp) {

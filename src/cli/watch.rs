@@ -23,16 +23,27 @@ pub struct Args {
     /// Stop after this many samples (default: until Ctrl-C or the instance stops).
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// The rtapi instance (segment /rtapi-NAME).
-    #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE, value_name = "NAME")]
-    instance: String,
+    #[command(flatten)]
+    target: instance::Target,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
     if args.interval.as_nanos() <= 0 {
         return Err(Failure::usage("--interval must be positive, e.g. 100ms"));
     }
-    let reader = instance::open(&args.instance, Access::ReadOnly)?;
+    if args.count == Some(0) {
+        return Err(Failure::usage(
+            "--count must be at least 1; omit it to watch until Ctrl-C",
+        ));
+    }
+    let reader = instance::open(&args.target, Access::ReadOnly)?;
+    if !reader.owner_alive() {
+        return Err(Failure::runtime(format!(
+            "instance '{}' is {}: nothing to watch",
+            args.target.instance,
+            instance::dead_state(reader.header().owner_pid)
+        )));
+    }
     // Unknown names are a usage error before the first sample, not a line of errors.
     for n in &args.names {
         reader.get(n).map_err(instance::failure)?;
@@ -68,8 +79,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 let _ = writeln!(out);
             }
             return Err(Failure::runtime(format!(
-                "instance '{}' stopped",
-                args.instance
+                "instance '{}' stopped (owner pid {} gone)",
+                args.target.instance,
+                reader.header().owner_pid
             )));
         }
         std::thread::sleep(interval);

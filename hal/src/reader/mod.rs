@@ -9,6 +9,7 @@ mod info;
 mod view;
 
 use crate::thread::ThreadState;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ use crate::layout::{
 };
 use crate::name::Instance;
 use crate::pin::{ParamAccess, PinDir};
-use crate::segment::{self, Mapping};
+use crate::segment::{self, Mapping, Trust};
 use crate::stats::{self, HistogramSnapshot, ThreadStatsSnapshot};
 use crate::value::{Value, ValueType};
 use view::{Record, View};
@@ -38,9 +39,29 @@ pub enum Access {
     ReadWrite,
 }
 
+/// Options of a write from another process (`setp`/`sets`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Write NaN or an infinity into a float (refused by default: it poisons every computation that reads
+    /// it, and `1e309` becomes infinity without anyone noticing).
+    pub force: bool,
+}
+
+/// How a reader tells whether the segment's owner is alive.
+enum Owner {
+    /// A segment of another process: its exclusive `flock` on the file is held exactly while it lives;
+    /// this is our own descriptor of that file, to probe it.
+    Locked(OwnedFd),
+    /// Our own segment (`Hal::reader`): alive as long as we are.
+    Ourselves,
+    /// A copy of the bytes: no owner to ask; the header's pid is the only hint.
+    Copy,
+}
+
 /// A validated view of a segment, from another process or from a copy.
 pub struct HalReader {
     v: View,
+    owner: Owner,
 }
 
 fn corrupt(reason: impl Into<String>) -> HalError {
@@ -48,11 +69,23 @@ fn corrupt(reason: impl Into<String>) -> HalError {
 }
 
 impl HalReader {
-    /// Opens `/rtapi-<instance>` of a running owner.
+    /// Opens `/rtapi-<instance>` of a running owner, trusting segments owned by root or by this process's
+    /// effective user ([`Trust::new`]).
     pub fn open(instance: &str, access: Access) -> Result<Self> {
+        Self::open_with(instance, access, &Trust::new())
+    }
+
+    /// Opens `/rtapi-<instance>`, trusting the owners `trust` names. Refuses with
+    /// [`HalError::Untrusted`] a symlink, a non-regular file, a file of another owner, or one whose mode
+    /// allows more than `rw-r-----`, before reading a byte of it.
+    pub fn open_with(instance: &str, access: Access, trust: &Trust) -> Result<Self> {
         let instance = Instance::new(instance)?;
-        let m = segment::open(&instance, access == Access::ReadWrite)?;
-        Self::from_mapping(Arc::new(m), instance)
+        let (m, fd) = segment::open(&instance, access == Access::ReadWrite, trust)?;
+        let v = View::new(Arc::new(m), &segment::display_path(&instance))?;
+        Ok(HalReader {
+            v,
+            owner: Owner::Locked(fd),
+        })
     }
 
     /// Reads a copy of a segment's bytes (e.g. saved from `/dev/shm`), for offline inspection. Writes go
@@ -62,12 +95,19 @@ impl HalReader {
             Arc::new(Mapping::from_bytes(bytes, true)),
             "the segment copy",
         )?;
-        Ok(HalReader { v })
+        Ok(HalReader {
+            v,
+            owner: Owner::Copy,
+        })
     }
 
+    /// A reader over the owner's own mapping.
     pub(crate) fn from_mapping(m: Arc<Mapping>, instance: Instance) -> Result<Self> {
         let v = View::new(m, &segment::display_path(&instance))?;
-        Ok(HalReader { v })
+        Ok(HalReader {
+            v,
+            owner: Owner::Ourselves,
+        })
     }
 
     /// The header as validated at open, with the state as it is now.
@@ -78,9 +118,17 @@ impl HalReader {
         }
     }
 
-    /// Whether the owner process still exists (a segment of a dead owner stays until reclaimed).
+    /// Whether the owner process is alive. For a segment opened by name this is exact: the owner's
+    /// `flock` on the file dies with it however it dies, and pid reuse cannot fool it. A segment of a
+    /// dead owner stays (with its last values) until a new owner reclaims it or someone removes it.
+    /// For a copy ([`from_bytes`](Self::from_bytes)) it is only whether a process with the header's pid
+    /// exists.
     pub fn owner_alive(&self) -> bool {
-        segment::pid_alive(self.v.header.owner_pid)
+        match &self.owner {
+            Owner::Locked(fd) => segment::lock_held(fd),
+            Owner::Ourselves => true,
+            Owner::Copy => segment::pid_alive(self.v.header.owner_pid),
+        }
     }
 
     // ---- decoding helpers -------------------------------------------------------------------------------
@@ -349,6 +397,14 @@ impl HalReader {
                 reason: WriteRefusal::ReadOnlyMapping,
             });
         }
+        if let Owner::Locked(fd) = &self.owner {
+            if !segment::lock_held(fd) {
+                return Err(HalError::OwnerGone {
+                    instance: self.v.header.instance.clone(),
+                    pid: self.v.header.owner_pid,
+                });
+            }
+        }
         self.v
             .m
             .word(cell)
@@ -356,9 +412,26 @@ impl HalReader {
         Ok(value)
     }
 
-    /// `setp NAME VALUE`: sets a RW param or an unconnected IN/IO pin; refuses the rest with the reason.
-    /// Returns the value written.
+    /// Parses `text` as `ty`; refuses a non-finite float unless forced.
+    fn parse(ty: ValueType, name: &str, text: &str, opts: WriteOptions) -> Result<Value> {
+        let value = Value::parse(ty, text, name)?;
+        match value {
+            Value::Float(f) if !f.is_finite() && !opts.force => Err(HalError::NonFinite {
+                name: name.to_string(),
+                text: text.to_string(),
+            }),
+            _ => Ok(value),
+        }
+    }
+
+    /// `setp NAME VALUE`: sets a RW param or an unconnected IN/IO pin; refuses the rest with the reason,
+    /// and NaN or infinite floats ([`HalError::NonFinite`]). Returns the value written.
     pub fn setp(&self, name: &str, text: &str) -> Result<Value> {
+        self.setp_with(name, text, WriteOptions::default())
+    }
+
+    /// [`setp`](Self::setp) with options (`force`: also write NaN or an infinity).
+    pub fn setp_with(&self, name: &str, text: &str, opts: WriteOptions) -> Result<Value> {
         let refuse = |reason| {
             Err(HalError::NotWritable {
                 name: name.to_string(),
@@ -375,7 +448,7 @@ impl HalReader {
             if let Some(signal) = p.signal {
                 return refuse(WriteRefusal::ConnectedPin { signal });
             }
-            let value = Value::parse(p.ty, text, name)?;
+            let value = Self::parse(p.ty, name, text, opts)?;
             return self.store(name, self.v.record(Table::Pins, i) + pi::VALUE, value);
         }
         if let Some(i) = self.find(Table::Params, name)? {
@@ -383,7 +456,7 @@ impl HalReader {
             if p.access == ParamAccess::Ro {
                 return refuse(WriteRefusal::ReadOnlyParam);
             }
-            let value = Value::parse(p.ty, text, name)?;
+            let value = Self::parse(p.ty, name, text, opts)?;
             return self.store(name, self.v.record(Table::Params, i) + pa::VALUE, value);
         }
         Err(HalError::NotFound {
@@ -392,8 +465,14 @@ impl HalReader {
         })
     }
 
-    /// `sets SIGNAL VALUE`: sets a signal that has no OUT pin driving it. Returns the value written.
+    /// `sets SIGNAL VALUE`: sets a signal that has no OUT pin driving it (a finite value, for a float).
+    /// Returns the value written.
     pub fn sets(&self, name: &str, text: &str) -> Result<Value> {
+        self.sets_with(name, text, WriteOptions::default())
+    }
+
+    /// [`sets`](Self::sets) with options (`force`: also write NaN or an infinity).
+    pub fn sets_with(&self, name: &str, text: &str, opts: WriteOptions) -> Result<Value> {
         let i = self.find_or(Table::Signals, ObjectKind::Signal, name)?;
         let s = self.signal(i)?;
         if let Some(writer) = s.writer {
@@ -402,7 +481,7 @@ impl HalReader {
                 reason: WriteRefusal::SignalHasWriter { writer },
             });
         }
-        let value = Value::parse(s.ty, text, name)?;
+        let value = Self::parse(s.ty, name, text, opts)?;
         self.store(name, self.v.record(Table::Signals, i) + sg::VALUE, value)
     }
 }

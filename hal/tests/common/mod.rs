@@ -25,3 +25,30 @@ impl Drop for Cleanup {
         let _ = std::fs::remove_file(shm_path(&self.0));
     }
 }
+
+/// Writes a file in `/dev/shm` the way an owner's segment is made: mode 0600, owned by us (so the trust
+/// check passes and the test reaches what it is about).
+pub fn write_shm(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+/// Sets a file's permission bits.
+pub fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Whether we run as root (tests that need other users print `SKIPPED: reason` otherwise).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
