@@ -287,9 +287,13 @@ mod tests {
         );
         assert_eq!(parse_config_period("1ns").unwrap_err(), short);
         assert_eq!(check_period(Nanos::from_nanos(1)).unwrap_err(), short);
-        assert!(parse_period("100s").unwrap_err().contains("longer than 10s"));
+        assert!(parse_period("100s")
+            .unwrap_err()
+            .contains("longer than 10s"));
         assert!(parse_period("0").unwrap_err().contains("not positive"));
-        assert!(parse_period("25").unwrap_err().contains("write a unit, e.g. 25us"));
+        assert!(parse_period("25")
+            .unwrap_err()
+            .contains("write a unit, e.g. 25us"));
         // "0" means "off" only where asked for.
         assert_eq!(parse_period_or_off("0"), Ok(Nanos::ZERO));
         assert_eq!(parse_period_or_off("25us"), Ok(Nanos::from_micros(25)));
@@ -298,8 +302,12 @@ mod tests {
         // Configs: a bare integer is nanoseconds, with the same limits.
         assert_eq!(parse_config_period("25000"), Ok(Nanos::from_micros(25)));
         assert_eq!(parse_config_period("1ms"), Ok(Nanos::from_millis(1)));
-        assert!(parse_config_period("999").unwrap_err().contains("shorter than 1us"));
-        assert!(parse_config_period("0").unwrap_err().contains("not positive"));
+        assert!(parse_config_period("999")
+            .unwrap_err()
+            .contains("shorter than 1us"));
+        assert!(parse_config_period("0")
+            .unwrap_err()
+            .contains("not positive"));
         assert!(parse_config_period("99999999999999999999")
             .unwrap_err()
             .contains("too large"));

@@ -56,9 +56,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         }
         machine.runtime.instance = i;
     }
-    machine
-        .check_host_cpus()
-        .map_err(|e| config_failure(&e))?;
+    machine.check_host_cpus().map_err(|e| config_failure(&e))?;
     let registry = Registry::builtin();
 
     // The dry run: a HAL that is never built, so a bad config touches nothing.

@@ -207,7 +207,7 @@ impl Applier<'_> {
             } => {
                 let c = clip(&component.text);
                 if let Some(e) = invalid_name("component", &component.text) {
-                    return Err((component.line, format!("loadrt {c}: {e}")));
+                    return Err((component.line, format!("loadrt: {e}")));
                 }
                 let n = match instances {
                     Instances::Count(n) => *n,
@@ -340,10 +340,7 @@ impl Applier<'_> {
     fn net(&mut self, signal: &Word, p: &NetPin) -> Step {
         let name = &p.pin.text;
         if let Some(e) = invalid_name("signal", &signal.text) {
-            return Err((
-                signal.line,
-                format!("net {}: {e}", clip(&signal.text)),
-            ));
+            return Err((signal.line, format!("net: {e}")));
         }
         if self.declared.pins.contains_key(&signal.text) {
             return Err((

@@ -193,9 +193,9 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
                         return Err((
                             w.line,
                             format!(
-                                "addf: position {} must be a non-zero integer (1 = first, -1 = last)",
-                                quote(&w.text)
-                            ),
+                            "addf: position {} must be a non-zero integer (1 = first, -1 = last)",
+                            quote(&w.text)
+                        ),
                         ))
                     }
                     Ok(p) => Some(p),
@@ -480,6 +480,13 @@ mod tests {
         let e = err("\n\nfrobnicate x");
         assert!(
             e.starts_with("t.hal:3: unknown command 'frobnicate'"),
+            "{e}"
+        );
+        // A leading byte-order mark is not a command.
+        assert_eq!(parse("t.hal", "\u{feff}loadrt pid\n").unwrap().len(), 1);
+        let e = err("\u{feff}\nbogus\u{1b}");
+        assert!(
+            e.starts_with("t.hal:2: unknown command 'bogus\\u{1b}'"),
             "{e}"
         );
         // Every bad line is reported, not just the first.

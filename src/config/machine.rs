@@ -176,7 +176,9 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
             err(
                 t.span(),
                 format!(
-                    "{} [[thread]] tables; a machine has at most {MAX_THREADS} threads (this is the first over the limit; a CNC machine usually has two: base and servo)",
+                    "thread {} is thread {} of {}; a machine has at most {MAX_THREADS} threads (a CNC machine usually has two, base and servo)",
+                    quote(t.get_ref().name.get_ref()),
+                    index + 1,
                     raw.thread.len()
                 ),
             );
@@ -264,6 +266,8 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
             wake,
         });
     }
+    // In file order, whatever order the keys were checked in.
+    errors.sort_by_key(|e| e.line);
     if errors.is_empty() {
         Ok(MachineToml {
             hal,
@@ -358,11 +362,12 @@ timer = "timerfd"
         assert!(e[0].starts_with("m.toml:"), "{e:?}");
         let e = errs("[runtime]\nflavor = \"fast\"\ninstance = \"a/b\"\n");
         assert_eq!(e.len(), 2, "{e:?}");
-        assert!(e[0].starts_with("m.toml:3: runtime.instance"), "{e:?}");
+        // In line order.
         assert!(
-            e[1].starts_with("m.toml:2: runtime.flavor 'fast' is unknown"),
+            e[0].starts_with("m.toml:2: runtime.flavor 'fast' is unknown"),
             "{e:?}"
         );
+        assert!(e[1].starts_with("m.toml:3: runtime.instance"), "{e:?}");
         let e = errs(
             "[[thread]]\nname = \"t\"\nperiod = \"1ms\"\npriority = 100\ntimer = \"select\"\nwake = \"nap\"\ncpu = -1\n",
         );
@@ -379,6 +384,61 @@ timer = "timerfd"
             .any(|m| m.starts_with("m.toml:7: thread 't': cpu -1")));
         let e = errs("[[thread]]\nname = \"t\"\nperiod = \"100ns\"\n");
         assert!(e[0].contains("shorter than"), "{e:?}");
+    }
+
+    #[test]
+    fn periods_follow_the_one_rule() {
+        let one = |period: &str| {
+            parse(
+                "m.toml",
+                &format!("[[thread]]\nname = \"t\"\nperiod = {period}\n"),
+            )
+            .map(|m| m.threads[0].period)
+            .map_err(|e| e[0].to_string())
+        };
+        // Bare integers are nanoseconds, as a TOML integer or in a string (the HAL habit).
+        assert_eq!(one("25000"), Ok(Nanos::from_micros(25)));
+        assert_eq!(one("\"25000\""), Ok(Nanos::from_micros(25)));
+        assert_eq!(one("\"1.5ms\""), Ok(Nanos::from_micros(1500)));
+        assert_eq!(
+            one("1.5"),
+            Err("m.toml:3: thread 't': period must be a string with a unit like \"1ms\" (or an integer of nanoseconds), not a float".into())
+        );
+        assert!(one("true").unwrap_err().contains("not a boolean"));
+        assert_eq!(
+            one("999"),
+            Err(format!(
+                "m.toml:3: thread 't': {}",
+                crate::units::check_period(Nanos::from_nanos(999)).unwrap_err()
+            ))
+        );
+        assert!(one("\"11s\"").unwrap_err().contains("longer than 10s"));
+        assert!(one("-5")
+            .unwrap_err()
+            .contains("period -5ns is not positive"));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_and_errors_come_in_line_order() {
+        let m = parse(
+            "m.toml",
+            "\u{feff}[[thread]]\nname = \"t\"\nperiod = \"1ms\"\n",
+        )
+        .unwrap();
+        assert_eq!(m.thread_lines, [1]);
+        let e = errs(
+            "[[thread]]\nname = \"t\"\nperiod = \"1ms\"\nwake = \"nap\"\ntimer = \"x\"\ncpu = 1\n",
+        );
+        assert!(
+            e[0].starts_with("m.toml:4:") && e[1].starts_with("m.toml:5:"),
+            "{e:?}"
+        );
+        let m = parse(
+            "m.toml",
+            "[[thread]]\nname = \"t\"\nperiod = \"1ms\"\n\ncpu = 1\n",
+        )
+        .unwrap();
+        assert_eq!(m.cpu_lines, [Some(5)]);
     }
 
     #[test]

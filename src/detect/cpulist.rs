@@ -118,7 +118,9 @@ mod tests {
         let e = parse_checked("1-x").unwrap_err();
         assert!(e.contains("'1-x' is not a CPU number or range"), "{e}");
         assert!(parse_checked("3-1").unwrap_err().contains("reversed range"));
-        assert!(parse_checked("70000").unwrap_err().contains("beyond any CPU"));
+        assert!(parse_checked("70000")
+            .unwrap_err()
+            .contains("beyond any CPU"));
     }
 
     #[test]

@@ -244,9 +244,18 @@ mod tests {
     #[test]
     fn bad_hybrid_margins_say_what_is_wrong_with_the_margin() {
         for (bad, says) in [
-            ("hybrid:0", "the hybrid margin must be positive, e.g. hybrid:50us"),
-            ("hybrid:0us", "the hybrid margin must be positive, e.g. hybrid:50us"),
-            ("hybrid:-5us", "the hybrid margin must be positive, e.g. hybrid:50us"),
+            (
+                "hybrid:0",
+                "the hybrid margin must be positive, e.g. hybrid:50us",
+            ),
+            (
+                "hybrid:0us",
+                "the hybrid margin must be positive, e.g. hybrid:50us",
+            ),
+            (
+                "hybrid:-5us",
+                "the hybrid margin must be positive, e.g. hybrid:50us",
+            ),
             ("hybrid:", "give a margin after the colon, e.g. hybrid:50us"),
             ("hybrid:5h", "the hybrid margin: invalid duration '5h'"),
             ("hybrid:50", "write a unit, e.g. 50us"),
