@@ -340,6 +340,24 @@ fn a_byte_order_mark_is_skipped_in_toml_and_hal() {
 }
 
 #[test]
+fn a_file_that_is_far_too_large_is_refused_before_it_is_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.toml"), "# x\nhal = [\"zero.hal\"]\n").unwrap();
+    // /dev/zero never ends: without a limit this would read until memory runs out.
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.hal")).unwrap();
+    let e = Machine::load(&dir.path().join("m.toml")).unwrap_err();
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].line, Some(2));
+    assert!(
+        e[0].message.ends_with(
+            "zero.hal: the file is larger than 16 MiB, the most a config file may be; is this the right file?"
+        ),
+        "{}",
+        e[0]
+    );
+}
+
+#[test]
 fn non_utf8_is_reported_at_its_own_file_and_line() {
     let mut hal = PRELUDE.as_bytes().to_vec();
     hal.extend_from_slice(b"setp pid.0.Pgain caf\xe9\n");

@@ -92,12 +92,39 @@ pub(crate) fn invalid_name(what: &str, name: &str) -> Option<String> {
     }
 }
 
+/// The largest config file read (TOML or `.hal`): far above any machine's, and a bound on what a
+/// wrong path (`/dev/zero`, a disk image) can make `rtapi run` read.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
 /// Reads a config file as UTF-8. A byte that is not UTF-8 is reported at its line and column, with
 /// the fix. `shown` names the file in messages.
 pub fn read_text(path: &Path, shown: &str) -> Result<String, ConfigError> {
-    let bytes =
-        std::fs::read(path).map_err(|e| ConfigError::file(shown, format!("cannot read: {e}")))?;
+    let bytes = read_bytes(path).map_err(|e| match e {
+        ReadError::Io(e) => ConfigError::file(shown, format!("cannot read: {e}")),
+        ReadError::TooLarge => ConfigError::file(shown, TOO_LARGE),
+    })?;
     decode(shown, bytes)
+}
+
+const TOO_LARGE: &str =
+    "the file is larger than 16 MiB, the most a config file may be; is this the right file?";
+
+enum ReadError {
+    Io(std::io::Error),
+    TooLarge,
+}
+
+/// A file's bytes, at most [`MAX_FILE_BYTES`].
+fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ReadError::TooLarge);
+    }
+    Ok(bytes)
 }
 
 /// `bytes` as UTF-8 text, or `file:LINE: not UTF-8 (byte 0xE9 at column N); save the file as UTF-8`.
@@ -162,14 +189,14 @@ impl Machine {
         for h in &toml.hal {
             let hal_path = dir.join(&h.path);
             let name = hal_path.display().to_string();
-            let bytes = match std::fs::read(&hal_path) {
+            let bytes = match read_bytes(&hal_path) {
                 Ok(bytes) => bytes,
                 Err(e) => {
-                    errors.push(ConfigError::at(
-                        &file,
-                        h.line,
-                        format!("cannot read hal file {name}: {e}"),
-                    ));
+                    let message = match e {
+                        ReadError::Io(e) => format!("cannot read hal file {name}: {e}"),
+                        ReadError::TooLarge => format!("hal file {name}: {TOO_LARGE}"),
+                    };
+                    errors.push(ConfigError::at(&file, h.line, message));
                     continue;
                 }
             };
