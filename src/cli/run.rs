@@ -16,7 +16,7 @@ use crate::components::{Registry, Validation};
 use crate::config::{ConfigError, Machine};
 use crate::rt::clock::Nanos;
 use crate::rt::runtime::{Runtime, RuntimeOptions, StopReason};
-use crate::units::{parse_duration, tame};
+use crate::units::parse_duration;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -60,8 +60,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let registry = Registry::builtin();
 
     // The dry run: a HAL that is never built, so a bad config touches nothing.
-    let mut dry = Validation::new(&machine.runtime.instance)
-        .map_err(|e| Failure::usage(tame(&e.to_string())))?;
+    let mut dry =
+        Validation::new(&machine.runtime.instance).map_err(|e| Failure::usage(e.to_string()))?;
     machine
         .apply(&mut dry, &registry)
         .map_err(|e| config_failure(&[e]))?;
