@@ -185,7 +185,294 @@ fn cases() -> Vec<Case> {
             place: "m.hal:5: ",
             says: "'siggen.0.sine' is a pin, but the first word names the signal",
         },
+        // Trust: clear messages and input limits.
+        Case {
+            name: "period as a float",
+            toml: "hal = [\"m.hal\"]\n[[thread]]\nname = \"servo\"\nperiod = 1.5\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:4: ",
+            says: "thread 'servo': period must be a string with a unit like \"1ms\" (or an integer of nanoseconds)",
+        },
+        Case {
+            name: "period under the shortest, in integer nanoseconds",
+            toml: "hal = [\"m.hal\"]\n[[thread]]\nname = \"servo\"\nperiod = 999\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:4: ",
+            says: "period 999ns is shorter than 1us, which no timer keeps",
+        },
+        Case {
+            name: "period under the shortest, as a string",
+            toml: "hal = [\"m.hal\"]\n[[thread]]\nname = \"servo\"\nperiod = \"1ns\"\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:4: ",
+            says: "period 1ns is shorter than 1us, which no timer keeps",
+        },
+        Case {
+            name: "period over the longest",
+            toml: "hal = [\"m.hal\"]\n[[thread]]\nname = \"servo\"\nperiod = \"100s\"\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:4: ",
+            says: "period 100s is longer than 10s",
+        },
+        Case {
+            name: "cpu that does not exist",
+            toml: "hal = [\"m.hal\"]\n[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\n\ncpu = 4095\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:6: ",
+            says: "thread 'servo': cpu = 4095, but this machine has no online CPU 4095 (online CPUs: ",
+        },
+        Case {
+            name: "hybrid margin of zero",
+            toml: "hal = [\"m.hal\"]\n[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\nwake = \"hybrid:0\"\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:5: ",
+            says: "the hybrid margin must be positive, e.g. hybrid:50us",
+        },
+        Case {
+            name: "a loadrt count beyond the instance limit",
+            toml: TOML,
+            hal: hal("loadrt siggen count=100000"),
+            place: "m.hal:5: ",
+            says: "give a positive number of instances, at most 256",
+        },
     ]
+}
+
+/// The TOML of `n` threads with distinct names, each `[[thread]]` table 4 lines long from line 2.
+fn many_threads(n: usize) -> String {
+    let mut toml = String::from("hal = [\"m.hal\"]\n");
+    for i in 0..n {
+        toml.push_str(&format!(
+            "[[thread]]\nname = \"t{i}\"\nperiod = \"1ms\"\n\n"
+        ));
+    }
+    toml
+}
+
+/// Runs `rtapi run m.toml` on the given files (bytes, so a test can write what is not UTF-8);
+/// returns exit code, stderr, stdout, and whether the segment appeared.
+fn run_bytes(toml: &[u8], hal: &[u8], extra: &[&str]) -> (Option<i32>, String, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.toml"), toml).unwrap();
+    std::fs::write(dir.path().join("m.hal"), hal).unwrap();
+    let instance = format!("cfgtrust-{}-{}", std::process::id(), rand_suffix());
+    let out = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .current_dir(dir.path())
+        .args(["run", "m.toml", "--duration", "5s"])
+        .args(if extra.contains(&"--instance") {
+            extra.to_vec()
+        } else {
+            [extra, &["--instance", &instance]].concat()
+        })
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        Path::new(&format!("/dev/shm/rtapi-{instance}")).exists(),
+    )
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+#[test]
+fn too_many_threads_is_a_config_error_at_the_first_over_the_limit() {
+    let (code, stderr, stdout, shm) =
+        run_bytes(many_threads(10_000).as_bytes(), PRELUDE.as_bytes(), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty() && !shm);
+    // Thread 65 (t64) starts at line 2 + 64 * 4.
+    let first = stderr.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "m.toml:258: thread 't64' is thread 65 of 10000; a machine has at most 64 threads (a CNC machine usually has two, base and servo)"
+    );
+    assert!(!stderr.contains("max_size"), "{stderr}");
+    // 64 is fine as far as the config goes.
+    let machine = Machine::from_texts("m.toml", &many_threads(64), &[("m.hal", PRELUDE)]);
+    assert!(machine.is_ok(), "{machine:?}");
+}
+
+#[test]
+fn too_many_component_instances_is_a_config_error_at_its_loadrt_line() {
+    let mut hal = String::from("# many\n");
+    for i in 0..16 {
+        let names: Vec<String> = (0..256).map(|j| format!("g{i}x{j}")).collect();
+        hal.push_str(&format!("loadrt siggen names={}\n", names.join(",")));
+    }
+    hal.push_str("loadrt pid\n");
+    let machine = Machine::from_texts("m.toml", TOML, &[("m.hal", &hal)]).unwrap();
+    let e = machine
+        .apply(&mut Validation::new("many").unwrap(), &Registry::builtin())
+        .err()
+        .unwrap();
+    assert_eq!(
+        e.to_string(),
+        "m.hal:18: loadrt pid: 1 more instances would make 4097; a machine may load at most 4096 component instances"
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_skipped_in_toml_and_hal() {
+    let toml = format!("\u{feff}{TOML}");
+    let hal = format!("\u{feff}{PRELUDE}addf pid.0.do-pid-calcs servo\n");
+    let machine = Machine::from_texts("m.toml", &toml, &[("m.hal", &hal)]).unwrap();
+    machine
+        .apply(&mut Validation::new("bom").unwrap(), &Registry::builtin())
+        .unwrap();
+    // And through the files: an error later in the file still has its right line.
+    let (code, stderr, _, _) = run_bytes(
+        toml.as_bytes(),
+        format!("\u{feff}{PRELUDE}bogus\n").as_bytes(),
+        &[],
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("m.hal:5: unknown command 'bogus'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_file_that_is_far_too_large_is_refused_before_it_is_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.toml"), "# x\nhal = [\"zero.hal\"]\n").unwrap();
+    // /dev/zero never ends: without a limit this would read until memory runs out.
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.hal")).unwrap();
+    let e = Machine::load(&dir.path().join("m.toml")).unwrap_err();
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].line, Some(2));
+    assert!(
+        e[0].message.ends_with(
+            "zero.hal: the file is larger than 16 MiB, the most a config file may be; is this the right file?"
+        ),
+        "{}",
+        e[0]
+    );
+}
+
+#[test]
+fn non_utf8_is_reported_at_its_own_file_and_line() {
+    let mut hal = PRELUDE.as_bytes().to_vec();
+    hal.extend_from_slice(b"setp pid.0.Pgain caf\xe9\n");
+    let (code, stderr, stdout, shm) = run_bytes(TOML.as_bytes(), &hal, &[]);
+    assert_eq!(code, Some(2));
+    assert!(stdout.is_empty() && !shm);
+    assert!(
+        stderr.starts_with("m.hal:5: not UTF-8 (byte 0xE9 at column 21); save the file as UTF-8\n"),
+        "{stderr}"
+    );
+    let mut toml = TOML.as_bytes().to_vec();
+    toml.extend_from_slice(b"# \xff\n");
+    let (code, stderr, _, _) = run_bytes(&toml, PRELUDE.as_bytes(), &[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("m.toml:11: not UTF-8 (byte 0xFF at column 3)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn echoed_input_is_escaped_and_cut_once() {
+    // A 10 MB name: shown once, cut to 60 characters with its size.
+    let huge = "x".repeat(10 << 20);
+    for bad in [
+        format!("{PRELUDE}net {huge} pid.0.command\n"),
+        format!("{PRELUDE}loadrt {huge}\n"),
+        format!("{PRELUDE}setp pid.0.Pgain {huge}\n"),
+        format!("{PRELUDE}addf {huge} servo\n"),
+        format!("{PRELUDE}{huge}\n"),
+    ] {
+        let (code, stderr, _, _) = run_bytes(TOML.as_bytes(), bad.as_bytes(), &[]);
+        assert_eq!(code, Some(2));
+        let first = stderr.lines().next().unwrap();
+        assert!(first.starts_with("m.hal:5: "), "{first}");
+        assert!(
+            first.len() < 400,
+            "{} bytes: {}",
+            first.len(),
+            &first[..400]
+        );
+        // The name, cut, once (a quoted one counts its quotes too).
+        assert_eq!(first.matches("(1048576").count(), 1, "{first}");
+        assert_eq!(first.matches(&"x".repeat(40)).count(), 1, "{first}");
+    }
+    // Control characters never reach the terminal raw, from a .hal file or the TOML.
+    let (code, stderr, _, _) = run_bytes(
+        TOML.as_bytes(),
+        format!("{PRELUDE}setp pid.0.Pgain \u{1b}[2J\u{7}\n").as_bytes(),
+        &[],
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
+        "{stderr:?}"
+    );
+    assert!(stderr.contains("\\u{1b}[2J\\u{7}"), "{stderr}");
+    let toml = "hal = [\"m.hal\"]\n[[thread]]\nname = \"a\\u001b[31mb\"\nperiod = \"1ms\"\ntimer = \"\\u001b\"\n";
+    let (code, stderr, _, _) = run_bytes(toml.as_bytes(), PRELUDE.as_bytes(), &[]);
+    assert_eq!(code, Some(2));
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(
+        stderr.starts_with("m.toml:3: thread name 'a\\u{1b}[31mb' is not a valid name"),
+        "{stderr}"
+    );
+    let (code, stderr, _, _) = run_bytes(
+        TOML.as_bytes(),
+        PRELUDE.as_bytes(),
+        &["--instance", "a\u{1b}b"],
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("rtapi: --instance 'a\\u{1b}b' is not a valid name"),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn a_cpu_that_is_not_allowed_names_its_config_line() {
+    let toml = "[[thread]]\nname = \"base\"\nperiod = \"25us\"\ncpu = 3\n[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\ncpu = 1\n";
+    let machine = Machine::from_texts("m.toml", toml, &[]).unwrap();
+    let e = machine.check_cpus(&[0, 1], Some(&[0])).unwrap_err();
+    let shown: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        shown,
+        [
+            "m.toml:4: thread 'base': cpu = 3, but this machine has no online CPU 3 (online CPUs: 0-1); change `cpu` in this file, or remove it to let rtapi choose",
+            "m.toml:8: thread 'servo': cpu = 1, but this process may not run on CPU 1 (allowed: 0; see taskset or the cgroup's cpuset); change `cpu` in this file, or remove it to let rtapi choose",
+        ]
+    );
+    assert!(machine.check_cpus(&[0, 1, 2, 3], None).is_ok());
+}
+
+#[test]
+fn run_duration_zero_and_unitless_numbers_are_refused() {
+    for (duration, says) in [
+        (
+            "0",
+            "--duration must be positive; omit it to run until Ctrl-C",
+        ),
+        ("5", "write a unit, e.g. 5us"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.toml"), TOML).unwrap();
+        std::fs::write(dir.path().join("m.hal"), PRELUDE).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+            .current_dir(dir.path())
+            .args(["run", "m.toml", "--duration", duration])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
 }
 
 #[test]

@@ -100,7 +100,9 @@ fn mutate(rng: &mut Rng, text: &str) -> String {
             _ => {
                 // Multi-byte UTF-8 and a stray NUL, to check nothing slices inside a character.
                 let i = rng.below(bytes.len() + 1);
-                let s = ["µ", "\0", "→", "é"][rng.below(4)];
+                // A byte-order mark, an ESC sequence and a bidi override: must never reach a
+                // message raw.
+                let s = ["µ", "\0", "→", "é", "\u{feff}", "\u{1b}[2J", "\u{202e}"][rng.below(7)];
                 bytes.splice(i..i, s.bytes());
             }
         }
@@ -149,6 +151,7 @@ fn the_parser_never_panics() {
                         shown.starts_with("m.toml") || shown.starts_with("m.hal"),
                         "{shown}"
                     );
+                    assert_no_raw_controls(&shown);
                 }
             }
             Ok(machine) => {
@@ -158,6 +161,7 @@ fn the_parser_never_panics() {
                     Err(e) => {
                         errors += 1;
                         assert!(e.line.is_some(), "{e}");
+                        assert_no_raw_controls(&e.to_string());
                     }
                 }
             }
@@ -166,4 +170,42 @@ fn the_parser_never_panics() {
     eprintln!("{runs} inputs: {valid} valid, {errors} rejected");
     assert!(runs > 500, "only {runs} inputs in the time budget");
     assert!(valid > 0 && errors > 0, "{valid} valid, {errors} rejected");
+}
+
+fn assert_no_raw_controls(shown: &str) {
+    assert!(
+        !shown
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '\u{feff}' | '\u{202e}')),
+        "{shown:?}"
+    );
+}
+
+/// Raw bytes (not UTF-8 at random places) through the same decoding `Machine::load` uses: an error
+/// names the line of the bad byte, never panics.
+#[test]
+fn bytes_that_are_not_utf8_get_their_line() {
+    let hal = std::fs::read(format!(
+        "{}/config/sim-axis.hal",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let mut rng = Rng(0xB17E_5EED_0000_0001);
+    for _ in 0..2_000 {
+        let mut bytes = hal.clone();
+        let at = rng.below(bytes.len() + 1);
+        let bad = [0xE9u8, 0xFF, 0x80, 0xC3][rng.below(4)];
+        bytes.insert(at, bad);
+        // Whatever the byte lands next to, the first invalid one is on the insert's line: a
+        // newline is ASCII and never part of a multi-byte character.
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        match rtapi::config::decode("m.hal", bytes) {
+            Ok(text) => panic!("decoded invalid UTF-8: {}", text.len()),
+            Err(e) => {
+                assert_eq!(e.line, Some(line), "{e}");
+                assert!(e.message.starts_with("not UTF-8 (byte 0x"), "{e}");
+                assert!(e.message.ends_with("; save the file as UTF-8"), "{e}");
+            }
+        }
+    }
 }

@@ -3,13 +3,13 @@
 use super::Failure;
 use crate::latency::compare;
 use crate::rt::clock::Nanos;
-use crate::units::parse_duration;
+use crate::units::{parse_duration, parse_period};
 use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The period every mechanism is asked for.
-    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "1ms", value_parser = parse_period)]
     period: Nanos,
     /// How long each mechanism runs.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]

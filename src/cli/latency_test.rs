@@ -5,17 +5,17 @@ use crate::latency::run::{self, TestConfig};
 use crate::latency::{histogram, load, plot};
 use crate::rt::clock::Nanos;
 use crate::rt::wake::{TimerKind, WakeMode};
-use crate::units::parse_duration;
+use crate::units::{parse_duration, parse_period, parse_period_or_off};
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Base thread period (software stepping); 0 = servo thread only.
-    #[arg(long, default_value = "25us", value_parser = parse_duration)]
+    #[arg(long, default_value = "25us", value_parser = parse_period_or_off)]
     base: Nanos,
     /// Servo thread period.
-    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "1ms", value_parser = parse_period)]
     servo: Nanos,
     /// How long to measure (Ctrl-C ends early and still reports).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]

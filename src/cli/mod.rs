@@ -97,7 +97,15 @@ pub fn main() -> ExitCode {
             } else {
                 exit::OK
             };
-            let _ = e.print();
+            if e.use_stderr() {
+                // clap echoes a bad value raw: print the message tamed (control characters
+                // escaped, a huge value cut), plain.
+                let plain = e.to_string();
+                let tamed: Vec<String> = plain.lines().map(crate::units::tame).collect();
+                eprintln!("{}", tamed.join("\n"));
+            } else {
+                let _ = e.print();
+            }
             return ExitCode::from(code);
         }
     };
@@ -123,7 +131,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(f) => {
-            eprintln!("rtapi: {}", f.message);
+            eprintln!("rtapi: {}", crate::units::tame(&f.message));
             ExitCode::from(f.code)
         }
     }

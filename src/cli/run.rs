@@ -4,6 +4,9 @@
 //! printed as `file:line: message` and the exit code is 2, with no segment created and no thread
 //! started. Then the runtime is configured, the same commands applied to it, and the threads start.
 //! It runs until SIGINT/SIGTERM or `--duration`, then prints each thread's summary.
+//!
+//! Between loading and the dry run, every `cpu =` is checked against this machine's online CPUs
+//! ([`Machine::check_host_cpus`]), so a wrong CPU is a config error at its line, not a runtime one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,11 +23,19 @@ pub struct Args {
     /// The machine configuration (TOML; it names the .hal files).
     config: PathBuf,
     /// Stop after this long (e.g. 5s, 2m); default: until Ctrl-C.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_run_duration)]
     duration: Option<Nanos>,
     /// The instance name (segment /rtapi-NAME); overrides the config's runtime.instance.
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
+}
+
+/// `--duration`: a positive duration with its unit (0 would stop before the first period).
+fn parse_run_duration(text: &str) -> Result<Nanos, String> {
+    match parse_duration(text)? {
+        d if d.is_positive() => Ok(d),
+        _ => Err("--duration must be positive; omit it to run until Ctrl-C".to_string()),
+    }
 }
 
 fn config_failure(errors: &[ConfigError]) -> Failure {
@@ -40,9 +51,12 @@ fn config_failure(errors: &[ConfigError]) -> Failure {
 pub fn run(args: Args) -> Result<(), Failure> {
     let mut machine = Machine::load(&args.config).map_err(|e| config_failure(&e))?;
     if let Some(i) = args.instance {
-        rtapi_hal::Instance::new(&i).map_err(|e| Failure::usage(format!("--instance: {e}")))?;
+        if let Some(e) = crate::config::invalid_name("--instance", &i) {
+            return Err(Failure::usage(e));
+        }
         machine.runtime.instance = i;
     }
+    machine.check_host_cpus().map_err(|e| config_failure(&e))?;
     let registry = Registry::builtin();
 
     // The dry run: a HAL that is never built, so a bad config touches nothing.

@@ -17,9 +17,16 @@ use std::rc::Rc;
 use rtapi_hal::{ComponentKey, Hal, HalBuilder, ParamAccess, PinDir, Value, ValueType};
 
 use super::halfile::{Arrow, Command, NetPin, Word};
-use super::{ConfigError, Machine};
-use crate::components::{Declared, LoadArgs, LoadError, Presets, Registry, Target, ThreadDecl};
+use super::{invalid_name, ConfigError, Machine};
+use crate::components::{
+    Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target, ThreadDecl,
+};
 use crate::rt::function::FunctionFactory;
+use crate::units::{clip, quote};
+
+/// The most component instances (all `loadrt` lines together) a machine may load: far above any
+/// real machine, and low enough that every pin, param and statistic fits the HAL segment.
+pub const MAX_COMPONENT_INSTANCES: usize = 4096;
 
 /// `sets` writes waiting for the segment.
 #[derive(Default)]
@@ -127,6 +134,8 @@ struct Applier<'a> {
     pin_signal: HashMap<String, String>,
     signals: HashMap<String, SignalState>,
     sets: Vec<(String, String)>,
+    /// Component instances loaded so far.
+    instances: usize,
 }
 
 type Step = Result<(), (usize, String)>;
@@ -153,6 +162,7 @@ impl Machine {
             pin_signal: HashMap::new(),
             signals: HashMap::new(),
             sets: Vec::new(),
+            instances: 0,
         };
         for (t, line) in self.threads.iter().zip(&self.thread_lines) {
             a.target
@@ -195,6 +205,23 @@ impl Applier<'_> {
                 instances,
                 args,
             } => {
+                let c = clip(&component.text);
+                if let Some(e) = invalid_name("component", &component.text) {
+                    return Err((component.line, format!("loadrt: {e}")));
+                }
+                let n = match instances {
+                    Instances::Count(n) => *n,
+                    Instances::Names(names) => names.len(),
+                };
+                if self.instances + n > MAX_COMPONENT_INSTANCES {
+                    return Err((
+                        line,
+                        format!(
+                            "loadrt {c}: {n} more instances would make {}; a machine may load at most {MAX_COMPONENT_INSTANCES} component instances",
+                            self.instances + n
+                        ),
+                    ));
+                }
                 let args = LoadArgs { args: args.clone() };
                 self.registry
                     .load(
@@ -205,7 +232,8 @@ impl Applier<'_> {
                         instances,
                         &args,
                     )
-                    .map_err(|e| (line, format!("loadrt {}: {}", component.text, e.message)))?;
+                    .map_err(|e| (line, format!("loadrt {c}: {}", e.message)))?;
+                self.instances += n;
                 Ok(())
             }
             Command::Addf {
@@ -236,10 +264,15 @@ impl Applier<'_> {
             .collect();
         siblings.sort_unstable();
         if prefix.is_empty() || siblings.is_empty() {
-            format!("no {what} named '{name}'; is its component loaded (loadrt) above this line?")
+            format!(
+                "no {what} named {}; is its component loaded (loadrt) above this line?",
+                quote(name)
+            )
         } else {
             format!(
-                "no {what} named '{name}'; {prefix} has: {}",
+                "no {what} named {}; {} has: {}",
+                quote(name),
+                clip(prefix),
                 siblings.join(", ")
             )
         }
@@ -252,8 +285,8 @@ impl Applier<'_> {
             return Err((
                 function.line,
                 format!(
-                    "addf: no function named '{}'; loaded functions: {}",
-                    function.text,
+                    "addf: no function named {}; loaded functions: {}",
+                    quote(&function.text),
                     if known.is_empty() {
                         "none".to_string()
                     } else {
@@ -267,9 +300,9 @@ impl Applier<'_> {
             return Err((
                 thread.line,
                 format!(
-                    "addf {}: no thread named '{}'; threads are the [[thread]] tables of {}: {}",
+                    "addf {}: no thread named {}; threads are the [[thread]] tables of {}: {}",
                     function.text,
-                    thread.text,
+                    quote(&thread.text),
                     self.toml,
                     if known.is_empty() {
                         "none declared".to_string()
@@ -306,6 +339,9 @@ impl Applier<'_> {
 
     fn net(&mut self, signal: &Word, p: &NetPin) -> Step {
         let name = &p.pin.text;
+        if let Some(e) = invalid_name("signal", &signal.text) {
+            return Err((signal.line, format!("net: {e}")));
+        }
         if self.declared.pins.contains_key(&signal.text) {
             return Err((
                 signal.line,
@@ -402,7 +438,10 @@ impl Applier<'_> {
         let Some(s) = self.signals.get(n) else {
             return Err((
                 signal.line,
-                format!("sets: no signal named '{n}'; signals are created by net above this line"),
+                format!(
+                    "sets: no signal named {}; signals are created by net above this line",
+                    quote(n)
+                ),
             ));
         };
         if let Some(w) = &s.writer {

@@ -4,7 +4,8 @@
 //! - `#` starts a comment that runs to the end of the physical line;
 //! - a line whose last non-blank character is `\` continues on the next line (a `\` on the last line
 //!   of the file is an error: the command would silently lose its end);
-//! - words are separated by blanks; the first word is the command.
+//! - words are separated by blanks; the first word is the command;
+//! - a leading UTF-8 byte-order mark (as some Windows editors write) is skipped.
 //!
 //! | command  | form                                            |
 //! |----------|-------------------------------------------------|
@@ -20,7 +21,8 @@
 use std::collections::BTreeMap;
 
 use super::ConfigError;
-use crate::components::Instances;
+use crate::components::{Instances, MAX_INSTANCES};
+use crate::units::{clip, quote};
 
 /// A word and the 1-based line it is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +145,7 @@ fn logical_lines(file: &str, text: &str) -> Result<Vec<Vec<Word>>, Vec<ConfigErr
 
 /// Parses a whole file; every malformed command gives one error, all of them are returned.
 pub fn parse(file: &str, text: &str) -> Result<Vec<Located>, Vec<ConfigError>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut commands = Vec::new();
     let mut errors = Vec::new();
     for words in logical_lines(file, text)? {
@@ -190,8 +193,8 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
                         return Err((
                             w.line,
                             format!(
-                            "addf: position '{}' must be a non-zero integer (1 = first, -1 = last)",
-                            w.text
+                            "addf: position {} must be a non-zero integer (1 = first, -1 = last)",
+                            quote(&w.text)
                         ),
                         ))
                     }
@@ -225,7 +228,8 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
         other => Err((
             cmd.line,
             format!(
-                "unknown command '{other}'; a .hal file holds loadrt, addf, net, setp and sets"
+                "unknown command {}; a .hal file holds loadrt, addf, net, setp and sets",
+                quote(other)
             ),
         )),
     }
@@ -240,23 +244,30 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
             return Err((
                 w.line,
                 format!(
-                    "loadrt: '{}' is not key=value (e.g. count=2, names=x,y)",
-                    w.text
+                    "loadrt: {} is not key=value (e.g. count=2, names=x,y)",
+                    quote(&w.text)
                 ),
             ));
         };
         if key.is_empty() || value.is_empty() {
             return Err((
                 w.line,
-                format!("loadrt: '{}' needs a key and a value", w.text),
+                format!("loadrt: {} needs a key and a value", quote(&w.text)),
             ));
         }
         match key {
             "count" => {
-                let n = value.parse::<usize>().ok().filter(|n| *n > 0).ok_or((
-                    w.line,
-                    format!("loadrt: count={value}: give a positive number of instances"),
-                ))?;
+                let n = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=MAX_INSTANCES).contains(n))
+                    .ok_or((
+                        w.line,
+                        format!(
+                            "loadrt: count={}: give a positive number of instances, at most {MAX_INSTANCES}",
+                            clip(value)
+                        ),
+                    ))?;
                 count = Some((n, w.line));
             }
             "names" => {
@@ -265,7 +276,8 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
                     return Err((
                         w.line,
                         format!(
-                            "loadrt: names={value}: '{bad}' is not a valid name (1-47 characters of A-Z a-z 0-9 . _ -)"
+                            "loadrt: names=: {} is not a valid name (1-47 characters of A-Z a-z 0-9 . _ -)",
+                            quote(bad)
                         ),
                     ));
                 }
@@ -273,14 +285,17 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
                 if let Some(dup) = list.iter().find(|n| !seen.insert(n.as_str())) {
                     return Err((
                         w.line,
-                        format!("loadrt: names={value}: '{dup}' is given twice"),
+                        format!("loadrt: names=: {} is given twice", quote(dup)),
                     ));
                 }
                 names = Some((list, w.line));
             }
             _ => {
                 if args.insert(key.to_string(), value.to_string()).is_some() {
-                    return Err((w.line, format!("loadrt: argument '{key}' is given twice")));
+                    return Err((
+                        w.line,
+                        format!("loadrt: argument {} is given twice", quote(key)),
+                    ));
                 }
             }
         }
@@ -316,7 +331,10 @@ fn parse_net(signal: &Word, rest: &[Word]) -> ParseResult<Command> {
         match Arrow::parse(&w.text) {
             Some(arrow) => {
                 if pending.is_some() {
-                    return Err((w.line, format!("net {}: two arrows in a row", signal.text)));
+                    return Err((
+                        w.line,
+                        format!("net {}: two arrows in a row", clip(&signal.text)),
+                    ));
                 }
                 if let Some(last) = pins.last_mut() {
                     last.arrow_after = Some(arrow);
@@ -337,7 +355,7 @@ fn parse_net(signal: &Word, rest: &[Word]) -> ParseResult<Command> {
             line,
             format!(
                 "net {}: '{}' at the end has no pin after it",
-                signal.text,
+                clip(&signal.text),
                 arrow.as_str()
             ),
         ));
@@ -345,7 +363,7 @@ fn parse_net(signal: &Word, rest: &[Word]) -> ParseResult<Command> {
     if pins.is_empty() {
         return Err((
             signal.line,
-            format!("net {}: name at least one pin", signal.text),
+            format!("net {}: name at least one pin", clip(&signal.text)),
         ));
     }
     Ok(Command::Net {
@@ -403,6 +421,7 @@ mod tests {
         }
         assert!(err("loadrt pid count=2 names=a,b").contains("either count= or names="));
         assert!(err("loadrt pid count=0").contains("positive number"));
+        assert!(err("loadrt pid count=99999999999").contains("at most 256"));
         assert!(err("loadrt pid names=a,a").contains("'a' is given twice"));
         assert!(err("loadrt pid names=a,b/c").contains("not a valid name"));
         assert!(err("loadrt pid stuff").contains("not key=value"));
@@ -461,6 +480,13 @@ mod tests {
         let e = err("\n\nfrobnicate x");
         assert!(
             e.starts_with("t.hal:3: unknown command 'frobnicate'"),
+            "{e}"
+        );
+        // A leading byte-order mark is not a command.
+        assert_eq!(parse("t.hal", "\u{feff}loadrt pid\n").unwrap().len(), 1);
+        let e = err("\u{feff}\nbogus\u{1b}");
+        assert!(
+            e.starts_with("t.hal:2: unknown command 'bogus\\u{1b}'"),
             "{e}"
         );
         // Every bad line is reported, not just the first.

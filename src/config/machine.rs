@@ -19,7 +19,10 @@
 //! # wake = "sleep"                # sleep | hybrid | hybrid:MARGIN | spin
 //! ```
 //!
-//! Every value is checked here, with the line it is on: the runtime sees only valid threads.
+//! Every value is checked here, with the line it is on: the runtime sees only valid threads. A period
+//! is a string with a unit or an integer of nanoseconds, within [`MIN_PERIOD`]..=[`MAX_PERIOD`]
+//! (the same rule as the command line's, [`crate::units::check_period`]); at most [`MAX_THREADS`]
+//! threads. A leading UTF-8 byte-order mark is skipped.
 
 use std::ops::Range;
 use std::str::FromStr;
@@ -27,15 +30,17 @@ use std::str::FromStr;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::ConfigError;
+use super::{invalid_name, ConfigError};
 use crate::components::ThreadDecl;
 use crate::flavor::Flavor;
 use crate::rt::clock::Nanos;
 use crate::rt::wake::{TimerKind, WakeMode};
-use crate::units::parse_duration;
+use crate::units::{check_period, parse_config_period, quote};
+pub use crate::units::{MAX_PERIOD, MIN_PERIOD};
 
-/// The shortest period accepted: below this no timer on any kernel keeps up.
-pub const MIN_PERIOD: Nanos = Nanos::from_micros(1);
+/// The most `[[thread]]` tables a machine may declare. Each is a SCHED_FIFO thread with its own
+/// priority and statistics block; a CNC machine has two or three (base, servo, maybe a slow one).
+pub const MAX_THREADS: usize = 64;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,18 +67,11 @@ struct RawRuntime {
 #[serde(deny_unknown_fields)]
 struct RawThread {
     name: Spanned<String>,
-    period: Spanned<RawPeriod>,
+    period: Spanned<toml::Value>,
     cpu: Option<Spanned<i64>>,
     priority: Option<Spanned<i64>>,
     timer: Option<Spanned<String>>,
     wake: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawPeriod {
-    Nanos(i64),
-    Text(String),
 }
 
 /// The `[runtime]` table with defaults applied.
@@ -101,6 +99,8 @@ pub struct MachineToml {
     pub threads: Vec<ThreadDecl>,
     /// The line of each `[[thread]]` table.
     pub thread_lines: Vec<usize>,
+    /// The line of each thread's `cpu =` key, if it has one.
+    pub cpu_lines: Vec<Option<usize>>,
 }
 
 /// The 1-based line of byte `offset` in `text`.
@@ -115,6 +115,7 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 
 /// Parses and checks a machine TOML; `file` names it in errors.
 pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let raw: RawMachine = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
         vec![ConfigError::at(file, line, e.message().trim().to_string())]
@@ -140,8 +141,8 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
     let instance = match &r.instance {
         None => rtapi_hal::DEFAULT_INSTANCE.to_string(),
         Some(i) => {
-            if let Err(e) = rtapi_hal::Instance::new(i.get_ref()) {
-                err(i.span(), format!("runtime.instance: {e}"));
+            if let Some(e) = invalid_name("runtime.instance", i.get_ref()) {
+                err(i.span(), e);
             }
             i.get_ref().clone()
         }
@@ -151,8 +152,8 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
             err(
                 f.span(),
                 format!(
-                    "runtime.flavor '{}' is unknown; use rt-preempt, posix or sim (or leave it out to detect)",
-                    f.get_ref()
+                    "runtime.flavor {} is unknown; use rt-preempt, posix or sim (or leave it out to detect)",
+                    quote(f.get_ref())
                 ),
             );
         }
@@ -167,46 +168,48 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
 
     let mut threads: Vec<ThreadDecl> = Vec::new();
     let mut thread_lines = Vec::new();
+    let mut cpu_lines = Vec::new();
     let mut first_line = std::collections::HashMap::new();
-    for t in &raw.thread {
+    for (index, t) in raw.thread.iter().enumerate() {
         let table_line = at(t.span());
+        if index == MAX_THREADS {
+            err(
+                t.span(),
+                format!(
+                    "thread {} is thread {} of {}; a machine has at most {MAX_THREADS} threads (a CNC machine usually has two, base and servo)",
+                    quote(t.get_ref().name.get_ref()),
+                    index + 1,
+                    raw.thread.len()
+                ),
+            );
+            break;
+        }
         thread_lines.push(table_line);
         let t = t.get_ref();
         let name = t.name.get_ref().clone();
-        if let Err(e) = rtapi_hal::name::validate(&name) {
-            err(t.name.span(), format!("thread name: {e}"));
+        let shown = quote(&name);
+        if let Some(e) = invalid_name("thread name", &name) {
+            err(t.name.span(), e);
         }
         if let Some(first) = first_line.insert(name.clone(), table_line) {
             err(
                 t.name.span(),
-                format!("duplicate thread name '{name}' (first declared at line {first}); thread names must be unique"),
+                format!("duplicate thread name {shown} (first declared at line {first}); thread names must be unique"),
             );
         }
         let period = match t.period.get_ref() {
-            RawPeriod::Nanos(ns) => Ok(Nanos::from_nanos(*ns)),
-            RawPeriod::Text(s) => parse_duration(s).map_err(|e| format!("thread '{name}': {e}")),
+            toml::Value::Integer(ns) => check_period(Nanos::from_nanos(*ns)),
+            toml::Value::String(s) => parse_config_period(s),
+            other => Err(format!(
+                "period must be a string with a unit like \"1ms\" (or an integer of nanoseconds), not a {}",
+                other.type_str()
+            )),
         };
-        let period = match period {
-            Ok(p) if p.as_nanos() <= 0 => {
-                err(
-                    t.period.span(),
-                    format!("thread '{name}': period {} — a thread needs a positive period, like \"1ms\" or \"25us\"", p.as_nanos()),
-                );
-                p
-            }
-            Ok(p) if p < MIN_PERIOD => {
-                err(
-                    t.period.span(),
-                    format!("thread '{name}': period {p} is shorter than {MIN_PERIOD}; no timer can keep it"),
-                );
-                p
-            }
-            Ok(p) => p,
-            Err(e) => {
-                err(t.period.span(), e);
-                Nanos::ZERO
-            }
-        };
+        let period = period.unwrap_or_else(|e| {
+            err(t.period.span(), format!("thread {shown}: {e}"));
+            Nanos::ZERO
+        });
+        cpu_lines.push(t.cpu.as_ref().map(|c| at(c.span())));
         let cpu = t
             .cpu
             .as_ref()
@@ -215,7 +218,7 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
                 _ => {
                     err(
                         c.span(),
-                        format!("thread '{name}': cpu {} is not a CPU number", c.get_ref()),
+                        format!("thread {shown}: cpu {} is not a CPU number", c.get_ref()),
                     );
                     None
                 }
@@ -225,7 +228,7 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
             v => {
                 err(
                     p.span(),
-                    format!("thread '{name}': priority {v} is outside SCHED_FIFO's 1..=99 (leave it out for rate-monotonic)"),
+                    format!("thread {shown}: priority {v} is outside SCHED_FIFO's 1..=99 (leave it out for rate-monotonic)"),
                 );
                 None
             }
@@ -236,13 +239,13 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
                 Ok(k) if k.is_comparison_only() => {
                     err(
                         s.span(),
-                        format!("thread '{name}': timer '{k}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd"),
+                        format!("thread {shown}: timer '{k}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd"),
                     );
                     k
                 }
                 Ok(k) => k,
                 Err(e) => {
-                    err(s.span(), format!("thread '{name}': {e}"));
+                    err(s.span(), format!("thread {shown}: {e}"));
                     TimerKind::default()
                 }
             },
@@ -250,7 +253,7 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
         let wake = match &t.wake {
             None => WakeMode::default(),
             Some(s) => WakeMode::from_str(s.get_ref()).unwrap_or_else(|e| {
-                err(s.span(), format!("thread '{name}': {e}"));
+                err(s.span(), format!("thread {shown}: {e}"));
                 WakeMode::default()
             }),
         };
@@ -263,12 +266,15 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
             wake,
         });
     }
+    // In file order, whatever order the keys were checked in.
+    errors.sort_by_key(|e| e.line);
     if errors.is_empty() {
         Ok(MachineToml {
             hal,
             runtime,
             threads,
             thread_lines,
+            cpu_lines,
         })
     } else {
         Err(errors)
@@ -356,11 +362,12 @@ timer = "timerfd"
         assert!(e[0].starts_with("m.toml:"), "{e:?}");
         let e = errs("[runtime]\nflavor = \"fast\"\ninstance = \"a/b\"\n");
         assert_eq!(e.len(), 2, "{e:?}");
-        assert!(e[0].starts_with("m.toml:3: runtime.instance"), "{e:?}");
+        // In line order.
         assert!(
-            e[1].starts_with("m.toml:2: runtime.flavor 'fast' is unknown"),
+            e[0].starts_with("m.toml:2: runtime.flavor 'fast' is unknown"),
             "{e:?}"
         );
+        assert!(e[1].starts_with("m.toml:3: runtime.instance"), "{e:?}");
         let e = errs(
             "[[thread]]\nname = \"t\"\nperiod = \"1ms\"\npriority = 100\ntimer = \"select\"\nwake = \"nap\"\ncpu = -1\n",
         );
@@ -377,6 +384,61 @@ timer = "timerfd"
             .any(|m| m.starts_with("m.toml:7: thread 't': cpu -1")));
         let e = errs("[[thread]]\nname = \"t\"\nperiod = \"100ns\"\n");
         assert!(e[0].contains("shorter than"), "{e:?}");
+    }
+
+    #[test]
+    fn periods_follow_the_one_rule() {
+        let one = |period: &str| {
+            parse(
+                "m.toml",
+                &format!("[[thread]]\nname = \"t\"\nperiod = {period}\n"),
+            )
+            .map(|m| m.threads[0].period)
+            .map_err(|e| e[0].to_string())
+        };
+        // Bare integers are nanoseconds, as a TOML integer or in a string (the HAL habit).
+        assert_eq!(one("25000"), Ok(Nanos::from_micros(25)));
+        assert_eq!(one("\"25000\""), Ok(Nanos::from_micros(25)));
+        assert_eq!(one("\"1.5ms\""), Ok(Nanos::from_micros(1500)));
+        assert_eq!(
+            one("1.5"),
+            Err("m.toml:3: thread 't': period must be a string with a unit like \"1ms\" (or an integer of nanoseconds), not a float".into())
+        );
+        assert!(one("true").unwrap_err().contains("not a boolean"));
+        assert_eq!(
+            one("999"),
+            Err(format!(
+                "m.toml:3: thread 't': {}",
+                crate::units::check_period(Nanos::from_nanos(999)).unwrap_err()
+            ))
+        );
+        assert!(one("\"11s\"").unwrap_err().contains("longer than 10s"));
+        assert!(one("-5")
+            .unwrap_err()
+            .contains("period -5ns is not positive"));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_and_errors_come_in_line_order() {
+        let m = parse(
+            "m.toml",
+            "\u{feff}[[thread]]\nname = \"t\"\nperiod = \"1ms\"\n",
+        )
+        .unwrap();
+        assert_eq!(m.thread_lines, [1]);
+        let e = errs(
+            "[[thread]]\nname = \"t\"\nperiod = \"1ms\"\nwake = \"nap\"\ntimer = \"x\"\ncpu = 1\n",
+        );
+        assert!(
+            e[0].starts_with("m.toml:4:") && e[1].starts_with("m.toml:5:"),
+            "{e:?}"
+        );
+        let m = parse(
+            "m.toml",
+            "[[thread]]\nname = \"t\"\nperiod = \"1ms\"\n\ncpu = 1\n",
+        )
+        .unwrap();
+        assert_eq!(m.cpu_lines, [Some(5)]);
     }
 
     #[test]

@@ -9,6 +9,12 @@
 //!    components and executes the commands — the first error stops it, like halcmd;
 //! 3. only then does `rtapi run` apply the same machine to the real runtime and start it.
 //!
+//! Between 1 and 2, [`Machine::check_cpus`] checks every `cpu =` against this machine's CPUs.
+//!
+//! Files must be UTF-8 (a leading byte-order mark is skipped); user input echoed in a message is
+//! shown through [`crate::units::quote`] (control characters escaped, long text cut), and
+//! [`ConfigError`]'s `Display` escapes any control character left.
+//!
 //! ```no_run
 //! use rtapi::components::{Registry, Validation};
 //! use rtapi::config::Machine;
@@ -31,6 +37,7 @@ pub use halfile::{Command, Located};
 pub use machine::{MachineToml, RuntimeSection};
 
 use crate::components::ThreadDecl;
+use crate::units::{quote, tame};
 
 /// A configuration error at a place in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,12 +68,88 @@ impl ConfigError {
 }
 
 impl fmt::Display for ConfigError {
+    /// `file:line: message`, through [`tame`]: control characters escaped, echoed input kept short.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = tame(&self.file);
+        let message = tame(&self.message);
         match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.file, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
+            Some(line) => write!(f, "{file}:{line}: {message}"),
+            None => write!(f, "{file}: {message}"),
         }
     }
+}
+
+/// Why `name` is not a valid HAL name, as a message starting with `what` (`thread name`), or `None`.
+/// The name is shown through [`quote`].
+pub(crate) fn invalid_name(what: &str, name: &str) -> Option<String> {
+    match rtapi_hal::name::validate(name) {
+        Ok(()) => None,
+        Err(rtapi_hal::HalError::InvalidName { reason, .. }) => Some(format!(
+            "{what} {} is not a valid name: {reason} (names are 1-47 characters of A-Z a-z 0-9 . _ -, like pid.0.command)",
+            quote(name)
+        )),
+        Err(e) => Some(format!("{what} {}: {e}", quote(name))),
+    }
+}
+
+/// The largest config file read (TOML or `.hal`): far above any machine's, and a bound on what a
+/// wrong path (`/dev/zero`, a disk image) can make `rtapi run` read.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads a config file as UTF-8. A byte that is not UTF-8 is reported at its line and column, with
+/// the fix. `shown` names the file in messages.
+pub fn read_text(path: &Path, shown: &str) -> Result<String, ConfigError> {
+    let bytes = read_bytes(path).map_err(|e| match e {
+        ReadError::Io(e) => ConfigError::file(shown, format!("cannot read: {e}")),
+        ReadError::TooLarge => ConfigError::file(shown, TOO_LARGE),
+    })?;
+    decode(shown, bytes)
+}
+
+const TOO_LARGE: &str =
+    "the file is larger than 16 MiB, the most a config file may be; is this the right file?";
+
+enum ReadError {
+    Io(std::io::Error),
+    TooLarge,
+}
+
+/// A file's bytes, at most [`MAX_FILE_BYTES`].
+fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ReadError::TooLarge);
+    }
+    Ok(bytes)
+}
+
+/// `bytes` as UTF-8 text, or `file:LINE: not UTF-8 (byte 0xE9 at column N); save the file as UTF-8`.
+pub fn decode(file: &str, bytes: Vec<u8>) -> Result<String, ConfigError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        let line_start = bytes[..at]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        // The prefix is valid UTF-8, so the column counts characters.
+        let column = std::str::from_utf8(&bytes[line_start..at])
+            .map_or(at - line_start, |s| s.chars().count())
+            + 1;
+        ConfigError::at(
+            file,
+            line,
+            format!(
+                "not UTF-8 (byte 0x{:02X} at column {column}); save the file as UTF-8",
+                bytes[at]
+            ),
+        )
+    })
 }
 
 impl std::error::Error for ConfigError {}
@@ -88,6 +171,8 @@ pub struct Machine {
     pub threads: Vec<ThreadDecl>,
     /// The TOML line of each `[[thread]]` table.
     pub thread_lines: Vec<usize>,
+    /// The TOML line of each thread's `cpu =` key, if it has one.
+    pub cpu_lines: Vec<Option<usize>>,
     pub hal_files: Vec<HalFile>,
 }
 
@@ -96,8 +181,7 @@ impl Machine {
     /// Returns every syntax error found, in file order.
     pub fn load(path: &Path) -> Result<Machine, Vec<ConfigError>> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| vec![ConfigError::file(&file, format!("cannot read: {e}"))])?;
+        let text = read_text(path, &file).map_err(|e| vec![e])?;
         let toml = machine::parse(&file, &text)?;
         let dir = path.parent().unwrap_or(Path::new(""));
         let mut hal_files = Vec::new();
@@ -105,12 +189,19 @@ impl Machine {
         for h in &toml.hal {
             let hal_path = dir.join(&h.path);
             let name = hal_path.display().to_string();
-            match std::fs::read_to_string(&hal_path) {
-                Err(e) => errors.push(ConfigError::at(
-                    &file,
-                    h.line,
-                    format!("cannot read hal file {name}: {e}"),
-                )),
+            let bytes = match read_bytes(&hal_path) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    let message = match e {
+                        ReadError::Io(e) => format!("cannot read hal file {name}: {e}"),
+                        ReadError::TooLarge => format!("hal file {name}: {TOO_LARGE}"),
+                    };
+                    errors.push(ConfigError::at(&file, h.line, message));
+                    continue;
+                }
+            };
+            match decode(&name, bytes) {
+                Err(e) => errors.push(e),
                 Ok(text) => match halfile::parse(&name, &text) {
                     Ok(commands) => hal_files.push(HalFile { name, commands }),
                     Err(mut e) => errors.append(&mut e),
@@ -125,6 +216,7 @@ impl Machine {
             runtime: toml.runtime,
             threads: toml.threads,
             thread_lines: toml.thread_lines,
+            cpu_lines: toml.cpu_lines,
             hal_files,
         })
     }
@@ -155,7 +247,64 @@ impl Machine {
             runtime: toml.runtime,
             threads: toml.threads,
             thread_lines: toml.thread_lines,
+            cpu_lines: toml.cpu_lines,
             hal_files,
         })
+    }
+
+    /// Checks every thread's `cpu =` against this machine: it must be online and allowed for this
+    /// process. Run before anything starts, so the error names the config line.
+    pub fn check_host_cpus(&self) -> Result<(), Vec<ConfigError>> {
+        let online = crate::rt::sched::online_cpus().unwrap_or_default();
+        let allowed = crate::rt::sched::allowed_cpus().ok();
+        self.check_cpus(&online, allowed.as_deref())
+    }
+
+    /// [`Machine::check_host_cpus`] against given CPU lists (`allowed`: `None` = unknown, not checked).
+    pub fn check_cpus(
+        &self,
+        online: &[usize],
+        allowed: Option<&[usize]>,
+    ) -> Result<(), Vec<ConfigError>> {
+        let list = crate::detect::cpulist::format;
+        let mut errors = Vec::new();
+        for (i, t) in self.threads.iter().enumerate() {
+            let Some(cpu) = t.cpu.map(|c| c as usize) else {
+                continue;
+            };
+            let line = self
+                .cpu_lines
+                .get(i)
+                .copied()
+                .flatten()
+                .or_else(|| self.thread_lines.get(i).copied())
+                .unwrap_or(1);
+            let problem = if !online.is_empty() && !online.contains(&cpu) {
+                format!(
+                    "this machine has no online CPU {cpu} (online CPUs: {})",
+                    list(online)
+                )
+            } else if let Some(allowed) = allowed.filter(|a| !a.contains(&cpu)) {
+                format!(
+                    "this process may not run on CPU {cpu} (allowed: {}; see taskset or the cgroup's cpuset)",
+                    list(allowed)
+                )
+            } else {
+                continue;
+            };
+            errors.push(ConfigError::at(
+                &self.file,
+                line,
+                format!(
+                    "thread {}: cpu = {cpu}, but {problem}; change `cpu` in this file, or remove it to let rtapi choose",
+                    quote(&t.name)
+                ),
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
     }
 }

@@ -209,21 +209,26 @@ pub fn current_policy() -> Result<Policy, SysError> {
 }
 
 /// Default priorities by rate-monotonic order, the LinuxCNC habit: the thread with the
-/// shortest period gets [`FASTEST_THREAD_PRIORITY`] (98), the next 97, and so on (never below
-/// 1). Rate-monotonic is optimal for fixed priorities when deadlines equal periods, and it is
-/// what LinuxCNC users expect to see. Equal periods keep their order in `periods` (the first
-/// listed gets the higher priority), as LinuxCNC does by creation order.
+/// shortest period gets [`FASTEST_THREAD_PRIORITY`] (98), the next distinct period 97, and so
+/// on (never below 1). Rate-monotonic is optimal for fixed priorities when deadlines equal
+/// periods, and it is what LinuxCNC users expect to see. Threads with **equal periods get equal
+/// priorities** (a rate-monotonic tie: neither has a reason to preempt the other), so the order
+/// threads are listed in does not change who preempts whom.
 ///
 /// Returns one priority per entry of `periods`, in the same order.
 pub fn rate_monotonic_priorities(periods: &[Nanos]) -> Vec<i32> {
-    let mut order: Vec<usize> = (0..periods.len()).collect();
-    order.sort_by_key(|&i| periods[i]); // stable: ties keep their listed order
-    let mut prio = vec![0; periods.len()];
-    for (rank, i) in order.into_iter().enumerate() {
-        let rank = i32::try_from(rank).unwrap_or(i32::MAX);
-        prio[i] = FASTEST_THREAD_PRIORITY.saturating_sub(rank).max(1);
-    }
-    prio
+    let mut distinct: Vec<Nanos> = periods.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    periods
+        .iter()
+        .map(|p| {
+            // `p` is in `distinct`, so the search finds it; its index is the rate-monotonic rank.
+            let rank = distinct.binary_search(p).unwrap_or(distinct.len());
+            let rank = i32::try_from(rank).unwrap_or(i32::MAX);
+            FASTEST_THREAD_PRIORITY.saturating_sub(rank).max(1)
+        })
+        .collect()
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`; if that cannot be read (a
@@ -365,12 +370,20 @@ mod tests {
     }
 
     #[test]
-    fn rate_monotonic_ties_keep_listed_order_and_floor_at_one() {
+    fn rate_monotonic_ties_get_equal_priorities_and_floor_at_one() {
         let p = Nanos::from_millis(1);
-        assert_eq!(rate_monotonic_priorities(&[p, p, p]), [98, 97, 96]);
-        let many = vec![p; 120];
+        assert_eq!(rate_monotonic_priorities(&[p, p, p]), [98, 98, 98]);
+        let base = Nanos::from_micros(25);
+        let slow = Nanos::from_millis(10);
+        // Ranks count distinct periods: two servo threads tie at 97, the slow one is next.
+        assert_eq!(
+            rate_monotonic_priorities(&[p, base, slow, p, base]),
+            [97, 98, 96, 97, 98]
+        );
+        let many: Vec<Nanos> = (1..=120).map(Nanos::from_micros).collect();
         let prio = rate_monotonic_priorities(&many);
         assert_eq!(prio[0], 98);
+        assert_eq!(prio[96], 2);
         assert_eq!(prio[97], 1);
         assert_eq!(*prio.last().unwrap(), 1);
     }

@@ -27,8 +27,9 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::{check_timeline, Driver, ParseNameError, TimerDriver, TimerKind, WakeError, WakeInfo};
+use super::{check_timeline, Driver, TimerDriver, TimerKind, WakeError, WakeInfo};
 use crate::rt::clock::{now, Nanos};
+use crate::units::{clip, parse_duration};
 
 /// The margin `hybrid` uses when none is given. See the module documentation for the rule.
 pub const DEFAULT_HYBRID_MARGIN: Nanos = Nanos::from_micros(100);
@@ -60,30 +61,40 @@ impl fmt::Display for WakeMode {
 }
 
 impl FromStr for WakeMode {
-    type Err = ParseNameError;
+    type Err = String;
 
-    /// `sleep`, `spin`, `hybrid`, or `hybrid:MARGIN` with MARGIN a positive duration
-    /// (e.g. `hybrid:50us`, see [`crate::units::parse_duration`]).
+    /// `sleep`, `spin`, `hybrid`, or `hybrid:MARGIN` with MARGIN a positive duration with its unit
+    /// (e.g. `hybrid:50us`, see [`crate::units::parse_duration`]). A malformed margin gets its own
+    /// message (what is wrong with the margin), anything else the list of valid modes.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ParseNameError {
-            what: "wake mode",
-            given: s.to_owned(),
-            expected: "sleep (default), hybrid, hybrid:MARGIN (e.g. hybrid:50us), spin",
-        };
+        // User input, shown escaped and cut (see `units::clip`).
+        let shown = clip(s);
         match s {
             "sleep" => Ok(WakeMode::Sleep),
             "spin" => Ok(WakeMode::Spin),
             "hybrid" => Ok(WakeMode::Hybrid { margin: None }),
             _ => {
-                let margin = s.strip_prefix("hybrid:").ok_or_else(err)?;
-                let margin = margin
-                    .parse::<Nanos>()
-                    .ok()
-                    .filter(|m| m.is_positive())
-                    .ok_or_else(err)?;
-                Ok(WakeMode::Hybrid {
-                    margin: Some(margin),
-                })
+                let Some(margin) = s.strip_prefix("hybrid:") else {
+                    return Err(format!(
+                        "unknown wake mode `{shown}`; valid: sleep (default), hybrid, hybrid:MARGIN (e.g. hybrid:50us), spin"
+                    ));
+                };
+                let problem = if margin.trim().is_empty() {
+                    "give a margin after the colon".to_string()
+                } else if margin.trim().starts_with('-') {
+                    "the hybrid margin must be positive".to_string()
+                } else {
+                    match parse_duration(margin) {
+                        Ok(m) if m.is_positive() => {
+                            return Ok(WakeMode::Hybrid { margin: Some(m) })
+                        }
+                        Ok(_) => "the hybrid margin must be positive".to_string(),
+                        Err(e) => format!("the hybrid margin: {e}"),
+                    }
+                };
+                Err(format!(
+                    "wake mode `{shown}`: {problem}, e.g. hybrid:50us (or plain hybrid for the default {DEFAULT_HYBRID_MARGIN})"
+                ))
             }
         }
     }
@@ -271,21 +282,45 @@ mod tests {
 
     #[test]
     fn bad_wake_modes_say_what_is_valid() {
-        for bad in [
-            "Sleep",
-            "hybrid:",
-            "hybrid:0",
-            "hybrid:-5us",
-            "hybrid:5h",
-            "busy",
-        ] {
-            let e = bad.parse::<WakeMode>().unwrap_err().to_string();
-            assert!(e.contains(&format!("`{bad}`")), "{e}");
+        for bad in ["Sleep", "busy", "hybrid50us"] {
+            let e = bad.parse::<WakeMode>().unwrap_err();
+            assert!(e.starts_with(&format!("unknown wake mode `{bad}`")), "{e}");
             assert!(
                 e.contains("sleep") && e.contains("hybrid:MARGIN") && e.contains("spin"),
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn bad_hybrid_margins_say_what_is_wrong_with_the_margin() {
+        for (bad, says) in [
+            (
+                "hybrid:0",
+                "the hybrid margin must be positive, e.g. hybrid:50us",
+            ),
+            (
+                "hybrid:0us",
+                "the hybrid margin must be positive, e.g. hybrid:50us",
+            ),
+            (
+                "hybrid:-5us",
+                "the hybrid margin must be positive, e.g. hybrid:50us",
+            ),
+            ("hybrid:", "give a margin after the colon, e.g. hybrid:50us"),
+            ("hybrid:5h", "the hybrid margin: invalid duration '5h'"),
+            ("hybrid:50", "write a unit, e.g. 50us"),
+        ] {
+            let e = bad.parse::<WakeMode>().unwrap_err();
+            assert!(e.starts_with(&format!("wake mode `{bad}`: ")), "{e}");
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.contains("plain hybrid for the default 100us"), "{e}");
+        }
+        // Control characters and huge input are not echoed raw.
+        let e = "hybrid:\u{1b}[2J".parse::<WakeMode>().unwrap_err();
+        assert!(!e.contains('\u{1b}') && e.contains("\\u{1b}"), "{e}");
+        let e = "x".repeat(1 << 20).parse::<WakeMode>().unwrap_err();
+        assert!(e.len() < 300 && e.contains("(1048576 bytes)"), "{e}");
     }
 
     #[test]
