@@ -235,6 +235,20 @@ fn cases() -> Vec<Case> {
             place: "m.hal:5: ",
             says: "give a positive number of instances, at most 256",
         },
+        Case {
+            name: "unknown stall action",
+            toml: "hal = [\"m.hal\"]\n[runtime]\non_stall = \"explode\"\n[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:3: ",
+            says: "runtime.on_stall 'explode' is unknown; use report, demote or stop",
+        },
+        Case {
+            name: "zero stall periods",
+            toml: "hal = [\"m.hal\"]\n[runtime]\nstall_periods = 0\n[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\n",
+            hal: PRELUDE.to_string(),
+            place: "m.toml:3: ",
+            says: "runtime.stall_periods = 0 is out of range; give a number of periods from 1 to 1000000",
+        },
     ]
 }
 

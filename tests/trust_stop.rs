@@ -221,6 +221,40 @@ fn a_function_that_never_returns_is_stalled_demoted_named_and_left_behind() {
         ThreadState::Running,
         "only the stuck thread is stalled"
     );
+    // Another process reading the segment says so too.
+    let show = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["show", "thread", "--instance", &instance])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    eprintln!("rtapi show thread:\n{text}");
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line("fast").contains("STALLED in probe.hang"), "{text}");
+    assert!(line("slow").contains("running"), "{text}");
+    let json = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["show", "thread", "--json", "--instance", &instance])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let fast = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fast")
+        .unwrap()
+        .clone();
+    assert_eq!(fast["state"], "stalled");
+    assert_eq!(fast["stalled_in"], "probe.hang");
 
     let t1 = Instant::now();
     let summary = running.stop();

@@ -16,6 +16,7 @@ use crate::components::{Registry, Validation};
 use crate::config::{ConfigError, Machine};
 use crate::rt::clock::Nanos;
 use crate::rt::runtime::{Runtime, RuntimeOptions, StopReason};
+use crate::rt::watchdog::StallAction;
 use crate::units::parse_duration;
 
 #[derive(clap::Args)]
@@ -28,6 +29,10 @@ pub struct Args {
     /// The instance name (segment /rtapi-NAME); overrides the config's runtime.instance.
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
+    /// What follows a stalled thread: report, demote (to SCHED_OTHER while stalled) or stop the run;
+    /// overrides the config's runtime.on_stall (default demote).
+    #[arg(long, value_name = "ACTION")]
+    on_stall: Option<StallAction>,
 }
 
 /// `--duration`: a positive duration with its unit (0 would stop before the first period).
@@ -56,6 +61,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         }
         machine.runtime.instance = i;
     }
+    if let Some(action) = args.on_stall {
+        machine.runtime.watchdog.action = action;
+    }
     machine.check_host_cpus().map_err(|e| config_failure(&e))?;
     let registry = Registry::builtin();
 
@@ -78,6 +86,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         code: e.exit_code(),
         message: e.to_string(),
     })?;
+    rt.watchdog(r.watchdog);
     let applied = machine
         .apply(&mut rt, &registry)
         .map_err(|e| config_failure(&[e]))?;
@@ -129,6 +138,21 @@ pub fn run(args: Args) -> Result<(), Failure> {
         return Err(Failure::runtime(format!(
             "functions faulted and were disabled: {}",
             faulted.join(", ")
+        )));
+    }
+    let stalled: Vec<String> = summary
+        .threads
+        .iter()
+        .filter_map(|t| {
+            t.stalled
+                .as_ref()
+                .map(|place| format!("{} ({place})", t.info.name))
+        })
+        .collect();
+    if reason == StopReason::Stalled || !stalled.is_empty() {
+        return Err(Failure::runtime(format!(
+            "stalled thread(s): {}; a function did not return (see the messages above)",
+            stalled.join(", ")
         )));
     }
     if reason == StopReason::ThreadsEnded {

@@ -6,7 +6,9 @@
 
 use std::fmt::Write as _;
 
-use rtapi_hal::{Access, HalReader, HalSnapshot, PinDir, SegmentState, Value};
+use rtapi_hal::{
+    Access, HalReader, HalSnapshot, PinDir, SegmentState, ThreadInfo, ThreadState, Value,
+};
 use serde_json::{json, Map, Value as Json};
 
 use super::{instance, Failure};
@@ -71,6 +73,31 @@ pub fn value_json(v: Value) -> Json {
         Value::S64(i) => json!(i),
         Value::U64(i) => json!(i),
     }
+}
+
+/// A thread's state as `show thread` says it: `running`, `stopped`, or `STALLED in FUNCTION`.
+fn thread_state_text(snap: &HalSnapshot, t: &ThreadInfo) -> String {
+    match t.state {
+        ThreadState::Running => "running".into(),
+        ThreadState::Stopped => "stopped".into(),
+        ThreadState::Stalled { function } => match stalled_in(snap, t, function) {
+            Some(f) => format!("STALLED in {f}"),
+            None => "STALLED (outside its functions)".into(),
+        },
+    }
+}
+
+/// The name of the function at `position` of thread `t`.
+fn stalled_in(snap: &HalSnapshot, t: &ThreadInfo, position: Option<u32>) -> Option<String> {
+    let p = position?;
+    snap.functions
+        .iter()
+        .find(|f| {
+            f.thread
+                .as_ref()
+                .is_some_and(|(n, pos)| *n == t.name && *pos == p)
+        })
+        .map(|f| f.name.clone())
 }
 
 fn state_name(s: SegmentState) -> &'static str {
@@ -206,6 +233,15 @@ pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
                 let s = &t.stats;
                 json!({"name": t.name, "period_ns": t.period_ns, "cpu": t.cpu, "priority": t.priority,
                        "flavor": t.flavor, "timer": t.timer, "running": t.running,
+                       "state": match t.state {
+                           ThreadState::Running => "running",
+                           ThreadState::Stopped => "stopped",
+                           ThreadState::Stalled { .. } => "stalled",
+                       },
+                       "stalled_in": match t.state {
+                           ThreadState::Stalled { function } => stalled_in(snap, t, function),
+                           _ => None,
+                       },
                        "functions": t.functions, "cycles": s.cycles, "overruns": s.overruns,
                        "latency_ns": {"min": s.latency_min(), "mean": s.latency_mean(),
                                       "max": s.latency_max()},
@@ -422,7 +458,11 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
                     t.priority.to_string(),
                     t.flavor.clone(),
                     t.timer.clone(),
-                    if t.running { "yes" } else { "no" }.to_string(),
+                    if alive {
+                        thread_state_text(snap, t)
+                    } else {
+                        "dead".to_string()
+                    },
                     s.cycles.to_string(),
                     s.overruns.to_string(),
                     opt(s.latency_mean()),
@@ -442,7 +482,7 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
                 "Prio",
                 "Flavor",
                 "Timer",
-                "Running",
+                "State",
                 "Cycles",
                 "Overruns",
                 "Lat mean(us)",

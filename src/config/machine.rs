@@ -9,6 +9,8 @@
 //! lock_memory = true              # mlockall + prefault (default true)
 //! dma_latency = true              # hold /dev/cpu_dma_latency at 0 (default true)
 //! group_readable = false          # segment mode 0640 instead of 0600 (default false)
+//! on_stall = "demote"             # report | demote | stop: what follows a stalled thread
+//! stall_periods = 5               # periods without progress (and at least 100 ms) = stalled
 //!
 //! [[thread]]
 //! name = "base"
@@ -35,6 +37,7 @@ use crate::components::ThreadDecl;
 use crate::flavor::Flavor;
 use crate::rt::clock::Nanos;
 use crate::rt::wake::{TimerKind, WakeMode};
+use crate::rt::watchdog::{StallAction, WatchdogOptions};
 use crate::units::{check_period, parse_config_period, quote};
 pub use crate::units::{MAX_PERIOD, MIN_PERIOD};
 
@@ -61,6 +64,8 @@ struct RawRuntime {
     lock_memory: Option<bool>,
     dma_latency: Option<bool>,
     group_readable: Option<bool>,
+    on_stall: Option<Spanned<String>>,
+    stall_periods: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +87,8 @@ pub struct RuntimeSection {
     pub lock_memory: bool,
     pub dma_latency: bool,
     pub group_readable: bool,
+    /// The watchdog: when a thread is stalled and what follows.
+    pub watchdog: WatchdogOptions,
 }
 
 /// A `.hal` file named by the TOML, and the TOML line naming it.
@@ -158,12 +165,39 @@ pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
             );
         }
     }
+    let mut watchdog = WatchdogOptions::default();
+    if let Some(a) = &r.on_stall {
+        match a.get_ref().parse::<StallAction>() {
+            Ok(action) => watchdog.action = action,
+            Err(_) => err(
+                a.span(),
+                format!(
+                    "runtime.on_stall {} is unknown; use report, demote or stop",
+                    quote(a.get_ref())
+                ),
+            ),
+        }
+    }
+    if let Some(n) = &r.stall_periods {
+        match u32::try_from(*n.get_ref()) {
+            Ok(p) if (1..=1_000_000).contains(&p) => watchdog.periods = p,
+            _ => err(
+                n.span(),
+                format!(
+                    "runtime.stall_periods = {} is out of range; give a number of periods from 1 to 1000000 (default {})",
+                    n.get_ref(),
+                    WatchdogOptions::default().periods
+                ),
+            ),
+        }
+    }
     let runtime = RuntimeSection {
         instance,
         flavor: r.flavor.as_ref().map(|f| f.get_ref().clone()),
         lock_memory: r.lock_memory.unwrap_or(true),
         dma_latency: r.dma_latency.unwrap_or(true),
         group_readable: r.group_readable.unwrap_or(false),
+        watchdog,
     };
 
     let mut threads: Vec<ThreadDecl> = Vec::new();

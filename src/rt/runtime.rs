@@ -682,7 +682,7 @@ fn check_cpus(
         let allowed = system.cpus.allowed.as_ref().is_none_or(|a| a.contains(cpu));
         if !online.contains(cpu) || !allowed {
             return Err(RuntimeError::Config(format!(
-                "thread '{}': CPU {cpu} is {} (online CPUs: {}); choose another with --cpu",
+                "thread '{}': CPU {cpu} is {} (online CPUs: {}); choose another (latency-test --cpu, or `cpu =` in the machine config)",
                 spec.name,
                 if online.contains(cpu) {
                     "not allowed for this process"
