@@ -195,14 +195,7 @@ impl Load {
         };
         for kind in kinds {
             match kind {
-                LoadKind::StressNg(_) => {
-                    let (child, stderr) = spawn_stress_ng(kind)?;
-                    load.child = Some(StressNg {
-                        spec: kind.to_string(),
-                        child,
-                        stderr,
-                    });
-                }
+                LoadKind::StressNg(_) => load.child = Some(spawn_stress_ng(kind)?),
                 LoadKind::Io => {
                     let dir = TempDir::new().map_err(|e| format!("--load io: {e}"))?;
                     for &i in cpus {
@@ -446,7 +439,7 @@ fn stress_ng_spawn_error(e: std::io::Error) -> String {
 
 /// Starts stress-ng in its own process group; its standard error is kept (the last 4 KiB) for the
 /// report.
-fn spawn_stress_ng(kind: &LoadKind) -> Result<(Child, Arc<Mutex<Vec<u8>>>), String> {
+fn spawn_stress_ng(kind: &LoadKind) -> Result<StressNg, String> {
     let LoadKind::StressNg(args) = kind else {
         unreachable!("only called for stress-ng")
     };
@@ -471,7 +464,7 @@ fn spawn_stress_ng(kind: &LoadKind) -> Result<(Child, Arc<Mutex<Vec<u8>>>), Stri
         let buf = buf.clone();
         // Ends at end of file, when stress-ng and its workers are gone; never joined.
         let _ = std::thread::Builder::new()
-            .name("load-stderr".into())
+            .name("stress-ng-err".into())
             .spawn(move || {
                 let mut chunk = [0u8; 1024];
                 while let Ok(n @ 1..) = pipe.read(&mut chunk) {
@@ -482,7 +475,11 @@ fn spawn_stress_ng(kind: &LoadKind) -> Result<(Child, Arc<Mutex<Vec<u8>>>), Stri
                 }
             });
     }
-    Ok((child, buf))
+    Ok(StressNg {
+        spec: kind.to_string(),
+        child,
+        stderr: buf,
+    })
 }
 
 /// SIGTERM to the whole group, a grace period, then SIGKILL; always reaps the child.
@@ -530,6 +527,13 @@ mod tests {
         assert!(parse("stress-ng:").is_err());
     }
 
+    /// The tests that start load run one at a time: they count this process's load threads.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Threads of this process whose name starts with `load-` (only this module names threads so).
     fn load_threads() -> usize {
         std::fs::read_dir("/proc/self/task")
@@ -541,6 +545,7 @@ mod tests {
 
     #[test]
     fn builtin_workers_start_and_all_stop() {
+        let _serial = serial();
         let dir;
         {
             let load = Load::start(
@@ -603,6 +608,7 @@ mod tests {
 
     #[test]
     fn a_worker_that_fails_is_reported_with_its_error() {
+        let _serial = serial();
         let mut load = Load::start(&[LoadKind::Io], &[0], Duration::from_secs(3)).unwrap();
         let dir = load.io_dir().unwrap().to_path_buf();
         // Take the directory away: the next create fails.
@@ -624,6 +630,7 @@ mod tests {
             eprintln!("SKIPPED: stress-ng is not installed");
             return;
         }
+        let _serial = serial();
         let kinds = parse("stress-ng:--cpu 1 --timeout 1s").unwrap();
         preflight(&kinds).unwrap();
         let mut load = Load::start(&kinds, &[0], Duration::ZERO).unwrap();
