@@ -127,58 +127,59 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     let cpus_online = system.cpus.online.clone().unwrap_or_else(|| vec![0]);
     running.keep_caller_off_rt_cpus();
 
-    let reason =
-        running.wait_with(Some(cfg.duration), Duration::from_secs(1), |r| {
-            if !load_tried && !cfg.load.is_empty() && r.elapsed() >= warm_up(cfg.duration) {
-                load_tried = true;
-                match Load::start(&cfg.load, &cpus_online, r.elapsed()) {
-                    Ok(l) => load = Some(l),
-                    Err(what) => load_failures.push(LoadFailure {
-                        load: load_names.join(","),
-                        at_s: r.elapsed().as_secs_f64(),
-                        what,
-                        stderr_tail: None,
-                    }),
-                }
+    let reason = running.wait_with(Some(cfg.duration), Duration::from_secs(1), |r| {
+        if !load_tried && !cfg.load.is_empty() && r.elapsed() >= warm_up(cfg.duration) {
+            load_tried = true;
+            match Load::start(&cfg.load, &cpus_online, r.elapsed()) {
+                Ok(l) => load = Some(l),
+                Err(what) => load_failures.push(LoadFailure {
+                    load: load_names.join(","),
+                    at_s: r.elapsed().as_secs_f64(),
+                    what,
+                    stderr_tail: None,
+                }),
             }
-            if let Some(l) = &mut load {
-                l.poll();
-            }
-            let lines = monitor.tick(&reader);
-            if cfg.quiet {
-                return;
-            }
-            let header =
-                format!(
+        }
+        let load_failed =
+            !load_failures.is_empty() || load.as_mut().is_some_and(|l| !l.poll().is_empty());
+        let lines = monitor.tick(&reader);
+        if cfg.quiet {
+            return;
+        }
+        let header = format!(
             "rtapi latency-test | flavor {flavor} | timer {} wake {} | load {} | {:.0}/{:.0} s",
             cfg.timer,
             cfg.wake,
-            if load.is_some() { load_names.join(",") } else { "none".into() },
+            match (&load, load_failed) {
+                (_, true) => format!("{} FAILED", load_names.join(",")),
+                (Some(_), false) => load_names.join(","),
+                (None, false) => "none".into(),
+            },
             r.elapsed().as_secs_f64(),
             cfg.duration.as_secs_f64()
         );
-            let block = monitor::render(&lines, &header);
-            let mut out: Box<dyn Write> = if cfg.live_to_stderr {
-                Box::new(std::io::stderr().lock())
-            } else {
-                Box::new(std::io::stdout().lock())
-            };
-            if tty {
-                // Redraw in place: up over the previous block, clear each line.
-                if drawn > 0 {
-                    let _ = write!(out, "\x1b[{drawn}A");
-                }
-                for l in &block {
-                    let _ = writeln!(out, "\x1b[2K{l}");
-                }
-                drawn = block.len();
-            } else {
-                for l in &block[2..] {
-                    let _ = writeln!(out, "{:.0}s {l}", r.elapsed().as_secs_f64());
-                }
+        let block = monitor::render(&lines, &header);
+        let mut out: Box<dyn Write> = if cfg.live_to_stderr {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
+        if tty {
+            // Redraw in place: up over the previous block, clear each line.
+            if drawn > 0 {
+                let _ = write!(out, "\x1b[{drawn}A");
             }
-            let _ = out.flush();
-        });
+            for l in &block {
+                let _ = writeln!(out, "\x1b[2K{l}");
+            }
+            drawn = block.len();
+        } else {
+            for l in &block[2..] {
+                let _ = writeln!(out, "{:.0}s {l}", r.elapsed().as_secs_f64());
+            }
+        }
+        let _ = out.flush();
+    });
     // Stopping the load also removes its files; a Drop guard does the same on every other path.
     if let Some(mut l) = load.take() {
         load_failures.extend(l.stop());
