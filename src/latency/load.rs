@@ -611,8 +611,12 @@ mod tests {
         let _serial = serial();
         let mut load = Load::start(&[LoadKind::Io], &[0], Duration::from_secs(3)).unwrap();
         let dir = load.io_dir().unwrap().to_path_buf();
-        // Take the directory away: the next create fails.
+        // Take the directory away: the worker's next create (or remove) fails, and it ends.
         std::fs::remove_dir_all(&dir).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while load.poll().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let failures = load.stop();
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert_eq!(failures[0].load, "io (load-io-0)");
