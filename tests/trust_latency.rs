@@ -459,6 +459,14 @@ fn no_cycles_is_no_data_and_fails_the_gate() {
     assert_eq!(v["verdict"]["rating"], "no-data", "{}", v["verdict"]);
     assert_eq!(v["verdict"]["evidence"], false);
     assert!(v["verdict"]["max_step_rate_hz"].is_null());
+    assert!(
+        v["verdict"]["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("--duration 0 measures nothing"),
+        "{}",
+        v["verdict"]
+    );
     assert!(!stderr.contains("kHz"), "{stderr}");
     assert!(stderr.contains("VERDICT: no-data"), "{stderr}");
     assert!(stderr.contains("cannot pass without evidence"), "{stderr}");
@@ -466,8 +474,9 @@ fn no_cycles_is_no_data_and_fails_the_gate() {
     let out = latency_test("zero2", &["--duration", "0"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stdout).contains("VERDICT: no-data"));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(stdout.contains("VERDICT: no-data"), "{stdout}");
 }
 
 /// Finding 3: a run on flavor sim (SCHED_OTHER) got a normal verdict.

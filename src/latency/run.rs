@@ -244,10 +244,19 @@ fn report(
     };
     let overruns = threads.iter().map(|t| t.overruns).sum();
     let trust = Trust {
-        empty_threads: threads
-            .iter()
-            .filter(|t| t.cycles == 0)
-            .map(|t| t.name.clone())
+        // The few cycles a zero-length run gets while its threads start and stop are not a
+        // measurement.
+        no_data: cfg
+            .duration
+            .is_zero()
+            .then(|| "--duration 0 measures nothing".to_string())
+            .into_iter()
+            .chain(
+                threads
+                    .iter()
+                    .filter(|t| t.cycles == 0)
+                    .map(|t| format!("the {} thread completed no cycle", t.name)),
+            )
             .collect(),
         not_real_time: (flavor.policy() != crate::flavor::Policy::Fifo)
             .then(|| flavor.name().to_string()),

@@ -101,8 +101,8 @@ pub struct Verdict {
 /// What the verdict must know besides the numbers: whether they can be trusted.
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
-    /// Threads that completed no cycle.
-    pub empty_threads: Vec<String>,
+    /// Why there is no data: a thread that completed no cycle, a run of zero duration.
+    pub no_data: Vec<String>,
     /// The flavor, when its threads are not real time (`sim`).
     pub not_real_time: Option<String>,
     /// Loads that failed while the run was meant to be loaded.
@@ -126,8 +126,8 @@ pub fn judge(
     if thread == "none" {
         problems.push("no thread was measured".to_string());
     }
-    for t in &trust.empty_threads {
-        problems.push(format!("no data: the {t} thread completed no cycle"));
+    for why in &trust.no_data {
+        problems.push(format!("no data: {why}"));
     }
     if let Some(flavor) = &trust.not_real_time {
         problems.push(format!(
@@ -137,7 +137,7 @@ pub fn judge(
     for l in &trust.load_failures {
         problems.push(format!("not under the requested load: {l}"));
     }
-    let no_data = thread == "none" || !trust.empty_threads.is_empty();
+    let no_data = thread == "none" || !trust.no_data.is_empty();
     let rating = if no_data {
         Rating::NoData
     } else if trust.not_real_time.is_some() {
@@ -253,7 +253,10 @@ mod tests {
     fn no_verdict_without_evidence() {
         // The finding: zero cycles gave "good … 20 kHz step rate".
         let empty = Trust {
-            empty_threads: vec!["base".into(), "servo".into()],
+            no_data: vec![
+                "the base thread completed no cycle".into(),
+                "the servo thread completed no cycle".into(),
+            ],
             ..Trust::default()
         };
         let v = judge(Some((25_000, 0)), Some((1_000_000, 0)), 0, &empty, vec![]);
