@@ -345,7 +345,7 @@ fn an_output_that_fails_at_the_end_loses_nothing_else() {
         "late",
         &[
             "--duration",
-            "2s",
+            "3s",
             "--base",
             "0",
             "--quiet",
@@ -360,7 +360,8 @@ fn an_output_that_fails_at_the_end_loses_nothing_else() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Well after the start-up check, well before the end.
+    std::thread::sleep(Duration::from_millis(1500));
     std::fs::remove_dir_all(&doomed).unwrap();
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
