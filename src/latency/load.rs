@@ -1,6 +1,8 @@
 //! Built-in machine load for the latency test: ordinary (SCHED_OTHER) workers on every CPU that keep
 //! the caches, memory bus and block layer busy while the RT threads are measured, or stress-ng when the
 //! user asks for it. Every worker is stopped and joined (or killed and reaped) before [`Load`] is dropped.
+//! A worker that fails, or stress-ng ending before the run does, is recorded as a [`LoadFailure`] for
+//! the report: a run whose load failed is not evidence of behaviour under load.
 
 use serde::Serialize;
 use std::fmt;
