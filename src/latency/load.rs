@@ -178,6 +178,10 @@ pub struct Load {
     started: Instant,
 }
 
+/// Load threads need little stack (their buffers are on the heap); under `mlockall` every stack page
+/// is locked, so they get a small one.
+const WORKER_STACK: usize = 128 << 10;
+
 /// How long stress-ng must stay alive after its start before the run counts as loaded.
 const STRESS_NG_SETTLE: Duration = Duration::from_millis(200);
 
@@ -246,6 +250,7 @@ impl Load {
     ) -> Result<(), String> {
         let handle = std::thread::Builder::new()
             .name(name.to_string())
+            .stack_size(WORKER_STACK)
             .spawn(move || {
                 // The load belongs on every CPU, the RT ones included, whatever the caller's affinity.
                 let _ = crate::rt::sched::set_current_affinity(&[cpu]);
@@ -467,6 +472,7 @@ fn spawn_stress_ng(kind: &LoadKind) -> Result<StressNg, String> {
         // Ends at end of file, when stress-ng and its workers are gone; never joined.
         let _ = std::thread::Builder::new()
             .name("stress-ng-err".into())
+            .stack_size(WORKER_STACK)
             .spawn(move || {
                 let mut chunk = [0u8; 1024];
                 while let Ok(n @ 1..) = pipe.read(&mut chunk) {
