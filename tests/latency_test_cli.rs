@@ -404,4 +404,8 @@ fn without_privileges_the_same_loop_runs_as_sim() {
         "the loop ran"
     );
     assert!(err.contains("NO REAL-TIME"), "said loudly: {err}");
+    // The fallback gets no ordinary verdict: its numbers are not real-time evidence.
+    assert_eq!(v["verdict"]["rating"], "not-real-time", "{}", v["verdict"]);
+    assert_eq!(v["verdict"]["evidence"], false);
+    assert!(v["verdict"]["max_step_rate_hz"].is_null());
 }

@@ -1,7 +1,7 @@
 //! `rtapi compare-timers [--period 1ms] [--duration 5s] [--json FILE|-]`
 
 use super::Failure;
-use crate::latency::compare;
+use crate::latency::{compare, output};
 use crate::rt::clock::Nanos;
 use crate::units::{parse_duration, parse_period};
 use std::time::Duration;
@@ -33,6 +33,15 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| Failure::usage("--duration must be positive, e.g. 5s"))?;
+    // The output file must be writable before anything runs; it is written atomically at the end.
+    let json_file = args
+        .json
+        .as_deref()
+        .filter(|j| *j != "-")
+        .map(std::path::PathBuf::from);
+    if let Some(path) = &json_file {
+        output::check_writable("--json", path).map_err(Failure::usage)?;
+    }
     let result =
         compare::run(args.period, duration, args.flavor, &args.instance).map_err(|e| Failure {
             code: e.exit_code(),
@@ -40,17 +49,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
         })?;
     let json =
         serde_json::to_string_pretty(&result).map_err(|e| Failure::runtime(e.to_string()))?;
-    match args.json.as_deref() {
-        Some("-") => {
-            println!("{json}");
-            eprint!("{}", result.render_text());
-        }
-        Some(file) => {
-            std::fs::write(file, json)
-                .map_err(|e| Failure::runtime(format!("cannot write {file}: {e}")))?;
-            print!("{}", result.render_text());
-        }
-        None => print!("{}", result.render_text()),
+    if args.json.as_deref() == Some("-") {
+        println!("{json}");
+        eprint!("{}", result.render_text());
+        return Ok(());
     }
-    Ok(())
+    // The table is printed even when the file cannot be written.
+    let written = json_file
+        .as_deref()
+        .map(|path| output::write_text("--json", path, &json));
+    print!("{}", result.render_text());
+    match written {
+        Some(Err(e)) => Err(Failure::runtime(format!(
+            "the measurement is complete but its output could not be written: {e}"
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -1,8 +1,9 @@
 //! `rtapi latency-test`: the commissioning run (see `crate::latency`).
 
 use super::{exit, Failure};
+use crate::latency::report::Report;
 use crate::latency::run::{self, TestConfig};
-use crate::latency::{histogram, load, plot};
+use crate::latency::{histogram, load, output, plot};
 use crate::rt::clock::Nanos;
 use crate::rt::wake::{TimerKind, WakeMode};
 use crate::units::{parse_duration, parse_period, parse_period_or_off};
@@ -66,6 +67,81 @@ fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
         })
 }
 
+/// The output files of a run, checked before it starts.
+struct Outputs {
+    json: Option<PathBuf>,
+    json_to_stdout: bool,
+    histogram: Option<PathBuf>,
+    plot: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// Every output path must be writable before anything runs (exit 2 otherwise); two flags may not
+    /// name the same file.
+    fn check(args: &Args) -> Result<Outputs, Failure> {
+        let outputs = Outputs {
+            json: args
+                .json
+                .as_deref()
+                .filter(|j| *j != "-")
+                .map(PathBuf::from),
+            json_to_stdout: args.json.as_deref() == Some("-"),
+            histogram: args.histogram.clone(),
+            plot: args.plot.clone(),
+        };
+        let files = outputs.files();
+        for (i, (flag, path)) in files.iter().enumerate() {
+            output::check_writable(flag, path).map_err(Failure::usage)?;
+            if let Some((other, _)) = files[..i].iter().find(|(_, p)| p == path) {
+                return Err(Failure::usage(format!(
+                    "{flag} {}: the same file as {other}",
+                    path.display()
+                )));
+            }
+        }
+        Ok(outputs)
+    }
+
+    fn files(&self) -> Vec<(&'static str, &PathBuf)> {
+        [
+            ("--json", self.json.as_ref()),
+            ("--histogram", self.histogram.as_ref()),
+            ("--plot", self.plot.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.map(|p| (f, p)))
+        .collect()
+    }
+
+    /// Writes every file (each atomically); returns the errors of those that failed.
+    fn write(&self, report: &Report) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Some(path) = &self.json {
+            errors.extend(output::write_text("--json", path, &report.to_json()).err());
+        }
+        if let Some(path) = &self.histogram {
+            errors.extend(
+                output::write_text("--histogram", path, &histogram::render(&report.threads)).err(),
+            );
+        }
+        if let Some(path) = &self.plot {
+            let title = format!(
+                "rtapi latency-test — {} ({}), flavor {}, load {}",
+                report.system.kernel,
+                report.system.preemption.unwrap_or("?"),
+                report.system.flavor,
+                if report.settings.load.is_empty() {
+                    "none".to_string()
+                } else {
+                    report.settings.load.join(",")
+                }
+            );
+            errors.extend(plot::write_svg(path, &title, &report.threads).err());
+        }
+        errors
+    }
+}
+
 pub fn run(args: Args) -> Result<(), Failure> {
     if !args.servo.is_positive() {
         return Err(Failure::usage(
@@ -80,6 +156,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     let duration = Duration::try_from(args.duration)
         .map_err(|_| Failure::usage("--duration must be positive"))?;
+    let outputs = Outputs::check(&args)?;
     let cfg = TestConfig {
         base: args.base,
         servo: args.servo,
@@ -104,6 +181,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         instance: args.instance,
         dma_latency: !args.no_dma_latency,
         quiet: args.quiet,
+        live_to_stderr: outputs.json_to_stdout,
         ..TestConfig::default()
     };
     let report = run::run(&cfg).map_err(|e| Failure {
@@ -111,40 +189,34 @@ pub fn run(args: Args) -> Result<(), Failure> {
         message: e.to_string(),
     })?;
 
-    let write = |path: &std::path::Path, text: &str| {
-        std::fs::write(path, text)
-            .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))
-    };
-    let json_to_stdout = args.json.as_deref() == Some("-");
-    match args.json.as_deref() {
-        Some("-") => println!("{}", report.to_json()),
-        Some(file) => write(file.as_ref(), &report.to_json())?,
-        None => {}
-    }
-    if let Some(path) = &args.histogram {
-        write(path, &histogram::render(&report.threads))?;
-    }
-    if let Some(path) = &args.plot {
-        let title = format!(
-            "rtapi latency-test — {} ({}), flavor {}, load {}",
-            report.system.kernel,
-            report.system.preemption.unwrap_or("?"),
-            report.system.flavor,
-            if report.settings.load.is_empty() {
-                "none".to_string()
-            } else {
-                report.settings.load.join(",")
-            }
-        );
-        plot::write_svg(path, &title, &report.threads).map_err(Failure::runtime)?;
-    }
-    if json_to_stdout {
+    // Everything is written and the report printed whatever fails; the exit code says what did.
+    let errors = outputs.write(&report);
+    if outputs.json_to_stdout {
+        println!("{}", report.to_json());
         eprint!("{}", report.render_text());
     } else {
         print!("{}", report.render_text());
     }
 
+    // Precedence: an output that could not be written (1) over --fail-above (3): exit 3 promises a
+    // complete record of a run that failed the gate.
+    if !errors.is_empty() {
+        return Err(Failure::runtime(format!(
+            "the measurement is complete but {} output(s) could not be written:\n  {}",
+            errors.len(),
+            errors.join("\n  ")
+        )));
+    }
     if let Some(limit) = args.fail_above {
+        if !report.verdict.evidence {
+            return Err(Failure {
+                code: exit::FAIL_ABOVE,
+                message: format!(
+                    "--fail-above {limit} cannot pass without evidence: {}",
+                    report.verdict.problems.join("; ")
+                ),
+            });
+        }
         let worst = report
             .threads
             .iter()

@@ -1,15 +1,21 @@
 //! Built-in machine load for the latency test: ordinary (SCHED_OTHER) workers on every CPU that keep
 //! the caches, memory bus and block layer busy while the RT threads are measured, or stress-ng when the
 //! user asks for it. Every worker is stopped and joined (or killed and reaped) before [`Load`] is dropped.
+//! A worker that fails, or stress-ng ending before the run does, is recorded as a [`LoadFailure`] for
+//! the report: a run whose load failed is not evidence of behaviour under load.
 
+use serde::Serialize;
 use std::fmt;
-use std::io::Write;
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoadKind {
@@ -62,72 +68,200 @@ pub fn parse(spec: &str) -> Result<Vec<LoadKind>, String> {
     Ok(kinds)
 }
 
+/// A load that stopped working before the run ended: it was not loading the machine for the rest of
+/// the measurement, so the numbers are not "under load".
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadFailure {
+    /// The `--load` item (`io`, `stress-ng:ARGS`, …) and, for built-in workers, the worker.
+    pub load: String,
+    /// Seconds since the test started.
+    pub at_s: f64,
+    /// What happened: an exit status, an I/O error, …
+    pub what: String,
+    /// The last lines stress-ng wrote to its standard error.
+    pub stderr_tail: Option<String>,
+}
+
+impl fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "load {} failed (seen at {:.1} s): {}",
+            self.load, self.at_s, self.what
+        )?;
+        if let Some(tail) = self.stderr_tail.as_deref().filter(|t| !t.is_empty()) {
+            let last = tail.lines().last().unwrap_or_default();
+            write!(f, " ({last})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks, before anything runs, that the load can start: stress-ng exists and accepts the arguments
+/// (`--dry-run`), and a private directory for the io workers can be created.
+pub fn preflight(kinds: &[LoadKind]) -> Result<(), String> {
+    for kind in kinds {
+        match kind {
+            LoadKind::StressNg(args) => {
+                let out = Command::new("stress-ng")
+                    .args(args)
+                    .arg("--dry-run")
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(stress_ng_spawn_error)?;
+                if !out.status.success() {
+                    return Err(format!(
+                        "--load {kind}: stress-ng refuses these arguments ({}): {}",
+                        out.status,
+                        tail(&out.stderr)
+                    ));
+                }
+            }
+            LoadKind::Io => {
+                TempDir::new().map_err(|e| format!("--load io: {e}"))?;
+            }
+            LoadKind::Cpu | LoadKind::Mem => {}
+        }
+    }
+    Ok(())
+}
+
+/// A directory this process created itself (`mkdtemp`: a fresh random name, mode 0700, under `$TMPDIR`
+/// or `/tmp`), removed with everything in it when dropped — also when the run ends by a signal or an
+/// error. Nobody else can plant a file or a symlink in it.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new() -> Result<TempDir, String> {
+        let template = std::env::temp_dir().join("rtapi-load-XXXXXX");
+        nix::unistd::mkdtemp(&template).map(TempDir).map_err(|e| {
+            format!(
+                "cannot create a private directory {}: {e}",
+                template.display()
+            )
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // remove_dir_all does not follow symlinks.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Worker {
+    name: String,
+    load: String,
+    handle: Option<JoinHandle<Result<(), String>>>,
+}
+
+struct StressNg {
+    spec: String,
+    child: Child,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
 /// Running load. Dropping it stops everything.
 pub struct Load {
     stop: Arc<AtomicBool>,
-    workers: Vec<JoinHandle<()>>,
-    child: Option<Child>,
-    tempdir: Option<std::path::PathBuf>,
+    workers: Vec<Worker>,
+    child: Option<StressNg>,
+    tempdir: Option<TempDir>,
+    failures: Vec<LoadFailure>,
+    /// Test time at start, and when the load started: failures are timed on the test's clock.
+    offset: Duration,
+    started: Instant,
 }
 
+/// Load threads need little stack (their buffers are on the heap); under `mlockall` every stack page
+/// is locked, so they get a small one.
+const WORKER_STACK: usize = 128 << 10;
+
+/// How long stress-ng must stay alive after its start before the run counts as loaded.
+const STRESS_NG_SETTLE: Duration = Duration::from_millis(200);
+
 impl Load {
-    /// Starts `kinds` on every CPU of `cpus` (one worker of each kind per CPU, pinned to it).
-    pub fn start(kinds: &[LoadKind], cpus: &[usize]) -> Result<Load, String> {
+    /// Starts `kinds` on every CPU of `cpus` (one worker of each kind per CPU, pinned to it). `at` is
+    /// the test's elapsed time, for the timestamps of failures. A load that cannot start or dies at once
+    /// is reported by [`Load::poll`] / [`Load::stop`], not here; only a setup error fails the start.
+    pub fn start(kinds: &[LoadKind], cpus: &[usize], at: Duration) -> Result<Load, String> {
         let mut load = Load {
             stop: Arc::new(AtomicBool::new(false)),
             workers: Vec::new(),
             child: None,
             tempdir: None,
+            failures: Vec::new(),
+            offset: at,
+            started: Instant::now(),
         };
         for kind in kinds {
             match kind {
-                LoadKind::StressNg(args) => load.child = Some(spawn_stress_ng(args)?),
+                LoadKind::StressNg(_) => load.child = Some(spawn_stress_ng(kind)?),
                 LoadKind::Io => {
-                    let dir =
-                        std::env::temp_dir().join(format!("rtapi-load-{}", std::process::id()));
-                    std::fs::create_dir_all(&dir)
-                        .map_err(|e| format!("io load: {}: {e}", dir.display()))?;
-                    load.tempdir = Some(dir.clone());
+                    let dir = TempDir::new().map_err(|e| format!("--load io: {e}"))?;
                     for &i in cpus {
-                        let (stop, path) = (load.stop.clone(), dir.join(format!("worker-{i}")));
-                        load.spawn(&format!("load-io-{i}"), i, move || io_worker(&stop, &path))?;
+                        let (stop, path) =
+                            (load.stop.clone(), dir.path().join(format!("worker-{i}")));
+                        load.spawn("io", &format!("load-io-{i}"), i, move || {
+                            io_worker(&stop, &path)
+                        })?;
                     }
+                    load.tempdir = Some(dir);
                 }
                 LoadKind::Cpu => {
                     for &i in cpus {
                         let stop = load.stop.clone();
-                        load.spawn(&format!("load-cpu-{i}"), i, move || cpu_worker(&stop))?;
+                        load.spawn("cpu", &format!("load-cpu-{i}"), i, move || {
+                            cpu_worker(&stop);
+                            Ok(())
+                        })?;
                     }
                 }
                 LoadKind::Mem => {
                     let bytes = mem_buffer_bytes();
                     for &i in cpus {
                         let stop = load.stop.clone();
-                        load.spawn(&format!("load-mem-{i}"), i, move || {
-                            mem_worker(&stop, bytes)
+                        load.spawn("mem", &format!("load-mem-{i}"), i, move || {
+                            mem_worker(&stop, bytes);
+                            Ok(())
                         })?;
                     }
                 }
             }
         }
+        if load.child.is_some() {
+            std::thread::sleep(STRESS_NG_SETTLE);
+        }
+        load.poll();
         Ok(load)
     }
 
     fn spawn(
         &mut self,
+        load: &str,
         name: &str,
         cpu: usize,
-        f: impl FnOnce() + Send + 'static,
+        f: impl FnOnce() -> Result<(), String> + Send + 'static,
     ) -> Result<(), String> {
         let handle = std::thread::Builder::new()
             .name(name.to_string())
+            .stack_size(WORKER_STACK)
             .spawn(move || {
                 // The load belongs on every CPU, the RT ones included, whatever the caller's affinity.
                 let _ = crate::rt::sched::set_current_affinity(&[cpu]);
                 f()
             })
             .map_err(|e| format!("cannot start load worker {name}: {e}"))?;
-        self.workers.push(handle);
+        self.workers.push(Worker {
+            name: name.to_string(),
+            load: load.to_string(),
+            handle: Some(handle),
+        });
         Ok(())
     }
 
@@ -136,18 +270,74 @@ impl Load {
         self.workers.len() + usize::from(self.child.is_some())
     }
 
-    /// Stops and joins every worker, ends stress-ng (its whole process group) and removes the temp dir.
-    pub fn stop(&mut self) {
+    /// The private directory of the io workers, if any.
+    pub fn io_dir(&self) -> Option<&Path> {
+        self.tempdir.as_ref().map(TempDir::path)
+    }
+
+    fn now_s(&self) -> f64 {
+        (self.offset + self.started.elapsed()).as_secs_f64()
+    }
+
+    /// Records every worker or stress-ng process that has ended since the last call: while the load
+    /// is meant to run, any end is a failure.
+    pub fn poll(&mut self) -> &[LoadFailure] {
+        let at_s = self.now_s();
+        for w in &mut self.workers {
+            if w.handle.as_ref().is_some_and(JoinHandle::is_finished) {
+                let what = match w.handle.take().map(JoinHandle::join) {
+                    Some(Ok(Err(e))) => e,
+                    Some(Err(_)) => "the worker panicked".to_string(),
+                    _ => "the worker ended early".to_string(),
+                };
+                self.failures.push(LoadFailure {
+                    load: format!("{} ({})", w.load, w.name),
+                    at_s,
+                    what,
+                    stderr_tail: None,
+                });
+            }
+        }
+        if let Some(s) = &mut self.child {
+            if let Ok(Some(status)) = s.child.try_wait() {
+                // Let the reader take what stress-ng wrote last.
+                std::thread::sleep(Duration::from_millis(50));
+                let stderr = tail(&s.stderr.lock().unwrap_or_else(|e| e.into_inner()));
+                self.failures.push(LoadFailure {
+                    load: s.spec.clone(),
+                    at_s,
+                    what: format!("stress-ng ended before the run did ({status})"),
+                    stderr_tail: Some(stderr),
+                });
+                let mut s = self.child.take().expect("checked above");
+                // Its workers, if any are left, go with it.
+                stop_process_group(&mut s.child);
+            }
+        }
+        &self.failures
+    }
+
+    /// Stops and joins every worker, ends stress-ng (its whole process group), removes the io
+    /// directory, and returns every failure seen (also a worker that failed while stopping).
+    pub fn stop(&mut self) -> Vec<LoadFailure> {
+        self.poll();
         self.stop.store(true, Ordering::Relaxed);
+        let at_s = self.now_s();
         for w in self.workers.drain(..) {
-            let _ = w.join();
+            if let Some(Ok(Err(what))) = w.handle.map(JoinHandle::join) {
+                self.failures.push(LoadFailure {
+                    load: format!("{} ({})", w.load, w.name),
+                    at_s,
+                    what,
+                    stderr_tail: None,
+                });
+            }
         }
-        if let Some(mut child) = self.child.take() {
-            stop_process_group(&mut child);
+        if let Some(mut s) = self.child.take() {
+            stop_process_group(&mut s.child);
         }
-        if let Some(dir) = self.tempdir.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        self.tempdir = None;
+        std::mem::take(&mut self.failures)
     }
 }
 
@@ -155,6 +345,21 @@ impl Drop for Load {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The last lines of a process's output, at most ten lines and 1000 characters.
+fn tail(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut out = lines[lines.len().saturating_sub(10)..].join("\n");
+    if out.len() > 1000 {
+        let cut = out.len() - 1000;
+        let cut = (cut..out.len())
+            .find(|&i| out.is_char_boundary(i))
+            .unwrap_or(0);
+        out = out[cut..].to_string();
+    }
+    out
 }
 
 fn cpu_worker(stop: &AtomicBool) {
@@ -204,29 +409,52 @@ fn mem_worker(stop: &AtomicBool, bytes: usize) {
     }
 }
 
-fn io_worker(stop: &AtomicBool, path: &std::path::Path) {
+/// Writes 4 MiB, fsyncs and removes the file, until stopped. The file is always created new
+/// (`O_CREAT|O_EXCL|O_NOFOLLOW`): a path that already exists — a file or a symlink somebody planted —
+/// is refused, never written through. An error ends the worker and is its result.
+pub fn io_worker(stop: &AtomicBool, path: &Path) -> Result<(), String> {
     let block = vec![0x5au8; 256 << 10];
     while !stop.load(Ordering::Relaxed) {
-        let Ok(mut f) = std::fs::File::create(path) else {
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        };
-        for _ in 0..16 {
-            if stop.load(Ordering::Relaxed) || f.write_all(&block).is_err() {
-                break;
-            }
-        }
-        let _ = f.sync_all();
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let written = (0..16)
+            .take_while(|_| !stop.load(Ordering::Relaxed))
+            .try_for_each(|_| f.write_all(&block))
+            .and_then(|()| f.sync_all());
+        drop(f);
+        // The file is ours (created above): remove it also after a failed write.
+        let removed = std::fs::remove_file(path);
+        written.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        removed.map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
     }
-    let _ = std::fs::remove_file(path);
+    Ok(())
 }
 
-fn spawn_stress_ng(args: &[String]) -> Result<Child, String> {
+fn stress_ng_spawn_error(e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        "stress-ng is not installed: apt-get install stress-ng, or use the built-in --load cpu,mem,io"
+            .to_string()
+    } else {
+        format!("cannot start stress-ng: {e}")
+    }
+}
+
+/// Starts stress-ng in its own process group; its standard error is kept (the last 4 KiB) for the
+/// report.
+fn spawn_stress_ng(kind: &LoadKind) -> Result<StressNg, String> {
+    let LoadKind::StressNg(args) = kind else {
+        unreachable!("only called for stress-ng")
+    };
     let mut cmd = Command::new("stress-ng");
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe calls:
     // a new process group (so stop() can end stress-ng's own workers too) and a parent-death signal
     // (so stress-ng never outlives an rtapi that was killed).
@@ -237,12 +465,28 @@ fn spawn_stress_ng(args: &[String]) -> Result<Child, String> {
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            "stress-ng is not installed: apt-get install stress-ng, or use the built-in --load cpu,mem,io".to_string()
-        } else {
-            format!("cannot start stress-ng: {e}")
-        }
+    let mut child = cmd.spawn().map_err(stress_ng_spawn_error)?;
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    if let Some(mut pipe) = child.stderr.take() {
+        let buf = buf.clone();
+        // Ends at end of file, when stress-ng and its workers are gone; never joined.
+        let _ = std::thread::Builder::new()
+            .name("stress-ng-err".into())
+            .stack_size(WORKER_STACK)
+            .spawn(move || {
+                let mut chunk = [0u8; 1024];
+                while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                    let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+                    b.extend_from_slice(&chunk[..n]);
+                    let excess = b.len().saturating_sub(4096);
+                    b.drain(..excess);
+                }
+            });
+    }
+    Ok(StressNg {
+        spec: kind.to_string(),
+        child,
+        stderr: buf,
     })
 }
 
@@ -291,6 +535,13 @@ mod tests {
         assert!(parse("stress-ng:").is_err());
     }
 
+    /// The tests that start load run one at a time: they count this process's load threads.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Threads of this process whose name starts with `load-` (only this module names threads so).
     fn load_threads() -> usize {
         std::fs::read_dir("/proc/self/task")
@@ -302,16 +553,110 @@ mod tests {
 
     #[test]
     fn builtin_workers_start_and_all_stop() {
+        let _serial = serial();
         let dir;
         {
-            let load = Load::start(&[LoadKind::Cpu, LoadKind::Mem, LoadKind::Io], &[0, 1]).unwrap();
+            let load = Load::start(
+                &[LoadKind::Cpu, LoadKind::Mem, LoadKind::Io],
+                &[0, 1],
+                Duration::ZERO,
+            )
+            .unwrap();
             assert_eq!(load.workers(), 6);
-            dir = load.tempdir.clone().unwrap();
+            dir = load.io_dir().unwrap().to_path_buf();
             std::thread::sleep(Duration::from_millis(200));
             assert_eq!(load_threads(), 6);
-            assert!(dir.exists());
+            let meta = std::fs::symlink_metadata(&dir).unwrap();
+            assert!(meta.is_dir());
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+                0o700,
+                "private directory"
+            );
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with("rtapi-load-") && !name.ends_with(&std::process::id().to_string()),
+                "random name, not the pid: {name}"
+            );
         }
         assert_eq!(load_threads(), 0, "every worker joined");
         assert!(!dir.exists(), "io load leaves no files behind");
+    }
+
+    /// The finding: the io worker wrote through whatever was at its path. Now a pre-existing file or
+    /// symlink is refused and left alone.
+    #[test]
+    fn io_worker_refuses_a_pre_existing_path_or_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let stop = AtomicBool::new(false);
+        let link = dir.path().join("worker-0");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let err = io_worker(&stop, &link).unwrap_err();
+        assert!(
+            err.contains("cannot create") && err.contains("exists"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // A dangling symlink is refused too (O_EXCL): nothing is created at its target.
+        let target = dir.path().join("target");
+        let dangling = dir.path().join("worker-1");
+        std::os::unix::fs::symlink(&target, &dangling).unwrap();
+        assert!(io_worker(&stop, &dangling).is_err());
+        assert!(!target.exists());
+        let err = io_worker(&stop, &victim).unwrap_err();
+        assert!(err.contains("exists"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    #[test]
+    fn a_worker_that_fails_is_reported_with_its_error() {
+        let _serial = serial();
+        let mut load = Load::start(&[LoadKind::Io], &[0], Duration::from_secs(3)).unwrap();
+        let dir = load.io_dir().unwrap().to_path_buf();
+        // Take the directory away: the worker's next create (or remove) fails, and it ends.
+        std::fs::remove_dir_all(&dir).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while load.poll().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let failures = load.stop();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].load, "io (load-io-0)");
+        assert!(
+            failures[0].what.contains("No such file"),
+            "{:?}",
+            failures[0]
+        );
+        assert!(failures[0].at_s >= 3.0);
+    }
+
+    #[test]
+    fn stress_ng_that_exits_is_reported_with_its_status_and_stderr() {
+        if Command::new("stress-ng").arg("--version").output().is_err() {
+            eprintln!("SKIPPED: stress-ng is not installed");
+            return;
+        }
+        let _serial = serial();
+        let kinds = parse("stress-ng:--cpu 1 --timeout 1s").unwrap();
+        preflight(&kinds).unwrap();
+        let mut load = Load::start(&kinds, &[0], Duration::ZERO).unwrap();
+        assert!(load.poll().is_empty(), "alive after the settle time");
+        std::thread::sleep(Duration::from_millis(1500));
+        let failures = load.stop();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        let f = &failures[0];
+        assert!(f.what.contains("exit status: 0"), "{f:?}");
+        assert!(
+            f.stderr_tail.as_deref().unwrap_or("").contains("stress-ng"),
+            "{f:?}"
+        );
+        let err = preflight(&parse("stress-ng:--bogus 3").unwrap()).unwrap_err();
+        assert!(err.contains("refuses") && err.contains("bogus"), "{err}");
     }
 }

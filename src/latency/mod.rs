@@ -5,6 +5,7 @@ pub mod compare;
 pub mod histogram;
 pub mod load;
 pub mod monitor;
+pub mod output;
 pub mod plot;
 pub mod report;
 pub mod run;

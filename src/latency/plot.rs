@@ -12,17 +12,26 @@ const COLORS: [RGBColor; 4] = [
     RGBColor(0x94, 0x67, 0xbd),
 ];
 
-/// Writes the SVG. `title` goes on top (kernel, flavor, load).
+/// Writes the SVG atomically (see [`super::output`]). `title` goes on top (kernel, flavor, load).
 pub fn write_svg(path: &Path, title: &str, threads: &[ThreadResult]) -> Result<(), String> {
-    draw(path, title, threads).map_err(|e| format!("cannot write plot {}: {e}", path.display()))
+    let svg = render_svg(title, threads)
+        .map_err(|e| format!("--plot {}: cannot draw: {e}", path.display()))?;
+    super::output::write_text("--plot", path, &svg)
+}
+
+/// The SVG document as text.
+pub fn render_svg(title: &str, threads: &[ThreadResult]) -> Result<String, String> {
+    let mut svg = String::new();
+    draw(&mut svg, title, threads).map_err(|e| e.to_string())?;
+    Ok(svg)
 }
 
 fn draw(
-    path: &Path,
+    svg: &mut String,
     title: &str,
     threads: &[ThreadResult],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (1000, 800)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (1000, 800)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;
     let (top, bottom) = root.split_vertically(390);

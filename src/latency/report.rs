@@ -1,5 +1,6 @@
 //! The latency-test report: the JSON document of the CLI contract and the final text table.
 
+use super::load::LoadFailure;
 use super::verdict::Verdict;
 use crate::detect::SystemReport;
 use crate::units::us;
@@ -144,6 +145,8 @@ pub struct Report {
     pub system: SystemSummary,
     pub settings: Settings,
     pub threads: Vec<ThreadResult>,
+    /// Loads that stopped before the run ended (exit status, error, stress-ng's last stderr lines).
+    pub load_failures: Vec<LoadFailure>,
     pub verdict: Verdict,
 }
 
@@ -236,8 +239,21 @@ impl Report {
                 us(t.exec_ns.max as f64)
             );
         }
+        for f in &self.load_failures {
+            let _ = writeln!(
+                s,
+                "\nLOAD FAILED: {} (seen at {:.1} s): {}",
+                f.load, f.at_s, f.what
+            );
+            for l in f.stderr_tail.iter().flat_map(|t| t.lines()) {
+                let _ = writeln!(s, "  stderr: {l}");
+            }
+        }
         let v = &self.verdict;
         let _ = writeln!(s, "\nVERDICT: {}", v.summary);
+        for p in &v.problems {
+            let _ = writeln!(s, "  ! {p}");
+        }
         for a in &v.advice {
             let _ = writeln!(s, "  - {a}");
         }

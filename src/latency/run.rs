@@ -1,12 +1,12 @@
 //! Running a latency test: the real runtime with empty base and servo threads, load after warm-up, a
 //! live display each second, and the final [`Report`].
 
-use super::load::{Load, LoadKind};
+use super::load::{self, Load, LoadFailure, LoadKind};
 use super::monitor::{self, Monitor};
 use super::report::{
     ExecSummary, HistogramOut, LatencySummary, Report, Settings, Spike, SystemSummary, ThreadResult,
 };
-use super::verdict;
+use super::verdict::{self, Trust};
 use crate::detect::Severity;
 use crate::rt::clock::Nanos;
 use crate::rt::runtime::{
@@ -34,6 +34,8 @@ pub struct TestConfig {
     pub dma_latency: bool,
     /// Print nothing live (only the final report).
     pub quiet: bool,
+    /// Live lines go to standard error (standard output carries a JSON document).
+    pub live_to_stderr: bool,
     /// Histogram range in 1 µs bins.
     pub histogram_bins: usize,
 }
@@ -52,6 +54,7 @@ impl Default for TestConfig {
             instance: rtapi_hal::DEFAULT_INSTANCE.to_string(),
             dma_latency: true,
             quiet: false,
+            live_to_stderr: false,
             histogram_bins: 10_000,
         }
     }
@@ -62,8 +65,11 @@ fn warm_up(duration: Duration) -> Duration {
     (duration / 10).min(Duration::from_secs(2))
 }
 
-/// Runs the test to its end (duration or Ctrl-C) and reports.
+/// Runs the test to its end (duration or Ctrl-C) and reports. A load that cannot start at all
+/// (stress-ng missing or refusing its arguments, no private directory for io) is a configuration error
+/// before anything runs.
 pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
+    load::preflight(&cfg.load).map_err(RuntimeError::Config)?;
     let mut rt = Runtime::configure(RuntimeOptions {
         instance: cfg.instance.clone(),
         flavor: cfg.flavor.clone(),
@@ -103,7 +109,11 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
         .map_err(|e| RuntimeError::Start(e.to_string()))?;
     let load_names: Vec<String> = cfg.load.iter().map(ToString::to_string).collect();
     let mut monitor = Monitor::new(&names);
-    let tty = std::io::stdout().is_terminal();
+    let tty = if cfg.live_to_stderr {
+        std::io::stderr().is_terminal()
+    } else {
+        std::io::stdout().is_terminal()
+    };
     // On a terminal the table is redrawn in place and already shows overruns; the runtime's
     // once-a-second overrun warnings would tear it, so only errors are logged while it runs.
     let log_level = log::max_level();
@@ -112,54 +122,77 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     }
     let mut drawn = 0usize;
     let mut load: Option<Load> = None;
-    let mut load_error = None;
+    let mut load_failures: Vec<LoadFailure> = Vec::new();
+    let mut load_tried = false;
     let cpus_online = system.cpus.online.clone().unwrap_or_else(|| vec![0]);
     running.keep_caller_off_rt_cpus();
 
-    let reason =
-        running.wait_with(Some(cfg.duration), Duration::from_secs(1), |r| {
-            if load.is_none()
-                && load_error.is_none()
-                && !cfg.load.is_empty()
-                && r.elapsed() >= warm_up(cfg.duration)
-            {
-                match Load::start(&cfg.load, &cpus_online) {
-                    Ok(l) => load = Some(l),
-                    Err(e) => load_error = Some(e),
-                }
+    let reason = running.wait_with(Some(cfg.duration), Duration::from_secs(1), |r| {
+        if !load_tried && !cfg.load.is_empty() && r.elapsed() >= warm_up(cfg.duration) {
+            load_tried = true;
+            match Load::start(&cfg.load, &cpus_online, r.elapsed()) {
+                Ok(l) => load = Some(l),
+                Err(what) => load_failures.push(LoadFailure {
+                    load: load_names.join(","),
+                    at_s: r.elapsed().as_secs_f64(),
+                    what,
+                    stderr_tail: None,
+                }),
             }
-            let lines = monitor.tick(&reader);
-            if cfg.quiet {
-                return;
-            }
-            let header =
-                format!(
+        }
+        let load_failed =
+            !load_failures.is_empty() || load.as_mut().is_some_and(|l| !l.poll().is_empty());
+        let lines = monitor.tick(&reader);
+        if cfg.quiet {
+            return;
+        }
+        let header = format!(
             "rtapi latency-test | flavor {flavor} | timer {} wake {} | load {} | {:.0}/{:.0} s",
             cfg.timer,
             cfg.wake,
-            if load.is_some() { load_names.join(",") } else { "none".into() },
+            match (&load, load_failed) {
+                (_, true) => format!("{} FAILED", load_names.join(",")),
+                (Some(_), false) => load_names.join(","),
+                (None, false) => "none".into(),
+            },
             r.elapsed().as_secs_f64(),
             cfg.duration.as_secs_f64()
         );
-            let block = monitor::render(&lines, &header);
-            let mut out = std::io::stdout().lock();
-            if tty {
-                // Redraw in place: up over the previous block, clear each line.
-                if drawn > 0 {
-                    let _ = write!(out, "\x1b[{drawn}A");
-                }
-                for l in &block {
-                    let _ = writeln!(out, "\x1b[2K{l}");
-                }
-                drawn = block.len();
-            } else {
-                for l in &block[2..] {
-                    let _ = writeln!(out, "{:.0}s {l}", r.elapsed().as_secs_f64());
-                }
+        let block = monitor::render(&lines, &header);
+        let mut out: Box<dyn Write> = if cfg.live_to_stderr {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
+        if tty {
+            // Redraw in place: up over the previous block, clear each line.
+            if drawn > 0 {
+                let _ = write!(out, "\x1b[{drawn}A");
             }
-            let _ = out.flush();
+            for l in &block {
+                let _ = writeln!(out, "\x1b[2K{l}");
+            }
+            drawn = block.len();
+        } else {
+            for l in &block[2..] {
+                let _ = writeln!(out, "{:.0}s {l}", r.elapsed().as_secs_f64());
+            }
+        }
+        let _ = out.flush();
+    });
+    // Stopping the load also removes its files; a Drop guard does the same on every other path.
+    if let Some(mut l) = load.take() {
+        load_failures.extend(l.stop());
+    }
+    // The load must run to the end of the measurement: a run shorter than the warm-up never loaded.
+    if !load_tried && !cfg.load.is_empty() {
+        load_failures.push(LoadFailure {
+            load: load_names.join(","),
+            at_s: running.elapsed().as_secs_f64(),
+            what: "the run ended before the load started (it starts after the warm-up)".into(),
+            stderr_tail: None,
         });
-    drop(load);
+    }
     log::set_max_level(log_level);
     // The last, partial second belongs in the per-second series too.
     monitor.tick(&reader);
@@ -167,9 +200,6 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     let elapsed = running.elapsed();
     let per_second = monitor.max_per_interval();
     let summary = running.stop();
-    if let Some(e) = load_error {
-        return Err(RuntimeError::Start(e));
-    }
     if reason == StopReason::ThreadsEnded {
         return Err(RuntimeError::Start(
             "the RT threads stopped on their own (see the log above)".into(),
@@ -178,12 +208,13 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     Ok(report(
         cfg,
         &system,
-        flavor.name(),
+        flavor,
         summary,
         per_second,
         elapsed,
         interrupted,
         load_names,
+        load_failures,
     ))
 }
 
@@ -191,12 +222,13 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
 fn report(
     cfg: &TestConfig,
     system: &crate::detect::SystemReport,
-    flavor: &str,
+    flavor: crate::flavor::Flavor,
     summary: Summary,
     per_second: Vec<Vec<u64>>,
     elapsed: Duration,
     interrupted: bool,
     load: Vec<String>,
+    load_failures: Vec<LoadFailure>,
 ) -> Report {
     let threads: Vec<ThreadResult> = summary
         .threads
@@ -211,6 +243,25 @@ fn report(
             .map(|t| (t.period_ns, t.max_jitter_ns))
     };
     let overruns = threads.iter().map(|t| t.overruns).sum();
+    let trust = Trust {
+        // The few cycles a zero-length run gets while its threads start and stop are not a
+        // measurement.
+        no_data: cfg
+            .duration
+            .is_zero()
+            .then(|| "--duration 0 measures nothing".to_string())
+            .into_iter()
+            .chain(
+                threads
+                    .iter()
+                    .filter(|t| t.cycles == 0)
+                    .map(|t| format!("the {} thread completed no cycle", t.name)),
+            )
+            .collect(),
+        not_real_time: (flavor.policy() != crate::flavor::Policy::Fifo)
+            .then(|| flavor.name().to_string()),
+        load_failures: load_failures.iter().map(ToString::to_string).collect(),
+    };
     let system_advice = system
         .advice()
         .into_iter()
@@ -223,7 +274,7 @@ fn report(
     Report {
         tool: "rtapi latency-test",
         version: env!("CARGO_PKG_VERSION"),
-        system: SystemSummary::new(system, flavor),
+        system: SystemSummary::new(system, flavor.name()),
         settings: Settings {
             duration_s: elapsed.as_secs_f64(),
             timer: cfg.timer.to_string(),
@@ -231,8 +282,9 @@ fn report(
             load,
             interrupted,
         },
-        verdict: verdict::judge(find("base"), find("servo"), overruns, system_advice),
+        verdict: verdict::judge(find("base"), find("servo"), overruns, &trust, system_advice),
         threads,
+        load_failures,
     }
 }
 

@@ -18,6 +18,11 @@
 //! full step (high, then low) takes two periods. Jitter shortens a pulse by up to the jitter; a pulse is
 //! kept at least half a period long when the period is at least twice the jitter. So the usable base
 //! period is `max(base period, 2 × max jitter)` and the highest step rate is `1 / (2 × usable period)`.
+//!
+//! No verdict without evidence: a thread with no cycles gives `no-data`; threads that were not real
+//! time (flavor `sim`, SCHED_OTHER) give `not-real-time`; a load that failed during the run keeps the
+//! jitter rating but is listed in `problems`. Whenever `problems` is not empty, `evidence` is false and
+//! no step rate is given.
 
 use serde::Serialize;
 
@@ -28,6 +33,10 @@ pub enum Rating {
     Ok,
     ServoOnly,
     Unusable,
+    /// A thread completed no cycle: nothing was measured.
+    NoData,
+    /// The threads were not real-time threads (flavor sim, SCHED_OTHER).
+    NotRealTime,
 }
 
 impl Rating {
@@ -37,6 +46,8 @@ impl Rating {
             Rating::Ok => "ok",
             Rating::ServoOnly => "servo-only",
             Rating::Unusable => "unusable",
+            Rating::NoData => "no-data",
+            Rating::NotRealTime => "not-real-time",
         }
     }
 
@@ -56,6 +67,10 @@ impl Rating {
             Rating::Ok => "software stepping works, at lower step rates",
             Rating::ServoOnly => "no software stepping: use a hardware step generator (FPGA card) and run servo threads only",
             Rating::Unusable => "not usable for machine control",
+            Rating::NoData => "nothing was measured, so nothing can be judged",
+            Rating::NotRealTime => {
+                "the threads were not real-time threads: these numbers are not real-time evidence"
+            }
         }
     }
 }
@@ -75,7 +90,23 @@ pub struct Verdict {
     pub max_jitter_ns: u64,
     /// Highest software step rate, when the judged thread is a base thread and stepping is possible.
     pub max_step_rate_hz: Option<f64>,
+    /// The numbers are evidence for the rating: data in every thread, real-time threads, and the
+    /// requested load ran to the end. False whenever `problems` is not empty.
+    pub evidence: bool,
+    /// Why the run is not evidence (empty when it is).
+    pub problems: Vec<String>,
     pub advice: Vec<String>,
+}
+
+/// What the verdict must know besides the numbers: whether they can be trusted.
+#[derive(Debug, Clone, Default)]
+pub struct Trust {
+    /// Why there is no data: a thread that completed no cycle, a run of zero duration.
+    pub no_data: Vec<String>,
+    /// The flavor, when its threads are not real time (`sim`).
+    pub not_real_time: Option<String>,
+    /// Loads that failed while the run was meant to be loaded.
+    pub load_failures: Vec<String>,
 }
 
 /// Judges a run. `base` is `(period_ns, max_jitter_ns)` of the base thread when there is one.
@@ -83,6 +114,7 @@ pub fn judge(
     base: Option<(u64, u64)>,
     servo: Option<(u64, u64)>,
     overruns: u64,
+    trust: &Trust,
     system_advice: Vec<String>,
 ) -> Verdict {
     let (thread, (period, jitter)) = match (base, servo) {
@@ -90,15 +122,45 @@ pub fn judge(
         (None, Some(s)) => ("servo", s),
         (None, None) => ("none", (0, 0)),
     };
-    let rating = Rating::of_jitter(jitter);
-    let step_rate = (thread == "base" && matches!(rating, Rating::Good | Rating::Ok))
+    let mut problems = Vec::new();
+    if thread == "none" {
+        problems.push("no thread was measured".to_string());
+    }
+    for why in &trust.no_data {
+        problems.push(format!("no data: {why}"));
+    }
+    if let Some(flavor) = &trust.not_real_time {
+        problems.push(format!(
+            "not real time: flavor {flavor} runs SCHED_OTHER threads, so latencies say nothing about real-time behaviour"
+        ));
+    }
+    for l in &trust.load_failures {
+        problems.push(format!("not under the requested load: {l}"));
+    }
+    let no_data = thread == "none" || !trust.no_data.is_empty();
+    let rating = if no_data {
+        Rating::NoData
+    } else if trust.not_real_time.is_some() {
+        Rating::NotRealTime
+    } else {
+        Rating::of_jitter(jitter)
+    };
+    let evidence = problems.is_empty();
+    let step_rate = (evidence && thread == "base" && matches!(rating, Rating::Good | Rating::Ok))
         .then(|| max_step_rate_hz(period, jitter));
-    let mut summary = format!(
-        "{}: max jitter {:.1} µs on the {thread} thread — {}",
-        rating.name(),
-        jitter as f64 / 1000.0,
-        rating.meaning()
-    );
+    let mut summary = if no_data {
+        format!("{}: {}", rating.name(), rating.meaning())
+    } else {
+        format!(
+            "{}: max jitter {:.1} µs on the {thread} thread — {}",
+            rating.name(),
+            jitter as f64 / 1000.0,
+            rating.meaning()
+        )
+    };
+    if !evidence && !no_data && trust.not_real_time.is_none() {
+        summary.push_str(" — but NOT evidence: the requested load failed during the run");
+    }
     if let Some((usable, hz)) = step_rate {
         summary.push_str(&format!(
             "; base period {:.0} µs or more, up to {:.1} kHz step rate",
@@ -112,7 +174,7 @@ pub fn judge(
             "{overruns} period(s) were missed: the machine could not keep up; a servo loop would have lost those updates"
         ));
     }
-    if thread == "servo" && rating != Rating::Unusable {
+    if thread == "servo" && matches!(rating, Rating::Good | Rating::Ok | Rating::ServoOnly) {
         advice.push("servo only was measured: run with a base thread (--base 25us) to judge software stepping".into());
     }
     advice.extend(system_advice);
@@ -122,6 +184,8 @@ pub fn judge(
         judged_thread: thread.to_string(),
         max_jitter_ns: jitter,
         max_step_rate_hz: step_rate.map(|(_, hz)| hz),
+        evidence,
+        problems,
         advice,
     }
 }
@@ -160,14 +224,17 @@ mod tests {
             Some((25_000, 10_000)),
             Some((1_000_000, 400_000)),
             0,
+            &Trust::default(),
             vec![],
         );
         assert_eq!((v.rating, v.judged_thread.as_str()), (Rating::Good, "base"));
+        assert!(v.evidence && v.problems.is_empty());
         assert!(v.max_step_rate_hz.is_some());
         let v = judge(
             None,
             Some((1_000_000, 60_000)),
             2,
+            &Trust::default(),
             vec!["isolate a CPU".into()],
         );
         assert_eq!(
@@ -177,8 +244,52 @@ mod tests {
         assert_eq!(v.max_step_rate_hz, None);
         assert!(v.advice[0].contains("2 period(s) were missed"));
         assert!(v.advice.iter().any(|a| a == "isolate a CPU"));
-        let v = judge(Some((25_000, 700_000)), None, 0, vec![]);
+        let v = judge(Some((25_000, 700_000)), None, 0, &Trust::default(), vec![]);
         assert_eq!(v.rating, Rating::Unusable);
         assert_eq!(v.max_step_rate_hz, None);
+    }
+
+    #[test]
+    fn no_verdict_without_evidence() {
+        // The finding: zero cycles gave "good … 20 kHz step rate".
+        let empty = Trust {
+            no_data: vec![
+                "the base thread completed no cycle".into(),
+                "the servo thread completed no cycle".into(),
+            ],
+            ..Trust::default()
+        };
+        let v = judge(Some((25_000, 0)), Some((1_000_000, 0)), 0, &empty, vec![]);
+        assert_eq!(v.rating, Rating::NoData);
+        assert!(!v.evidence && v.max_step_rate_hz.is_none());
+        assert!(
+            v.summary.starts_with("no-data") && !v.summary.contains("kHz"),
+            "{}",
+            v.summary
+        );
+        assert_eq!(v.problems.len(), 2);
+
+        let sim = Trust {
+            not_real_time: Some("sim".into()),
+            ..Trust::default()
+        };
+        let v = judge(Some((25_000, 5_000)), None, 0, &sim, vec![]);
+        assert_eq!(v.rating, Rating::NotRealTime);
+        assert!(!v.evidence && v.max_step_rate_hz.is_none());
+        assert!(
+            v.summary.contains("not real-time evidence"),
+            "{}",
+            v.summary
+        );
+
+        let load = Trust {
+            load_failures: vec!["stress-ng exited".into()],
+            ..Trust::default()
+        };
+        let v = judge(Some((25_000, 5_000)), None, 0, &load, vec![]);
+        assert_eq!(v.rating, Rating::Good, "the jitter was measured");
+        assert!(!v.evidence && v.max_step_rate_hz.is_none());
+        assert!(v.summary.contains("NOT evidence"), "{}", v.summary);
+        assert!(v.problems[0].contains("stress-ng exited"));
     }
 }
