@@ -577,3 +577,61 @@ fn sigint_at_any_moment_of_start_up_is_answered() {
         );
     }
 }
+
+/// Finding 4 through the real commands: `period = "100s"` in a machine config needed SIGKILL, and
+/// `--servo 1000s` ran on after SIGTERM. Periods are now capped at 10 s (the config/CLI limit); with the
+/// longest one allowed, and with latency-test's full load running, SIGTERM ends the command within a
+/// second, cleanly, segment removed.
+#[test]
+fn sigterm_ends_run_and_latency_test_within_a_second_whatever_the_period() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("slow.toml");
+    std::fs::write(
+        &toml,
+        "hal = []\n[runtime]\nflavor = \"posix\"\n[[thread]]\nname = \"slow\"\nperiod = \"10s\"\n",
+    )
+    .unwrap();
+    let pid = std::process::id();
+    let cases: Vec<(String, Vec<String>)> = vec![
+        (
+            format!("trust-run10s-{pid}"),
+            vec!["run".into(), toml.to_str().unwrap().into()],
+        ),
+        (
+            format!("trust-lt10s-{pid}"),
+            ["latency-test", "--base", "0", "--servo", "10s", "--duration", "60s", "--quiet"]
+                .map(String::from)
+                .to_vec(),
+        ),
+        (
+            format!("trust-ltload-{pid}"),
+            ["latency-test", "--duration", "60s", "--quiet", "--load", "cpu,mem,io"]
+                .map(String::from)
+                .to_vec(),
+        ),
+    ];
+    for (instance, mut args) in cases {
+        args.extend(["--instance".to_string(), instance.clone()]);
+        let c = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Running (and, for the load case, past the warm-up and loaded) before the signal.
+        let t0 = Instant::now();
+        while !segment_exists(&instance) && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(segment_exists(&instance), "{args:?}: never started");
+        std::thread::sleep(Duration::from_millis(2500));
+        sigterm(&c);
+        let (status, took, err) = finish(c, Duration::from_secs(1));
+        eprintln!("{args:?}: {status:?} {took:?} after SIGTERM");
+        assert_eq!(status.code(), Some(0), "{args:?}: {err}");
+        assert!(took < Duration::from_secs(1), "{args:?}: took {took:?}");
+        assert!(!segment_exists(&instance), "{args:?}: segment left");
+    }
+}
