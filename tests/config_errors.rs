@@ -236,6 +236,13 @@ fn cases() -> Vec<Case> {
             says: "give a positive number of instances, at most 256",
         },
         Case {
+            name: "a non-finite float",
+            toml: TOML,
+            hal: hal("setp pid.0.Pgain 1e309"),
+            place: "m.hal:5: ",
+            says: "setp: '1e309' for pid.0.Pgain is not a finite number",
+        },
+        Case {
             name: "unknown stall action",
             toml: "hal = [\"m.hal\"]\n[runtime]\non_stall = \"explode\"\n[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\n",
             hal: PRELUDE.to_string(),

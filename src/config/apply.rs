@@ -398,10 +398,21 @@ impl Applier<'_> {
         Ok(())
     }
 
+    /// A value a config may set: it parses as the target's type, and a float is finite (a NaN or
+    /// infinite gain or limit is never what a machine builder meant; `rtapi setp --force` exists for a
+    /// deliberate one on a live instance).
     fn parse_value(ty: ValueType, value: &Word, name: &str) -> Step {
-        Value::parse(ty, &value.text, name)
-            .map(|_| ())
-            .map_err(|e| (value.line, e.to_string()))
+        match Value::parse(ty, &value.text, name) {
+            Ok(Value::Float(f)) if !f.is_finite() => Err((
+                value.line,
+                format!(
+                    "{} for {name} is not a finite number; give a finite value",
+                    crate::units::quote(&value.text)
+                ),
+            )),
+            Ok(_) => Ok(()),
+            Err(e) => Err((value.line, e.to_string())),
+        }
     }
 
     fn setp(&mut self, name: &Word, value: &Word) -> Step {
