@@ -5,7 +5,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtapi::components::{LoadError, Registry, Target, ThreadDecl};
 use rtapi::config::Machine;
-use rtapi::rt::function::{Cycle, FunctionFactory, RtFn};
+use rtapi::runtime::function::{Cycle, FunctionFactory, RtFn};
 use rtapi_hal::{ComponentKey, FunctionKey, Hal, HalBuilder, In, Out, ThreadConfig, ThreadKey};
 use std::time::Duration;
 

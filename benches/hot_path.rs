@@ -5,9 +5,9 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtapi::rt::clock::{self, Nanos};
-use rtapi::rt::function::{Cycle, RtFn};
 use rtapi::rt::msg::{self, RtEvent};
-use rtapi::rt::thread::Cycler;
+use rtapi::runtime::function::{Cycle, RtFn};
+use rtapi::runtime::thread::Cycler;
 use rtapi_hal::{HalBuilder, ThreadConfig};
 
 /// One period's bookkeeping with `n` trivial functions, on a real HAL segment.

@@ -13,7 +13,7 @@
 
 use rtapi::components::{Component, LoadContext, LoadError, Registry};
 use rtapi::config::Machine;
-use rtapi::rt::runtime::{Runtime, RuntimeOptions};
+use rtapi::runtime::{Runtime, RuntimeOptions};
 use rtapi_hal::{In, Out, ParamAccess, Value};
 
 /// The control math, pure and testable on its own: one step of an exact first-order lag.

@@ -6,8 +6,8 @@
 //! ```
 
 use rtapi::rt::clock::Nanos;
-use rtapi::rt::function::{Cycle, RtFn};
-use rtapi::rt::runtime::{Runtime, RuntimeOptions, ThreadSpec};
+use rtapi::runtime::function::{Cycle, RtFn};
+use rtapi::runtime::{Runtime, RuntimeOptions, ThreadSpec};
 use rtapi_hal::{Hal, In, Out};
 use std::time::Duration;
 

@@ -22,4 +22,4 @@ pub mod detect;
 pub mod flavor;
 pub mod latency;
 pub mod rt;
-pub mod units;
+pub mod runtime;

@@ -604,7 +604,7 @@ impl rtapi::components::Target for Recorder {
         &mut self,
         c: rtapi_hal::ComponentKey,
         name: &str,
-        f: rtapi::rt::function::FunctionFactory,
+        f: rtapi::runtime::function::FunctionFactory,
     ) -> Result<(), rtapi::components::LoadError> {
         self.inner.function(c, name, f)
     }

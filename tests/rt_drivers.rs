@@ -545,7 +545,7 @@ fn pinning_to_a_cpu_that_does_not_exist_is_a_clear_error() {
     assert!(matches!(err, SchedError::CpuNotOnline { cpu: 4096, .. }));
     assert!(msg.contains("CPU 4096"), "{msg}");
     assert!(
-        msg.contains(&rtapi::detect::cpulist::format(&online)),
+        msg.contains(&rtapi::rt::cpulist::format(&online)),
         "the message lists the online CPUs: {msg}"
     );
 }

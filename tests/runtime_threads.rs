@@ -3,9 +3,9 @@
 //! noisy 2-core VM; latency itself is never asserted.
 
 use rtapi::rt::clock::{self, Nanos};
-use rtapi::rt::function::{Cycle, RtFn};
-use rtapi::rt::runtime::{Runtime, RuntimeError, RuntimeOptions, ThreadSpec};
 use rtapi::rt::wake::{sleep_until, TimerKind, WakeMode};
+use rtapi::runtime::function::{Cycle, RtFn};
+use rtapi::runtime::{Runtime, RuntimeError, RuntimeOptions, ThreadSpec};
 use rtapi_hal::{Hal, HalReader};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -49,7 +49,7 @@ fn one_thread(
     test: &str,
     spec: ThreadSpec,
     body: impl FnOnce(&Hal) -> RtFn + 'static,
-) -> Result<rtapi::rt::runtime::Runtime<rtapi::rt::runtime::Running>, RuntimeError> {
+) -> Result<rtapi::runtime::Runtime<rtapi::runtime::Running>, RuntimeError> {
     let mut rt = Runtime::configure(options(test))?;
     let thread = spec.name.clone();
     rt.thread(spec)?;

@@ -13,10 +13,10 @@
 //! Child processes are this test binary run again with `RTAPI_TRUST_CHILD` set (see `child_entry`).
 
 use rtapi::rt::clock::Nanos;
-use rtapi::rt::function::Cycle;
-use rtapi::rt::runtime::{Running, Runtime, RuntimeOptions, StopReason, ThreadSpec};
 use rtapi::rt::wake::{TimerKind, WakeMode};
-use rtapi::rt::watchdog::{StallAction, WatchdogOptions};
+use rtapi::runtime::function::Cycle;
+use rtapi::runtime::watchdog::{StallAction, WatchdogOptions};
+use rtapi::runtime::{Running, Runtime, RuntimeOptions, StopReason, ThreadSpec};
 use rtapi_hal::{HalReader, ThreadState};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
@@ -600,15 +600,31 @@ fn sigterm_ends_run_and_latency_test_within_a_second_whatever_the_period() {
         ),
         (
             format!("trust-lt10s-{pid}"),
-            ["latency-test", "--base", "0", "--servo", "10s", "--duration", "60s", "--quiet"]
-                .map(String::from)
-                .to_vec(),
+            [
+                "latency-test",
+                "--base",
+                "0",
+                "--servo",
+                "10s",
+                "--duration",
+                "60s",
+                "--quiet",
+            ]
+            .map(String::from)
+            .to_vec(),
         ),
         (
             format!("trust-ltload-{pid}"),
-            ["latency-test", "--duration", "60s", "--quiet", "--load", "cpu,mem,io"]
-                .map(String::from)
-                .to_vec(),
+            [
+                "latency-test",
+                "--duration",
+                "60s",
+                "--quiet",
+                "--load",
+                "cpu,mem,io",
+            ]
+            .map(String::from)
+            .to_vec(),
         ),
     ];
     for (instance, mut args) in cases {

@@ -3,7 +3,7 @@
 use super::Failure;
 use crate::latency::{compare, output};
 use crate::rt::clock::Nanos;
-use crate::units::{parse_duration, parse_period};
+use crate::rt::units::{parse_duration, parse_period};
 use std::time::Duration;
 
 #[derive(clap::Args)]

@@ -5,8 +5,8 @@ use crate::latency::report::Report;
 use crate::latency::run::{self, TestConfig};
 use crate::latency::{histogram, load, output, plot};
 use crate::rt::clock::Nanos;
+use crate::rt::units::{parse_duration, parse_period, parse_period_or_off};
 use crate::rt::wake::{TimerKind, WakeMode};
-use crate::units::{parse_duration, parse_period, parse_period_or_off};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ pub struct Args {
 }
 
 fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
-    crate::detect::cpulist::parse(s)
+    crate::rt::cpulist::parse(s)
         .filter(|c| !c.is_empty() && c.len() <= 2)
         .ok_or_else(|| {
             format!("invalid --cpu '{s}': give one CPU (e.g. 1) or BASE,SERVO (e.g. 2,3)")

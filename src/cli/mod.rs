@@ -101,7 +101,7 @@ pub fn main() -> ExitCode {
                 // clap echoes a bad value raw: print the message tamed (control characters
                 // escaped, a huge value cut), plain.
                 let plain = e.to_string();
-                let tamed: Vec<String> = plain.lines().map(crate::units::tame).collect();
+                let tamed: Vec<String> = plain.lines().map(crate::rt::units::tame).collect();
                 eprintln!("{}", tamed.join("\n"));
             } else {
                 let _ = e.print();
@@ -131,7 +131,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(f) => {
-            eprintln!("rtapi: {}", crate::units::tame(&f.message));
+            eprintln!("rtapi: {}", crate::rt::units::tame(&f.message));
             ExitCode::from(f.code)
         }
     }

@@ -15,9 +15,9 @@ use super::{exit, Failure};
 use crate::components::{Registry, Validation};
 use crate::config::{ConfigError, Machine};
 use crate::rt::clock::Nanos;
-use crate::rt::runtime::{Runtime, RuntimeOptions, StopReason};
-use crate::rt::watchdog::StallAction;
-use crate::units::parse_duration;
+use crate::rt::units::parse_duration;
+use crate::runtime::watchdog::StallAction;
+use crate::runtime::{Runtime, RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
 pub struct Args {

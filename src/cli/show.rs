@@ -12,7 +12,7 @@ use rtapi_hal::{
 use serde_json::{json, Map, Value as Json};
 
 use super::{instance, Failure};
-use crate::units::us;
+use crate::rt::units::us;
 
 /// What to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -10,7 +10,7 @@ use rtapi_hal::{Access, HalError};
 
 use super::{instance, Failure};
 use crate::rt::clock::Nanos;
-use crate::units::parse_duration;
+use crate::rt::units::parse_duration;
 
 #[derive(clap::Args)]
 pub struct Args {

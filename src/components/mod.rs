@@ -56,7 +56,7 @@ use rtapi_hal::{
     ValueType,
 };
 
-use crate::rt::function::RtFn;
+use crate::runtime::function::RtFn;
 pub use target::{Target, ThreadDecl, Validation};
 
 /// Why a component could not be loaded (or a target refused a declaration).

@@ -9,9 +9,9 @@ use rtapi_hal::{ComponentKey, HalBuilder, ThreadConfig};
 
 use super::LoadError;
 use crate::rt::clock::Nanos;
-use crate::rt::function::FunctionFactory;
-use crate::rt::runtime::{Configuring, Runtime, ThreadSpec};
 use crate::rt::wake::{TimerKind, WakeMode};
+use crate::runtime::function::FunctionFactory;
+use crate::runtime::{Configuring, Runtime, ThreadSpec};
 
 /// A periodic thread as a config declares it (`[[thread]]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

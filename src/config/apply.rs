@@ -21,8 +21,8 @@ use super::{invalid_name, ConfigError, Machine};
 use crate::components::{
     Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target, ThreadDecl,
 };
-use crate::rt::function::FunctionFactory;
-use crate::units::{clip, quote};
+use crate::rt::units::{clip, quote};
+use crate::runtime::function::FunctionFactory;
 
 /// The most component instances (all `loadrt` lines together) a machine may load: far above any
 /// real machine, and low enough that every pin, param and statistic fits the HAL segment.
@@ -407,7 +407,7 @@ impl Applier<'_> {
                 value.line,
                 format!(
                     "{} for {name} is not a finite number; give a finite value",
-                    crate::units::quote(&value.text)
+                    crate::rt::units::quote(&value.text)
                 ),
             )),
             Ok(_) => Ok(()),

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use super::ConfigError;
 use crate::components::{Instances, MAX_INSTANCES};
-use crate::units::{clip, quote};
+use crate::rt::units::{clip, quote};
 
 /// A word and the 1-based line it is on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@
 //!
 //! Every value is checked here, with the line it is on: the runtime sees only valid threads. A period
 //! is a string with a unit or an integer of nanoseconds, within [`MIN_PERIOD`]..=[`MAX_PERIOD`]
-//! (the same rule as the command line's, [`crate::units::check_period`]); at most [`MAX_THREADS`]
+//! (the same rule as the command line's, [`crate::rt::units::check_period`]); at most [`MAX_THREADS`]
 //! threads. A leading UTF-8 byte-order mark is skipped.
 
 use std::ops::Range;
@@ -36,10 +36,10 @@ use super::{invalid_name, ConfigError};
 use crate::components::ThreadDecl;
 use crate::flavor::Flavor;
 use crate::rt::clock::Nanos;
+use crate::rt::units::{check_period, parse_config_period, quote};
+pub use crate::rt::units::{MAX_PERIOD, MIN_PERIOD};
 use crate::rt::wake::{TimerKind, WakeMode};
-use crate::rt::watchdog::{StallAction, WatchdogOptions};
-use crate::units::{check_period, parse_config_period, quote};
-pub use crate::units::{MAX_PERIOD, MIN_PERIOD};
+use crate::runtime::watchdog::{StallAction, WatchdogOptions};
 
 /// The most `[[thread]]` tables a machine may declare. Each is a SCHED_FIFO thread with its own
 /// priority and statistics block; a CNC machine has two or three (base, servo, maybe a slow one).
@@ -443,7 +443,7 @@ timer = "timerfd"
             one("999"),
             Err(format!(
                 "m.toml:3: thread 't': {}",
-                crate::units::check_period(Nanos::from_nanos(999)).unwrap_err()
+                crate::rt::units::check_period(Nanos::from_nanos(999)).unwrap_err()
             ))
         );
         assert!(one("\"11s\"").unwrap_err().contains("longer than 10s"));

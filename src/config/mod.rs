@@ -12,7 +12,7 @@
 //! Between 1 and 2, [`Machine::check_cpus`] checks every `cpu =` against this machine's CPUs.
 //!
 //! Files must be UTF-8 (a leading byte-order mark is skipped); user input echoed in a message is
-//! shown through [`crate::units::quote`] (control characters escaped, long text cut), and
+//! shown through [`crate::rt::units::quote`] (control characters escaped, long text cut), and
 //! [`ConfigError`]'s `Display` escapes any control character left.
 //!
 //! ```no_run
@@ -37,7 +37,7 @@ pub use halfile::{Command, Located};
 pub use machine::{MachineToml, RuntimeSection};
 
 use crate::components::ThreadDecl;
-use crate::units::{quote, tame};
+use crate::rt::units::{quote, tame};
 
 /// A configuration error at a place in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,7 +266,7 @@ impl Machine {
         online: &[usize],
         allowed: Option<&[usize]>,
     ) -> Result<(), Vec<ConfigError>> {
-        let list = crate::detect::cpulist::format;
+        let list = crate::rt::cpulist::format;
         let mut errors = Vec::new();
         for (i, t) in self.threads.iter().enumerate() {
             let Some(cpu) = t.cpu.map(|c| c as usize) else {

@@ -243,7 +243,7 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
             "isolated-cpu-unusable",
             format!(
                 "isolated CPUs {} are offline or not allowed for this process",
-                super::cpulist::format(&c.isolated)
+                crate::rt::cpulist::format(&c.isolated)
             ),
             Some("bring them online (echo 1 > /sys/devices/system/cpu/cpuN/online) or isolate an online CPU".into()),
         ));
@@ -270,7 +270,7 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
             "smt-sibling",
             format!(
                 "CPU {cpu} shares its core with CPU {}: work there slows the RT thread",
-                super::cpulist::format(&siblings)
+                crate::rt::cpulist::format(&siblings)
             ),
             Some(format!(
                 "isolate the siblings too, take them offline (echo 0 > /sys/devices/system/cpu/cpu{}/online), or boot with nosmt",

@@ -1,8 +1,8 @@
 //! CPUs: which are online, isolated from the scheduler, tickless, SMT siblings, their governors, and
 //! the CPU the runtime would put its RT threads on.
 
-use super::cpulist;
 use super::sysroot::SysRoot;
+use crate::rt::cpulist;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]

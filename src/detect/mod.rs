@@ -6,7 +6,6 @@
 //! becomes a guess and never a panic.
 
 pub mod advice;
-pub mod cpulist;
 pub mod cpus;
 pub mod environment;
 pub mod kconfig;

@@ -1,7 +1,7 @@
 //! The human-readable `rtapi detect` report.
 
-use super::cpulist;
 use super::{Finding, SystemReport};
+use crate::rt::cpulist;
 use std::fmt::Write;
 
 fn opt<T: ToString>(v: Option<T>) -> String {

@@ -4,9 +4,9 @@
 
 use super::report::LatencySummary;
 use crate::rt::clock::{self, Nanos};
-use crate::rt::runtime::{Runtime, RuntimeError, RuntimeOptions, ThreadSpec};
+use crate::rt::units::us;
 use crate::rt::wake::{TimerKind, WakeMode};
-use crate::units::us;
+use crate::runtime::{Runtime, RuntimeError, RuntimeOptions, ThreadSpec};
 use serde::Serialize;
 use std::fmt::Write;
 use std::time::Duration;

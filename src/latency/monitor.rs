@@ -2,7 +2,7 @@
 //! the difference of two histogram copies (bins are cumulative counters), so the RT loop does no extra
 //! work for the live display or the per-second plot.
 
-use crate::units::us;
+use crate::rt::units::us;
 use rtapi_hal::{HalReader, HistogramSnapshot, ThreadStatsSnapshot};
 
 /// One thread's figures for the last interval and the whole run so far.

@@ -3,7 +3,7 @@
 use super::load::LoadFailure;
 use super::verdict::Verdict;
 use crate::detect::SystemReport;
-use crate::units::us;
+use crate::rt::units::us;
 use rtapi_hal::{HistogramSnapshot, ThreadStatsSnapshot};
 use serde::Serialize;
 use std::fmt::Write;

@@ -9,10 +9,10 @@ use super::report::{
 use super::verdict::{self, Trust};
 use crate::detect::Severity;
 use crate::rt::clock::Nanos;
-use crate::rt::runtime::{
+use crate::rt::wake::{TimerKind, WakeMode};
+use crate::runtime::{
     Runtime, RuntimeError, RuntimeOptions, StopReason, Summary, ThreadSpec, ThreadSummary,
 };
-use crate::rt::wake::{TimerKind, WakeMode};
 use rtapi_hal::HistogramConfig;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;

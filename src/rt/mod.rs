@@ -16,16 +16,13 @@
 //!   whether a failure is fatal depends on the flavor, which the caller knows and we do not.
 
 pub mod clock;
-pub mod function;
+pub mod cpulist;
 pub mod harden;
 pub mod msg;
-pub(crate) mod panic;
-pub mod runtime;
 pub mod sched;
 pub mod signals;
-pub mod thread;
+pub mod units;
 pub mod wake;
-pub mod watchdog;
 
 use std::fmt;
 

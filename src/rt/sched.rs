@@ -11,8 +11,8 @@ use std::fs;
 use nix::errno::Errno;
 use nix::sys::resource::{getrusage, UsageWho};
 
-use crate::detect::cpulist;
 use crate::rt::clock::Nanos;
+use crate::rt::cpulist;
 use crate::rt::SysError;
 
 /// The priority LinuxCNC gives its fastest thread; slower ones get one less each. 99 is left

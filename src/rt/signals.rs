@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn interrupt_ends_a_long_absolute_sleep_at_once() {
         install_wake_handler().unwrap();
-        let far = super::super::clock::now() + super::super::clock::Nanos::from_secs(100);
+        let far = crate::rt::clock::now() + crate::rt::clock::Nanos::from_secs(100);
         let sleeper = std::thread::spawn(move || {
             let ts = far.to_timespec();
             // SAFETY: valid timespec; null remainder allowed for TIMER_ABSTIME.

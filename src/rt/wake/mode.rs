@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use super::{check_timeline, Driver, TimerDriver, TimerKind, WakeError, WakeInfo};
 use crate::rt::clock::{now, Nanos};
-use crate::units::{clip, parse_duration};
+use crate::rt::units::{clip, parse_duration};
 
 /// The margin `hybrid` uses when none is given. See the module documentation for the rule.
 pub const DEFAULT_HYBRID_MARGIN: Nanos = Nanos::from_micros(100);
@@ -64,7 +64,7 @@ impl FromStr for WakeMode {
     type Err = String;
 
     /// `sleep`, `spin`, `hybrid`, or `hybrid:MARGIN` with MARGIN a positive duration with its unit
-    /// (e.g. `hybrid:50us`, see [`crate::units::parse_duration`]). A malformed margin gets its own
+    /// (e.g. `hybrid:50us`, see [`crate::rt::units::parse_duration`]). A malformed margin gets its own
     /// message (what is wrong with the margin), anything else the list of valid modes.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         // User input, shown escaped and cut (see `units::clip`).

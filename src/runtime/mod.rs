@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! use rtapi::rt::clock::Nanos;
-//! use rtapi::rt::runtime::{Runtime, RuntimeOptions, ThreadSpec};
+//! use rtapi::runtime::{Runtime, RuntimeOptions, ThreadSpec};
 //!
 //! let mut rt = Runtime::configure(RuntimeOptions::default())?;
 //! rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))?;
@@ -13,28 +13,33 @@
 //! let count = rt.hal().pin::<rtapi_hal::Out, u64>(comp, "counter.count")?;
 //! rt.function(comp, "counter.update", Box::new(move |hal: &rtapi_hal::Hal| {
 //!     let count = hal.pin(count);
-//!     Box::new(move |_cycle: &rtapi::rt::function::Cycle| count.set(count.get() + 1))
+//!     Box::new(move |_cycle: &rtapi::runtime::function::Cycle| count.set(count.get() + 1))
 //! }))?;
 //! rt.addf("counter.update", "servo", None)?;
 //! let running = rt.start()?;
 //! running.wait(Some(std::time::Duration::from_secs(1)));
 //! println!("{}", running.stop());
-//! # Ok::<(), rtapi::rt::runtime::RuntimeError>(())
+//! # Ok::<(), rtapi::runtime::RuntimeError>(())
 //! ```
 
-use super::clock::{self, Nanos};
-use super::function::{FunctionFactory, RtFn};
-use super::harden::{self, HardenOptions, Hardening};
-use super::msg::{self, Consumer, RtEvent};
-use super::panic::PanicReport;
-use super::sched::{self, Policy};
-use super::signals;
-use super::thread::Heartbeat;
-use super::thread::{self, ThreadPlan};
-use super::wake::{CycleTimer, TimerKind, WakeMode};
-use super::watchdog::{Watchdog, WatchdogOptions, Watched};
+pub mod function;
+pub(crate) mod panic;
+pub mod thread;
+pub mod watchdog;
+
+use self::function::{FunctionFactory, RtFn};
+use self::panic::PanicReport;
+use self::thread::Heartbeat;
+use self::thread::ThreadPlan;
+use self::watchdog::{Watchdog, WatchdogOptions, Watched};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Flavor, FlavorError, Selection};
+use crate::rt::clock::{self, Nanos};
+use crate::rt::harden::{self, HardenOptions, Hardening};
+use crate::rt::msg::{self, Consumer, RtEvent};
+use crate::rt::sched::{self, Policy};
+use crate::rt::signals;
+use crate::rt::wake::{CycleTimer, TimerKind, WakeMode};
 use rtapi_hal::{
     ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, HistogramSnapshot,
     Permissions, ThreadConfig, ThreadKey, ThreadStatsSnapshot,
@@ -263,7 +268,7 @@ impl Runtime<Configuring> {
     }
 
     /// When a thread counts as stalled and what follows (default: 5 periods and at least 100 ms;
-    /// demote to SCHED_OTHER). See [`super::watchdog`].
+    /// demote to SCHED_OTHER). See [`watchdog`].
     pub fn watchdog(&mut self, opts: WatchdogOptions) {
         self.state.watchdog = opts;
     }
@@ -371,7 +376,7 @@ impl Runtime<Configuring> {
         // From here on SIGINT/SIGTERM are requests this run answers (if the command did not already
         // install the handlers), and panics of RT threads are routed to the log.
         let signal = signals::shutdown_flag();
-        super::panic::install_hook();
+        panic::install_hook();
         signals::install_wake_handler()
             .map_err(|e| RuntimeError::Start(format!("cannot install the wake signal: {e}")))?;
         let flavor = selection.flavor;
@@ -689,7 +694,7 @@ fn check_cpus(
                 } else {
                     "offline or does not exist"
                 },
-                crate::detect::cpulist::format(&online)
+                crate::rt::cpulist::format(&online)
             )));
         }
     }
@@ -1040,7 +1045,9 @@ impl fmt::Display for Summary {
         )?;
         for t in &self.threads {
             let us = |ns: Option<f64>| {
-                ns.map_or("-".to_string(), |v| format!("{}us", crate::units::us(v)))
+                ns.map_or("-".to_string(), |v| {
+                    format!("{}us", crate::rt::units::us(v))
+                })
             };
             let s = t.stats.as_ref();
             writeln!(

@@ -20,8 +20,8 @@ pub fn parse_checked(text: &str) -> Result<Vec<usize>, String> {
     let bad = |part: &str, why: &str| {
         format!(
             "CPU list {}: {} {why}; write CPUs like 1, 2,3 or 0-3",
-            crate::units::quote(text),
-            crate::units::quote(part)
+            crate::rt::units::quote(text),
+            crate::rt::units::quote(part)
         )
     };
     let number = |s: &str, part: &str| -> Result<usize, String> {
@@ -35,7 +35,7 @@ pub fn parse_checked(text: &str) -> Result<Vec<usize>, String> {
         if part.is_empty() {
             return Err(format!(
                 "CPU list {} has an empty element (a stray comma?); write CPUs like 1, 2,3 or 0-3",
-                crate::units::quote(text)
+                crate::rt::units::quote(text)
             ));
         }
         // The stride form `a-b:stride`.

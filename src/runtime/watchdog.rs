@@ -13,9 +13,9 @@
 //! A tick that itself came late (the whole process stopped, the host froze the VM) proves nothing
 //! about the RT threads: the watchdog then restarts its observation instead of judging.
 
-use super::clock::Nanos;
-use super::sched::{self, Policy};
 use super::thread::Heartbeat;
+use crate::rt::clock::Nanos;
+use crate::rt::sched::{self, Policy};
 use rtapi_hal::{ThreadState, ThreadStateCell};
 use std::fmt;
 use std::str::FromStr;
@@ -32,8 +32,8 @@ pub enum StallAction {
     /// shell, ssh, the other threads on that CPU) gets CPU time again; restored when it recovers.
     #[default]
     Demote,
-    /// Also end the run: [`Runtime::wait`](super::runtime::Runtime::wait) returns
-    /// [`StopReason::Stalled`](super::runtime::StopReason::Stalled). The stalled thread is demoted
+    /// Also end the run: [`Runtime::wait`](crate::runtime::Runtime::wait) returns
+    /// [`StopReason::Stalled`](crate::runtime::StopReason::Stalled). The stalled thread is demoted
     /// first, since it cannot be joined and the process must be able to exit.
     Stop,
 }

@@ -11,11 +11,11 @@
 //! Nothing inside the loop allocates, locks, logs or does I/O: the timer wait, `clock_gettime`,
 //! atomic stores into the HAL segment, and — only in a spike period — one `getrusage`.
 
-use super::clock::{self, Nanos};
 use super::function::{Cycle, RtFn};
-use super::msg::{Producer, RtEvent};
-use super::sched::{self, Policy};
-use super::wake::{CycleTimer, TimerDriver, WakeError};
+use crate::rt::clock::{self, Nanos};
+use crate::rt::msg::{Producer, RtEvent};
+use crate::rt::sched::{self, Policy};
+use crate::rt::wake::{CycleTimer, TimerDriver, WakeError};
 use rtapi_hal::{PeriodSample, StatsWriter, ThreadRusage};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -135,8 +135,8 @@ pub(crate) fn run(
 
 fn setup(plan: &ThreadPlan) -> SetupResult {
     let fail = |what: String| format!("thread {}: {what}", plan.name);
-    super::signals::block_stop_signals_in_current_thread().map_err(|e| fail(e.to_string()))?;
-    super::sched::set_current_policy(plan.policy).map_err(|e| fail(e.to_string()))?;
+    crate::rt::signals::block_stop_signals_in_current_thread().map_err(|e| fail(e.to_string()))?;
+    crate::rt::sched::set_current_policy(plan.policy).map_err(|e| fail(e.to_string()))?;
     let cpu = match plan.cpu {
         Some(cpu) => {
             sched::pin_current_thread(cpu).map_err(|e| fail(e.to_string()))?;
@@ -145,7 +145,7 @@ fn setup(plan: &ThreadPlan) -> SetupResult {
         None => sched::current_cpu().map_err(|e| fail(e.to_string()))?,
     };
     if plan.stack_prefault > 0 {
-        super::harden::prefault_stack(plan.stack_prefault).map_err(|e| fail(e.to_string()))?;
+        crate::rt::harden::prefault_stack(plan.stack_prefault).map_err(|e| fail(e.to_string()))?;
     }
     Ok(cpu)
 }
