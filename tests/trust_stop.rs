@@ -1,7 +1,7 @@
 //! Stopping is bounded and stalls are seen (issue "Trust", finding 4 and the RT-thread panic of
 //! finding 6), with real SCHED_FIFO threads and real child processes:
 //!
-//! - a stop request reaches a thread waiting for a deadline 100 s away at once, on every driver;
+//! - a stop request reaches a thread waiting for a deadline 10 s away at once, on every driver;
 //! - a function that never returns is reported **stalled** (HAL state, log, which function), its thread
 //!   demoted so the other thread on that CPU runs again, and the run still stops (the stuck thread is
 //!   left behind, named);
@@ -64,10 +64,11 @@ fn thread_state(instance: &str, thread: &str) -> ThreadState {
         .state
 }
 
-/// Finding 4: `--servo 1000s` ran ~1000 s after SIGTERM. A thread waiting for a deadline 100 s away
-/// must end as soon as it is asked, whatever the driver and wake mode; no period is counted.
+/// Finding 4: `--servo 1000s` ran ~1000 s after SIGTERM. A thread waiting for a deadline 10 s away
+/// (the longest period allowed now) must end as soon as it is asked, whatever the driver and wake
+/// mode; no period is counted.
 #[test]
-fn stop_reaches_a_thread_waiting_100_s_at_once_on_every_driver() {
+fn stop_reaches_a_thread_waiting_10_s_at_once_on_every_driver() {
     let _g = serial();
     for timer in [
         TimerKind::Nanosleep,
@@ -85,7 +86,7 @@ fn stop_reaches_a_thread_waiting_100_s_at_once_on_every_driver() {
             rt.thread(ThreadSpec {
                 timer,
                 wake,
-                ..ThreadSpec::new("slow", Nanos::from_secs(100))
+                ..ThreadSpec::new("slow", Nanos::from_secs(10))
             })
             .unwrap();
             let comp = rt.hal().component("probe").unwrap();
@@ -94,7 +95,7 @@ fn stop_reaches_a_thread_waiting_100_s_at_once_on_every_driver() {
             rt.addf("probe.run", "slow", None).unwrap();
             let running = rt.start().unwrap();
             std::thread::sleep(Duration::from_millis(300));
-            // 300 ms into a 100 s period: waiting, not stalled (the limit is 5 periods).
+            // 300 ms into a 10 s period: waiting, not stalled (the limit is 5 periods).
             assert_eq!(
                 thread_state(&options(&tag).instance, "slow"),
                 ThreadState::Running,
@@ -105,7 +106,7 @@ fn stop_reaches_a_thread_waiting_100_s_at_once_on_every_driver() {
             let took = t0.elapsed();
             eprintln!("{tag}: stop took {took:?}");
             // At once: microseconds to wake and join; the bound only absorbs this shared VM's
-            // scheduling noise (the old behaviour was the whole 100 s period).
+            // scheduling noise (the old behaviour was the whole period).
             assert!(
                 took < Duration::from_millis(500),
                 "{tag}: stop took {took:?}"

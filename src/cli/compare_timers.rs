@@ -43,10 +43,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         output::check_writable("--json", path).map_err(Failure::usage)?;
     }
     let result =
-        compare::run(args.period, duration, args.flavor, &args.instance).map_err(|e| Failure {
-            code: e.exit_code(),
-            message: e.to_string(),
-        })?;
+        compare::run(args.period, duration, args.flavor, &args.instance).map_err(Failure::from)?;
     let json =
         serde_json::to_string_pretty(&result).map_err(|e| Failure::runtime(e.to_string()))?;
     if args.json.as_deref() == Some("-") {

@@ -184,10 +184,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         live_to_stderr: outputs.json_to_stdout,
         ..TestConfig::default()
     };
-    let report = run::run(&cfg).map_err(|e| Failure {
-        code: e.exit_code(),
-        message: e.to_string(),
-    })?;
+    let report = run::run(&cfg).map_err(Failure::from)?;
 
     // Everything is written and the report printed whatever fails; the exit code says what did.
     let errors = outputs.write(&report);

@@ -47,6 +47,36 @@ impl Failure {
     }
 }
 
+/// The CLI alone decides exit codes: a configuration, registration or flavor problem is bad usage
+/// (2); a failure while starting is a runtime failure (1).
+impl From<crate::runtime::RuntimeError> for Failure {
+    fn from(e: crate::runtime::RuntimeError) -> Self {
+        use crate::runtime::RuntimeError as E;
+        let code = match &e {
+            E::Flavor(_) | E::Hal(_) | E::Config(_) => exit::USAGE,
+            E::Segment(_)
+            | E::Harden { .. }
+            | E::Signals(_)
+            | E::Spawn { .. }
+            | E::Thread { .. } => exit::RUNTIME,
+        };
+        Failure {
+            code,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<crate::latency::Error> for Failure {
+    fn from(e: crate::latency::Error) -> Self {
+        match e {
+            crate::latency::Error::Runtime(e) => e.into(),
+            crate::latency::Error::Load(m) => Failure::usage(m),
+            other => Failure::runtime(other.to_string()),
+        }
+    }
+}
+
 impl From<crate::flavor::FlavorError> for Failure {
     fn from(e: crate::flavor::FlavorError) -> Self {
         Failure::usage(e.to_string())

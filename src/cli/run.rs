@@ -82,18 +82,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
         dma_latency: r.dma_latency,
         group_readable: r.group_readable,
     })
-    .map_err(|e| Failure {
-        code: e.exit_code(),
-        message: e.to_string(),
-    })?;
+    .map_err(Failure::from)?;
     rt.watchdog(r.watchdog);
     let applied = machine
         .apply(&mut rt, &registry)
         .map_err(|e| config_failure(&[e]))?;
-    let running = rt.start().map_err(|e| Failure {
-        code: e.exit_code(),
-        message: e.to_string(),
-    })?;
+    let running = rt.start().map_err(Failure::from)?;
     if let Err(e) = applied.finish(running.hal()) {
         let _ = running.stop();
         return Err(Failure::runtime(format!("applying sets values: {e}")));

@@ -6,7 +6,7 @@ use super::report::LatencySummary;
 use crate::rt::clock::{self, Nanos};
 use crate::rt::units::us;
 use crate::rt::wake::{TimerKind, WakeMode};
-use crate::runtime::{Runtime, RuntimeError, RuntimeOptions, ThreadSpec};
+use crate::runtime::{Runtime, RuntimeOptions, ThreadSpec};
 use serde::Serialize;
 use std::fmt::Write;
 use std::time::Duration;
@@ -77,10 +77,10 @@ pub fn run(
     duration: Duration,
     flavor: Option<String>,
     instance: &str,
-) -> Result<Comparison, RuntimeError> {
+) -> Result<Comparison, super::Error> {
     // itimer's SIGALRM is process-directed: it must be blocked in every thread but the one waiting
     // for it, which is only possible when the mask is set before any thread exists.
-    crate::rt::wake::block_sigalrm().map_err(|e| RuntimeError::Start(e.to_string()))?;
+    crate::rt::wake::block_sigalrm().map_err(super::Error::Setup)?;
     let mut rows = Vec::new();
     let mut flavor_name = String::new();
     for m in all_mechanisms() {
@@ -108,10 +108,7 @@ pub fn run(
         let summary = running.stop();
         let t = &summary.threads[0];
         let (Some(s), Some(h)) = (t.stats, t.histogram.as_ref()) else {
-            return Err(RuntimeError::Start(format!(
-                "{}: no statistics were recorded",
-                m.label()
-            )));
+            return Err(super::Error::NoStatistics(m.label().to_string()));
         };
         rows.push(Row {
             mechanism: m.label(),

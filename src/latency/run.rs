@@ -10,9 +10,7 @@ use super::verdict::{self, Trust};
 use crate::detect::Severity;
 use crate::rt::clock::Nanos;
 use crate::rt::wake::{TimerKind, WakeMode};
-use crate::runtime::{
-    Runtime, RuntimeError, RuntimeOptions, StopReason, Summary, ThreadSpec, ThreadSummary,
-};
+use crate::runtime::{Runtime, RuntimeOptions, StopReason, Summary, ThreadSpec, ThreadSummary};
 use rtapi_hal::HistogramConfig;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -68,8 +66,8 @@ fn warm_up(duration: Duration) -> Duration {
 /// Runs the test to its end (duration or Ctrl-C) and reports. A load that cannot start at all
 /// (stress-ng missing or refusing its arguments, no private directory for io) is a configuration error
 /// before anything runs.
-pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
-    load::preflight(&cfg.load).map_err(RuntimeError::Config)?;
+pub fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
+    load::preflight(&cfg.load).map_err(super::Error::Load)?;
     let mut rt = Runtime::configure(RuntimeOptions {
         instance: cfg.instance.clone(),
         flavor: cfg.flavor.clone(),
@@ -103,10 +101,7 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     let running = rt.start()?;
     let flavor = running.flavor();
     let system = running.system().clone();
-    let reader = running
-        .hal()
-        .reader()
-        .map_err(|e| RuntimeError::Start(e.to_string()))?;
+    let reader = running.hal().reader().map_err(super::Error::Segment)?;
     let load_names: Vec<String> = cfg.load.iter().map(ToString::to_string).collect();
     let mut monitor = Monitor::new(&names);
     let tty = if cfg.live_to_stderr {
@@ -201,9 +196,7 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
     let per_second = monitor.max_per_interval();
     let summary = running.stop();
     if reason == StopReason::ThreadsEnded {
-        return Err(RuntimeError::Start(
-            "the RT threads stopped on their own (see the log above)".into(),
-        ));
+        return Err(super::Error::ThreadsEnded);
     }
     Ok(report(
         cfg,

@@ -24,27 +24,27 @@
 
 pub mod function;
 pub(crate) mod panic;
+mod start;
 pub mod thread;
 pub mod watchdog;
 
-use self::function::{FunctionFactory, RtFn};
+use self::function::FunctionFactory;
 use self::panic::PanicReport;
-use self::thread::Heartbeat;
-use self::thread::ThreadPlan;
-use self::watchdog::{Watchdog, WatchdogOptions, Watched};
+use self::thread::{Heartbeat, SetupError};
+use self::watchdog::{Watchdog, WatchdogOptions};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Flavor, FlavorError, Selection};
-use crate::rt::clock::{self, Nanos};
-use crate::rt::harden::{self, HardenOptions, Hardening};
-use crate::rt::msg::{self, Consumer, RtEvent};
+use crate::rt::clock::Nanos;
+use crate::rt::harden::{Finding, Hardening};
+use crate::rt::msg::{Consumer, RtEvent};
 use crate::rt::sched::{self, Policy};
 use crate::rt::signals;
-use crate::rt::wake::{CycleTimer, TimerKind, WakeMode};
+use crate::rt::wake::{TimerKind, WakeMode};
+use crate::rt::SysError;
 use rtapi_hal::{
     ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, HistogramSnapshot,
-    Permissions, ThreadConfig, ThreadKey, ThreadStatsSnapshot,
+    Permissions, ThreadStatsSnapshot,
 };
-use std::collections::HashMap;
 use std::fmt;
 use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,6 +106,7 @@ impl ThreadSpec {
     }
 }
 
+/// Why configuring or starting a runtime failed. The CLI maps each kind to its exit code.
 #[derive(Debug)]
 pub enum RuntimeError {
     /// The flavor asked for cannot run here, or is unknown.
@@ -114,26 +115,49 @@ pub enum RuntimeError {
     Hal(HalError),
     /// The configuration is inconsistent (unknown thread, bad period, spin without a CPU, …).
     Config(String),
-    /// Starting failed (segment, hardening, thread setup).
-    Start(String),
-}
-
-impl RuntimeError {
-    /// The CLI contract: configuration and flavor problems exit 2, failures while starting 1.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RuntimeError::Flavor(_) | RuntimeError::Hal(_) | RuntimeError::Config(_) => 2,
-            RuntimeError::Start(_) => 1,
-        }
-    }
+    /// The segment could not be built or published (name in use, squatted, no memory, …).
+    Segment(HalError),
+    /// An essential hardening step failed under a flavor that requires it.
+    Harden {
+        /// The failed step and what to do.
+        finding: Finding,
+        /// The flavor that requires it.
+        flavor: Flavor,
+    },
+    /// The signal handlers the runtime needs could not be installed.
+    Signals(SysError),
+    /// An RT thread could not be created.
+    Spawn {
+        /// Its name.
+        thread: String,
+        /// What the OS said.
+        error: std::io::Error,
+    },
+    /// An RT thread could not set itself up (policy, CPU, stack, timer).
+    Thread {
+        /// Its name.
+        thread: String,
+        /// What failed.
+        error: SetupError,
+    },
 }
 
 impl fmt::Display for RuntimeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RuntimeError::Flavor(e) => e.fmt(f),
-            RuntimeError::Hal(e) => e.fmt(f),
-            RuntimeError::Config(m) | RuntimeError::Start(m) => f.write_str(m),
+            RuntimeError::Hal(e) | RuntimeError::Segment(e) => e.fmt(f),
+            RuntimeError::Config(m) => f.write_str(m),
+            RuntimeError::Harden { finding, flavor } => {
+                write!(f, "{} (flavor {flavor})", finding.message)
+            }
+            RuntimeError::Signals(e) => {
+                write!(f, "cannot install the runtime's signal handlers: {e}")
+            }
+            RuntimeError::Spawn { thread, error } => {
+                write!(f, "cannot spawn thread {thread}: {error}")
+            }
+            RuntimeError::Thread { thread, error } => write!(f, "thread {thread}: {error}"),
         }
     }
 }
@@ -197,7 +221,7 @@ pub struct ThreadInfo {
     pub functions: Vec<String>,
 }
 
-struct RunningThread {
+pub(super) struct RunningThread {
     info: ThreadInfo,
     handle: JoinHandle<()>,
     heartbeat: Arc<Heartbeat>,
@@ -208,7 +232,7 @@ pub struct Runtime<S> {
 }
 
 /// Events a thread can queue before the drainer catches up.
-const EVENT_CAPACITY: usize = 256;
+pub(super) const EVENT_CAPACITY: usize = 256;
 
 impl Runtime<Configuring> {
     /// Detects the machine, chooses the flavor (`opts.flavor`, then `RTAPI_FLAVOR`, then autodetection)
@@ -288,12 +312,9 @@ impl Runtime<Configuring> {
                 spec.name
             )));
         }
-        if !spec.period.is_positive() {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': period must be positive (got {})",
-                spec.name, spec.period
-            )));
-        }
+        // The one period rule, the same as the command line's and the configs'.
+        crate::rt::units::check_period(spec.period)
+            .map_err(|e| RuntimeError::Config(format!("thread '{}': {e}", spec.name)))?;
         rtapi_hal::name::validate(&spec.name).map_err(RuntimeError::Hal)?;
         if spec.timer.is_comparison_only() && !s.allow_comparison_timers {
             return Err(RuntimeError::Config(format!(
@@ -357,272 +378,10 @@ impl Runtime<Configuring> {
             .push((function.to_string(), thread.to_string(), position));
         Ok(())
     }
-
-    /// Builds the segment, hardens the process, starts every thread on a common timeline origin.
-    /// Fails without leaving anything running.
-    pub fn start(self) -> Result<Runtime<Running>, RuntimeError> {
-        let Configuring {
-            system,
-            selection,
-            opts,
-            mut hal,
-            threads,
-            factories,
-            addf,
-            histogram,
-            watchdog,
-            ..
-        } = self.state;
-        // From here on SIGINT/SIGTERM are requests this run answers (if the command did not already
-        // install the handlers), and panics of RT threads are routed to the log.
-        let signal = signals::shutdown_flag();
-        panic::install_hook();
-        signals::install_wake_handler()
-            .map_err(|e| RuntimeError::Start(format!("cannot install the wake signal: {e}")))?;
-        let flavor = selection.flavor;
-        let rt_policy = flavor.policy() == flavor::Policy::Fifo;
-
-        let periods: Vec<Nanos> = threads.iter().map(|t| t.period).collect();
-        let rate_monotonic = sched::rate_monotonic_priorities(&periods);
-        let mut placed = Vec::new();
-        for (spec, rm) in threads.iter().zip(rate_monotonic) {
-            let cpu = match spec.cpu.or(system.cpus.rt_cpu) {
-                Some(cpu) => cpu,
-                None => sched::current_cpu().map_err(|e| RuntimeError::Start(e.to_string()))?,
-            };
-            let priority = if rt_policy {
-                spec.priority.unwrap_or(rm)
-            } else {
-                0
-            };
-            placed.push((spec, cpu, priority));
-        }
-        check_cpus(&system, &placed)?;
-        check_spin(&system, &placed)?;
-
-        let mut keys: Vec<ThreadKey> = Vec::new();
-        for (spec, cpu, priority) in &placed {
-            let config = ThreadConfig::new(&spec.name, spec.period.as_nanos() as u64)
-                .cpu(*cpu as u32)
-                .priority(*priority)
-                .flavor(flavor.name())
-                .timer(spec.timer.name())
-                .histogram(histogram);
-            keys.push(hal.thread(config)?);
-        }
-        for (function, thread, position) in &addf {
-            hal.addf(function, thread, *position)?;
-        }
-        let hal = hal
-            .build()
-            .map_err(|e| RuntimeError::Start(e.to_string()))?;
-
-        // Every function body is made now, before any RT thread exists.
-        let mut bodies: HashMap<FunctionKey, (String, RtFn)> = HashMap::new();
-        for (key, name, factory) in factories {
-            if addf.iter().any(|(f, _, _)| *f == name) {
-                bodies.insert(key, (name, factory(&hal)));
-            }
-        }
-
-        let hardening = harden::harden_process(&HardenOptions {
-            lock_memory: opts.lock_memory,
-            dma_latency: opts.dma_latency,
-            ..HardenOptions::default()
-        });
-        for finding in hardening
-            .report
-            .findings(flavor.descriptor().memory_lock_required)
-        {
-            if finding.severity == harden::Severity::Error {
-                return Err(RuntimeError::Start(format!(
-                    "{} (flavor {flavor})",
-                    finding.message
-                )));
-            }
-            log::warn!("{}", finding.message);
-        }
-
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut starting = Vec::new();
-        let mut consumers = Vec::new();
-        let mut watched = Vec::new();
-        let (panic_tx, panic_rx) = mpsc::sync_channel::<PanicReport>(16);
-        for ((spec, cpu, priority), key) in placed.iter().zip(&keys) {
-            let (functions, names): (Vec<RtFn>, Vec<String>) = hal
-                .thread_functions(*key)
-                .iter()
-                .filter_map(|k| bodies.remove(k))
-                .map(|(n, f)| (f, n))
-                .unzip();
-            let (events, consumer) = msg::channel(EVENT_CAPACITY);
-            let policy = if rt_policy {
-                Policy::Fifo {
-                    priority: *priority,
-                }
-            } else {
-                Policy::Other
-            };
-            let heartbeat = Arc::new(Heartbeat::default());
-            let thread_heartbeat = heartbeat.clone();
-            watched.push(Watched::new(
-                spec.name.clone(),
-                names.clone(),
-                spec.period,
-                policy,
-                heartbeat.clone(),
-                hal.thread_state_cell(*key),
-            ));
-            let plan = ThreadPlan {
-                name: spec.name.clone(),
-                period: spec.period,
-                policy,
-                cpu: Some(*cpu),
-                timer: CycleTimer::new(spec.timer, spec.wake),
-                functions,
-                stats: hal.stats_writer(*key)?,
-                events,
-                stack_prefault: if opts.lock_memory {
-                    harden::DEFAULT_STACK_PREFAULT
-                } else {
-                    0
-                },
-                heartbeat,
-                panics: panic_tx.clone(),
-            };
-            let (ready_tx, ready_rx) = mpsc::channel();
-            let (origin_tx, origin_rx) = mpsc::channel();
-            let stop = stop.clone();
-            let handle = std::thread::Builder::new()
-                .name(format!("rtapi-{}", spec.name))
-                .spawn(move || thread::run(plan, stop, ready_tx, origin_rx))
-                .map_err(|e| {
-                    RuntimeError::Start(format!("cannot spawn thread {}: {e}", spec.name))
-                })?;
-            let info = ThreadInfo {
-                name: spec.name.clone(),
-                period: spec.period,
-                priority: *priority,
-                cpu: *cpu,
-                timer: spec.timer,
-                wake: spec.wake,
-                functions: names.clone(),
-            };
-            consumers.push((spec.name.clone(), names, consumer));
-            starting.push((
-                RunningThread {
-                    info,
-                    handle,
-                    heartbeat: thread_heartbeat,
-                },
-                ready_rx,
-                origin_tx,
-            ));
-        }
-
-        // Two handshakes: every thread set up (policy, CPU, stack), then every timer armed.
-        let abort = |starting: Vec<(
-            RunningThread,
-            mpsc::Receiver<thread::SetupResult>,
-            mpsc::Sender<Option<Nanos>>,
-        )>,
-                     why: String| {
-            stop.store(true, Ordering::Relaxed);
-            for (_, _, origin) in &starting {
-                let _ = origin.send(None);
-            }
-            let threads: Vec<RunningThread> = starting.into_iter().map(|(t, _, _)| t).collect();
-            let abandoned = join_bounded(threads);
-            if !abandoned.is_empty() {
-                log::error!("threads {abandoned:?} did not end after the failed start");
-            }
-            RuntimeError::Start(why)
-        };
-        if let Some(why) = collect(&starting) {
-            return Err(abort(starting, why));
-        }
-        let origin = clock::now() + Nanos::from_millis(20);
-        for (_, _, tx) in &starting {
-            let _ = tx.send(Some(origin));
-        }
-        if let Some(why) = collect(&starting) {
-            return Err(abort(starting, why));
-        }
-        hal.set_running(true);
-        // Every CPU no RT thread runs on: where our own housekeeping belongs. On a kernel without full
-        // preemption a normal thread in a system call holds its CPU until it returns, delaying an RT
-        // wake-up there.
-        let rt_cpus: Vec<usize> = placed.iter().map(|(_, cpu, _)| *cpu).collect();
-        let housekeeping: Vec<usize> = system
-            .cpus
-            .online
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| {
-                !rt_cpus.contains(c) && system.cpus.allowed.as_ref().is_none_or(|a| a.contains(c))
-            })
-            .collect();
-        let drainer_stop = Arc::new(AtomicBool::new(false));
-        let drainer = {
-            let (drainer_stop, cpus) = (drainer_stop.clone(), housekeeping.clone());
-            let reader = hal.reader().ok();
-            std::thread::Builder::new()
-                .name("rtapi-events".into())
-                .spawn(move || {
-                    if !cpus.is_empty() {
-                        let _ = sched::set_current_affinity(&cpus);
-                    }
-                    drain(consumers, panic_rx, reader, &drainer_stop)
-                })
-                .ok()
-        };
-        let stalled_stop = Arc::new(AtomicBool::new(false));
-        let watchdog = {
-            let (dog_stop, cpus) = (drainer_stop.clone(), housekeeping.clone());
-            let mut dog = Watchdog::new(watchdog, watched, stalled_stop.clone());
-            std::thread::Builder::new()
-                .name("rtapi-watchdog".into())
-                .spawn(move || {
-                    // Above every RT thread, so that it runs even when a stalled thread spins on the
-                    // only CPU it has; it sleeps all but a few microseconds every tick.
-                    if rt_policy {
-                        let _ = sched::set_current_policy(Policy::Fifo { priority: 99 });
-                    }
-                    if !cpus.is_empty() {
-                        let _ = sched::set_current_affinity(&cpus);
-                    }
-                    while !dog_stop.load(Ordering::Relaxed) {
-                        dog.check();
-                        std::thread::park_timeout(WATCHDOG_TICK);
-                    }
-                    dog
-                })
-                .ok()
-        };
-        Ok(Runtime {
-            state: Running {
-                hal,
-                threads: starting.into_iter().map(|(t, _, _)| t).collect(),
-                stop,
-                drainer,
-                drainer_stop,
-                watchdog,
-                stalled_stop,
-                signal,
-                selection,
-                system,
-                started: Instant::now(),
-                origin,
-                housekeeping,
-                _hardening: hardening,
-            },
-        })
-    }
 }
 
 /// How often the watchdog looks.
-const WATCHDOG_TICK: Duration = Duration::from_millis(20);
+pub(super) const WATCHDOG_TICK: Duration = Duration::from_millis(20);
 
 /// How long [`Runtime::stop`] waits for the threads to end after interrupting their waits. A thread
 /// in its timer wait ends within microseconds; one still running after this is stuck in a function.
@@ -632,7 +391,7 @@ pub const STOP_GRACE: Duration = Duration::from_millis(500);
 /// just before its wait cannot be lost) until it ends or [`STOP_GRACE`] passes. Joins the ones that
 /// ended; returns the names of those that did not (they are left running, detached: the process
 /// exits without them).
-fn join_bounded(threads: Vec<RunningThread>) -> Vec<String> {
+pub(super) fn join_bounded(threads: Vec<RunningThread>) -> Vec<String> {
     let start = Instant::now();
     loop {
         let pending: Vec<&RunningThread> =
@@ -660,77 +419,8 @@ fn join_bounded(threads: Vec<RunningThread>) -> Vec<String> {
     abandoned
 }
 
-/// One answer from every starting thread; the first failure (or a thread that never answers).
-fn collect<T, U>(starting: &[(T, mpsc::Receiver<thread::SetupResult>, U)]) -> Option<String> {
-    for (_, rx, _) in starting {
-        match rx.recv_timeout(Duration::from_secs(5)) {
-            Ok(Ok(_)) => {}
-            Ok(Err(why)) => return Some(why),
-            Err(_) => return Some("an RT thread did not finish its setup within 5 s".to_string()),
-        }
-    }
-    None
-}
-
-/// Every thread's CPU must be online (and allowed): said before anything starts.
-fn check_cpus(
-    system: &SystemReport,
-    placed: &[(&ThreadSpec, usize, i32)],
-) -> Result<(), RuntimeError> {
-    let online = system
-        .cpus
-        .online
-        .clone()
-        .or_else(|| sched::online_cpus().ok())
-        .unwrap_or_default();
-    for (spec, cpu, _) in placed {
-        let allowed = system.cpus.allowed.as_ref().is_none_or(|a| a.contains(cpu));
-        if !online.contains(cpu) || !allowed {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': CPU {cpu} is {} (online CPUs: {}); choose another (latency-test --cpu, or `cpu =` in the machine config)",
-                spec.name,
-                if online.contains(cpu) {
-                    "not allowed for this process"
-                } else {
-                    "offline or does not exist"
-                },
-                crate::rt::cpulist::format(&online)
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// `--wake spin` burns its CPU: it needs an isolated CPU with no other rtapi thread on it.
-fn check_spin(
-    system: &SystemReport,
-    placed: &[(&ThreadSpec, usize, i32)],
-) -> Result<(), RuntimeError> {
-    for (spec, cpu, _) in placed.iter().filter(|(s, _, _)| s.wake == WakeMode::Spin) {
-        let shared = placed
-            .iter()
-            .any(|(o, c, _)| o.name != spec.name && c == cpu);
-        if !system.cpus.isolated.contains(cpu) || shared {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': --wake spin needs a CPU to itself, and CPU {cpu} is {}: isolate one (isolcpus={cpu} on the kernel command line) and give only this thread that CPU, or use --wake hybrid",
-                spec.name,
-                if shared { "shared with another rtapi thread" } else { "not isolated" }
-            )));
-        }
-        if system.throttling.throttled == Some(true) {
-            log::warn!(
-                "thread '{}' spins under RT throttling: the kernel will stop it for {:.0} ms every second (sysctl kernel.sched_rt_runtime_us=-1 lifts this)",
-                spec.name,
-                system.throttling.rt_period_us.unwrap_or(1_000_000) as f64 / 1000.0
-                    * (1.0 - system.throttling.rt_share().unwrap_or(1.0))
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Empties the RT threads' event rings and logs, one line per second at most for overruns.
-fn drain(
+pub(super) fn drain(
     consumers: Vec<(String, Vec<String>, Consumer)>,
     panics: mpsc::Receiver<PanicReport>,
     reader: Option<rtapi_hal::HalReader>,

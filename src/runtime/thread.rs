@@ -13,9 +13,11 @@
 
 use super::function::{Cycle, RtFn};
 use crate::rt::clock::{self, Nanos};
+use crate::rt::harden::HardenError;
 use crate::rt::msg::{Producer, RtEvent};
-use crate::rt::sched::{self, Policy};
-use crate::rt::wake::{CycleTimer, TimerDriver, WakeError};
+use crate::rt::sched::{self, Policy, SchedError};
+use crate::rt::wake::{CycleTimer, TimerDriver, TimerKind, WakeError};
+use crate::rt::SysError;
 use rtapi_hal::{PeriodSample, StatsWriter, ThreadRusage};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -80,7 +82,42 @@ impl Heartbeat {
 
 /// What a thread tells the starter: once after its setup (the CPU it runs on), once after arming its
 /// timer; any failure ends the thread and makes `start()` fail.
-pub(crate) type SetupResult = Result<usize, String>;
+pub(crate) type SetupResult = Result<usize, SetupError>;
+
+/// Why an RT thread could not start; [`crate::runtime::RuntimeError::Thread`] carries it with the
+/// thread's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetupError {
+    /// Blocking SIGINT/SIGTERM in the thread failed.
+    Signals(SysError),
+    /// The scheduling policy or priority was refused (privileges: the message says which).
+    Policy(SchedError),
+    /// Pinning to the CPU failed, or the CPU could not be read back.
+    Cpu(SchedError),
+    /// The stack could not be prefaulted.
+    Stack(HardenError),
+    /// The timer could not be armed.
+    Arm {
+        /// The timer driver.
+        timer: TimerKind,
+        /// What the driver said.
+        error: WakeError,
+    },
+    /// The thread did not answer the starter within its deadline.
+    NoAnswer,
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::Signals(e) => write!(f, "cannot block SIGINT/SIGTERM: {e}"),
+            SetupError::Policy(e) | SetupError::Cpu(e) => e.fmt(f),
+            SetupError::Stack(e) => write!(f, "cannot prefault the stack: {e}"),
+            SetupError::Arm { timer, error } => write!(f, "cannot arm the {timer} timer: {error}"),
+            SetupError::NoAnswer => f.write_str("did not finish its setup within 5 s"),
+        }
+    }
+}
 
 /// Drift is the smallest wake latency among this many recent periods: how far the wakes sit from the
 /// absolute timeline with one-off spikes filtered out. For an absolute timer it stays near the typical
@@ -114,13 +151,13 @@ pub(crate) fn run(
         return;
     }
     let first = origin + plan.period;
-    let armed = plan.timer.arm(first, plan.period).map_err(|e| {
-        format!(
-            "thread {}: cannot arm the {} timer: {e}",
-            plan.name,
-            plan.timer.kind()
-        )
-    });
+    let armed = plan
+        .timer
+        .arm(first, plan.period)
+        .map_err(|error| SetupError::Arm {
+            timer: plan.timer.kind(),
+            error,
+        });
     let armed_ok = armed.is_ok();
     let _ = ready.send(armed.map(|_| setup_cpu));
     if !armed_ok {
@@ -134,18 +171,17 @@ pub(crate) fn run(
 }
 
 fn setup(plan: &ThreadPlan) -> SetupResult {
-    let fail = |what: String| format!("thread {}: {what}", plan.name);
-    crate::rt::signals::block_stop_signals_in_current_thread().map_err(|e| fail(e.to_string()))?;
-    crate::rt::sched::set_current_policy(plan.policy).map_err(|e| fail(e.to_string()))?;
+    crate::rt::signals::block_stop_signals_in_current_thread().map_err(SetupError::Signals)?;
+    sched::set_current_policy(plan.policy).map_err(SetupError::Policy)?;
     let cpu = match plan.cpu {
         Some(cpu) => {
-            sched::pin_current_thread(cpu).map_err(|e| fail(e.to_string()))?;
+            sched::pin_current_thread(cpu).map_err(SetupError::Cpu)?;
             cpu
         }
-        None => sched::current_cpu().map_err(|e| fail(e.to_string()))?,
+        None => sched::current_cpu().map_err(|e| SetupError::Cpu(e.into()))?,
     };
     if plan.stack_prefault > 0 {
-        crate::rt::harden::prefault_stack(plan.stack_prefault).map_err(|e| fail(e.to_string()))?;
+        crate::rt::harden::prefault_stack(plan.stack_prefault).map_err(SetupError::Stack)?;
     }
     Ok(cpu)
 }

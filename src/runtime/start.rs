@@ -1,0 +1,463 @@
+//! [`Runtime::start`] in its phases, each a function a reviewer can read on its own:
+//!
+//! 1. [`place`]: every thread's CPU and priority (rate-monotonic unless given), checked against the
+//!    machine (CPU online and allowed; `spin` only on an isolated CPU of its own);
+//! 2. [`build_segment`]: the threads and their run order into the HAL, which is built and published;
+//! 3. [`make_bodies`]: every added function's per-period closure, made from the finished HAL — the
+//!    last allocation a function makes;
+//! 4. [`harden`]: lock memory, prefault, hold `/dev/cpu_dma_latency` (fatal or not by the flavor);
+//! 5. [`spawn`]: one OS thread per RT thread with its plan (timer, functions, stats writer, heartbeat);
+//! 6. [`synchronize`]: two handshakes — every thread set up (policy, CPU, stack), then every timer armed
+//!    on one common origin — or a clean abort that ends what was spawned;
+//! 7. [`start_housekeeping`]: the event drainer and the watchdog, on CPUs without RT threads.
+//!
+//! Any failure before phase 7 returns a [`RuntimeError`] and leaves nothing running: the segment is
+//! unlinked when the `Hal` drops, spawned threads are told to abort and joined.
+
+use super::function::RtFn;
+use super::panic::{self, PanicReport};
+use super::thread::{self, Heartbeat, SetupError, ThreadPlan};
+use super::watchdog::{Watchdog, WatchdogOptions, Watched};
+use super::{
+    drain, join_bounded, Configuring, Running, RunningThread, Runtime, RuntimeError, ThreadInfo,
+    ThreadSpec, EVENT_CAPACITY, WATCHDOG_TICK,
+};
+use crate::detect::SystemReport;
+use crate::flavor;
+use crate::rt::clock::{self, Nanos};
+use crate::rt::harden::{self, HardenOptions, Hardening};
+use crate::rt::msg::{self, Consumer};
+use crate::rt::sched::{self, Policy};
+use crate::rt::signals;
+use crate::rt::wake::{CycleTimer, WakeMode};
+use rtapi_hal::{FunctionKey, Hal, HistogramConfig, ThreadConfig, ThreadKey};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A thread with its place decided.
+pub(super) struct Placement<'a> {
+    spec: &'a ThreadSpec,
+    cpu: usize,
+    priority: i32,
+    policy: Policy,
+}
+
+/// A spawned thread waiting in the handshakes.
+struct Starting {
+    thread: RunningThread,
+    ready: mpsc::Receiver<thread::SetupResult>,
+    origin: mpsc::Sender<Option<Nanos>>,
+}
+
+/// Per-thread pieces the housekeeping threads take over.
+struct Supervision {
+    consumers: Vec<(String, Vec<String>, Consumer)>,
+    watched: Vec<Watched>,
+    panics: mpsc::Receiver<PanicReport>,
+}
+
+impl Runtime<Configuring> {
+    /// Builds the segment, hardens the process, starts every thread on a common timeline origin.
+    /// Fails without leaving anything running.
+    pub fn start(self) -> Result<Runtime<Running>, RuntimeError> {
+        let c = self.state;
+        // From here on SIGINT/SIGTERM are requests this run answers (if the command did not already
+        // install the handlers), a stop can interrupt a waiting thread, and panics of RT threads go
+        // to the log.
+        let signal = signals::shutdown_flag();
+        signals::install_wake_handler().map_err(RuntimeError::Signals)?;
+        panic::install_hook();
+
+        let fifo = c.selection.flavor.policy() == flavor::Policy::Fifo;
+        let placed = place(&c.system, &c.threads, fifo)?;
+        let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
+        let mut bodies = make_bodies(c.factories, &c.addf, &hal);
+        let hardening = harden(&c.opts, c.selection.flavor)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (starting, supervision) =
+            spawn(&hal, &placed, &keys, &mut bodies, &stop, c.opts.lock_memory)?;
+        let (threads, origin) = synchronize(starting, &stop)?;
+        hal.set_running(true);
+
+        let housekeeping = housekeeping_cpus(&c.system, &placed);
+        let stalled_stop = Arc::new(AtomicBool::new(false));
+        let drainer_stop = Arc::new(AtomicBool::new(false));
+        let (drainer, watchdog) = start_housekeeping(
+            &hal,
+            supervision,
+            c.watchdog,
+            &stalled_stop,
+            &housekeeping,
+            fifo,
+            &drainer_stop,
+        );
+        Ok(Runtime {
+            state: Running {
+                hal,
+                threads,
+                stop,
+                drainer,
+                drainer_stop,
+                watchdog,
+                stalled_stop,
+                signal,
+                selection: c.selection,
+                system: c.system,
+                started: Instant::now(),
+                origin,
+                housekeeping,
+                _hardening: hardening,
+            },
+        })
+    }
+}
+
+/// Phase 1: CPU and priority of every thread, checked against the machine.
+fn place<'a>(
+    system: &SystemReport,
+    threads: &'a [ThreadSpec],
+    fifo: bool,
+) -> Result<Vec<Placement<'a>>, RuntimeError> {
+    let periods: Vec<Nanos> = threads.iter().map(|t| t.period).collect();
+    let rate_monotonic = sched::rate_monotonic_priorities(&periods);
+    let mut placed = Vec::new();
+    for (spec, rm) in threads.iter().zip(rate_monotonic) {
+        let cpu = match spec.cpu.or(system.cpus.rt_cpu) {
+            Some(cpu) => cpu,
+            None => sched::current_cpu().map_err(|e| RuntimeError::Thread {
+                thread: spec.name.clone(),
+                error: SetupError::Cpu(e.into()),
+            })?,
+        };
+        let (priority, policy) = if fifo {
+            let priority = spec.priority.unwrap_or(rm);
+            (priority, Policy::Fifo { priority })
+        } else {
+            (0, Policy::Other)
+        };
+        placed.push(Placement {
+            spec,
+            cpu,
+            priority,
+            policy,
+        });
+    }
+    check_cpus(system, &placed)?;
+    check_spin(system, &placed)?;
+    Ok(placed)
+}
+
+/// Every thread's CPU must be online (and allowed): said before anything starts.
+fn check_cpus(system: &SystemReport, placed: &[Placement]) -> Result<(), RuntimeError> {
+    let online = system
+        .cpus
+        .online
+        .clone()
+        .or_else(|| sched::online_cpus().ok())
+        .unwrap_or_default();
+    for p in placed {
+        let allowed = system
+            .cpus
+            .allowed
+            .as_ref()
+            .is_none_or(|a| a.contains(&p.cpu));
+        if !online.contains(&p.cpu) || !allowed {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': CPU {} is {} (online CPUs: {}); choose another (latency-test --cpu, or `cpu =` in the machine config)",
+                p.spec.name,
+                p.cpu,
+                if online.contains(&p.cpu) {
+                    "not allowed for this process"
+                } else {
+                    "offline or does not exist"
+                },
+                crate::rt::cpulist::format(&online)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `--wake spin` burns its CPU: it needs an isolated CPU with no other rtapi thread on it.
+fn check_spin(system: &SystemReport, placed: &[Placement]) -> Result<(), RuntimeError> {
+    for p in placed.iter().filter(|p| p.spec.wake == WakeMode::Spin) {
+        let shared = placed
+            .iter()
+            .any(|o| o.spec.name != p.spec.name && o.cpu == p.cpu);
+        if !system.cpus.isolated.contains(&p.cpu) || shared {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': --wake spin needs a CPU to itself, and CPU {} is {}: isolate one (isolcpus={} on the kernel command line) and give only this thread that CPU, or use --wake hybrid",
+                p.spec.name,
+                p.cpu,
+                if shared { "shared with another rtapi thread" } else { "not isolated" },
+                p.cpu
+            )));
+        }
+        if system.throttling.throttled == Some(true) {
+            log::warn!(
+                "thread '{}' spins under RT throttling: the kernel will stop it for {:.0} ms every second (sysctl kernel.sched_rt_runtime_us=-1 lifts this)",
+                p.spec.name,
+                system.throttling.rt_period_us.unwrap_or(1_000_000) as f64 / 1000.0
+                    * (1.0 - system.throttling.rt_share().unwrap_or(1.0))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Phase 2: the threads and their run order into the HAL; the segment is built and published.
+fn build_segment(
+    mut hal: rtapi_hal::HalBuilder,
+    placed: &[Placement],
+    addf: &[(String, String, Option<usize>)],
+    flavor: flavor::Flavor,
+    histogram: HistogramConfig,
+) -> Result<(Hal, Vec<ThreadKey>), RuntimeError> {
+    let mut keys = Vec::new();
+    for p in placed {
+        let config = ThreadConfig::new(&p.spec.name, p.spec.period.as_nanos() as u64)
+            .cpu(p.cpu as u32)
+            .priority(p.priority)
+            .flavor(flavor.name())
+            .timer(p.spec.timer.name())
+            .histogram(histogram);
+        keys.push(hal.thread(config)?);
+    }
+    for (function, thread, position) in addf {
+        hal.addf(function, thread, *position)?;
+    }
+    Ok((hal.build().map_err(RuntimeError::Segment)?, keys))
+}
+
+/// Phase 3: the per-period closure of every function that was added to a thread.
+fn make_bodies(
+    factories: Vec<(FunctionKey, String, super::function::FunctionFactory)>,
+    addf: &[(String, String, Option<usize>)],
+    hal: &Hal,
+) -> HashMap<FunctionKey, (String, RtFn)> {
+    factories
+        .into_iter()
+        .filter(|(_, name, _)| addf.iter().any(|(f, _, _)| f == name))
+        .map(|(key, name, factory)| (key, (name, factory(hal))))
+        .collect()
+}
+
+/// Phase 4: hardening; an essential step that failed is fatal when the flavor says so.
+fn harden(opts: &super::RuntimeOptions, flavor: flavor::Flavor) -> Result<Hardening, RuntimeError> {
+    let hardening = harden::harden_process(&HardenOptions {
+        lock_memory: opts.lock_memory,
+        dma_latency: opts.dma_latency,
+        ..HardenOptions::default()
+    });
+    for finding in hardening
+        .report
+        .findings(flavor.descriptor().memory_lock_required)
+    {
+        if finding.severity == harden::Severity::Error {
+            return Err(RuntimeError::Harden { finding, flavor });
+        }
+        log::warn!("{}", finding.message);
+    }
+    Ok(hardening)
+}
+
+/// Phase 5: one OS thread per RT thread, each waiting for the handshakes.
+fn spawn(
+    hal: &Hal,
+    placed: &[Placement],
+    keys: &[ThreadKey],
+    bodies: &mut HashMap<FunctionKey, (String, RtFn)>,
+    stop: &Arc<AtomicBool>,
+    lock_memory: bool,
+) -> Result<(Vec<Starting>, Supervision), RuntimeError> {
+    let mut starting = Vec::new();
+    let (panic_tx, panics) = mpsc::sync_channel::<PanicReport>(16);
+    let mut supervision = Supervision {
+        consumers: Vec::new(),
+        watched: Vec::new(),
+        panics,
+    };
+    for (p, &key) in placed.iter().zip(keys) {
+        let (functions, names): (Vec<RtFn>, Vec<String>) = hal
+            .thread_functions(key)
+            .iter()
+            .filter_map(|k| bodies.remove(k))
+            .map(|(n, f)| (f, n))
+            .unzip();
+        let (events, consumer) = msg::channel(EVENT_CAPACITY);
+        let heartbeat = Arc::new(Heartbeat::default());
+        supervision.watched.push(Watched::new(
+            p.spec.name.clone(),
+            names.clone(),
+            p.spec.period,
+            p.policy,
+            heartbeat.clone(),
+            hal.thread_state_cell(key),
+        ));
+        let plan = ThreadPlan {
+            name: p.spec.name.clone(),
+            period: p.spec.period,
+            policy: p.policy,
+            cpu: Some(p.cpu),
+            timer: CycleTimer::new(p.spec.timer, p.spec.wake),
+            functions,
+            stats: hal.stats_writer(key)?,
+            events,
+            stack_prefault: if lock_memory {
+                harden::DEFAULT_STACK_PREFAULT
+            } else {
+                0
+            },
+            heartbeat: heartbeat.clone(),
+            panics: panic_tx.clone(),
+        };
+        let (ready_tx, ready) = mpsc::channel();
+        let (origin, origin_rx) = mpsc::channel();
+        let stop = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("rtapi-{}", p.spec.name))
+            .spawn(move || thread::run(plan, stop, ready_tx, origin_rx))
+            .map_err(|error| RuntimeError::Spawn {
+                thread: p.spec.name.clone(),
+                error,
+            })?;
+        let info = ThreadInfo {
+            name: p.spec.name.clone(),
+            period: p.spec.period,
+            priority: p.priority,
+            cpu: p.cpu,
+            timer: p.spec.timer,
+            wake: p.spec.wake,
+            functions: names.clone(),
+        };
+        supervision
+            .consumers
+            .push((p.spec.name.clone(), names, consumer));
+        starting.push(Starting {
+            thread: RunningThread {
+                info,
+                handle,
+                heartbeat,
+            },
+            ready,
+            origin,
+        });
+    }
+    Ok((starting, supervision))
+}
+
+/// Phase 6: every thread set up, then every timer armed on one origin; or abort them all.
+fn synchronize(
+    starting: Vec<Starting>,
+    stop: &AtomicBool,
+) -> Result<(Vec<RunningThread>, Nanos), RuntimeError> {
+    let abort = |starting: Vec<Starting>, error: RuntimeError| {
+        stop.store(true, Ordering::Relaxed);
+        for s in &starting {
+            let _ = s.origin.send(None);
+        }
+        let abandoned = join_bounded(starting.into_iter().map(|s| s.thread).collect());
+        if !abandoned.is_empty() {
+            log::error!("threads {abandoned:?} did not end after the failed start");
+        }
+        error
+    };
+    if let Some(e) = first_failure(&starting) {
+        return Err(abort(starting, e));
+    }
+    let origin = clock::now() + Nanos::from_millis(20);
+    for s in &starting {
+        let _ = s.origin.send(Some(origin));
+    }
+    if let Some(e) = first_failure(&starting) {
+        return Err(abort(starting, e));
+    }
+    Ok((starting.into_iter().map(|s| s.thread).collect(), origin))
+}
+
+/// One answer from every starting thread; the first failure (or a thread that never answers).
+fn first_failure(starting: &[Starting]) -> Option<RuntimeError> {
+    for s in starting {
+        let error = match s.ready.recv_timeout(Duration::from_secs(5)) {
+            Ok(Ok(_)) => continue,
+            Ok(Err(e)) => e,
+            Err(_) => SetupError::NoAnswer,
+        };
+        return Some(RuntimeError::Thread {
+            thread: s.thread.info.name.clone(),
+            error,
+        });
+    }
+    None
+}
+
+/// Every CPU no RT thread runs on: where our own housekeeping belongs. On a kernel without full
+/// preemption a normal thread in a system call holds its CPU until it returns, delaying an RT wake-up
+/// there.
+fn housekeeping_cpus(system: &SystemReport, placed: &[Placement]) -> Vec<usize> {
+    system
+        .cpus
+        .online
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| {
+            !placed.iter().any(|p| p.cpu == *c)
+                && system.cpus.allowed.as_ref().is_none_or(|a| a.contains(c))
+        })
+        .collect()
+}
+
+/// Phase 7: the event drainer (logs faults, panics, overruns once a second) and the watchdog (SCHED_FIFO
+/// 99 when the flavor is real time, so that a thread spinning on the only CPU cannot starve it).
+fn start_housekeeping(
+    hal: &Hal,
+    supervision: Supervision,
+    opts: WatchdogOptions,
+    stalled_stop: &Arc<AtomicBool>,
+    cpus: &[usize],
+    fifo: bool,
+    stop: &Arc<AtomicBool>,
+) -> (Option<JoinHandle<()>>, Option<JoinHandle<Watchdog>>) {
+    let Supervision {
+        consumers,
+        watched,
+        panics,
+    } = supervision;
+    let drainer = {
+        let (stop, cpus, reader) = (stop.clone(), cpus.to_vec(), hal.reader().ok());
+        std::thread::Builder::new()
+            .name("rtapi-events".into())
+            .spawn(move || {
+                if !cpus.is_empty() {
+                    let _ = sched::set_current_affinity(&cpus);
+                }
+                drain(consumers, panics, reader, &stop)
+            })
+            .ok()
+    };
+    let mut dog = Watchdog::new(opts, watched, stalled_stop.clone());
+    let watchdog = {
+        let (stop, cpus) = (stop.clone(), cpus.to_vec());
+        std::thread::Builder::new()
+            .name("rtapi-watchdog".into())
+            .spawn(move || {
+                if fifo {
+                    let _ = sched::set_current_policy(Policy::Fifo { priority: 99 });
+                }
+                if !cpus.is_empty() {
+                    let _ = sched::set_current_affinity(&cpus);
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    dog.check();
+                    std::thread::park_timeout(WATCHDOG_TICK);
+                }
+                dog
+            })
+            .ok()
+    };
+    (drainer, watchdog)
+}
