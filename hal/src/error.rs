@@ -158,6 +158,15 @@ pub enum HalError {
         ty: ValueType,
         text: String,
     },
+    /// A typed value of the wrong type for the object it was given to (e.g. [`HalBuilder::set_signal`](crate::HalBuilder::set_signal)).
+    WrongType {
+        /// The object's name.
+        name: String,
+        /// The object's type.
+        expected: ValueType,
+        /// The type of the value given.
+        found: ValueType,
+    },
     /// Each thread's stats have exactly one writer; it was already handed out.
     StatsWriterTaken { thread: String },
     /// The operating system refused a call.
@@ -286,6 +295,10 @@ impl fmt::Display for HalError {
                 f,
                 "'{text}' is not a valid {ty} value for '{name}'{}",
                 ty.value_hint()
+            ),
+            WrongType { name, expected, found } => write!(
+                f,
+                "'{name}' is a {expected}; a {found} value cannot be stored in it; give a {expected} value"
             ),
             StatsWriterTaken { thread } => write!(
                 f,

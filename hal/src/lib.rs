@@ -42,11 +42,16 @@
 //! # Ok::<(), rtapi_hal::HalError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod builder;
 mod error;
 mod hal;
 mod image;
 mod keys;
+// Public only for this crate's corruption tests and for tools that decode segments byte by byte; the
+// contract is `hal/LAYOUT.md`, these constants are its machine-readable copy. Not part of the API.
+#[doc(hidden)]
 pub mod layout;
 pub mod name;
 mod pin;
@@ -54,7 +59,7 @@ mod reader;
 mod segment;
 mod seqlock;
 mod signal;
-pub mod stats;
+mod stats;
 mod thread;
 mod value;
 
@@ -71,7 +76,7 @@ pub use reader::{
 pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
     FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
-    Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot,
+    Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS, SPIKES_KEPT,
 };
 pub use thread::{ThreadConfig, ThreadState};
 pub use value::{HalType, Value, ValueType};

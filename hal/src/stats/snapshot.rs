@@ -65,11 +65,19 @@ impl ThreadStatsSnapshot {
     pub fn exec_mean(&self) -> Option<f64> {
         arith::mean(self.exec_sum_ns as i128, self.cycles)
     }
-    /// The spikes still in the ring, newest first.
-    pub fn recent_spikes(&self) -> impl Iterator<Item = Spike> + '_ {
-        let ring = s::SPIKE_RING as u64;
-        let kept = self.spikes_total.min(ring);
-        (0..kept).map(move |k| self.spike_ring[((self.spikes_total - 1 - k) % ring) as usize])
+    /// The worst spikes recorded (up to [`SPIKES_KEPT`](crate::SPIKES_KEPT) of them), worst
+    /// (largest latency) first; equal latencies in the order they happened. Allocation-free.
+    pub fn worst_spikes(&self) -> impl Iterator<Item = Spike> {
+        let kept = self.spikes_total.min(s::SPIKE_RING as u64) as usize;
+        let mut worst = self.spike_ring;
+        worst[..kept].sort_unstable_by_key(|sp| (std::cmp::Reverse(sp.latency_ns), sp.cycle));
+        worst.into_iter().take(kept)
+    }
+
+    /// The old name of [`worst_spikes`](Self::worst_spikes), which it now returns: since layout 1.2 the
+    /// ring keeps the worst spikes, not the latest. Kept while callers move to the new name.
+    pub fn recent_spikes(&self) -> impl Iterator<Item = Spike> {
+        self.worst_spikes()
     }
 }
 

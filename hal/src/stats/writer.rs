@@ -44,6 +44,33 @@ pub struct ThreadRusage {
     pub page_faults: u64,
 }
 
+/// Where a new spike of latency `latency_ns` goes in the ring of the worst spikes, or `None` if it is not
+/// worse than any kept one. `total` is the number of spikes recorded before this one, `entry(i)` reads
+/// entry `i`'s `(latency, cycle)`.
+///
+/// While the ring is not full, entries fill in order. Then the new spike replaces the entry with the
+/// smallest latency if it is strictly larger (ties keep the older spike); among several entries with that
+/// smallest latency, the newest goes. Constant time: [`SPIKE_RING`](s::SPIKE_RING) reads and compares.
+#[inline]
+fn worst_kept_slot(
+    total: u64,
+    latency_ns: i64,
+    entry: impl Fn(usize) -> (i64, u64),
+) -> Option<usize> {
+    if total < s::SPIKE_RING as u64 {
+        return Some(total as usize);
+    }
+    let mut victim = 0;
+    let (mut min_lat, mut min_cycle) = entry(0);
+    for i in 1..s::SPIKE_RING {
+        let (lat, cycle) = entry(i);
+        if lat < min_lat || (lat == min_lat && cycle > min_cycle) {
+            (victim, min_lat, min_cycle) = (i, lat, cycle);
+        }
+    }
+    (latency_ns > min_lat).then_some(victim)
+}
+
 /// Single writer of one thread's stats block and of its functions' timing records.
 pub struct StatsWriter {
     stats: Block,
@@ -146,17 +173,22 @@ impl StatsWriter {
             set(s::LAST_WAKE_NS, sample.now_ns);
             if self.is_spike(lat, sample.missed) {
                 let total = get(s::SPIKES_TOTAL);
-                let slot = s::SPIKES + (total % s::SPIKE_RING as u64) as usize * s::spike::SIZE;
-                let usage = sample.rusage.unwrap_or_default();
-                set(slot + s::spike::CYCLE, get(s::CYCLES));
-                set(slot + s::spike::TIME_NS, sample.now_ns);
-                set(slot + s::spike::LATENCY_NS, lat as u64);
-                set(
-                    slot + s::spike::INVOLUNTARY_CTX_SWITCHES,
-                    usage.involuntary_ctx_switches,
-                );
-                set(slot + s::spike::PAGE_FAULTS, usage.page_faults);
-                set(s::SPIKES_TOTAL, total.wrapping_add(1));
+                if let Some(slot) = worst_kept_slot(total, lat, |i| {
+                    let e = s::SPIKES + i * s::spike::SIZE;
+                    (get(e + s::spike::LATENCY_NS) as i64, get(e + s::spike::CYCLE))
+                }) {
+                    let e = s::SPIKES + slot * s::spike::SIZE;
+                    let usage = sample.rusage.unwrap_or_default();
+                    set(e + s::spike::CYCLE, get(s::CYCLES));
+                    set(e + s::spike::TIME_NS, sample.now_ns);
+                    set(e + s::spike::LATENCY_NS, lat as u64);
+                    set(
+                        e + s::spike::INVOLUNTARY_CTX_SWITCHES,
+                        usage.involuntary_ctx_switches,
+                    );
+                    set(e + s::spike::PAGE_FAULTS, usage.page_faults);
+                }
+                set(s::SPIKES_TOTAL, total.saturating_add(1));
             }
         });
         let counter = match bin_of(sample.latency_ns, self.bin_ns, self.bins) {
