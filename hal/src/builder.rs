@@ -149,6 +149,7 @@ impl HalBuilder {
         self
     }
 
+    /// The instance the segment will be created for.
     pub fn instance(&self) -> &Instance {
         &self.instance
     }
@@ -174,6 +175,7 @@ impl HalBuilder {
         assert_eq!(builder, self.id, "{what} key from another HalBuilder");
     }
 
+    /// Registers a component: the owner of pins, params and functions (e.g. `pid.0`).
     pub fn component(&mut self, name: &str) -> Result<ComponentKey> {
         let index = self.components.len();
         self.claim(
@@ -230,6 +232,7 @@ impl HalBuilder {
         Ok(PinKey::new(self.id, index))
     }
 
+    /// A param of `component` starting at `init`; `access` says whether other processes may `setp` it.
     pub fn param<T: HalType>(
         &mut self,
         component: ComponentKey,
@@ -360,6 +363,8 @@ impl HalBuilder {
         Ok(())
     }
 
+    /// Registers a function of `component`: code the runtime calls once per period of the thread it is
+    /// added to with [`addf`](Self::addf).
     pub fn function(&mut self, component: ComponentKey, name: &str) -> Result<FunctionKey> {
         self.check_key(component.builder, "component");
         let index = self.functions.len();
@@ -381,6 +386,8 @@ impl HalBuilder {
         })
     }
 
+    /// Registers a periodic thread ([`HalError::InvalidConfig`] if `config` is out of range). Its stats
+    /// block is sized from `config.histogram`.
     pub fn thread(&mut self, config: ThreadConfig) -> Result<ThreadKey> {
         config.validate()?;
         let index = self.threads.len();

@@ -30,17 +30,21 @@ pub struct PeriodSample {
     pub missed: u64,
     /// Drift of the thread's timeline as the loop measures it (e.g. against the ideal start + n·period).
     pub drift_ns: i64,
-    /// The thread's `getrusage(RUSAGE_THREAD)` counters, when the loop sampled them (normally only when
-    /// [`StatsWriter::is_spike`] said so, since it costs a syscall). Recorded with the spike.
+    /// The thread's `getrusage(RUSAGE_THREAD)` counters **since its previous spike sample** (or since the
+    /// thread started), when the loop sampled them: normally only when [`StatsWriter::is_spike`] said so,
+    /// since it costs a syscall. Recorded with the spike if it is among the worst kept; ignored otherwise.
     pub rusage: Option<ThreadRusage>,
 }
 
 /// Counters that explain a spike: a context switch or a page fault in a period is the usual culprit.
+///
+/// Both are **deltas**: what the thread's `getrusage(RUSAGE_THREAD)` counted since the previous spike
+/// sample of that thread (or since the thread started, for its first spike), not the cumulative totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ThreadRusage {
-    /// `ru_nivcsw`.
+    /// Involuntary context switches (`ru_nivcsw`) since the previous spike sample.
     pub involuntary_ctx_switches: u64,
-    /// `ru_minflt + ru_majflt`.
+    /// Page faults (`ru_minflt + ru_majflt`) since the previous spike sample.
     pub page_faults: u64,
 }
 
@@ -71,7 +75,12 @@ fn worst_kept_slot(
     (latency_ns > min_lat).then_some(victim)
 }
 
-/// Single writer of one thread's stats block and of its functions' timing records.
+/// Single writer of one thread's stats block and of its functions' timing records, from
+/// [`Hal::stats_writer`](crate::Hal::stats_writer), to be moved into that thread.
+///
+/// RT-safe: every method is allocation-free, lock-free and syscall-free, a bounded number of relaxed
+/// atomic loads and stores; it never waits for a reader (readers retry). It is `Send` but not `Sync`:
+/// exactly one thread writes a block, which is what the seqlock needs.
 pub struct StatsWriter {
     stats: Block,
     /// The thread record's `running` cell.
@@ -111,6 +120,7 @@ impl StatsWriter {
         }
     }
 
+    /// The thread's period in ns.
     pub fn period_ns(&self) -> u64 {
         self.period_ns
     }
@@ -120,6 +130,7 @@ impl StatsWriter {
         self.functions.len()
     }
 
+    /// The latency in ns at or above which a period is a spike.
     pub fn spike_threshold_ns(&self) -> i64 {
         self.spike_threshold_ns
     }
@@ -142,6 +153,12 @@ impl StatsWriter {
     }
 
     /// Records one period. Call once per period, after the functions ran.
+    ///
+    /// Under the seqlock: cycles, overruns, latency min/max/sums, jitter, execution times, drift, last wake;
+    /// and, for a spike ([`is_spike`](Self::is_spike)), `spikes_total` and the spike ring, which keeps the
+    /// [`SPIKES_KEPT`](crate::SPIKES_KEPT) largest latencies seen: a spike replaces the kept one with the
+    /// smallest latency if its own is strictly larger (ties keep the older), in constant time. Then one
+    /// histogram counter. Allocation-free, lock-free, syscall-free.
     #[inline]
     pub fn record(&self, sample: &PeriodSample) {
         let b = &self.stats;
