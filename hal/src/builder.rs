@@ -81,9 +81,13 @@ enum Entry {
 
 /// Collects the HAL structure; [`build`](HalBuilder::build) creates the segment.
 ///
-/// ```no_run
+/// ```
 /// use rtapi_hal::{HalBuilder, In, Out, ParamAccess, ThreadConfig};
-/// let mut b = HalBuilder::new("mill")?;
+/// # let mill = format!("doc-builder-{}", std::process::id());
+/// # /*
+/// let mill = "mill";
+/// # */
+/// let mut b = HalBuilder::new(&mill)?;
 /// let pid = b.component("pid.0")?;
 /// let cmd = b.pin::<In, f64>(pid, "pid.0.command")?;
 /// let out = b.pin::<Out, f64>(pid, "pid.0.output")?;

@@ -51,7 +51,9 @@ fn keeps_exactly_the_eight_worst_of_a_hundred() {
     expected.truncate(SPIKES_KEPT);
     let got: Vec<Spike> = s.worst_spikes().collect();
     assert_eq!(
-        got.iter().map(|sp| (sp.cycle, sp.latency_ns)).collect::<Vec<_>>(),
+        got.iter()
+            .map(|sp| (sp.cycle, sp.latency_ns))
+            .collect::<Vec<_>>(),
         expected
     );
     for sp in &got {

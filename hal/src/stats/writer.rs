@@ -192,7 +192,10 @@ impl StatsWriter {
                 let total = get(s::SPIKES_TOTAL);
                 if let Some(slot) = worst_kept_slot(total, lat, |i| {
                     let e = s::SPIKES + i * s::spike::SIZE;
-                    (get(e + s::spike::LATENCY_NS) as i64, get(e + s::spike::CYCLE))
+                    (
+                        get(e + s::spike::LATENCY_NS) as i64,
+                        get(e + s::spike::CYCLE),
+                    )
                 }) {
                     let e = s::SPIKES + slot * s::spike::SIZE;
                     let usage = sample.rusage.unwrap_or_default();
