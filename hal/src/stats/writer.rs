@@ -135,8 +135,8 @@ impl StatsWriter {
         self.spike_threshold_ns
     }
 
-    /// Whether a period with this latency and this many missed periods goes into the spike ring: ask
-    /// before deciding to pay for `getrusage`.
+    /// Whether a period with this latency (ns) and this many missed periods is a spike (at or above the
+    /// threshold, or any missed period): ask before deciding to pay for `getrusage`. Pure arithmetic.
     #[inline]
     pub fn is_spike(&self, latency_ns: i64, missed: u64) -> bool {
         latency_ns >= self.spike_threshold_ns || missed > 0
