@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::{HalError, ObjectKind, Result};
+use crate::error::{HalError, ObjectKind, Result, WriteRefusal};
 use crate::hal::Hal;
 use crate::keys::{next_builder_id, ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 use crate::name::{self, Instance};
@@ -16,7 +16,7 @@ use crate::pin::{Direction, ParamAccess, PinDir};
 use crate::segment::Permissions;
 use crate::signal::{self, PinView, SignalDef};
 use crate::thread::ThreadConfig;
-use crate::value::{HalType, ValueType};
+use crate::value::{HalType, Value, ValueType};
 
 /// Default size cap: far above any machine config (10 000 pins take under 1 MiB).
 pub const DEFAULT_MAX_SIZE: usize = 64 << 20;
@@ -81,9 +81,13 @@ enum Entry {
 
 /// Collects the HAL structure; [`build`](HalBuilder::build) creates the segment.
 ///
-/// ```no_run
+/// ```
 /// use rtapi_hal::{HalBuilder, In, Out, ParamAccess, ThreadConfig};
-/// let mut b = HalBuilder::new("mill")?;
+/// # let mill = format!("doc-builder-{}", std::process::id());
+/// # /*
+/// let mill = "mill";
+/// # */
+/// let mut b = HalBuilder::new(&mill)?;
 /// let pid = b.component("pid.0")?;
 /// let cmd = b.pin::<In, f64>(pid, "pid.0.command")?;
 /// let out = b.pin::<Out, f64>(pid, "pid.0.output")?;
@@ -109,6 +113,9 @@ pub struct HalBuilder {
     pub(crate) params: Vec<ParamDef>,
     pub(crate) signals: Vec<SignalDef>,
     pub(crate) signal_init: Vec<u64>,
+    /// Whether `signal_init[i]` was given by [`set_signal`](HalBuilder::set_signal) (an IO pin netted
+    /// later does not replace it).
+    signal_init_set: Vec<bool>,
     pub(crate) functions: Vec<FunctionDef>,
     pub(crate) threads: Vec<ThreadDef>,
     names: HashMap<(Namespace, String), Entry>,
@@ -127,6 +134,7 @@ impl HalBuilder {
             params: Vec::new(),
             signals: Vec::new(),
             signal_init: Vec::new(),
+            signal_init_set: Vec::new(),
             functions: Vec::new(),
             threads: Vec::new(),
             names: HashMap::new(),
@@ -145,6 +153,7 @@ impl HalBuilder {
         self
     }
 
+    /// The instance the segment will be created for.
     pub fn instance(&self) -> &Instance {
         &self.instance
     }
@@ -170,6 +179,7 @@ impl HalBuilder {
         assert_eq!(builder, self.id, "{what} key from another HalBuilder");
     }
 
+    /// Registers a component: the owner of pins, params and functions (e.g. `pid.0`).
     pub fn component(&mut self, name: &str) -> Result<ComponentKey> {
         let index = self.components.len();
         self.claim(
@@ -226,6 +236,7 @@ impl HalBuilder {
         Ok(PinKey::new(self.id, index))
     }
 
+    /// A param of `component` starting at `init`; `access` says whether other processes may `setp` it.
     pub fn param<T: HalType>(
         &mut self,
         component: ComponentKey,
@@ -269,6 +280,51 @@ impl HalBuilder {
             bidirs: 0,
         });
         self.signal_init.push(0);
+        self.signal_init_set.push(false);
+        Ok(())
+    }
+
+    /// Sets the value signal `name` holds when the segment is built (what `sets` does on a running
+    /// HAL), so no thread ever runs a period with the type's zero instead.
+    ///
+    /// Same rules as [`HalReader::sets`](crate::HalReader::sets) without force: the signal must exist
+    /// ([`HalError::NotFound`]), `value` must be of its type ([`HalError::WrongType`]), a float must be
+    /// finite ([`HalError::NonFinite`]), and the signal must not have an OUT pin, whose component writes
+    /// it every period ([`HalError::NotWritable`]). Netting an OUT pin later replaces the value with that
+    /// pin's initial value; netting an IO pin later keeps it. Setting it again replaces it.
+    pub fn set_signal(&mut self, name: &str, value: Value) -> Result<()> {
+        let Some(Entry::Other(index)) = self.lookup(Namespace::Signal, name) else {
+            return Err(HalError::NotFound {
+                kind: ObjectKind::Signal,
+                name: name.to_string(),
+            });
+        };
+        let sig = &self.signals[index];
+        if value.value_type() != sig.ty {
+            return Err(HalError::WrongType {
+                name: name.to_string(),
+                expected: sig.ty,
+                found: value.value_type(),
+            });
+        }
+        if let Value::Float(v) = value {
+            if !v.is_finite() {
+                return Err(HalError::NonFinite {
+                    name: name.to_string(),
+                    text: value.to_string(),
+                });
+            }
+        }
+        if let Some(w) = sig.writer {
+            return Err(HalError::NotWritable {
+                name: name.to_string(),
+                reason: WriteRefusal::SignalHasWriter {
+                    writer: self.pins[w].name.clone(),
+                },
+            });
+        }
+        self.signal_init[index] = value.to_bits();
+        self.signal_init_set[index] = true;
         Ok(())
     }
 
@@ -302,7 +358,8 @@ impl HalBuilder {
         signal::check_net(sig, &view, sig.writer.map(|w| self.pins[w].name.as_str()))?;
         let dir = p.dir;
         // The signal starts from its writer's initial value, so netting does not glitch the value.
-        if dir != PinDir::In {
+        // An explicit `set_signal` value survives IO pins; an OUT pin owns the value.
+        if dir == PinDir::Out || (dir == PinDir::Io && !self.signal_init_set[sig_index]) {
             self.signal_init[sig_index] = p.init;
         }
         signal::apply_net(&mut self.signals[sig_index], pin_index, dir);
@@ -310,6 +367,8 @@ impl HalBuilder {
         Ok(())
     }
 
+    /// Registers a function of `component`: code the runtime calls once per period of the thread it is
+    /// added to with [`addf`](Self::addf).
     pub fn function(&mut self, component: ComponentKey, name: &str) -> Result<FunctionKey> {
         self.check_key(component.builder, "component");
         let index = self.functions.len();
@@ -331,6 +390,8 @@ impl HalBuilder {
         })
     }
 
+    /// Registers a periodic thread ([`HalError::InvalidConfig`] if `config` is out of range). Its stats
+    /// block is sized from `config.histogram`.
     pub fn thread(&mut self, config: ThreadConfig) -> Result<ThreadKey> {
         config.validate()?;
         let index = self.threads.len();

@@ -14,11 +14,17 @@ pub type Result<T, E = HalError> = std::result::Result<T, E>;
 /// What kind of HAL object a name refers to (used in messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ObjectKind {
+    /// A component.
     Component,
+    /// A pin.
     Pin,
+    /// A param.
     Param,
+    /// A signal.
     Signal,
+    /// A function.
     Function,
+    /// A thread.
     Thread,
     /// A pin or a param: they share one namespace so that `getp`/`setp` are unambiguous.
     PinOrParam,
@@ -45,13 +51,22 @@ impl fmt::Display for ObjectKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteRefusal {
     /// OUT pins are written by their component every period; a foreign write would be overwritten.
-    OutputPin { component: String },
+    OutputPin {
+        /// The component that writes it.
+        component: String,
+    },
     /// A connected input reads its signal; the pin's own cell is not used.
-    ConnectedPin { signal: String },
+    ConnectedPin {
+        /// The signal it reads.
+        signal: String,
+    },
     /// The component declared this param read-only.
     ReadOnlyParam,
     /// The signal's value comes from its OUT pin every period.
-    SignalHasWriter { writer: String },
+    SignalHasWriter {
+        /// The OUT pin that drives it.
+        writer: String,
+    },
     /// The reader mapped the segment read-only.
     ReadOnlyMapping,
 }
@@ -85,46 +100,112 @@ impl fmt::Display for WriteRefusal {
 #[non_exhaustive]
 pub enum HalError {
     /// A HAL or instance name broke the naming rules.
-    InvalidName { name: String, reason: &'static str },
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// Which rule it broke.
+        reason: &'static str,
+    },
     /// A name was registered twice.
-    Duplicate { kind: ObjectKind, name: String },
+    Duplicate {
+        /// The namespace it was registered in.
+        kind: ObjectKind,
+        /// The name.
+        name: String,
+    },
     /// No object with that name exists.
-    NotFound { kind: ObjectKind, name: String },
+    NotFound {
+        /// What was looked for.
+        kind: ObjectKind,
+        /// The name looked up.
+        name: String,
+    },
     /// `net`: the pin's type differs from the signal's.
     TypeMismatch {
+        /// The signal.
         signal: String,
+        /// Its type.
         signal_type: ValueType,
+        /// The pin being netted.
         pin: String,
+        /// Its type.
         pin_type: ValueType,
     },
     /// `net`: a second OUT pin on one signal.
     SecondWriter {
+        /// The signal.
         signal: String,
+        /// Its existing OUT pin.
         writer: String,
+        /// The OUT pin being netted.
         pin: String,
     },
     /// `net`: OUT and IO pins cannot share a signal (who would win?).
-    OutWithIo { signal: String, pin: String },
+    OutWithIo {
+        /// The signal.
+        signal: String,
+        /// The pin being netted.
+        pin: String,
+    },
     /// `net`: a pin can be on one signal only.
-    AlreadyNetted { pin: String, signal: String },
+    AlreadyNetted {
+        /// The pin.
+        pin: String,
+        /// The signal it is already on.
+        signal: String,
+    },
     /// `addf`: a function runs in one thread only.
-    AlreadyAdded { function: String, thread: String },
+    AlreadyAdded {
+        /// The function.
+        function: String,
+        /// The thread it already runs in.
+        thread: String,
+    },
     /// A configuration value is out of its range (histogram, period, size cap...).
-    InvalidConfig { what: &'static str, reason: String },
+    InvalidConfig {
+        /// Which setting, e.g. `thread period`.
+        what: &'static str,
+        /// What is wrong with it and what is accepted.
+        reason: String,
+    },
     /// The registered objects need more room than the configured cap.
-    SegmentFull { needed: u64, cap: u64 },
+    SegmentFull {
+        /// Bytes the segment would need.
+        needed: u64,
+        /// The cap ([`HalBuilder::max_size`](crate::HalBuilder::max_size)).
+        cap: u64,
+    },
     /// Another live process owns this instance.
-    InstanceInUse { instance: String, pid: u32 },
+    InstanceInUse {
+        /// The instance.
+        instance: String,
+        /// The owner's process id.
+        pid: u32,
+    },
     /// No segment exists for this instance.
-    NoSuchInstance { instance: String },
+    NoSuchInstance {
+        /// The instance.
+        instance: String,
+    },
     /// The owner has created the segment but not yet published it (`pid` 0: not yet known).
-    NotReady { instance: String, pid: u32 },
+    NotReady {
+        /// The instance.
+        instance: String,
+        /// The owner's process id, 0 if not yet written.
+        pid: u32,
+    },
     /// The shm object exists but is not an rtapi HAL segment (or is damaged beyond recognition).
-    Foreign { path: String, reason: String },
+    Foreign {
+        /// The file, e.g. `/dev/shm/rtapi-default`.
+        path: String,
+        /// What did not match.
+        reason: String,
+    },
     /// The file at the segment's name is not one this process believes: a symlink or other non-regular
     /// file, owned by an untrusted user, or with a mode that lets others write or read it. Nothing of it
     /// was read or written. See [`Trust`](crate::Trust).
     Untrusted {
+        /// The file.
         path: String,
         /// What is wrong with it.
         reason: String,
@@ -137,33 +218,75 @@ pub enum HalError {
     },
     /// The segment's owner process is gone (its lock is free): the segment is stale and nothing reads a
     /// value written into it.
-    OwnerGone { instance: String, pid: u32 },
+    OwnerGone {
+        /// The instance.
+        instance: String,
+        /// The dead owner's process id, from the header.
+        pid: u32,
+    },
     /// `setp`/`sets` of NaN or an infinity (typed, or a number too large for a float) without force.
-    NonFinite { name: String, text: String },
+    NonFinite {
+        /// The object written.
+        name: String,
+        /// The value as given.
+        text: String,
+    },
     /// The segment looked like ours but failed validation.
-    Corrupt { reason: String },
+    Corrupt {
+        /// The first check that failed.
+        reason: String,
+    },
     /// The segment was written by a newer, incompatible rtapi.
     UnsupportedVersion {
+        /// The segment's major version.
         found_major: u16,
+        /// The segment's minor version.
         found_minor: u16,
+        /// The major version this reader reads.
         supported_major: u16,
     },
     /// A seqlocked record stayed mid-update for longer than any real writer takes.
-    Busy { what: String },
+    Busy {
+        /// What was being read, e.g. `the stats of thread 'servo'`.
+        what: String,
+    },
     /// A write from another process broke the `setp`/`sets` rules.
-    NotWritable { name: String, reason: WriteRefusal },
+    NotWritable {
+        /// The object.
+        name: String,
+        /// Which rule refused it.
+        reason: WriteRefusal,
+    },
     /// The text could not be parsed as the object's type.
     BadValue {
+        /// The object.
         name: String,
+        /// Its type.
         ty: ValueType,
+        /// The text given.
         text: String,
     },
+    /// A typed value of the wrong type for the object it was given to (e.g. [`HalBuilder::set_signal`](crate::HalBuilder::set_signal)).
+    WrongType {
+        /// The object's name.
+        name: String,
+        /// The object's type.
+        expected: ValueType,
+        /// The type of the value given.
+        found: ValueType,
+    },
     /// Each thread's stats have exactly one writer; it was already handed out.
-    StatsWriterTaken { thread: String },
+    StatsWriterTaken {
+        /// The thread.
+        thread: String,
+    },
     /// The operating system refused a call.
     Os {
+        /// The call, e.g. `shm_open`.
         op: &'static str,
+        /// What it was called on.
         target: String,
+        /// The error it returned.
         source: io::Error,
     },
 }
@@ -286,6 +409,10 @@ impl fmt::Display for HalError {
                 f,
                 "'{text}' is not a valid {ty} value for '{name}'{}",
                 ty.value_hint()
+            ),
+            WrongType { name, expected, found } => write!(
+                f,
+                "'{name}' is a {expected}; a {found} value cannot be stored in it; give a {expected} value"
             ),
             StatsWriterTaken { thread } => write!(
                 f,

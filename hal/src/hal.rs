@@ -33,7 +33,11 @@ struct ThreadSlot {
     writer_taken: AtomicBool,
 }
 
-/// The owner of a live HAL segment.
+/// The owner of a live HAL segment, from [`HalBuilder::build`](crate::HalBuilder::build).
+///
+/// It holds the segment's owner lock for as long as it lives and hands out the RT handles ([`Pin`],
+/// [`Param`], [`StatsWriter`]); the handles keep the mapping alive on their own. Dropping it marks the
+/// segment stopped and removes its name; readers that still have it mapped see the last values.
 pub struct Hal {
     instance: Instance,
     mapping: Arc<Mapping>,
@@ -115,6 +119,7 @@ impl Hal {
         );
     }
 
+    /// The instance this segment is for.
     pub fn instance(&self) -> &Instance {
         &self.instance
     }

@@ -16,7 +16,7 @@ pub const MAGIC: [u8; 8] = *b"RTAPIHAL";
 /// Layout version. Readers accept any minor of their major (minor versions only append fields at the end
 /// of records or of the header, and grow the stored record sizes); a new major is a breaking change.
 pub const VERSION_MAJOR: u16 = 1;
-pub const VERSION_MINOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 2;
 
 /// Stored as a native-endian u64: a reader on a host of the other byte order sees it reversed.
 pub const BYTE_ORDER_MARK: u64 = 0x0102_0304_0506_0708;
@@ -207,8 +207,8 @@ pub mod stats {
     pub const EXEC_SUM: usize = 144;
     pub const DRIFT: usize = 152; // i64, last reported
     pub const LAST_WAKE_NS: usize = 160; // u64 CLOCK_MONOTONIC
-    pub const SPIKES_TOTAL: usize = 168; // u64 spikes ever; the newest is at (SPIKES_TOTAL - 1) % ring len
-    pub const SPIKES: usize = 176;
+    pub const SPIKES_TOTAL: usize = 168; // u64 spikes ever; the ring holds min(SPIKES_TOTAL, SPIKE_RING)
+    pub const SPIKES: usize = 176; // the worst SPIKE_RING spikes by latency, unordered (1.2)
     pub const BINS: usize = SPIKES + SPIKE_RING * spike::SIZE; // 496
     /// Spike ring entries written by this version.
     pub const SPIKE_RING: usize = 8;

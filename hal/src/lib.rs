@@ -1,52 +1,92 @@
 //! # rtapi-hal: the shared-memory HAL of rtapi
 //!
 //! Everything a running machine knows — pin values, params, how the threads are wired, and each real-time
-//! thread's latency statistics — lives in one POSIX shared-memory segment, `/rtapi-<instance>`, so that
-//! other processes (`rtapi show`, a GUI, a logger) can watch and tune it without ever slowing it down.
+//! thread's latency statistics — lives in one POSIX shared-memory segment, `/rtapi-<instance>`
+//! (`/dev/shm/rtapi-<instance>`), so that other processes (`rtapi show`, a GUI, a logger) can watch and
+//! tune it without ever slowing the machine down. One process owns the segment and runs the real-time
+//! threads; any number of others read it.
 //!
-//! - **Segment lifecycle** ([`HalBuilder::build`], [`Hal`]): created at exactly the registered size, owned
-//!   under an `flock` that dies with the owner (a stale segment is reclaimed, a live one is a clear
-//!   error naming its pid), unlinked on clean shutdown.
-//! - **Object model**: components, pins, params, signals, functions and threads; every reference inside
-//!   the segment is an offset, documented in `hal/LAYOUT.md`.
-//! - **Typed handles** ([`Pin<In, f64>`](Pin), [`Param`]): `get`/`set` is one atomic instruction.
-//! - **Thread stats** ([`StatsWriter`]): a single-writer seqlock the RT thread never waits on; latency
-//!   sums in 128 bits; histogram with percentiles; a ring of the latest spikes.
-//! - **Readers** ([`HalReader`]): validate every offset before following it; corrupt, truncated, foreign
-//!   or newer segments give errors, never crashes; `setp`/`sets` follow HAL's rules. Only trusted files
-//!   are opened ([`Trust`]: regular, owned by root or yourself, mode within 0640, never via a symlink),
-//!   and the owner's liveness comes from its lock, so a dead owner's segment reads as dead.
+//! - **The segment** ([`HalBuilder`] → [`Hal`]): the structure is registered first, then written in one
+//!   go into a segment of exactly the right size, so nothing in it ever moves and readers never see a
+//!   half-built structure. The owner holds an `flock` on it that dies with the process: a stale segment
+//!   is reclaimed, a live one is a clear error naming its pid. Dropping the [`Hal`] unlinks it.
+//! - **The object model**: components own pins, params and functions; signals connect pins (one OUT
+//!   pin, or any number of IO pins, and any number of IN pins, all of one [`ValueType`]); functions are
+//!   added to periodic threads in run order. Every reference inside the segment is a byte offset; the
+//!   byte layout is the contract in `hal/LAYOUT.md`, for readers in any language.
+//! - **Typed handles** ([`Pin<In, f64>`](Pin), [`Param`]): resolved at build, so `get`/`set` on the
+//!   real-time path is one relaxed atomic load or store — no lookup, no lock, no allocation. The
+//!   direction is in the type: a component cannot write its own input.
+//! - **Thread stats** ([`StatsWriter`]): each thread's latency, jitter, execution times, overruns and its
+//!   [`SPIKES_KEPT`] worst spikes, written once per period under a single-writer seqlock the RT thread
+//!   never waits on (readers retry); latency sums in 128 bits; a histogram with percentiles.
+//! - **Readers** ([`HalReader`]), in other processes or in the owner ([`Hal::reader`]): every offset is
+//!   validated before it is followed, so corrupt, truncated, foreign or newer segments give a
+//!   [`HalError`], never a crash; `setp`/`sets` follow HAL's rules (no writing an OUT pin, a connected
+//!   pin, an RO param or a driven signal; no NaN without force).
+//! - **The trust rule** ([`Trust`]): anyone can create a file in `/dev/shm`, so a segment is believed only
+//!   if it is a regular file (never followed through a symlink), owned by root or the effective user (or
+//!   an owner the reader names), with no mode bits beyond `0640`. Anything else is refused with
+//!   [`HalError::Untrusted`] before a byte of it is read. The owner's liveness comes from its lock, so a
+//!   dead owner's segment reads as dead and is never written.
 //!
-//! ```no_run
-//! use rtapi_hal::{Access, HalBuilder, HalReader, In, Out, PeriodSample, ThreadConfig};
+//! ```
+//! use rtapi_hal::{
+//!     Access, HalBuilder, HalReader, In, Out, PeriodSample, ThreadConfig, ThreadRusage, Value,
+//! };
 //!
 //! // The owning process registers its structure, then builds the segment.
-//! let mut b = HalBuilder::new("demo")?;
+//! # let instance = format!("doc-crate-{}", std::process::id());
+//! # /*
+//! let instance = "demo";
+//! # */
+//! let mut b = HalBuilder::new(&instance)?;
 //! let comp = b.component("scale.0")?;
 //! let input = b.pin::<In, f64>(comp, "scale.0.in")?;
 //! let output = b.pin::<Out, f64>(comp, "scale.0.out")?;
+//! b.net("feed", "scale.0.in")?; // a signal the IN pin reads
+//! b.set_signal("feed", Value::Float(1.5))?; // its value at start
+//! b.net("scaled", "scale.0.out")?;
 //! b.function(comp, "scale.0.update")?;
-//! let servo = b.thread(ThreadConfig::new("servo", 1_000_000))?;
+//! let servo = b.thread(ThreadConfig::new("servo", 1_000_000))?; // 1 ms period
 //! b.addf("scale.0.update", "servo", None)?;
 //! let hal = b.build()?;
 //!
 //! // The RT thread: typed pins and the stats writer, no lookups, no allocation.
-//! let (input, output, stats) = (hal.pin(input), hal.pin(output), hal.stats_writer(servo)?);
+//! let (input, output) = (hal.pin(input), hal.pin(output));
+//! let stats = hal.stats_writer(servo)?;
 //! output.set(2.0 * input.get());
-//! stats.record(&PeriodSample { latency_ns: 3_000, interval_ns: 1_000_100, exec_ns: 800, ..Default::default() });
+//! stats.record(&PeriodSample {
+//!     now_ns: 5_000_000,
+//!     latency_ns: 600_000, // late by 0.6 ms: a spike (the default threshold is half the period)
+//!     interval_ns: 1_000_100,
+//!     exec_ns: 800,
+//!     rusage: Some(ThreadRusage { involuntary_ctx_switches: 1, page_faults: 0 }),
+//!     ..Default::default()
+//! });
 //!
-//! // Any other process:
-//! let reader = HalReader::open("demo", Access::ReadWrite)?;
-//! reader.setp("scale.0.in", "1.5")?;
-//! println!("{:?}", reader.thread_stats("servo")?.latency_max());
+//! // Any other process (here the same one, through the same API):
+//! let reader = HalReader::open(&instance, Access::ReadWrite)?;
+//! assert_eq!(reader.get("scaled")?, Value::Float(3.0));
+//! let s = reader.thread_stats("servo")?;
+//! assert_eq!((s.cycles, s.latency_max()), (1, Some(600_000)));
+//! let worst = s.worst_spikes().next().unwrap();
+//! assert_eq!((worst.cycle, worst.involuntary_ctx_switches), (1, 1));
+//! reader.sets("feed", "2.0")?; // the component sees it at its next period
+//! assert_eq!(input.get(), 2.0);
 //! # Ok::<(), rtapi_hal::HalError>(())
 //! ```
+
+#![warn(missing_docs)]
 
 mod builder;
 mod error;
 mod hal;
 mod image;
 mod keys;
+// Public only for this crate's corruption tests and for tools that decode segments byte by byte; the
+// contract is `hal/LAYOUT.md`, these constants are its machine-readable copy. Not part of the API.
+#[doc(hidden)]
 pub mod layout;
 pub mod name;
 mod pin;
@@ -54,7 +94,7 @@ mod reader;
 mod segment;
 mod seqlock;
 mod signal;
-pub mod stats;
+mod stats;
 mod thread;
 mod value;
 
@@ -71,7 +111,7 @@ pub use reader::{
 pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
     FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
-    Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot,
+    Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS, SPIKES_KEPT,
 };
 pub use thread::{ThreadConfig, ThreadState};
 pub use value::{HalType, Value, ValueType};

@@ -32,7 +32,8 @@ fn problem(name: &str) -> Option<&'static str> {
     None
 }
 
-/// Checks a HAL name (component, pin, param, signal, function, thread).
+/// Checks a HAL name (component, pin, param, signal, function, thread, instance): 1 to
+/// [`MAX_NAME_LEN`] characters of `A-Z a-z 0-9 . _ -`; [`HalError::InvalidName`] says why not.
 pub fn validate(name: &str) -> Result<()> {
     match problem(name) {
         None => Ok(()),
@@ -73,11 +74,13 @@ pub(crate) fn decode(field: &[u8]) -> Result<String> {
 pub struct Instance(String);
 
 impl Instance {
+    /// Checks `name` with the HAL naming rules ([`validate`]).
     pub fn new(name: &str) -> Result<Self> {
         validate(name)?;
         Ok(Instance(name.to_string()))
     }
 
+    /// The instance name, without the `/rtapi-` prefix.
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -27,7 +27,8 @@ pub enum PinDir {
 }
 
 impl PinDir {
-    pub fn from_code(code: u32) -> Option<Self> {
+    /// Decodes a direction code read from a segment (unknown codes are corruption).
+    pub(crate) fn from_code(code: u32) -> Option<Self> {
         Some(match code {
             1 => PinDir::In,
             2 => PinDir::Out,
@@ -35,6 +36,8 @@ impl PinDir {
             _ => return None,
         })
     }
+
+    /// `IN`, `OUT` or `I/O`, as `rtapi show` prints it.
     pub fn as_str(self) -> &'static str {
         match self {
             PinDir::In => "IN",
@@ -55,13 +58,16 @@ pub enum ParamAccess {
 }
 
 impl ParamAccess {
-    pub fn from_code(code: u32) -> Option<Self> {
+    /// Decodes an access code read from a segment (unknown codes are corruption).
+    pub(crate) fn from_code(code: u32) -> Option<Self> {
         Some(match code {
             1 => ParamAccess::Ro,
             2 => ParamAccess::Rw,
             _ => return None,
         })
     }
+
+    /// `RO` or `RW`, as `rtapi show` prints it.
     pub fn as_str(self) -> &'static str {
         match self {
             ParamAccess::Ro => "RO",
@@ -77,11 +83,12 @@ mod sealed {
     impl Sealed for super::Io {}
 }
 
-/// A direction marker type.
+/// The direction of a pin as a type parameter: [`In`], [`Out`] or [`Io`] (sealed).
 pub trait Direction: sealed::Sealed + Send + Sync + 'static {
+    /// The direction stored in the segment for pins of this type.
     const DIR: PinDir;
 }
-/// Directions the owning component may write.
+/// Directions the owning component may write ([`Out`], [`Io`]): only their [`Pin`]s have `set`.
 pub trait Writable: Direction {}
 
 /// Marker: input pin.
@@ -106,7 +113,10 @@ impl Direction for Io {
 impl Writable for Out {}
 impl Writable for Io {}
 
-/// A pin of the owning process, e.g. `Pin<In, f64>` or `Pin<Out, bool>`.
+/// A pin of the owning process, e.g. `Pin<In, f64>` or `Pin<Out, bool>`, from [`Hal::pin`](crate::Hal::pin).
+///
+/// RT-safe: `get` and `set` are one relaxed atomic load or store, no allocation, no lock. It can be sent
+/// to the thread that runs its component; it keeps the mapping alive on its own.
 pub struct Pin<D: Direction, T: HalType> {
     cell: Block,
     _marker: PhantomData<fn() -> (D, T)>,
@@ -135,7 +145,8 @@ impl<D: Writable, T: HalType> Pin<D, T> {
     }
 }
 
-/// A param of the owning process. The owner may always write it; other processes only if it is RW.
+/// A param of the owning process, from [`Hal::param`](crate::Hal::param). The owner may always write it;
+/// other processes only if it is RW. RT-safe like [`Pin`].
 pub struct Param<T: HalType> {
     cell: Block,
     _marker: PhantomData<fn() -> T>,
@@ -149,11 +160,14 @@ impl<T: HalType> Param<T> {
         }
     }
 
+    /// The current value. One relaxed atomic load.
     #[inline(always)]
     pub fn get(&self) -> T {
         T::from_bits(self.cell.at(0).load(Relaxed))
     }
 
+    /// Writes the value (a measured value for an RO param, a setting for an RW one). One relaxed atomic
+    /// store; another process's `setp` of an RW param may overwrite it at any time.
     #[inline(always)]
     pub fn set(&self, value: T) {
         self.cell.at(0).store(value.to_bits(), Relaxed)

@@ -452,7 +452,10 @@ pub enum Permissions {
     #[default]
     OwnerOnly,
     /// Mode 0640 with this group: members can read (`show`, `watch`) but not write.
-    GroupReadable { gid: u32 },
+    GroupReadable {
+        /// The segment's group.
+        gid: u32,
+    },
 }
 
 /// The segment as its owner holds it: the locked descriptor and the writable mapping.

@@ -8,7 +8,9 @@ use crate::stats::{HistogramConfig, MAX_BINS};
 /// A periodic thread as the HAL records it (the runtime owns the actual thread).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadConfig {
+    /// HAL name of the thread, e.g. `servo`.
     pub name: String,
+    /// Period in ns (> 0).
     pub period_ns: u64,
     /// CPU the thread is pinned to, if any.
     pub cpu: Option<u32>,
@@ -18,12 +20,17 @@ pub struct ThreadConfig {
     pub flavor: String,
     /// Timer driver name, e.g. `nanosleep`.
     pub timer: String,
+    /// Shape of its latency histogram.
     pub histogram: HistogramConfig,
-    /// Latency at or above which a period goes into the spike ring; default: half the period.
+    /// Latency in ns at or above which a period is a spike (counted, and kept if among the worst
+    /// [`SPIKES_KEPT`](crate::SPIKES_KEPT)); default: half the period.
     pub spike_threshold_ns: Option<i64>,
 }
 
 impl ThreadConfig {
+    /// A thread `name` with period `period_ns`; unpinned, priority 0, `sim` flavor, `nanosleep` timer,
+    /// the default histogram and spike threshold. Checked when given to
+    /// [`HalBuilder::thread`](crate::HalBuilder::thread).
     pub fn new(name: &str, period_ns: u64) -> Self {
         ThreadConfig {
             name: name.to_string(),
@@ -36,26 +43,32 @@ impl ThreadConfig {
             spike_threshold_ns: None,
         }
     }
+    /// Records the CPU the thread is pinned to.
     pub fn cpu(mut self, cpu: u32) -> Self {
         self.cpu = Some(cpu);
         self
     }
+    /// Records its `SCHED_FIFO` priority.
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self
     }
+    /// Records the runtime flavor (at most 23 characters).
     pub fn flavor(mut self, flavor: &str) -> Self {
         self.flavor = flavor.to_string();
         self
     }
+    /// Records the timer driver (at most 23 characters).
     pub fn timer(mut self, timer: &str) -> Self {
         self.timer = timer.to_string();
         self
     }
+    /// Sets the latency histogram's shape.
     pub fn histogram(mut self, histogram: HistogramConfig) -> Self {
         self.histogram = histogram;
         self
     }
+    /// Sets the spike threshold in ns (see the field).
     pub fn spike_threshold_ns(mut self, ns: i64) -> Self {
         self.spike_threshold_ns = Some(ns);
         self
@@ -121,7 +134,7 @@ pub enum ThreadState {
 
 impl ThreadState {
     /// The word stored in the segment.
-    pub const fn encode(self) -> u64 {
+    pub(crate) const fn encode(self) -> u64 {
         match self {
             ThreadState::Stopped => 0,
             ThreadState::Running => 1,
@@ -133,7 +146,7 @@ impl ThreadState {
     }
 
     /// Reads a stored word back.
-    pub const fn decode(word: u64) -> ThreadState {
+    pub(crate) const fn decode(word: u64) -> ThreadState {
         match word & 0xff {
             0 => ThreadState::Stopped,
             2 => ThreadState::Stalled {

@@ -13,17 +13,23 @@ use crate::error::{HalError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ValueType {
+    /// A boolean (`bool`).
     Bit = 1,
+    /// An IEEE-754 double (`f64`).
     Float = 2,
+    /// A signed 32-bit integer (`i32`).
     S32 = 3,
+    /// An unsigned 32-bit integer (`u32`).
     U32 = 4,
+    /// A signed 64-bit integer (`i64`).
     S64 = 5,
+    /// An unsigned 64-bit integer (`u64`).
     U64 = 6,
 }
 
 impl ValueType {
     /// Decodes a type code read from a segment (0 and unknown codes are corruption).
-    pub fn from_code(code: u32) -> Option<Self> {
+    pub(crate) fn from_code(code: u32) -> Option<Self> {
         Some(match code {
             1 => ValueType::Bit,
             2 => ValueType::Float,
@@ -35,10 +41,12 @@ impl ValueType {
         })
     }
 
-    pub fn code(self) -> u32 {
+    /// The code stored in the segment.
+    pub(crate) fn code(self) -> u32 {
         self as u32
     }
 
+    /// `bit`, `float`, `s32`, `u32`, `s64` or `u64`, as HAL configs spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             ValueType::Bit => "bit",
@@ -72,15 +80,22 @@ impl fmt::Display for ValueType {
 /// A typed value, as read from or written to a cell by a reader that learns the type at run time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
+    /// A `bit`.
     Bit(bool),
+    /// A `float`.
     Float(f64),
+    /// An `s32`.
     S32(i32),
+    /// A `u32`.
     U32(u32),
+    /// An `s64`.
     S64(i64),
+    /// A `u64`.
     U64(u64),
 }
 
 impl Value {
+    /// The type of this value.
     pub fn value_type(self) -> ValueType {
         match self {
             Value::Bit(_) => ValueType::Bit,
@@ -180,8 +195,11 @@ impl fmt::Display for Value {
 /// A Rust type that can live in a HAL cell. Implemented for exactly the six HAL types, so a typed handle
 /// like `Pin<In, f64>` fixes the HAL type at compile time.
 pub trait HalType: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// The HAL type of this Rust type.
     const TYPE: ValueType;
+    /// The 64-bit cell encoding (see `hal/LAYOUT.md`): the bits one atomic store writes.
     fn to_bits(self) -> u64;
+    /// Decodes a cell of this type.
     fn from_bits(bits: u64) -> Self;
 }
 

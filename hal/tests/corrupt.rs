@@ -74,7 +74,7 @@ fn exercise(bytes: &[u8]) -> bool {
                 (
                     s.latency_mean(),
                     s.latency_stddev(),
-                    s.recent_spikes().count(),
+                    s.worst_spikes().count(),
                 )
             });
             if let Ok(h) = r.histogram(&t.name) {

@@ -235,7 +235,7 @@ fn stats_writer_records_and_reader_derives() {
     );
     assert_eq!((s.drift_ns, s.last_wake_ns), (-7, 6_000_000));
     // Spikes: threshold is period/2 = 500 µs, or any missed period: only cycle 5.
-    let spikes: Vec<_> = s.recent_spikes().collect();
+    let spikes: Vec<_> = s.worst_spikes().collect();
     assert_eq!(spikes.len(), 1);
     assert_eq!(
         (

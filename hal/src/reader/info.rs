@@ -6,19 +6,29 @@ use crate::value::{Value, ValueType};
 
 use super::view::HeaderInfo;
 
+/// A component as registered, with how many objects it owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComponentInfo {
+    /// Its HAL name, e.g. `pid.0`.
     pub name: String,
+    /// Number of pins it registered.
     pub pins: u32,
+    /// Number of params it registered.
     pub params: u32,
+    /// Number of functions it registered.
     pub functions: u32,
 }
 
+/// A pin: its declaration, its connection and its value at the time of the read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PinInfo {
+    /// Its HAL name, e.g. `pid.0.command`.
     pub name: String,
+    /// Its value type.
     pub ty: ValueType,
+    /// IN, OUT or IO.
     pub dir: PinDir,
+    /// The component that owns it.
     pub component: String,
     /// The signal it is connected to, if any.
     pub signal: Option<String>,
@@ -26,59 +36,91 @@ pub struct PinInfo {
     pub value: Value,
 }
 
+/// A param: its declaration and its value at the time of the read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamInfo {
+    /// Its HAL name, e.g. `pid.0.Pgain`.
     pub name: String,
+    /// Its value type.
     pub ty: ValueType,
+    /// Whether other processes may write it (`setp`).
     pub access: ParamAccess,
+    /// The component that owns it.
     pub component: String,
+    /// Its value now.
     pub value: Value,
 }
 
+/// A signal: its connections and its value at the time of the read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalInfo {
+    /// Its HAL name.
     pub name: String,
+    /// Its value type (every pin on it has this type).
     pub ty: ValueType,
     /// The OUT pin driving it, if any.
     pub writer: Option<String>,
+    /// Number of IN pins reading it.
     pub readers: u32,
+    /// Number of IO pins on it.
     pub bidirs: u32,
+    /// Its value now.
     pub value: Value,
 }
 
+/// A function: where it runs and how long it takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionInfo {
+    /// Its HAL name, e.g. `pid.0.do-pid-calcs`.
     pub name: String,
+    /// The component that owns it.
     pub component: String,
     /// `(thread, position in its run order)` once added with `addf`.
     pub thread: Option<(String, u32)>,
+    /// Its execution times, as its thread last recorded them.
     pub timing: FunctionTiming,
 }
 
+/// A thread: its configuration, its state and its statistics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadInfo {
+    /// Its HAL name, e.g. `servo`.
     pub name: String,
+    /// Its period in ns.
     pub period_ns: u64,
+    /// The CPU it is pinned to, if any.
     pub cpu: Option<u32>,
+    /// Its `SCHED_FIFO` priority (0 under the `sim` flavor).
     pub priority: i32,
+    /// The runtime flavor it runs under: `rt-preempt`, `posix` or `sim`.
     pub flavor: String,
+    /// The timer driver that wakes it, e.g. `nanosleep`.
     pub timer: String,
     /// Whether the loop exists (running or stalled): `state.is_running()`.
     pub running: bool,
     /// Running, stalled (and where) or stopped.
     pub state: crate::thread::ThreadState,
+    /// Number of functions added to it.
     pub functions: u32,
+    /// Its statistics, one consistent copy.
     pub stats: ThreadStatsSnapshot,
 }
 
 /// Everything at once (each part consistent on its own; values keep changing between parts).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HalSnapshot {
+    /// The segment header.
     pub header: HeaderInfo,
+    /// Every component, in registration order.
     pub components: Vec<ComponentInfo>,
+    /// Every pin, in registration order.
     pub pins: Vec<PinInfo>,
+    /// Every param, in registration order.
     pub params: Vec<ParamInfo>,
+    /// Every signal, in creation order.
     pub signals: Vec<SignalInfo>,
+    /// Every function, in registration order.
     pub functions: Vec<FunctionInfo>,
+    /// Every thread, in registration order.
     pub threads: Vec<ThreadInfo>,
 }

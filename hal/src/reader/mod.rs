@@ -58,7 +58,13 @@ enum Owner {
     Copy,
 }
 
-/// A validated view of a segment, from another process or from a copy.
+/// A validated view of a segment, from another process, from the owner itself ([`Hal::reader`](crate::Hal::reader))
+/// or from a copy of its bytes.
+///
+/// Every offset read from the segment is checked before it is followed, so a corrupt, truncated, foreign
+/// or newer segment gives a [`HalError`], never a crash or a read outside the mapping. Reading never
+/// blocks the owner's real-time threads: values are single atomic loads, stats are seqlock reads that
+/// retry on their own side. Writes (`setp`/`sets`) follow HAL's rules and need [`Access::ReadWrite`].
 pub struct HalReader {
     v: View,
     owner: Owner,
@@ -295,21 +301,27 @@ impl HalReader {
 
     // ---- listing ----------------------------------------------------------------------------------------
 
+    /// Every component, in registration order. Allocates; for tools, not for an RT thread.
     pub fn components(&self) -> Result<Vec<ComponentInfo>> {
         self.all(Table::Components, Self::component)
     }
+    /// Every pin with its connection and current value, in registration order.
     pub fn pins(&self) -> Result<Vec<PinInfo>> {
         self.all(Table::Pins, Self::pin)
     }
+    /// Every param with its current value, in registration order.
     pub fn params(&self) -> Result<Vec<ParamInfo>> {
         self.all(Table::Params, Self::param)
     }
+    /// Every signal with its connections and current value, in creation order.
     pub fn signals(&self) -> Result<Vec<SignalInfo>> {
         self.all(Table::Signals, Self::signal)
     }
+    /// Every function with its thread and timing, in registration order.
     pub fn functions(&self) -> Result<Vec<FunctionInfo>> {
         self.all(Table::Functions, Self::function)
     }
+    /// Every thread with its configuration, state and stats, in registration order.
     pub fn threads(&self) -> Result<Vec<ThreadInfo>> {
         self.all(Table::Threads, Self::thread)
     }
@@ -341,18 +353,23 @@ impl HalReader {
 
     // ---- by name ----------------------------------------------------------------------------------------
 
+    /// The pin called `name` ([`HalError::NotFound`] if none).
     pub fn pin_named(&self, name: &str) -> Result<PinInfo> {
         self.pin(self.find_or(Table::Pins, ObjectKind::Pin, name)?)
     }
+    /// The param called `name` ([`HalError::NotFound`] if none).
     pub fn param_named(&self, name: &str) -> Result<ParamInfo> {
         self.param(self.find_or(Table::Params, ObjectKind::Param, name)?)
     }
+    /// The signal called `name` ([`HalError::NotFound`] if none).
     pub fn signal_named(&self, name: &str) -> Result<SignalInfo> {
         self.signal(self.find_or(Table::Signals, ObjectKind::Signal, name)?)
     }
+    /// The function called `name` ([`HalError::NotFound`] if none).
     pub fn function_named(&self, name: &str) -> Result<FunctionInfo> {
         self.function(self.find_or(Table::Functions, ObjectKind::Function, name)?)
     }
+    /// The thread called `name` ([`HalError::NotFound`] if none).
     pub fn thread_named(&self, name: &str) -> Result<ThreadInfo> {
         self.thread(self.find_or(Table::Threads, ObjectKind::Thread, name)?)
     }
@@ -374,14 +391,16 @@ impl HalReader {
         })
     }
 
-    /// A consistent copy of a thread's stats.
+    /// A consistent copy of a thread's stats (one seqlock read: all fields from the same period). Fails
+    /// with [`HalError::Busy`] only if the writer stayed mid-update far longer than a real one takes.
     pub fn thread_stats(&self, thread: &str) -> Result<ThreadStatsSnapshot> {
         let (r, name, (off, _, _)) =
             self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
         stats::read_stats(&self.v.m, off, r.u64(th::PERIOD_NS), &name)
     }
 
-    /// A thread's latency histogram.
+    /// A thread's latency histogram. The bins are independent counters read one by one, so their sum may
+    /// be a period ahead of or behind [`thread_stats`](Self::thread_stats)' cycle count.
     pub fn histogram(&self, thread: &str) -> Result<HistogramSnapshot> {
         let (_, _, (off, bin_ns, bins)) =
             self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;

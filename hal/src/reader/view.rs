@@ -28,6 +28,7 @@ pub(crate) struct TableView {
 pub enum SegmentState {
     /// Structure complete, threads not (yet) running.
     Ready,
+    /// The owner's threads are running.
     Running,
     /// The owner shut down; values are the last ones written.
     Stopped,
@@ -36,13 +37,19 @@ pub enum SegmentState {
 /// The header of a validated segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderInfo {
+    /// The instance name the owner wrote (the `<instance>` of `/rtapi-<instance>`).
     pub instance: String,
+    /// Layout major version (a reader refuses other majors).
     pub version_major: u16,
+    /// Layout minor version (any minor of the major is readable; see `hal/LAYOUT.md`).
     pub version_minor: u16,
+    /// Segment size in bytes, as the owner wrote it.
     pub total_size: u64,
+    /// Process id of the owner (whether it is alive comes from its lock: [`HalReader::owner_alive`](crate::HalReader::owner_alive)).
     pub owner_pid: u32,
     /// CLOCK_REALTIME ns when the owner created the segment.
     pub start_time_ns: u64,
+    /// The lifecycle state when [`HalReader::header`](crate::HalReader::header) was called.
     pub state: SegmentState,
 }
 

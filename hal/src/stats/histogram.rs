@@ -6,9 +6,10 @@
 
 /// Where one latency sample is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bin {
+pub(crate) enum Bin {
     /// Negative latency (woke before the deadline: only possible with spin/hybrid wake or a clock step).
     Underflow,
+    /// In bin `i`: `[i * bin_ns, (i + 1) * bin_ns)`.
     Index(usize),
     /// At or beyond `bin_ns * bins`.
     Overflow,
@@ -16,7 +17,7 @@ pub enum Bin {
 
 /// The bin of `latency_ns` for bins of width `bin_ns` (≥ 1), `bins` of them.
 #[inline]
-pub fn bin_of(latency_ns: i64, bin_ns: u64, bins: usize) -> Bin {
+pub(crate) fn bin_of(latency_ns: i64, bin_ns: u64, bins: usize) -> Bin {
     if latency_ns < 0 {
         return Bin::Underflow;
     }
@@ -55,18 +56,24 @@ impl Percentile {
 /// p50, p99 and p99.9, the figures latency-test reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Percentiles {
+    /// The median.
     pub p50: Percentile,
+    /// The 99th percentile.
     pub p99: Percentile,
+    /// The 99.9th percentile.
     pub p999: Percentile,
 }
 
-/// A copy of one thread's histogram.
+/// A copy of one thread's latency histogram, from [`HalReader::histogram`](crate::HalReader::histogram).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistogramSnapshot {
+    /// Bin width in ns.
     pub bin_ns: u64,
     /// `counts[i]` = samples in `[i * bin_ns, (i + 1) * bin_ns)`.
     pub counts: Vec<u64>,
+    /// Samples with a negative latency (woken before the deadline).
     pub underflow: u64,
+    /// Samples at or beyond `counts.len() * bin_ns`.
     pub overflow: u64,
 }
 

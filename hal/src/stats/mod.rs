@@ -1,11 +1,11 @@
 //! Thread and function statistics: written once per period by the RT thread, read by anyone.
 
-pub mod arith;
+mod arith;
 mod histogram;
 mod snapshot;
 mod writer;
 
-pub use histogram::{bin_of, Bin, HistogramSnapshot, Percentile, Percentiles};
+pub use histogram::{HistogramSnapshot, Percentile, Percentiles};
 pub(crate) use snapshot::{read_function, read_histogram, read_stats};
 pub use snapshot::{FunctionTiming, Spike, ThreadStatsSnapshot};
 pub(crate) use writer::StatsWriterParts;
@@ -19,6 +19,9 @@ pub struct HistogramConfig {
     /// Number of bins (1 ..= [`MAX_BINS`]).
     pub bins: usize,
 }
+
+/// How many spikes each thread keeps: the worst ones by latency (see [`StatsWriter::record`]).
+pub const SPIKES_KEPT: usize = crate::layout::stats::SPIKE_RING;
 
 /// Upper bound on bins per thread: 1 M bins is 8 MiB, far past any useful latency histogram.
 pub const MAX_BINS: usize = 1 << 20;

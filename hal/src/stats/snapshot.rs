@@ -9,23 +9,28 @@ use crate::layout::{function as f, stats as s};
 use crate::segment::Mapping;
 use crate::seqlock;
 
-/// One entry of the spike ring.
+/// One spike a thread kept: a period whose latency reached the thread's spike threshold or that missed
+/// periods. Each thread keeps its [`SPIKES_KEPT`](crate::SPIKES_KEPT) worst by latency
+/// ([`ThreadStatsSnapshot::worst_spikes`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Spike {
     /// Cycle number (1-based) of the period.
     pub cycle: u64,
-    /// Wake time, CLOCK_MONOTONIC ns.
+    /// Wake time, `CLOCK_MONOTONIC` ns.
     pub time_ns: u64,
+    /// Wake latency of the period in ns.
     pub latency_ns: i64,
-    /// The thread's cumulative `ru_nivcsw` then (0 if the loop did not sample it).
+    /// The thread's involuntary context switches (`ru_nivcsw`) since the previous spike sample of that
+    /// thread (or since it started, for its first spike); 0 if the loop did not sample them.
     pub involuntary_ctx_switches: u64,
-    /// The thread's cumulative minor + major faults then (0 if not sampled).
+    /// The thread's minor + major page faults over the same span; 0 if not sampled.
     pub page_faults: u64,
 }
 
 /// A consistent copy of a thread's stats (everything under the seqlock, taken in one read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThreadStatsSnapshot {
+    /// The thread's period in ns.
     pub period_ns: u64,
     /// Periods recorded.
     pub cycles: u64,
@@ -33,52 +38,78 @@ pub struct ThreadStatsSnapshot {
     pub overruns: u64,
     /// Meaningful only when `cycles > 0`; see [`latency_min`](Self::latency_min).
     pub latency_min_ns: i64,
+    /// Largest wake latency in ns; meaningful only when `cycles > 0` (see [`latency_max`](Self::latency_max)).
     pub latency_max_ns: i64,
+    /// Sum of the wake latencies in ns (for the mean; saturating).
     pub latency_sum_ns: i128,
+    /// Sum of the squared wake latencies in ns² (for the standard deviation; saturating).
     pub latency_sum_sq_ns2: u128,
     /// max |interval − period|.
     pub jitter_max_ns: u64,
+    /// Execution time of the whole function list in the last period, ns.
     pub exec_last_ns: u64,
+    /// Longest execution time of the function list, ns.
     pub exec_max_ns: u64,
+    /// Sum of the execution times, ns (saturating).
     pub exec_sum_ns: u64,
+    /// Drift of the thread's timeline as its loop last reported it, ns.
     pub drift_ns: i64,
+    /// `CLOCK_MONOTONIC` ns of the last wake.
     pub last_wake_ns: u64,
-    /// Spikes ever recorded; the ring keeps the latest [`SPIKE_RING`](crate::layout::stats::SPIKE_RING).
+    /// Spikes ever recorded; the ring keeps the worst [`SPIKES_KEPT`](crate::SPIKES_KEPT) of them.
     pub spikes_total: u64,
-    /// The ring as stored; use [`recent_spikes`](Self::recent_spikes) for them in order.
+    /// The kept spikes as stored, in no particular order, the first `min(spikes_total, SPIKES_KEPT)`
+    /// valid; use [`worst_spikes`](Self::worst_spikes) for them worst first.
     pub spike_ring: [Spike; s::SPIKE_RING],
 }
 
 impl ThreadStatsSnapshot {
+    /// Smallest wake latency in ns, `None` before the first period.
     pub fn latency_min(&self) -> Option<i64> {
         (self.cycles > 0).then_some(self.latency_min_ns)
     }
+    /// Largest wake latency in ns, `None` before the first period.
     pub fn latency_max(&self) -> Option<i64> {
         (self.cycles > 0).then_some(self.latency_max_ns)
     }
+    /// Mean wake latency in ns, `None` before the first period.
     pub fn latency_mean(&self) -> Option<f64> {
         arith::mean(self.latency_sum_ns, self.cycles)
     }
+    /// Population standard deviation of the wake latency in ns, `None` before the first period.
     pub fn latency_stddev(&self) -> Option<f64> {
         arith::stddev(self.latency_sum_ns, self.latency_sum_sq_ns2, self.cycles)
     }
+    /// Mean execution time of the function list in ns, `None` before the first period.
     pub fn exec_mean(&self) -> Option<f64> {
         arith::mean(self.exec_sum_ns as i128, self.cycles)
     }
-    /// The spikes still in the ring, newest first.
-    pub fn recent_spikes(&self) -> impl Iterator<Item = Spike> + '_ {
-        let ring = s::SPIKE_RING as u64;
-        let kept = self.spikes_total.min(ring);
-        (0..kept).map(move |k| self.spike_ring[((self.spikes_total - 1 - k) % ring) as usize])
+    /// The worst spikes recorded (up to [`SPIKES_KEPT`](crate::SPIKES_KEPT) of them), worst
+    /// (largest latency) first; equal latencies in the order they happened. Allocation-free.
+    pub fn worst_spikes(&self) -> impl Iterator<Item = Spike> {
+        let kept = self.spikes_total.min(s::SPIKE_RING as u64) as usize;
+        let mut worst = self.spike_ring;
+        worst[..kept].sort_unstable_by_key(|sp| (std::cmp::Reverse(sp.latency_ns), sp.cycle));
+        worst.into_iter().take(kept)
+    }
+
+    /// The old name of [`worst_spikes`](Self::worst_spikes), which it now returns: since layout 1.2 the
+    /// ring keeps the worst spikes, not the latest. Kept while callers move to the new name.
+    pub fn recent_spikes(&self) -> impl Iterator<Item = Spike> {
+        self.worst_spikes()
     }
 }
 
 /// A consistent copy of one function's timing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FunctionTiming {
+    /// Execution time of the last call, ns.
     pub last_ns: u64,
+    /// Longest execution time, ns.
     pub max_ns: u64,
+    /// Sum of the execution times, ns (saturating).
     pub sum_ns: u64,
+    /// Calls recorded.
     pub calls: u64,
     /// Calls that reported a fault.
     pub faults: u64,
@@ -87,6 +118,7 @@ pub struct FunctionTiming {
 }
 
 impl FunctionTiming {
+    /// Mean execution time in ns, `None` before the first call.
     pub fn mean_ns(&self) -> Option<f64> {
         arith::mean(self.sum_ns as i128, self.calls)
     }

@@ -30,21 +30,57 @@ pub struct PeriodSample {
     pub missed: u64,
     /// Drift of the thread's timeline as the loop measures it (e.g. against the ideal start + n·period).
     pub drift_ns: i64,
-    /// The thread's `getrusage(RUSAGE_THREAD)` counters, when the loop sampled them (normally only when
-    /// [`StatsWriter::is_spike`] said so, since it costs a syscall). Recorded with the spike.
+    /// The thread's `getrusage(RUSAGE_THREAD)` counters **since its previous spike sample** (or since the
+    /// thread started), when the loop sampled them: normally only when [`StatsWriter::is_spike`] said so,
+    /// since it costs a syscall. Recorded with the spike if it is among the worst kept; ignored otherwise.
     pub rusage: Option<ThreadRusage>,
 }
 
 /// Counters that explain a spike: a context switch or a page fault in a period is the usual culprit.
+///
+/// Both are **deltas**: what the thread's `getrusage(RUSAGE_THREAD)` counted since the previous spike
+/// sample of that thread (or since the thread started, for its first spike), not the cumulative totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ThreadRusage {
-    /// `ru_nivcsw`.
+    /// Involuntary context switches (`ru_nivcsw`) since the previous spike sample.
     pub involuntary_ctx_switches: u64,
-    /// `ru_minflt + ru_majflt`.
+    /// Page faults (`ru_minflt + ru_majflt`) since the previous spike sample.
     pub page_faults: u64,
 }
 
-/// Single writer of one thread's stats block and of its functions' timing records.
+/// Where a new spike of latency `latency_ns` goes in the ring of the worst spikes, or `None` if it is not
+/// worse than any kept one. `total` is the number of spikes recorded before this one, `entry(i)` reads
+/// entry `i`'s `(latency, cycle)`.
+///
+/// While the ring is not full, entries fill in order. Then the new spike replaces the entry with the
+/// smallest latency if it is strictly larger (ties keep the older spike); among several entries with that
+/// smallest latency, the newest goes. Constant time: [`SPIKE_RING`](s::SPIKE_RING) reads and compares.
+#[inline]
+fn worst_kept_slot(
+    total: u64,
+    latency_ns: i64,
+    entry: impl Fn(usize) -> (i64, u64),
+) -> Option<usize> {
+    if total < s::SPIKE_RING as u64 {
+        return Some(total as usize);
+    }
+    let mut victim = 0;
+    let (mut min_lat, mut min_cycle) = entry(0);
+    for i in 1..s::SPIKE_RING {
+        let (lat, cycle) = entry(i);
+        if lat < min_lat || (lat == min_lat && cycle > min_cycle) {
+            (victim, min_lat, min_cycle) = (i, lat, cycle);
+        }
+    }
+    (latency_ns > min_lat).then_some(victim)
+}
+
+/// Single writer of one thread's stats block and of its functions' timing records, from
+/// [`Hal::stats_writer`](crate::Hal::stats_writer), to be moved into that thread.
+///
+/// RT-safe: every method is allocation-free, lock-free and syscall-free, a bounded number of relaxed
+/// atomic loads and stores; it never waits for a reader (readers retry). It is `Send` but not `Sync`:
+/// exactly one thread writes a block, which is what the seqlock needs.
 pub struct StatsWriter {
     stats: Block,
     /// The thread record's `running` cell.
@@ -84,6 +120,7 @@ impl StatsWriter {
         }
     }
 
+    /// The thread's period in ns.
     pub fn period_ns(&self) -> u64 {
         self.period_ns
     }
@@ -93,12 +130,13 @@ impl StatsWriter {
         self.functions.len()
     }
 
+    /// The latency in ns at or above which a period is a spike.
     pub fn spike_threshold_ns(&self) -> i64 {
         self.spike_threshold_ns
     }
 
-    /// Whether a period with this latency and this many missed periods goes into the spike ring: ask
-    /// before deciding to pay for `getrusage`.
+    /// Whether a period with this latency (ns) and this many missed periods is a spike (at or above the
+    /// threshold, or any missed period): ask before deciding to pay for `getrusage`. Pure arithmetic.
     #[inline]
     pub fn is_spike(&self, latency_ns: i64, missed: u64) -> bool {
         latency_ns >= self.spike_threshold_ns || missed > 0
@@ -115,6 +153,12 @@ impl StatsWriter {
     }
 
     /// Records one period. Call once per period, after the functions ran.
+    ///
+    /// Under the seqlock: cycles, overruns, latency min/max/sums, jitter, execution times, drift, last wake;
+    /// and, for a spike ([`is_spike`](Self::is_spike)), `spikes_total` and the spike ring, which keeps the
+    /// [`SPIKES_KEPT`](crate::SPIKES_KEPT) largest latencies seen: a spike replaces the kept one with the
+    /// smallest latency if its own is strictly larger (ties keep the older), in constant time. Then one
+    /// histogram counter. Allocation-free, lock-free, syscall-free.
     #[inline]
     pub fn record(&self, sample: &PeriodSample) {
         let b = &self.stats;
@@ -146,17 +190,25 @@ impl StatsWriter {
             set(s::LAST_WAKE_NS, sample.now_ns);
             if self.is_spike(lat, sample.missed) {
                 let total = get(s::SPIKES_TOTAL);
-                let slot = s::SPIKES + (total % s::SPIKE_RING as u64) as usize * s::spike::SIZE;
-                let usage = sample.rusage.unwrap_or_default();
-                set(slot + s::spike::CYCLE, get(s::CYCLES));
-                set(slot + s::spike::TIME_NS, sample.now_ns);
-                set(slot + s::spike::LATENCY_NS, lat as u64);
-                set(
-                    slot + s::spike::INVOLUNTARY_CTX_SWITCHES,
-                    usage.involuntary_ctx_switches,
-                );
-                set(slot + s::spike::PAGE_FAULTS, usage.page_faults);
-                set(s::SPIKES_TOTAL, total.wrapping_add(1));
+                if let Some(slot) = worst_kept_slot(total, lat, |i| {
+                    let e = s::SPIKES + i * s::spike::SIZE;
+                    (
+                        get(e + s::spike::LATENCY_NS) as i64,
+                        get(e + s::spike::CYCLE),
+                    )
+                }) {
+                    let e = s::SPIKES + slot * s::spike::SIZE;
+                    let usage = sample.rusage.unwrap_or_default();
+                    set(e + s::spike::CYCLE, get(s::CYCLES));
+                    set(e + s::spike::TIME_NS, sample.now_ns);
+                    set(e + s::spike::LATENCY_NS, lat as u64);
+                    set(
+                        e + s::spike::INVOLUNTARY_CTX_SWITCHES,
+                        usage.involuntary_ctx_switches,
+                    );
+                    set(e + s::spike::PAGE_FAULTS, usage.page_faults);
+                }
+                set(s::SPIKES_TOTAL, total.saturating_add(1));
             }
         });
         let counter = match bin_of(sample.latency_ns, self.bin_ns, self.bins) {
