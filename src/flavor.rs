@@ -28,13 +28,13 @@ pub enum Policy {
 
 /// What a flavor is and needs: the descriptor table behind [`Flavor`].
 pub struct Descriptor {
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     pub summary: &'static str,
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// Failing to lock memory stops the start (true) or only warns (false).
     pub memory_lock_required: bool,
     /// Checks this machine can honour the flavor; the error names what is missing and how to get it.
-    pub can_run: fn(&SystemReport) -> Result<(), Unavailable>,
+    pub(crate) can_run: fn(&SystemReport) -> Result<(), Unavailable>,
 }
 
 const DESCRIPTORS: [Descriptor; 3] = [
@@ -75,7 +75,7 @@ const DESCRIPTORS: [Descriptor; 3] = [
 ];
 
 /// How to gain the SCHED_FIFO privilege, in the words the user needs.
-pub const FIFO_FIX: &str = "run as root, or `sudo setcap cap_sys_nice,cap_ipc_lock=ep <path to rtapi>`, or add \
+pub(crate) const FIFO_FIX: &str = "run as root, or `sudo setcap cap_sys_nice,cap_ipc_lock=ep <path to rtapi>`, or add \
      `@<group> - rtprio 99` and `@<group> - memlock unlimited` to /etc/security/limits.conf and log in again";
 
 fn fifo_works(r: &SystemReport) -> Result<(), Unavailable> {
@@ -104,7 +104,7 @@ fn fifo_works(r: &SystemReport) -> Result<(), Unavailable> {
 }
 
 impl Flavor {
-    pub const ALL: [Flavor; 3] = [Flavor::RtPreempt, Flavor::Posix, Flavor::Sim];
+    pub(crate) const ALL: [Flavor; 3] = [Flavor::RtPreempt, Flavor::Posix, Flavor::Sim];
 
     pub fn descriptor(self) -> &'static Descriptor {
         &DESCRIPTORS[self as usize]
@@ -118,7 +118,7 @@ impl Flavor {
         self.descriptor().policy
     }
 
-    pub fn can_run(self, report: &SystemReport) -> Result<(), Unavailable> {
+    pub(crate) fn can_run(self, report: &SystemReport) -> Result<(), Unavailable> {
         (self.descriptor().can_run)(report)
     }
 
@@ -140,8 +140,8 @@ impl fmt::Display for Flavor {
 /// Why a flavor cannot run here, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable {
-    pub missing: String,
-    pub fix: String,
+    pub(crate) missing: String,
+    pub(crate) fix: String,
 }
 
 /// Where the chosen flavor came from.

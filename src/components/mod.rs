@@ -40,11 +40,11 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
-pub mod encoder;
-pub mod pid;
-pub mod siggen;
-pub mod sim_axis;
-pub mod stepgen;
+mod encoder;
+mod pid;
+mod siggen;
+mod sim_axis;
+mod stepgen;
 mod target;
 
 use std::collections::{BTreeMap, HashMap};
@@ -66,7 +66,7 @@ pub struct LoadError {
 }
 
 impl LoadError {
-    pub fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         LoadError {
             message: message.into(),
         }
@@ -125,7 +125,7 @@ pub const MAX_INSTANCES: usize = 256;
 
 impl Instances {
     /// The instance names for component `component`.
-    pub fn names(&self, component: &str) -> Vec<String> {
+    pub(crate) fn names(&self, component: &str) -> Vec<String> {
         match self {
             Instances::Count(n) => (0..*n).map(|i| format!("{component}.{i}")).collect(),
             Instances::Names(names) => names.clone(),
@@ -171,7 +171,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Registry::default()
     }
 
@@ -200,7 +200,7 @@ impl Registry {
         self
     }
 
-    pub fn get(&self, name: &str) -> Option<&Entry> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Entry> {
         self.entries.get(name)
     }
 
@@ -266,23 +266,6 @@ impl Registry {
         }
         Ok(names)
     }
-}
-
-/// Loads one instance of `C` named `instance` straight into a target (for programs that embed the
-/// runtime without a config file).
-pub fn load_one<C: Component>(target: &mut dyn Target, instance: &str) -> Result<(), LoadError> {
-    let mut declared = Declared::default();
-    let mut registry = Registry::new();
-    registry.register::<C>();
-    registry.load(
-        target,
-        &mut declared,
-        &Presets::new(),
-        C::NAME,
-        &Instances::Names(vec![instance.to_string()]),
-        &LoadArgs::default(),
-    )?;
-    Ok(())
 }
 
 /// What [`Component::load`] works with: the instance being loaded and the target it declares into.

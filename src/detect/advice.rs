@@ -17,7 +17,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Severity::Info => "info",
             Severity::Warn => "warn",
@@ -46,7 +46,7 @@ fn finding(severity: Severity, id: &'static str, message: String, fix: Option<St
 }
 
 /// All findings for a report, worst first.
-pub fn findings(r: &SystemReport) -> Vec<Finding> {
+pub(crate) fn findings(r: &SystemReport) -> Vec<Finding> {
     let mut out = Vec::new();
     let k = &r.kernel;
     let rt_cpu = r.cpus.rt_cpu;

@@ -65,23 +65,23 @@ pub struct KernelInfo {
     /// PREEMPT_DYNAMIC: the model can be chosen at boot (`preempt=`) or at run time (debugfs).
     pub preempt_dynamic: bool,
     /// Where the kernel config was read from, if anywhere.
-    pub config_source: Option<String>,
+    pub(crate) config_source: Option<String>,
     /// CONFIG_HZ.
     pub hz: Option<u32>,
     /// CONFIG_NO_HZ_FULL=y (needed for `nohz_full=` to mean anything).
     pub no_hz_full: Option<bool>,
     /// Resolution of CLOCK_MONOTONIC in ns; 1 means high-resolution timers are active.
-    pub clock_resolution_ns: Option<u64>,
-    pub high_res_timers: Option<bool>,
-    pub clocksource: Option<String>,
-    pub clocksources_available: Vec<String>,
+    pub(crate) clock_resolution_ns: Option<u64>,
+    pub(crate) high_res_timers: Option<bool>,
+    pub(crate) clocksource: Option<String>,
+    pub(crate) clocksources_available: Vec<String>,
     /// CONFIG_RT_GROUP_SCHED=y: RT tasks in a cgroup need that cgroup's own RT budget.
-    pub rt_group_sched: Option<bool>,
+    pub(crate) rt_group_sched: Option<bool>,
     pub co_kernel: Option<CoKernel>,
 }
 
 /// Reads the kernel facts. `clock_resolution_ns` is a live probe (it cannot come from files).
-pub fn detect(root: &SysRoot, clock_resolution_ns: Option<u64>) -> KernelInfo {
+pub(crate) fn detect(root: &SysRoot, clock_resolution_ns: Option<u64>) -> KernelInfo {
     let release = root
         .read("proc/sys/kernel/osrelease")
         .text()

@@ -5,20 +5,21 @@
 //! Unknowns stay unknown (`None`, shown as "unknown"): a missing, unreadable or garbled file never
 //! becomes a guess and never a panic.
 
-pub mod advice;
-pub mod cpus;
-pub mod environment;
-pub mod kconfig;
-pub mod kernel;
-pub mod probe;
+mod advice;
+mod cpus;
+mod environment;
+mod kconfig;
+mod kernel;
+mod probe;
 mod render;
-pub mod sysroot;
-pub mod throttling;
+mod sysroot;
+mod throttling;
 
 pub use advice::{Finding, Severity};
 pub use cpus::Cpus;
 pub use environment::Environment;
-pub use kernel::{CoKernel, KernelInfo, Preemption};
+pub use kernel::{KernelInfo, Preemption};
+pub use kernel::CoKernel;
 pub use probe::{Limit, LiveProbe, Privileges, Probe};
 pub use sysroot::SysRoot;
 pub use throttling::Throttling;
@@ -29,7 +30,7 @@ use serde::Serialize;
 /// README); `flavor` and `advice` are filled in by the caller once the flavor is chosen.
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemReport {
-    pub sysroot: String,
+    pub(crate) sysroot: String,
     pub kernel: KernelInfo,
     pub privileges: Privileges,
     pub throttling: Throttling,
@@ -66,11 +67,6 @@ impl SystemReport {
     /// Detection of the live system with live probes.
     pub fn detect_live() -> SystemReport {
         Self::detect(&SysRoot::default(), &LiveProbe)
-    }
-
-    /// SCHED_FIFO is usable in practice: the policy was granted and, where checked, an RT thread ran.
-    pub fn can_use_fifo(&self) -> bool {
-        self.privileges.sched_fifo == Some(true) && self.throttling.rt_thread_runs != Some(false)
     }
 
     /// The kernel-level findings with fixes (see [`advice`]).

@@ -52,23 +52,6 @@ pub struct Privileges {
     pub dma_latency: Option<bool>,
 }
 
-impl Privileges {
-    /// Nothing known (probes not run).
-    pub fn unknown() -> Self {
-        Privileges {
-            sched_fifo: None,
-            sched_fifo_error: None,
-            max_priority: None,
-            rlimit_rtprio: None,
-            cap_sys_nice: None,
-            mlock: None,
-            rlimit_memlock: None,
-            cap_ipc_lock: None,
-            dma_latency: None,
-        }
-    }
-}
-
 /// The facts that only trying can tell.
 pub trait Probe {
     /// Resolution of CLOCK_MONOTONIC in ns.

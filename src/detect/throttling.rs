@@ -6,7 +6,7 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Throttling {
-    pub rt_runtime_us: Option<i64>,
+    pub(crate) rt_runtime_us: Option<i64>,
     pub rt_period_us: Option<i64>,
     /// RT tasks are stopped for `period - runtime` each period when they never sleep.
     pub throttled: Option<bool>,
@@ -29,7 +29,7 @@ impl Throttling {
     }
 }
 
-pub fn detect(root: &SysRoot, rt_thread_runs: Option<bool>) -> Throttling {
+pub(crate) fn detect(root: &SysRoot, rt_thread_runs: Option<bool>) -> Throttling {
     let rt_runtime_us = root
         .read("proc/sys/kernel/sched_rt_runtime_us")
         .parse::<i64>();
