@@ -62,6 +62,7 @@ pub use target::{Target, ThreadDecl, Validation};
 /// Why a component could not be loaded (or a target refused a declaration).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadError {
+    /// The whole message, naming the component or instance; shown as is by `Display`.
     pub message: String,
 }
 
@@ -104,8 +105,11 @@ pub trait Component {
 /// that `net` arrows, `setp` and `sets` can be checked with messages that point at the config line.
 #[derive(Debug, Default, Clone)]
 pub struct Declared {
+    /// Full pin name → its type and direction.
     pub pins: HashMap<String, (ValueType, PinDir)>,
+    /// Full param name → its type and whether it is writable.
     pub params: HashMap<String, (ValueType, ParamAccess)>,
+    /// Full function name → the instance that exported it.
     pub functions: HashMap<String, String>,
 }
 
@@ -116,7 +120,9 @@ pub type Presets = HashMap<String, String>;
 /// The instances one `loadrt` creates: `count=N` (named `<comp>.0` …) or explicit `names=a,b`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Instances {
+    /// `count=N`: instances `<comp>.0` … `<comp>.N-1`.
     Count(usize),
+    /// `names=a,b`: instances with exactly these names.
     Names(Vec<String>),
 }
 
@@ -137,6 +143,7 @@ impl Instances {
 /// instance (`maxvel=10,20`); a single value applies to every instance.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadArgs {
+    /// Argument name → its value as written (commas included), sorted by name.
     pub args: BTreeMap<String, String>,
 }
 
@@ -154,11 +161,14 @@ impl LoadArgs {
 
 type LoadFn = fn(&mut LoadContext<'_>) -> Result<(), LoadError>;
 
-/// A component as the registry holds it.
+/// A registered component as [`Registry::entries`] lists it: the constants of its [`Component`] impl.
 #[derive(Clone, Copy)]
 pub struct Entry {
+    /// [`Component::NAME`]: what `loadrt` takes.
     pub name: &'static str,
+    /// [`Component::SUMMARY`]: one line for listings.
     pub summary: &'static str,
+    /// [`Component::ARGS`]: the `key=value` arguments accepted besides `count` and `names`.
     pub args: &'static [&'static str],
     load: LoadFn,
 }
@@ -204,6 +214,7 @@ impl Registry {
         self.entries.get(name)
     }
 
+    /// Every registered component, sorted by name (for listings).
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values()
     }

@@ -82,10 +82,19 @@ struct RawThread {
 /// The `[runtime]` table with defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeSection {
+    /// `instance`: names the HAL segment (`/rtapi-<instance>`) that `halcmd` and the scopes attach to;
+    /// a valid HAL name, default `default` (`--instance` overrides it).
     pub instance: String,
+    /// `flavor`: a flavor name checked at load (`rt-preempt`, `posix`, `sim`); `None` when not given,
+    /// then `RTAPI_FLAVOR` or detection decides.
     pub flavor: Option<String>,
+    /// `lock_memory`: `mlockall` and prefault before the threads start (default `true`).
     pub lock_memory: bool,
+    /// `dma_latency`: hold `/dev/cpu_dma_latency` at 0 while running, keeping CPUs out of deep idle
+    /// states (default `true`).
     pub dma_latency: bool,
+    /// `group_readable`: create the segment with mode 0640 instead of 0600, so members of the owner's
+    /// group can read it (e.g. `halcmd show`) (default `false`).
     pub group_readable: bool,
     /// The watchdog: when a thread is stalled and what follows.
     pub watchdog: WatchdogOptions,

@@ -46,6 +46,7 @@ pub struct ConfigError {
     pub(crate) file: String,
     /// 1-based; `None` when the whole file is at fault (e.g. it cannot be read).
     pub line: Option<usize>,
+    /// What is wrong and, where there is one, the fix; echoed user input is quoted and cut short.
     pub message: String,
 }
 
@@ -167,7 +168,10 @@ pub(crate) struct HalFile {
 pub struct Machine {
     /// The TOML file as given.
     pub(crate) file: String,
+    /// The `[runtime]` table, defaults applied.
     pub runtime: RuntimeSection,
+    /// The `[[thread]]` tables in file order, each already checked (name, period range, priority,
+    /// timer and wake mode); `cpu` is checked against the host only by [`Machine::check_host_cpus`].
     pub threads: Vec<ThreadDecl>,
     /// The TOML line of each `[[thread]]` table.
     pub(crate) thread_lines: Vec<usize>,

@@ -5,6 +5,8 @@ use super::probe::Limit;
 use super::SystemReport;
 use serde::Serialize;
 
+/// How much a [`Finding`] matters; ordered `Info < Warn < Bad`. Serialised lowercase (`info`,
+/// `warn`, `bad`) in the `advice` array of `rtapi detect --json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -26,11 +28,15 @@ impl Severity {
     }
 }
 
+/// One thing in the report that limits real-time behaviour: how badly, what it is and how to fix it.
+/// An element of the `advice` array of `rtapi detect --json`, with these field names as keys.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
+    /// How much it matters.
     pub severity: Severity,
     /// A stable short name (`not-preempt-rt`, `no-isolated-cpu`, …) for scripts and tests.
     pub id: &'static str,
+    /// What was found, in one or two sentences for the user (with the numbers that prove it).
     pub message: String,
     /// The exact thing to do, when there is one.
     pub fix: Option<String>,

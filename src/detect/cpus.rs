@@ -14,10 +14,13 @@ pub(crate) struct CpuInfo {
     pub(crate) siblings: Vec<usize>,
 }
 
+/// The CPUs of this machine as the scheduler sees them, and the CPU chosen for RT threads. CPU
+/// numbers are the kernel's logical ids; lists are sorted. The `cpus` object of `rtapi detect --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cpus {
     /// `None` when `/sys/devices/system/cpu/online` could not be read.
     pub online: Option<Vec<usize>>,
+    /// CPUs present but offline (`/sys/devices/system/cpu/offline`); empty when none or unreadable.
     pub offline: Vec<usize>,
     /// CPUs this process may run on (`Cpus_allowed_list`), when known.
     pub allowed: Option<Vec<usize>>,
@@ -25,6 +28,7 @@ pub struct Cpus {
     pub isolated: Vec<usize>,
     /// The boot arguments, as given on `/proc/cmdline` (CPU lists only; flags such as `domain` dropped).
     pub isolcpus: Option<Vec<usize>>,
+    /// `nohz_full=` from `/proc/cmdline`: CPUs whose tick stops when one task runs; `None` when not given.
     pub nohz_full: Option<Vec<usize>>,
     pub(crate) rcu_nocbs: Option<Vec<usize>>,
     /// SMT (hyper-threading) active, from `/sys/devices/system/cpu/smt/active`.
@@ -33,6 +37,7 @@ pub struct Cpus {
     /// Where RT threads go by default: the highest online isolated CPU, else the highest online CPU,
     /// never an offline one (and never one this process may not use).
     pub rt_cpu: Option<usize>,
+    /// Why `rt_cpu` is that CPU (or `None`), in words for the report, e.g. `highest isolated online CPU`.
     pub rt_cpu_reason: String,
 }
 

@@ -3,6 +3,8 @@
 use super::sysroot::SysRoot;
 use serde::Serialize;
 
+/// The machine around the kernel that costs latency: a hypervisor, transparent hugepages, swap. The
+/// `environment` object of `rtapi detect --json`; every field is `None` when its file could not be read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Environment {
     /// `Some(true)` when any sign of a hypervisor was found; `None` when nothing could be read.

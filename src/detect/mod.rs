@@ -18,8 +18,7 @@ mod throttling;
 pub use advice::{Finding, Severity};
 pub use cpus::Cpus;
 pub use environment::Environment;
-pub use kernel::{KernelInfo, Preemption};
-pub use kernel::CoKernel;
+pub use kernel::{CoKernel, KernelInfo, Preemption};
 pub use probe::{Limit, LiveProbe, Privileges, Probe};
 pub use sysroot::SysRoot;
 pub use throttling::Throttling;
@@ -31,10 +30,15 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemReport {
     pub(crate) sysroot: String,
+    /// The kernel: release, PREEMPT_RT and its evidence, preemption model, timers.
     pub kernel: KernelInfo,
+    /// What this process may do (SCHED_FIFO, memory locking), proven by live probes.
     pub privileges: Privileges,
+    /// RT throttling budgets, global and of this process's cgroup.
     pub throttling: Throttling,
+    /// Online, isolated and allowed CPUs, and the CPU chosen for RT threads.
     pub cpus: Cpus,
+    /// Virtualization, transparent hugepages and swap.
     pub environment: Environment,
     /// Shortcut of `environment.virtualized`, the fact users ask about first.
     pub virtualized: Option<bool>,

@@ -53,6 +53,8 @@ impl Default for SysRoot {
 const MAX_FILE_BYTES: u64 = 4 << 20;
 
 impl SysRoot {
+    /// A root at directory `root`: `/proc/cmdline` is then read as `root/proc/cmdline`. The directory is
+    /// not checked; files missing under it read as unknown.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         SysRoot { root: root.into() }
     }
