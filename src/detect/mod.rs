@@ -73,7 +73,7 @@ impl SystemReport {
         Self::detect(&SysRoot::default(), &LiveProbe)
     }
 
-    /// The kernel-level findings with fixes (see [`advice`]).
+    /// The kernel-level findings with their fixes, worst first (each a [`Finding`]).
     pub fn advice(&self) -> Vec<Finding> {
         advice::findings(self)
     }
