@@ -11,30 +11,38 @@ use crate::detect::SystemReport;
 use serde::Serialize;
 use std::fmt;
 
+/// How the runtime runs its threads (see the module table). Serialised kebab-case, the same names as
+/// `--flavor`, `RTAPI_FLAVOR` and `runtime.flavor` take (`rt-preempt`, `posix`, `sim`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Flavor {
+    /// `rt-preempt`: SCHED_FIFO threads on a PREEMPT_RT kernel.
     RtPreempt,
+    /// `posix`: SCHED_FIFO threads on any kernel (latency as good as the kernel allows).
     Posix,
+    /// `sim`: SCHED_OTHER threads; runs anywhere, timing is not real time.
     Sim,
 }
 
 /// The scheduling policy a flavor gives its threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
+    /// SCHED_FIFO at the thread's RT priority.
     Fifo,
+    /// SCHED_OTHER (the normal time-sharing scheduler); priorities are ignored.
     Other,
 }
 
 /// What a flavor is and needs: the descriptor table behind [`Flavor`].
 pub struct Descriptor {
-    pub name: &'static str,
+    pub(crate) name: &'static str,
+    /// One line for listings and reports, e.g. `SCHED_FIFO threads on a PREEMPT_RT kernel`.
     pub summary: &'static str,
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// Failing to lock memory stops the start (true) or only warns (false).
     pub memory_lock_required: bool,
     /// Checks this machine can honour the flavor; the error names what is missing and how to get it.
-    pub can_run: fn(&SystemReport) -> Result<(), Unavailable>,
+    pub(crate) can_run: fn(&SystemReport) -> Result<(), Unavailable>,
 }
 
 const DESCRIPTORS: [Descriptor; 3] = [
@@ -75,7 +83,7 @@ const DESCRIPTORS: [Descriptor; 3] = [
 ];
 
 /// How to gain the SCHED_FIFO privilege, in the words the user needs.
-pub const FIFO_FIX: &str = "run as root, or `sudo setcap cap_sys_nice,cap_ipc_lock=ep <path to rtapi>`, or add \
+pub(crate) const FIFO_FIX: &str = "run as root, or `sudo setcap cap_sys_nice,cap_ipc_lock=ep <path to rtapi>`, or add \
      `@<group> - rtprio 99` and `@<group> - memlock unlimited` to /etc/security/limits.conf and log in again";
 
 fn fifo_works(r: &SystemReport) -> Result<(), Unavailable> {
@@ -104,24 +112,30 @@ fn fifo_works(r: &SystemReport) -> Result<(), Unavailable> {
 }
 
 impl Flavor {
-    pub const ALL: [Flavor; 3] = [Flavor::RtPreempt, Flavor::Posix, Flavor::Sim];
+    pub(crate) const ALL: [Flavor; 3] = [Flavor::RtPreempt, Flavor::Posix, Flavor::Sim];
 
+    /// The static description of this flavor: scheduler, memory-lock rule, availability check.
     pub fn descriptor(self) -> &'static Descriptor {
         &DESCRIPTORS[self as usize]
     }
 
+    /// The contract name (`rt-preempt`, `posix`, `sim`): what `--flavor` takes and the JSON and
+    /// reports show.
     pub fn name(self) -> &'static str {
         self.descriptor().name
     }
 
+    /// The scheduling policy this flavor's threads get.
     pub fn policy(self) -> Policy {
         self.descriptor().policy
     }
 
-    pub fn can_run(self, report: &SystemReport) -> Result<(), Unavailable> {
+    pub(crate) fn can_run(self, report: &SystemReport) -> Result<(), Unavailable> {
         (self.descriptor().can_run)(report)
     }
 
+    /// The flavor with contract name `name` (surrounding whitespace ignored, case-sensitive); `None`
+    /// for any other text.
     pub fn from_name(name: &str) -> Option<Flavor> {
         Flavor::ALL.into_iter().find(|f| f.name() == name.trim())
     }
@@ -140,18 +154,20 @@ impl fmt::Display for Flavor {
 /// Why a flavor cannot run here, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable {
-    pub missing: String,
-    pub fix: String,
+    pub(crate) missing: String,
+    pub(crate) fix: String,
 }
 
-/// Where the chosen flavor came from.
+/// Where the chosen flavor came from. Serialised lowercase (`auto`, `flag`, `env`) as
+/// `flavor_source` in `rtapi detect --json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// Chosen from the detection: the best flavor this machine can run.
     Auto,
-    /// `--flavor`
+    /// Forced by the `--flavor` command-line option (wins over the environment).
     Flag,
-    /// `RTAPI_FLAVOR`
+    /// Forced by the `RTAPI_FLAVOR` environment variable (ignored when empty).
     Env,
 }
 
@@ -165,23 +181,35 @@ impl Source {
     }
 }
 
+/// The result of [`select`]: the flavor to run, why, and what to tell the user.
 #[derive(Debug, Clone)]
 pub struct Selection {
+    /// The flavor to run.
     pub flavor: Flavor,
+    /// Where it came from (`flavor_source` in `rtapi detect --json`).
     pub source: Source,
     /// Said loudly at start (e.g. falling back to sim, and how to get real time).
     pub warnings: Vec<String>,
 }
 
+/// Why [`select`] refused a forced flavor. Its `Display` names the source and what to do; the CLI
+/// exits with [`FlavorError::EXIT_CODE`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FlavorError {
+    /// The name given is not a flavor; the message lists the valid ones.
     Unknown {
+        /// The text as given (by `--flavor` or `RTAPI_FLAVOR`).
         name: String,
+        /// Which of `--flavor` or `RTAPI_FLAVOR` gave it.
         source: Source,
     },
+    /// A valid flavor this machine cannot honour (e.g. `rt-preempt` on a vanilla kernel).
     Unavailable {
+        /// The flavor asked for.
         flavor: Flavor,
+        /// Where the demand for it came from.
         source: Source,
+        /// What is missing and how to get it.
         why: Unavailable,
     },
 }

@@ -38,7 +38,7 @@ use super::{Component, LoadContext, LoadError};
 
 /// What one pair of samples means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transition {
+pub(crate) enum Transition {
     None,
     Up,
     Down,
@@ -47,7 +47,7 @@ pub enum Transition {
 }
 
 /// Position in the Gray cycle 00 → 10 → 11 → 01 (A, B).
-pub fn gray_index(a: bool, b: bool) -> u8 {
+pub(crate) fn gray_index(a: bool, b: bool) -> u8 {
     match (a, b) {
         (false, false) => 0,
         (true, false) => 1,
@@ -57,7 +57,7 @@ pub fn gray_index(a: bool, b: bool) -> u8 {
 }
 
 /// The transition from Gray index `from` to `to`.
-pub fn decode(from: u8, to: u8) -> Transition {
+pub(crate) fn decode(from: u8, to: u8) -> Transition {
     match to.wrapping_sub(from) & 3 {
         0 => Transition::None,
         1 => Transition::Up,
@@ -68,15 +68,15 @@ pub fn decode(from: u8, to: u8) -> Transition {
 
 /// The base-thread counter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QuadCounter {
+pub(crate) struct QuadCounter {
     state: Option<u8>,
-    pub counts: i64,
-    pub errors: u64,
+    pub(crate) counts: i64,
+    pub(crate) errors: u64,
 }
 
 impl QuadCounter {
     /// One sample. The first sample only sets the state.
-    pub fn sample(&mut self, a: bool, b: bool) -> Transition {
+    pub(crate) fn sample(&mut self, a: bool, b: bool) -> Transition {
         let now = gray_index(a, b);
         let t = match self.state {
             None => Transition::None,
@@ -95,28 +95,28 @@ impl QuadCounter {
 
 /// Edge timestamps are packed as `ns >> 10` (1.024 µs ticks) in 32 bits: they wrap after 73 minutes,
 /// and only differences far shorter than that are ever taken.
-pub const TICK_NS: f64 = 1024.0;
+pub(crate) const TICK_NS: f64 = 1024.0;
 
 /// `counts` (low 32 bits) and the tick of its last change, in one word.
-pub fn pack(counts: i64, edge_ns: i64) -> u64 {
+pub(crate) fn pack(counts: i64, edge_ns: i64) -> u64 {
     ((counts as u32 as u64) << 32) | ((edge_ns >> 10) as u32 as u64)
 }
 
 /// The inverse of [`pack`]: `(counts mod 2³², edge tick)`.
-pub fn unpack(word: u64) -> (u32, u32) {
+pub(crate) fn unpack(word: u64) -> (u32, u32) {
     ((word >> 32) as u32, word as u32)
 }
 
 /// Velocity from edge times (see the module doc), in counts/s.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct VelocityEstimator {
+pub(crate) struct VelocityEstimator {
     prev_edge: Option<u32>,
     velocity: f64,
 }
 
 impl VelocityEstimator {
     /// `delta` counts arrived since the last call, the latest at tick `edge`; `now` is the current tick.
-    pub fn update(&mut self, delta: i64, edge: u32, now: u32) -> f64 {
+    pub(crate) fn update(&mut self, delta: i64, edge: u32, now: u32) -> f64 {
         if delta != 0 {
             if let Some(prev) = self.prev_edge {
                 let ticks = edge.wrapping_sub(prev).max(1);
@@ -144,7 +144,7 @@ struct Shared {
 }
 
 /// The `encoder` component.
-pub struct Encoder;
+pub(crate) struct Encoder;
 
 impl Component for Encoder {
     const NAME: &'static str = "encoder";

@@ -40,11 +40,11 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
-pub mod encoder;
-pub mod pid;
-pub mod siggen;
-pub mod sim_axis;
-pub mod stepgen;
+mod encoder;
+mod pid;
+mod siggen;
+mod sim_axis;
+mod stepgen;
 mod target;
 
 use std::collections::{BTreeMap, HashMap};
@@ -62,11 +62,12 @@ pub use target::{Target, ThreadDecl, Validation};
 /// Why a component could not be loaded (or a target refused a declaration).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadError {
+    /// The whole message, naming the component or instance; shown as is by `Display`.
     pub message: String,
 }
 
 impl LoadError {
-    pub fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         LoadError {
             message: message.into(),
         }
@@ -104,8 +105,11 @@ pub trait Component {
 /// that `net` arrows, `setp` and `sets` can be checked with messages that point at the config line.
 #[derive(Debug, Default, Clone)]
 pub struct Declared {
+    /// Full pin name → its type and direction.
     pub pins: HashMap<String, (ValueType, PinDir)>,
+    /// Full param name → its type and whether it is writable.
     pub params: HashMap<String, (ValueType, ParamAccess)>,
+    /// Full function name → the instance that exported it.
     pub functions: HashMap<String, String>,
 }
 
@@ -116,7 +120,9 @@ pub type Presets = HashMap<String, String>;
 /// The instances one `loadrt` creates: `count=N` (named `<comp>.0` …) or explicit `names=a,b`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Instances {
+    /// `count=N`: instances `<comp>.0` … `<comp>.N-1`.
     Count(usize),
+    /// `names=a,b`: instances with exactly these names.
     Names(Vec<String>),
 }
 
@@ -125,7 +131,7 @@ pub const MAX_INSTANCES: usize = 256;
 
 impl Instances {
     /// The instance names for component `component`.
-    pub fn names(&self, component: &str) -> Vec<String> {
+    pub(crate) fn names(&self, component: &str) -> Vec<String> {
         match self {
             Instances::Count(n) => (0..*n).map(|i| format!("{component}.{i}")).collect(),
             Instances::Names(names) => names.clone(),
@@ -137,6 +143,7 @@ impl Instances {
 /// instance (`maxvel=10,20`); a single value applies to every instance.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadArgs {
+    /// Argument name → its value as written (commas included), sorted by name.
     pub args: BTreeMap<String, String>,
 }
 
@@ -154,11 +161,14 @@ impl LoadArgs {
 
 type LoadFn = fn(&mut LoadContext<'_>) -> Result<(), LoadError>;
 
-/// A component as the registry holds it.
+/// A registered component as [`Registry::entries`] lists it: the constants of its [`Component`] impl.
 #[derive(Clone, Copy)]
 pub struct Entry {
+    /// [`Component::NAME`]: what `loadrt` takes.
     pub name: &'static str,
+    /// [`Component::SUMMARY`]: one line for listings.
     pub summary: &'static str,
+    /// [`Component::ARGS`]: the `key=value` arguments accepted besides `count` and `names`.
     pub args: &'static [&'static str],
     load: LoadFn,
 }
@@ -171,7 +181,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Registry::default()
     }
 
@@ -200,10 +210,11 @@ impl Registry {
         self
     }
 
-    pub fn get(&self, name: &str) -> Option<&Entry> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Entry> {
         self.entries.get(name)
     }
 
+    /// Every registered component, sorted by name (for listings).
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values()
     }
@@ -266,23 +277,6 @@ impl Registry {
         }
         Ok(names)
     }
-}
-
-/// Loads one instance of `C` named `instance` straight into a target (for programs that embed the
-/// runtime without a config file).
-pub fn load_one<C: Component>(target: &mut dyn Target, instance: &str) -> Result<(), LoadError> {
-    let mut declared = Declared::default();
-    let mut registry = Registry::new();
-    registry.register::<C>();
-    registry.load(
-        target,
-        &mut declared,
-        &Presets::new(),
-        C::NAME,
-        &Instances::Names(vec![instance.to_string()]),
-        &LoadArgs::default(),
-    )?;
-    Ok(())
 }
 
 /// What [`Component::load`] works with: the instance being loaded and the target it declares into.

@@ -47,21 +47,21 @@ use super::{Component, LoadContext, LoadError};
 
 /// The tuning, as read from the pins each period.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PidGains {
-    pub pgain: f64,
-    pub igain: f64,
-    pub dgain: f64,
-    pub bias: f64,
-    pub ff0: f64,
-    pub ff1: f64,
-    pub ff2: f64,
-    pub deadband: f64,
-    pub maxoutput: f64,
-    pub maxerror: f64,
-    pub maxerror_i: f64,
-    pub maxerror_d: f64,
-    pub maxcmd_d: f64,
-    pub maxcmd_dd: f64,
+pub(crate) struct PidGains {
+    pub(crate) pgain: f64,
+    pub(crate) igain: f64,
+    pub(crate) dgain: f64,
+    pub(crate) bias: f64,
+    pub(crate) ff0: f64,
+    pub(crate) ff1: f64,
+    pub(crate) ff2: f64,
+    pub(crate) deadband: f64,
+    pub(crate) maxoutput: f64,
+    pub(crate) maxerror: f64,
+    pub(crate) maxerror_i: f64,
+    pub(crate) maxerror_d: f64,
+    pub(crate) maxcmd_d: f64,
+    pub(crate) maxcmd_dd: f64,
 }
 
 impl Default for PidGains {
@@ -88,15 +88,15 @@ impl Default for PidGains {
 
 /// What one period computes.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct PidOutput {
-    pub output: f64,
+pub(crate) struct PidOutput {
+    pub(crate) output: f64,
     /// `command − feedback`, before limits and deadband.
-    pub error: f64,
-    pub error_i: f64,
-    pub error_d: f64,
-    pub command_d: f64,
-    pub command_dd: f64,
-    pub saturated: bool,
+    pub(crate) error: f64,
+    pub(crate) error_i: f64,
+    pub(crate) error_d: f64,
+    pub(crate) command_d: f64,
+    pub(crate) command_dd: f64,
+    pub(crate) saturated: bool,
 }
 
 /// `v` clamped to ±`limit`, or unchanged when `limit` is 0 (or negative): "no limit".
@@ -110,7 +110,7 @@ fn limit(v: f64, limit: f64) -> f64 {
 
 /// The error after the deadband: 0 inside it, reduced by it outside (so the output has no step at the
 /// edge of the band).
-pub fn apply_deadband(e: f64, deadband: f64) -> f64 {
+pub(crate) fn apply_deadband(e: f64, deadband: f64) -> f64 {
     if deadband <= 0.0 {
         e
     } else if e > deadband {
@@ -124,7 +124,7 @@ pub fn apply_deadband(e: f64, deadband: f64) -> f64 {
 
 /// The loop's memory between periods.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct PidState {
+pub(crate) struct PidState {
     error_i: f64,
     prev_error: f64,
     prev_command: f64,
@@ -137,7 +137,7 @@ pub struct PidState {
 
 impl PidState {
     /// One period. `dt_s` is the real time since the previous one.
-    pub fn step(
+    pub(crate) fn step(
         &mut self,
         g: &PidGains,
         command: f64,
@@ -214,7 +214,7 @@ impl PidState {
 }
 
 /// The `pid` component.
-pub struct Pid;
+pub(crate) struct Pid;
 
 impl Component for Pid {
     const NAME: &'static str = "pid";

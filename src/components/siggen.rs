@@ -34,17 +34,17 @@ use super::{Component, LoadContext, LoadError};
 
 /// The five waves at one phase, each in −1…+1.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Waves {
-    pub sine: f64,
-    pub cosine: f64,
-    pub square: f64,
-    pub triangle: f64,
-    pub sawtooth: f64,
+pub(crate) struct Waves {
+    pub(crate) sine: f64,
+    pub(crate) cosine: f64,
+    pub(crate) square: f64,
+    pub(crate) triangle: f64,
+    pub(crate) sawtooth: f64,
 }
 
 impl Waves {
     /// The waves at phase `p` (fraction of a period, any value; only its fractional part counts).
-    pub fn at(p: f64) -> Waves {
+    pub(crate) fn at(p: f64) -> Waves {
         let p = p.rem_euclid(1.0);
         let triangle = if p < 0.25 {
             4.0 * p
@@ -65,15 +65,15 @@ impl Waves {
 
 /// The phase accumulator.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Oscillator {
+pub(crate) struct Oscillator {
     /// In [0, 1).
-    pub phase: f64,
+    pub(crate) phase: f64,
 }
 
 impl Oscillator {
     /// Advances the phase by `frequency_hz × dt_s` (the time since the previous period), then gives
     /// the waves there: the output is the value *now*, even after a late period.
-    pub fn step(&mut self, frequency_hz: f64, dt_s: f64, reset: bool) -> Waves {
+    pub(crate) fn step(&mut self, frequency_hz: f64, dt_s: f64, reset: bool) -> Waves {
         if reset {
             self.phase = 0.0;
             return Waves::at(0.0);
@@ -86,7 +86,7 @@ impl Oscillator {
 }
 
 /// The `siggen` component.
-pub struct Siggen;
+pub(crate) struct Siggen;
 
 impl Component for Siggen {
     const NAME: &'static str = "siggen";

@@ -43,12 +43,12 @@ use super::{Component, LoadContext, LoadError};
 
 /// The plant's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Plant {
-    pub inertia: f64,
-    pub viscous: f64,
-    pub coulomb: f64,
+pub(crate) struct Plant {
+    pub(crate) inertia: f64,
+    pub(crate) viscous: f64,
+    pub(crate) coulomb: f64,
     /// 0 = no limit.
-    pub max_torque: f64,
+    pub(crate) max_torque: f64,
 }
 
 impl Default for Plant {
@@ -65,10 +65,10 @@ impl Default for Plant {
 
 /// The plant's state.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Motion {
-    pub position: f64,
-    pub velocity: f64,
-    pub acceleration: f64,
+pub(crate) struct Motion {
+    pub(crate) position: f64,
+    pub(crate) velocity: f64,
+    pub(crate) acceleration: f64,
 }
 
 /// The smallest inertia used, so a 0 from `setp` cannot divide by zero.
@@ -76,7 +76,7 @@ const MIN_INERTIA: f64 = 1e-9;
 
 impl Motion {
     /// Advances the plant by `dt_s` under motor torque `torque` and external torque `load`.
-    pub fn step(&mut self, p: &Plant, torque: f64, load: f64, dt_s: f64) {
+    pub(crate) fn step(&mut self, p: &Plant, torque: f64, load: f64, dt_s: f64) {
         if dt_s.is_nan() || dt_s <= 0.0 {
             return;
         }
@@ -106,7 +106,7 @@ impl Motion {
 }
 
 /// (A, B) for quadrature count `n` (forward: 00 → 10 → 11 → 01).
-pub fn quadrature(n: i64) -> (bool, bool) {
+pub(crate) fn quadrature(n: i64) -> (bool, bool) {
     match n.rem_euclid(4) {
         0 => (false, false),
         1 => (true, false),
@@ -117,24 +117,24 @@ pub fn quadrature(n: i64) -> (bool, bool) {
 
 /// Emits quadrature that walks toward a target count, one count per call at most.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QuadEmitter {
-    pub count: i64,
+pub(crate) struct QuadEmitter {
+    pub(crate) count: i64,
 }
 
 impl QuadEmitter {
-    pub fn update(&mut self, target: i64) -> (bool, bool) {
+    pub(crate) fn update(&mut self, target: i64) -> (bool, bool) {
         self.count += (target - self.count).signum();
         quadrature(self.count)
     }
 }
 
 /// The quadrature count for `position` at `scale` counts per unit (saturating; NaN → 0).
-pub fn count_at(position: f64, scale: f64) -> i64 {
+pub(crate) fn count_at(position: f64, scale: f64) -> i64 {
     (position * scale).floor() as i64
 }
 
 /// The `sim_axis` component.
-pub struct SimAxis;
+pub(crate) struct SimAxis;
 
 impl Component for SimAxis {
     const NAME: &'static str = "sim_axis";

@@ -16,13 +16,17 @@ use crate::runtime::{Configuring, Runtime, ThreadSpec};
 /// A periodic thread as a config declares it (`[[thread]]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadDecl {
+    /// The thread's name, which `addf` refers to (a valid HAL name, unique in the machine).
     pub name: String,
+    /// The period, within [`MIN_PERIOD`](crate::rt::units::MIN_PERIOD)..=[`MAX_PERIOD`](crate::rt::units::MAX_PERIOD) once a config checked it.
     pub period: Nanos,
     /// `None`: the runtime picks the RT CPU found by detection.
     pub cpu: Option<u32>,
     /// `None`: rate-monotonic (shorter period, higher priority).
     pub priority: Option<i32>,
+    /// How the thread waits for its next deadline (`timer =`: nanosleep, posix-timer, timerfd).
     pub timer: TimerKind,
+    /// How it spends the end of the wait (`wake =`: sleep, hybrid with a spin margin, spin).
     pub wake: WakeMode,
 }
 
@@ -54,6 +58,8 @@ pub struct Validation {
 }
 
 impl Validation {
+    /// A dry run for instance `instance` (the name is checked as the real segment's would be; nothing
+    /// is created). Errors when `instance` is not a valid HAL name.
     pub fn new(instance: &str) -> Result<Self, LoadError> {
         Ok(Validation {
             builder: HalBuilder::new(instance)?,

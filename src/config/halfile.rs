@@ -26,14 +26,14 @@ use crate::rt::units::{clip, quote};
 
 /// A word and the 1-based line it is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Word {
-    pub text: String,
-    pub line: usize,
+pub(crate) struct Word {
+    pub(crate) text: String,
+    pub(crate) line: usize,
 }
 
 /// A `net` arrow: which way data flows between the neighbouring pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arrow {
+pub(crate) enum Arrow {
     /// `=>`: from the pin before (a writer) to the pin after (a reader).
     Out,
     /// `<=`: into the pin before (a reader) from the pin after (a writer).
@@ -52,7 +52,7 @@ impl Arrow {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Arrow::Out => "=>",
             Arrow::In => "<=",
@@ -63,15 +63,15 @@ impl Arrow {
 
 /// A pin in a `net` command with the arrows on either side of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetPin {
-    pub pin: Word,
-    pub arrow_before: Option<Arrow>,
-    pub arrow_after: Option<Arrow>,
+pub(crate) struct NetPin {
+    pub(crate) pin: Word,
+    pub(crate) arrow_before: Option<Arrow>,
+    pub(crate) arrow_after: Option<Arrow>,
 }
 
 /// One command of a `.hal` file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
+pub(crate) enum Command {
     Loadrt {
         component: Word,
         instances: Instances,
@@ -99,9 +99,9 @@ pub enum Command {
 
 /// A command and the line it starts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Located {
-    pub line: usize,
-    pub command: Command,
+pub(crate) struct Located {
+    pub(crate) line: usize,
+    pub(crate) command: Command,
 }
 
 /// Splits `text` into logical lines of words, joining continuations and dropping comments.
@@ -144,7 +144,7 @@ fn logical_lines(file: &str, text: &str) -> Result<Vec<Vec<Word>>, Vec<ConfigErr
 }
 
 /// Parses a whole file; every malformed command gives one error, all of them are returned.
-pub fn parse(file: &str, text: &str) -> Result<Vec<Located>, Vec<ConfigError>> {
+pub(crate) fn parse(file: &str, text: &str) -> Result<Vec<Located>, Vec<ConfigError>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut commands = Vec::new();
     let mut errors = Vec::new();

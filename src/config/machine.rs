@@ -22,7 +22,8 @@
 //! ```
 //!
 //! Every value is checked here, with the line it is on: the runtime sees only valid threads. A period
-//! is a string with a unit or an integer of nanoseconds, within [`MIN_PERIOD`]..=[`MAX_PERIOD`]
+//! is a string with a unit or an integer of nanoseconds, within
+//! [`MIN_PERIOD`](crate::rt::units::MIN_PERIOD)..=[`MAX_PERIOD`](crate::rt::units::MAX_PERIOD)
 //! (the same rule as the command line's, [`crate::rt::units::check_period`]); at most [`MAX_THREADS`]
 //! threads. A leading UTF-8 byte-order mark is skipped.
 
@@ -37,13 +38,12 @@ use crate::components::ThreadDecl;
 use crate::flavor::Flavor;
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, parse_config_period, quote};
-pub use crate::rt::units::{MAX_PERIOD, MIN_PERIOD};
 use crate::rt::wake::{TimerKind, WakeMode};
 use crate::runtime::watchdog::{StallAction, WatchdogOptions};
 
 /// The most `[[thread]]` tables a machine may declare. Each is a SCHED_FIFO thread with its own
 /// priority and statistics block; a CNC machine has two or three (base, servo, maybe a slow one).
-pub const MAX_THREADS: usize = 64;
+pub(crate) const MAX_THREADS: usize = 64;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,10 +82,19 @@ struct RawThread {
 /// The `[runtime]` table with defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeSection {
+    /// `instance`: names the HAL segment (`/rtapi-<instance>`) that `halcmd` and the scopes attach to;
+    /// a valid HAL name, default `default` (`--instance` overrides it).
     pub instance: String,
+    /// `flavor`: a flavor name checked at load (`rt-preempt`, `posix`, `sim`); `None` when not given,
+    /// then `RTAPI_FLAVOR` or detection decides.
     pub flavor: Option<String>,
+    /// `lock_memory`: `mlockall` and prefault before the threads start (default `true`).
     pub lock_memory: bool,
+    /// `dma_latency`: hold `/dev/cpu_dma_latency` at 0 while running, keeping CPUs out of deep idle
+    /// states (default `true`).
     pub dma_latency: bool,
+    /// `group_readable`: create the segment with mode 0640 instead of 0600, so members of the owner's
+    /// group can read it (e.g. `halcmd show`) (default `false`).
     pub group_readable: bool,
     /// The watchdog: when a thread is stalled and what follows.
     pub watchdog: WatchdogOptions,
@@ -93,25 +102,25 @@ pub struct RuntimeSection {
 
 /// A `.hal` file named by the TOML, and the TOML line naming it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HalRef {
-    pub path: String,
-    pub line: usize,
+pub(crate) struct HalRef {
+    pub(crate) path: String,
+    pub(crate) line: usize,
 }
 
 /// The TOML, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MachineToml {
-    pub hal: Vec<HalRef>,
-    pub runtime: RuntimeSection,
-    pub threads: Vec<ThreadDecl>,
+pub(crate) struct MachineToml {
+    pub(crate) hal: Vec<HalRef>,
+    pub(crate) runtime: RuntimeSection,
+    pub(crate) threads: Vec<ThreadDecl>,
     /// The line of each `[[thread]]` table.
-    pub thread_lines: Vec<usize>,
+    pub(crate) thread_lines: Vec<usize>,
     /// The line of each thread's `cpu =` key, if it has one.
-    pub cpu_lines: Vec<Option<usize>>,
+    pub(crate) cpu_lines: Vec<Option<usize>>,
 }
 
 /// The 1-based line of byte `offset` in `text`.
-pub fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()
@@ -121,7 +130,7 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// Parses and checks a machine TOML; `file` names it in errors.
-pub fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
+pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigError>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let raw: RawMachine = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));

@@ -26,15 +26,15 @@
 //! ```
 
 mod apply;
-pub mod halfile;
-pub mod machine;
+mod halfile;
+mod machine;
 
 use std::fmt;
 use std::path::Path;
 
 pub use apply::Applied;
-pub use halfile::{Command, Located};
-pub use machine::{MachineToml, RuntimeSection};
+use halfile::Located;
+pub use machine::RuntimeSection;
 
 use crate::components::ThreadDecl;
 use crate::rt::units::{quote, tame};
@@ -43,14 +43,15 @@ use crate::rt::units::{quote, tame};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// The file as the user named it (a `.hal` file: joined to the TOML's directory).
-    pub file: String,
+    pub(crate) file: String,
     /// 1-based; `None` when the whole file is at fault (e.g. it cannot be read).
     pub line: Option<usize>,
+    /// What is wrong and, where there is one, the fix; echoed user input is quoted and cut short.
     pub message: String,
 }
 
 impl ConfigError {
-    pub fn at(file: &str, line: usize, message: impl Into<String>) -> Self {
+    pub(crate) fn at(file: &str, line: usize, message: impl Into<String>) -> Self {
         ConfigError {
             file: file.to_string(),
             line: Some(line),
@@ -58,7 +59,7 @@ impl ConfigError {
         }
     }
 
-    pub fn file(file: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn file(file: &str, message: impl Into<String>) -> Self {
         ConfigError {
             file: file.to_string(),
             line: None,
@@ -94,11 +95,11 @@ pub(crate) fn invalid_name(what: &str, name: &str) -> Option<String> {
 
 /// The largest config file read (TOML or `.hal`): far above any machine's, and a bound on what a
 /// wrong path (`/dev/zero`, a disk image) can make `rtapi run` read.
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Reads a config file as UTF-8. A byte that is not UTF-8 is reported at its line and column, with
 /// the fix. `shown` names the file in messages.
-pub fn read_text(path: &Path, shown: &str) -> Result<String, ConfigError> {
+pub(crate) fn read_text(path: &Path, shown: &str) -> Result<String, ConfigError> {
     let bytes = read_bytes(path).map_err(|e| match e {
         ReadError::Io(e) => ConfigError::file(shown, format!("cannot read: {e}")),
         ReadError::TooLarge => ConfigError::file(shown, TOO_LARGE),
@@ -156,24 +157,27 @@ impl std::error::Error for ConfigError {}
 
 /// One parsed `.hal` file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HalFile {
+pub(crate) struct HalFile {
     /// As shown in messages.
-    pub name: String,
-    pub commands: Vec<Located>,
+    pub(crate) name: String,
+    pub(crate) commands: Vec<Located>,
 }
 
 /// A whole machine, parsed and syntax-checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Machine {
     /// The TOML file as given.
-    pub file: String,
+    pub(crate) file: String,
+    /// The `[runtime]` table, defaults applied.
     pub runtime: RuntimeSection,
+    /// The `[[thread]]` tables in file order, each already checked (name, period range, priority,
+    /// timer and wake mode); `cpu` is checked against the host only by [`Machine::check_host_cpus`].
     pub threads: Vec<ThreadDecl>,
     /// The TOML line of each `[[thread]]` table.
-    pub thread_lines: Vec<usize>,
+    pub(crate) thread_lines: Vec<usize>,
     /// The TOML line of each thread's `cpu =` key, if it has one.
-    pub cpu_lines: Vec<Option<usize>>,
-    pub hal_files: Vec<HalFile>,
+    pub(crate) cpu_lines: Vec<Option<usize>>,
+    pub(crate) hal_files: Vec<HalFile>,
 }
 
 impl Machine {

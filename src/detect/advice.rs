@@ -5,6 +5,8 @@ use super::probe::Limit;
 use super::SystemReport;
 use serde::Serialize;
 
+/// How much a [`Finding`] matters; ordered `Info < Warn < Bad`. Serialised lowercase (`info`,
+/// `warn`, `bad`) in the `advice` array of `rtapi detect --json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -17,7 +19,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Severity::Info => "info",
             Severity::Warn => "warn",
@@ -26,11 +28,15 @@ impl Severity {
     }
 }
 
+/// One thing in the report that limits real-time behaviour: how badly, what it is and how to fix it.
+/// An element of the `advice` array of `rtapi detect --json`, with these field names as keys.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
+    /// How much it matters.
     pub severity: Severity,
     /// A stable short name (`not-preempt-rt`, `no-isolated-cpu`, …) for scripts and tests.
     pub id: &'static str,
+    /// What was found, in one or two sentences for the user (with the numbers that prove it).
     pub message: String,
     /// The exact thing to do, when there is one.
     pub fix: Option<String>,
@@ -46,7 +52,7 @@ fn finding(severity: Severity, id: &'static str, message: String, fix: Option<St
 }
 
 /// All findings for a report, worst first.
-pub fn findings(r: &SystemReport) -> Vec<Finding> {
+pub(crate) fn findings(r: &SystemReport) -> Vec<Finding> {
     let mut out = Vec::new();
     let k = &r.kernel;
     let rt_cpu = r.cpus.rt_cpu;

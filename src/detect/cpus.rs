@@ -6,18 +6,21 @@ use crate::rt::cpulist;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct CpuInfo {
-    pub id: usize,
+pub(crate) struct CpuInfo {
+    pub(crate) id: usize,
     /// cpufreq scaling governor (`performance`, `powersave`, …); `None` without cpufreq (common in VMs).
-    pub governor: Option<String>,
+    pub(crate) governor: Option<String>,
     /// The CPUs sharing this core (itself included), from `topology/thread_siblings_list`.
-    pub siblings: Vec<usize>,
+    pub(crate) siblings: Vec<usize>,
 }
 
+/// The CPUs of this machine as the scheduler sees them, and the CPU chosen for RT threads. CPU
+/// numbers are the kernel's logical ids; lists are sorted. The `cpus` object of `rtapi detect --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cpus {
     /// `None` when `/sys/devices/system/cpu/online` could not be read.
     pub online: Option<Vec<usize>>,
+    /// CPUs present but offline (`/sys/devices/system/cpu/offline`); empty when none or unreadable.
     pub offline: Vec<usize>,
     /// CPUs this process may run on (`Cpus_allowed_list`), when known.
     pub allowed: Option<Vec<usize>>,
@@ -25,24 +28,26 @@ pub struct Cpus {
     pub isolated: Vec<usize>,
     /// The boot arguments, as given on `/proc/cmdline` (CPU lists only; flags such as `domain` dropped).
     pub isolcpus: Option<Vec<usize>>,
+    /// `nohz_full=` from `/proc/cmdline`: CPUs whose tick stops when one task runs; `None` when not given.
     pub nohz_full: Option<Vec<usize>>,
-    pub rcu_nocbs: Option<Vec<usize>>,
+    pub(crate) rcu_nocbs: Option<Vec<usize>>,
     /// SMT (hyper-threading) active, from `/sys/devices/system/cpu/smt/active`.
-    pub smt_active: Option<bool>,
-    pub per_cpu: Vec<CpuInfo>,
+    pub(crate) smt_active: Option<bool>,
+    pub(crate) per_cpu: Vec<CpuInfo>,
     /// Where RT threads go by default: the highest online isolated CPU, else the highest online CPU,
     /// never an offline one (and never one this process may not use).
     pub rt_cpu: Option<usize>,
+    /// Why `rt_cpu` is that CPU (or `None`), in words for the report, e.g. `highest isolated online CPU`.
     pub rt_cpu_reason: String,
 }
 
 impl Cpus {
-    pub fn info(&self, cpu: usize) -> Option<&CpuInfo> {
+    pub(crate) fn info(&self, cpu: usize) -> Option<&CpuInfo> {
         self.per_cpu.iter().find(|c| c.id == cpu)
     }
 
     /// The other online hyper-threads of `cpu`'s core.
-    pub fn online_siblings_of(&self, cpu: usize) -> Vec<usize> {
+    pub(crate) fn online_siblings_of(&self, cpu: usize) -> Vec<usize> {
         let online = self.online.as_deref().unwrap_or(&[]);
         self.info(cpu)
             .map(|c| {
@@ -72,7 +77,7 @@ fn cmdline_list(cmdline: &str, key: &str) -> Option<Vec<usize>> {
     cpulist::parse(&cpus.join(","))
 }
 
-pub fn detect(root: &SysRoot) -> Cpus {
+pub(crate) fn detect(root: &SysRoot) -> Cpus {
     let online = list(root, "sys/devices/system/cpu/online");
     let offline = list(root, "sys/devices/system/cpu/offline").unwrap_or_default();
     let isolated = list(root, "sys/devices/system/cpu/isolated").unwrap_or_default();
@@ -135,7 +140,7 @@ pub fn detect(root: &SysRoot) -> Cpus {
 
 /// The highest isolated CPU that is online and allowed; else the highest online, allowed CPU.
 /// Highest, because CPU 0 takes most housekeeping (timers, unbound IRQs) on a typical system.
-pub fn choose_rt_cpu(
+pub(crate) fn choose_rt_cpu(
     online: Option<&[usize]>,
     isolated: &[usize],
     allowed: Option<&[usize]>,

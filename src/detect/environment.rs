@@ -3,18 +3,20 @@
 use super::sysroot::SysRoot;
 use serde::Serialize;
 
+/// The machine around the kernel that costs latency: a hypervisor, transparent hugepages, swap. The
+/// `environment` object of `rtapi detect --json`; every field is `None` when its file could not be read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Environment {
     /// `Some(true)` when any sign of a hypervisor was found; `None` when nothing could be read.
-    pub virtualized: Option<bool>,
+    pub(crate) virtualized: Option<bool>,
     /// The hypervisor or VM product when it can be named.
     pub hypervisor: Option<String>,
-    pub virtualization_evidence: Vec<String>,
+    pub(crate) virtualization_evidence: Vec<String>,
     /// Transparent hugepages mode (`always`, `madvise`, `never`).
-    pub transparent_hugepages: Option<String>,
+    pub(crate) transparent_hugepages: Option<String>,
     /// Number of active swap areas.
-    pub swap_devices: Option<usize>,
-    pub swap_total_kib: Option<u64>,
+    pub(crate) swap_devices: Option<usize>,
+    pub(crate) swap_total_kib: Option<u64>,
 }
 
 /// DMI vendor/product strings that name a virtual machine.
@@ -34,7 +36,7 @@ const VM_DMI_MARKERS: &[(&str, &str)] = &[
     ("cloud hypervisor", "Cloud Hypervisor"),
 ];
 
-pub fn detect(root: &SysRoot) -> Environment {
+pub(crate) fn detect(root: &SysRoot) -> Environment {
     let mut evidence = Vec::new();
     let mut hypervisor = None;
     let mut anything_read = false;

@@ -8,16 +8,16 @@ use std::io::Read;
 
 /// A parsed kernel config: `CONFIG_X=value` lines; `# CONFIG_X is not set` lines are recorded as `n`.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct KernelConfig {
+pub(crate) struct KernelConfig {
     /// Where it was read from (`/proc/config.gz`, `/boot/config-…`).
-    pub source: String,
+    pub(crate) source: String,
     #[serde(skip)]
     options: BTreeMap<String, String>,
 }
 
 impl KernelConfig {
     /// Finds and parses the config; `None` when neither place has a readable one.
-    pub fn load(root: &SysRoot, release: Option<&str>) -> Option<KernelConfig> {
+    pub(crate) fn load(root: &SysRoot, release: Option<&str>) -> Option<KernelConfig> {
         if let Ok(gz) = root.read_bytes("proc/config.gz") {
             let mut text = String::new();
             if GzDecoder::new(gz.as_slice())
@@ -32,7 +32,7 @@ impl KernelConfig {
         Some(Self::parse(&format!("/{rel}"), &text))
     }
 
-    pub fn parse(source: &str, text: &str) -> KernelConfig {
+    pub(crate) fn parse(source: &str, text: &str) -> KernelConfig {
         let mut options = BTreeMap::new();
         for line in text.lines().map(str::trim) {
             if let Some(rest) = line.strip_prefix("# CONFIG_") {
@@ -51,12 +51,12 @@ impl KernelConfig {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.options.get(name).map(String::as_str)
     }
 
     /// True only for `=y`; unset, `m` or absent are false.
-    pub fn enabled(&self, name: &str) -> bool {
+    pub(crate) fn enabled(&self, name: &str) -> bool {
         matches!(self.get(name), Some("y"))
     }
 }

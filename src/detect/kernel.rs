@@ -9,14 +9,21 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Preemption {
+    /// `CONFIG_PREEMPT_NONE` (server): no forced preemption of kernel code.
     None,
+    /// `CONFIG_PREEMPT_VOLUNTARY` (desktop): preemption only at explicit points.
     Voluntary,
+    /// `CONFIG_PREEMPT` (low-latency desktop): kernel code is preemptible outside critical sections.
     Full,
+    /// `CONFIG_PREEMPT_LAZY` (6.13+): full preemption for RT tasks, deferred for others.
     Lazy,
+    /// `CONFIG_PREEMPT_RT`: fully preemptible kernel (sleeping spinlocks, threaded IRQs).
     Rt,
 }
 
 impl Preemption {
+    /// The lowercase name used in `/sys/kernel/debug/sched/preempt`, `preempt=` and the JSON
+    /// (`none`, `voluntary`, `full`, `lazy`, `rt`).
     pub fn name(self) -> &'static str {
         match self {
             Preemption::None => "none",
@@ -43,11 +50,16 @@ impl Preemption {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CoKernel {
+    /// Xenomai (Cobalt core), seen as `/proc/xenomai`.
     Xenomai,
+    /// EVL (Xenomai 4), seen as `/dev/evl`.
     Evl,
+    /// RTAI, seen as `/proc/rtai` or a release containing `-rtai`.
     Rtai,
 }
 
+/// What the running kernel is and how it schedules. The `kernel` object of `rtapi detect --json`;
+/// `None` wherever nothing could be read to decide (never a guess).
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelInfo {
     /// `uname -r`, e.g. `6.12.0-rt5`.
@@ -65,23 +77,24 @@ pub struct KernelInfo {
     /// PREEMPT_DYNAMIC: the model can be chosen at boot (`preempt=`) or at run time (debugfs).
     pub preempt_dynamic: bool,
     /// Where the kernel config was read from, if anywhere.
-    pub config_source: Option<String>,
+    pub(crate) config_source: Option<String>,
     /// CONFIG_HZ.
     pub hz: Option<u32>,
     /// CONFIG_NO_HZ_FULL=y (needed for `nohz_full=` to mean anything).
     pub no_hz_full: Option<bool>,
     /// Resolution of CLOCK_MONOTONIC in ns; 1 means high-resolution timers are active.
-    pub clock_resolution_ns: Option<u64>,
-    pub high_res_timers: Option<bool>,
-    pub clocksource: Option<String>,
-    pub clocksources_available: Vec<String>,
+    pub(crate) clock_resolution_ns: Option<u64>,
+    pub(crate) high_res_timers: Option<bool>,
+    pub(crate) clocksource: Option<String>,
+    pub(crate) clocksources_available: Vec<String>,
     /// CONFIG_RT_GROUP_SCHED=y: RT tasks in a cgroup need that cgroup's own RT budget.
-    pub rt_group_sched: Option<bool>,
+    pub(crate) rt_group_sched: Option<bool>,
+    /// A real-time co-kernel found beside Linux; `None` when there is none.
     pub co_kernel: Option<CoKernel>,
 }
 
 /// Reads the kernel facts. `clock_resolution_ns` is a live probe (it cannot come from files).
-pub fn detect(root: &SysRoot, clock_resolution_ns: Option<u64>) -> KernelInfo {
+pub(crate) fn detect(root: &SysRoot, clock_resolution_ns: Option<u64>) -> KernelInfo {
     let release = root
         .read("proc/sys/kernel/osrelease")
         .text()

@@ -5,15 +5,15 @@
 //! Unknowns stay unknown (`None`, shown as "unknown"): a missing, unreadable or garbled file never
 //! becomes a guess and never a panic.
 
-pub mod advice;
-pub mod cpus;
-pub mod environment;
-pub mod kconfig;
-pub mod kernel;
-pub mod probe;
+mod advice;
+mod cpus;
+mod environment;
+mod kconfig;
+mod kernel;
+mod probe;
 mod render;
-pub mod sysroot;
-pub mod throttling;
+mod sysroot;
+mod throttling;
 
 pub use advice::{Finding, Severity};
 pub use cpus::Cpus;
@@ -29,11 +29,16 @@ use serde::Serialize;
 /// README); `flavor` and `advice` are filled in by the caller once the flavor is chosen.
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemReport {
-    pub sysroot: String,
+    pub(crate) sysroot: String,
+    /// The kernel: release, PREEMPT_RT and its evidence, preemption model, timers.
     pub kernel: KernelInfo,
+    /// What this process may do (SCHED_FIFO, memory locking), proven by live probes.
     pub privileges: Privileges,
+    /// RT throttling budgets, global and of this process's cgroup.
     pub throttling: Throttling,
+    /// Online, isolated and allowed CPUs, and the CPU chosen for RT threads.
     pub cpus: Cpus,
+    /// Virtualization, transparent hugepages and swap.
     pub environment: Environment,
     /// Shortcut of `environment.virtualized`, the fact users ask about first.
     pub virtualized: Option<bool>,
@@ -68,12 +73,7 @@ impl SystemReport {
         Self::detect(&SysRoot::default(), &LiveProbe)
     }
 
-    /// SCHED_FIFO is usable in practice: the policy was granted and, where checked, an RT thread ran.
-    pub fn can_use_fifo(&self) -> bool {
-        self.privileges.sched_fifo == Some(true) && self.throttling.rt_thread_runs != Some(false)
-    }
-
-    /// The kernel-level findings with fixes (see [`advice`]).
+    /// The kernel-level findings with their fixes, worst first (each a [`Finding`]).
     pub fn advice(&self) -> Vec<Finding> {
         advice::findings(self)
     }

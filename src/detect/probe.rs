@@ -14,8 +14,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Limit {
+    /// `RLIM_INFINITY`; serialised as the string `"unlimited"`.
     #[serde(serialize_with = "unlimited")]
     Unlimited,
+    /// The soft limit, in the resource's unit (bytes for RLIMIT_MEMLOCK, a priority for RLIMIT_RTPRIO).
     Value(u64),
 }
 
@@ -41,38 +43,27 @@ pub struct Privileges {
     pub sched_fifo_error: Option<String>,
     /// The highest SCHED_FIFO priority this process can actually set.
     pub max_priority: Option<i32>,
+    /// Soft RLIMIT_RTPRIO: the highest SCHED_FIFO priority allowed without CAP_SYS_NICE.
     pub rlimit_rtprio: Option<Limit>,
+    /// CAP_SYS_NICE is in the effective set (any RT priority allowed); `None` when it could not be read.
     pub cap_sys_nice: Option<bool>,
     /// `mlockall(MCL_CURRENT|MCL_FUTURE)` of a whole process is possible: CAP_IPC_LOCK or an unlimited
     /// RLIMIT_MEMLOCK (a small limit lets a few pages be locked, not the process).
     pub mlock: Option<bool>,
+    /// Soft RLIMIT_MEMLOCK, bytes.
     pub rlimit_memlock: Option<Limit>,
+    /// CAP_IPC_LOCK is in the effective set (no memory-lock limit); `None` when it could not be read.
     pub cap_ipc_lock: Option<bool>,
     /// `/dev/cpu_dma_latency` can be opened for writing (keeps CPUs out of deep idle states).
     pub dma_latency: Option<bool>,
-}
-
-impl Privileges {
-    /// Nothing known (probes not run).
-    pub fn unknown() -> Self {
-        Privileges {
-            sched_fifo: None,
-            sched_fifo_error: None,
-            max_priority: None,
-            rlimit_rtprio: None,
-            cap_sys_nice: None,
-            mlock: None,
-            rlimit_memlock: None,
-            cap_ipc_lock: None,
-            dma_latency: None,
-        }
-    }
 }
 
 /// The facts that only trying can tell.
 pub trait Probe {
     /// Resolution of CLOCK_MONOTONIC in ns.
     fn clock_resolution_ns(&self) -> Option<u64>;
+    /// What this process may do, found by trying (SCHED_FIFO on a probe thread) and by reading its
+    /// limits and capabilities.
     fn privileges(&self) -> Privileges;
     /// Whether a SCHED_FIFO thread on `cpu` gets to run: it sleeps to an absolute deadline and must
     /// report back in time (a cgroup with no RT budget accepts the policy and then never runs it).

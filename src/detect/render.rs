@@ -24,7 +24,7 @@ fn cpus(v: &[usize]) -> String {
     }
 }
 
-pub fn text(r: &SystemReport, flavor: &str, advice: &[Finding]) -> String {
+pub(crate) fn text(r: &SystemReport, flavor: &str, advice: &[Finding]) -> String {
     let mut s = String::new();
     let k = &r.kernel;
     // Writing to a String cannot fail; the results are ignored on purpose.

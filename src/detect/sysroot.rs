@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// What reading one file gave. Detection never panics on a bad file: it records what it could not know.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reading {
+pub(crate) enum Reading {
     /// The file's contents, trimmed of surrounding whitespace.
     Text(String),
     /// The file does not exist (a kernel without the feature, or a fixture that leaves it out).
@@ -18,7 +18,7 @@ pub enum Reading {
 
 impl Reading {
     /// The text, if the file was read.
-    pub fn text(&self) -> Option<&str> {
+    pub(crate) fn text(&self) -> Option<&str> {
         match self {
             Reading::Text(s) => Some(s),
             _ => None,
@@ -26,7 +26,7 @@ impl Reading {
     }
 
     /// Parses the trimmed text; garbage counts as unknown (`None`).
-    pub fn parse<T: std::str::FromStr>(&self) -> Option<T> {
+    pub(crate) fn parse<T: std::str::FromStr>(&self) -> Option<T> {
         self.text().and_then(|s| s.parse().ok())
     }
 }
@@ -53,30 +53,27 @@ impl Default for SysRoot {
 const MAX_FILE_BYTES: u64 = 4 << 20;
 
 impl SysRoot {
+    /// A root at directory `root`: `/proc/cmdline` is then read as `root/proc/cmdline`. The directory is
+    /// not checked; files missing under it read as unknown.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         SysRoot { root: root.into() }
     }
 
-    /// True when this is the live system (`/`), i.e. live probes describe the same machine as the files.
-    pub fn is_live(&self) -> bool {
-        self.root == Path::new("/")
-    }
-
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// The real path of `rel` (written without a leading slash, e.g. `proc/cmdline`).
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel.trim_start_matches('/'))
     }
 
-    pub fn exists(&self, rel: &str) -> bool {
+    pub(crate) fn exists(&self, rel: &str) -> bool {
         self.path(rel).exists()
     }
 
     /// Reads a text file, trimmed.
-    pub fn read(&self, rel: &str) -> Reading {
+    pub(crate) fn read(&self, rel: &str) -> Reading {
         match self.read_bytes(rel) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(s) => Reading::Text(s.trim().to_string()),
@@ -88,23 +85,10 @@ impl SysRoot {
     }
 
     /// Reads a file's raw bytes (at most 4 MiB).
-    pub fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
+    pub(crate) fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
         let file = std::fs::File::open(self.path(rel))?;
         let mut out = Vec::new();
         file.take(MAX_FILE_BYTES).read_to_end(&mut out)?;
         Ok(out)
-    }
-
-    /// Names of the entries of a directory, sorted; empty when it is missing or unreadable.
-    pub fn list_dir(&self, rel: &str) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.path(rel))
-            .map(|it| {
-                it.filter_map(|e| e.ok())
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
     }
 }

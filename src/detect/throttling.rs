@@ -4,9 +4,12 @@
 use super::sysroot::SysRoot;
 use serde::Serialize;
 
+/// How much CPU time SCHED_FIFO threads get before the kernel stops them. The `throttling` object of
+/// `rtapi detect --json`; times in µs, `None` when the file could not be read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Throttling {
-    pub rt_runtime_us: Option<i64>,
+    pub(crate) rt_runtime_us: Option<i64>,
+    /// `/proc/sys/kernel/sched_rt_period_us`: the period the RT budget is counted over, µs.
     pub rt_period_us: Option<i64>,
     /// RT tasks are stopped for `period - runtime` each period when they never sleep.
     pub throttled: Option<bool>,
@@ -29,7 +32,7 @@ impl Throttling {
     }
 }
 
-pub fn detect(root: &SysRoot, rt_thread_runs: Option<bool>) -> Throttling {
+pub(crate) fn detect(root: &SysRoot, rt_thread_runs: Option<bool>) -> Throttling {
     let rt_runtime_us = root
         .read("proc/sys/kernel/sched_rt_runtime_us")
         .parse::<i64>();

@@ -15,9 +15,15 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RtEvent {
     /// Function `function` (index in the thread's `addf` order) panicked and was disabled.
-    FunctionFaulted { function: u16 },
+    FunctionFaulted {
+        /// 0-based position of the function in its thread's `addf` list.
+        function: u16,
+    },
     /// The timer wait failed with this errno; the thread stopped.
-    WaitFailed { errno: i32 },
+    WaitFailed {
+        /// The `errno` the timer wait failed with (e.g. `libc::EINVAL`).
+        errno: i32,
+    },
 }
 
 const KIND_FAULT: u64 = 1;
@@ -63,7 +69,7 @@ pub struct Consumer {
     _single: PhantomData<Cell<()>>,
 }
 
-/// A ring of `capacity` events (allocated here, before any RT thread starts).
+/// A ring of `capacity` events (0 counts as 1), allocated here, before any RT thread starts.
 pub fn channel(capacity: usize) -> (Producer, Consumer) {
     let ring = Arc::new(Ring {
         slots: (0..capacity.max(1)).map(|_| AtomicU64::new(0)).collect(),
@@ -84,7 +90,8 @@ pub fn channel(capacity: usize) -> (Producer, Consumer) {
 }
 
 impl Producer {
-    /// Queues an event, or counts it as dropped when the ring is full. Wait-free.
+    /// Queues an event, or counts it as dropped when the ring is full. Wait-free. `true` when
+    /// queued, `false` when dropped.
     #[inline]
     pub fn push(&self, event: RtEvent) -> bool {
         let r = &*self.ring;
@@ -117,7 +124,7 @@ impl Consumer {
         RtEvent::unpack(v)
     }
 
-    /// Events dropped because the ring was full.
+    /// Events dropped because the ring was full, since the channel was made (never reset).
     pub fn dropped(&self) -> u64 {
         self.ring.dropped.load(Ordering::Relaxed)
     }

@@ -33,8 +33,8 @@
 //! Timing is honoured in whole base periods: the fastest rate is `1 / ((ceil(steplen/P) +
 //! ceil(stepspace/P)) · P)` (10 kHz at P = 50 µs with the defaults), and `maxvel` is capped to it.
 
-pub mod planner;
-pub mod pulses;
+mod planner;
+mod pulses;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -42,8 +42,8 @@ use std::sync::Arc;
 use rtapi_hal::{In, Out, ParamAccess};
 
 use super::{Component, LoadContext, LoadError};
-pub use planner::{RateLimits, RatePlanner};
-pub use pulses::{PulseGen, PulseOut, StepTiming};
+pub(crate) use planner::{RateLimits, RatePlanner};
+pub(crate) use pulses::{PulseGen, StepTiming};
 
 /// What the two functions of one instance share (single writer each, relaxed atomics: each value is
 /// meaningful on its own).
@@ -58,7 +58,7 @@ struct Shared {
 }
 
 /// The `stepgen` component.
-pub struct Stepgen;
+pub(crate) struct Stepgen;
 
 impl Component for Stepgen {
     const NAME: &'static str = "stepgen";

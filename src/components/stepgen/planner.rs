@@ -12,15 +12,15 @@
 
 /// Limits in steps/s and steps/s²; `f64::INFINITY` means "none".
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimits {
-    pub maxvel: f64,
-    pub maxaccel: f64,
+pub(crate) struct RateLimits {
+    pub(crate) maxvel: f64,
+    pub(crate) maxaccel: f64,
 }
 
 impl RateLimits {
     /// From LinuxCNC-style params, where 0 (or less) means "no limit". `max_rate` is the step rate
     /// the pulse timing allows (see `StepTiming::max_rate`), which bounds `maxvel` whatever it says.
-    pub fn from_params(maxvel: f64, maxaccel: f64, max_rate: f64) -> Self {
+    pub(crate) fn from_params(maxvel: f64, maxaccel: f64, max_rate: f64) -> Self {
         let or_none = |v: f64| if v > 0.0 { v } else { f64::INFINITY };
         let cap = if max_rate > 0.0 {
             max_rate
@@ -36,20 +36,21 @@ impl RateLimits {
 
 /// The planner's state.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct RatePlanner {
+pub(crate) struct RatePlanner {
     rate: f64,
     prev_command: Option<f64>,
 }
 
 impl RatePlanner {
     /// The rate of the current plan, steps/s.
-    pub fn rate(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn rate(&self) -> f64 {
         self.rate
     }
 
     /// One servo period: `command` and `position` in steps, `dt_s` since the previous period.
     /// While `enable` is FALSE the rate ramps down to 0 at `maxaccel`. Returns the new rate.
-    pub fn update(
+    pub(crate) fn update(
         &mut self,
         command: f64,
         position: f64,

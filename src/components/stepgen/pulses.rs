@@ -14,17 +14,17 @@
 
 /// Driver timing, in ns (LinuxCNC's `steplen`, `stepspace`, `dirsetup`, `dirhold`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StepTiming {
-    pub steplen: u64,
-    pub stepspace: u64,
-    pub dirsetup: u64,
-    pub dirhold: u64,
+pub(crate) struct StepTiming {
+    pub(crate) steplen: u64,
+    pub(crate) stepspace: u64,
+    pub(crate) dirsetup: u64,
+    pub(crate) dirhold: u64,
 }
 
 impl StepTiming {
     /// The fastest step rate (steps/s) a thread of period `period_ns` can produce with this timing:
     /// high for `ceil(steplen / period)` periods, low for `ceil(stepspace / period)`, each at least 1.
-    pub fn max_rate(&self, period_ns: u64) -> f64 {
+    pub(crate) fn max_rate(&self, period_ns: u64) -> f64 {
         if period_ns == 0 {
             return 0.0;
         }
@@ -42,7 +42,7 @@ const LONG_AGO: i64 = i64::MIN / 4;
 
 /// The pulse generator's state.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PulseGen {
+pub(crate) struct PulseGen {
     /// Steps owed (signed, fractional): the integral of the rate not yet turned into steps.
     accum: f64,
     step: bool,
@@ -70,10 +70,10 @@ impl Default for PulseGen {
 
 /// The outputs after one period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PulseOut {
-    pub step: bool,
-    pub dir: bool,
-    pub counts: i64,
+pub(crate) struct PulseOut {
+    pub(crate) step: bool,
+    pub(crate) dir: bool,
+    pub(crate) counts: i64,
 }
 
 impl PulseGen {
@@ -86,13 +86,14 @@ impl PulseGen {
     }
 
     /// Steps counted so far (up minus down).
-    pub fn counts(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> i64 {
         self.counts
     }
 
     /// One base period at wake time `now_ns`, `dt_s` after the previous one, asked to run at `rate`
     /// steps/s (negative = backwards).
-    pub fn update(&mut self, t: &StepTiming, now_ns: i64, dt_s: f64, rate: f64) -> PulseOut {
+    pub(crate) fn update(&mut self, t: &StepTiming, now_ns: i64, dt_s: f64, rate: f64) -> PulseOut {
         let owed = self.accum + rate * dt_s;
         if owed.is_finite() {
             self.accum = owed.clamp(-MAX_PENDING, MAX_PENDING);
