@@ -190,6 +190,7 @@ fn setup(plan: &ThreadPlan) -> SetupResult {
 fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
     let functions = std::mem::take(&mut plan.functions);
     let mut cycler = Cycler::new(first, plan.period, functions).watched_by(plan.heartbeat.clone());
+    cycler.start_usage_count();
     let mut deadline = first;
     // A stop request also interrupts the wait itself (Runtime::stop signals the thread), so the loop
     // ends within microseconds whatever the period.
@@ -235,6 +236,8 @@ pub struct Cycler {
     prev_wake: Option<Nanos>,
     missed_before: u64,
     heartbeat: Arc<Heartbeat>,
+    /// The thread's usage at the previous spike sample (or the loop's start).
+    usage_base: Option<sched::ThreadUsage>,
 }
 
 impl Cycler {
@@ -250,7 +253,14 @@ impl Cycler {
             prev_wake: None,
             missed_before: 0,
             heartbeat: Arc::default(),
+            usage_base: None,
         }
+    }
+
+    /// Takes the thread's current usage as the base of the first spike's counts; call it on the
+    /// thread that runs the periods, before the first one.
+    pub fn start_usage_count(&mut self) {
+        self.usage_base = sched::thread_usage().ok();
     }
 
     /// Publishes progress and the function running into `heartbeat` (the runtime's watchdog reads it).
@@ -322,12 +332,20 @@ impl Cycler {
         let missed = clock::missed_periods(deadline, end, period).max(kernel_overruns);
         self.recent[(self.k % DRIFT_WINDOW as u64) as usize] = latency;
         let drift = self.recent.iter().copied().min().unwrap_or(latency);
-        let rusage = stats.is_spike(latency, missed).then(|| {
-            sched::thread_usage().ok().map(|u| ThreadRusage {
-                involuntary_ctx_switches: u.involuntary_switches,
-                page_faults: u.minor_faults + u.major_faults,
+        // A spike's preemptions and page faults: counted since the previous spike sample (or the
+        // loop's start), so that a figure belongs to the spike, not to the thread's whole life.
+        let rusage = if stats.is_spike(latency, missed) {
+            sched::thread_usage().ok().map(|u| {
+                let d = self.usage_base.map_or(u, |b| u.since(&b));
+                self.usage_base = Some(u);
+                ThreadRusage {
+                    involuntary_ctx_switches: d.involuntary_switches,
+                    page_faults: d.minor_faults + d.major_faults,
+                }
             })
-        });
+        } else {
+            None
+        };
         stats.record(&PeriodSample {
             now_ns: now.as_nanos().max(0) as u64,
             latency_ns: latency,
@@ -337,7 +355,7 @@ impl Cycler {
             exec_ns: (end - now).as_nanos().max(0) as u64,
             missed,
             drift_ns: drift,
-            rusage: rusage.flatten(),
+            rusage,
         });
 
         self.prev_wake = Some(now);
@@ -353,5 +371,48 @@ fn errno_of(e: &WakeError) -> i32 {
     match e {
         WakeError::Sys(sys) => sys.errno as i32,
         _ => libc::EINVAL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rt::msg;
+    use rtapi_hal::{HalBuilder, ThreadConfig};
+
+    /// Touches `pages` fresh pages: that many minor page faults on this thread.
+    fn fault_pages(pages: usize) -> Vec<u8> {
+        let mut v = vec![0u8; pages * 4096 + 4096];
+        for i in (0..v.len()).step_by(4096) {
+            // SAFETY: `i` is in bounds; a volatile write so the touch is not optimized away.
+            unsafe { std::ptr::write_volatile(v.as_mut_ptr().add(i), 1) };
+        }
+        v
+    }
+
+    #[test]
+    fn a_spike_counts_the_page_faults_since_the_previous_spike_not_since_start() {
+        let mut b = HalBuilder::new(&format!("cycler-rusage-{}", std::process::id())).unwrap();
+        let t = b.thread(ThreadConfig::new("servo", 1_000_000)).unwrap();
+        let hal = b.build().unwrap();
+        let stats = hal.stats_writer(t).unwrap();
+        let (events, _c) = msg::channel(4);
+        let period = Nanos::from_millis(1);
+        let mut cycler = Cycler::new(clock::now(), period, Vec::new());
+        cycler.start_usage_count();
+        // Latency of 0.9 periods: a spike (the threshold is half a period).
+        let spike = |c: &mut Cycler| {
+            let now = c.deadline() + Nanos::from_micros(900);
+            c.period(now, 0, &stats, &events);
+        };
+        let _a = fault_pages(300);
+        spike(&mut cycler); // ≥ 300 faults since the start
+        spike(&mut cycler); // (almost) none since the previous spike
+        let s = hal.reader().unwrap().thread_stats("servo").unwrap();
+        let mut by_cycle: Vec<_> = s.worst_spikes().collect();
+        by_cycle.sort_by_key(|sp| sp.cycle);
+        assert_eq!(by_cycle.len(), 2);
+        assert!(by_cycle[0].page_faults >= 300, "{:?}", by_cycle[0]);
+        assert!(by_cycle[1].page_faults < 100, "{:?}", by_cycle[1]);
     }
 }
