@@ -86,9 +86,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         dma_latency: r.dma_latency,
         group_readable: r.group_readable,
     })?;
-    let applied = machine.apply(&mut rt, &registry)?;
+    machine.apply(&mut rt, &registry)?;
     let running = rt.start()?;
-    applied.finish(running.hal())?;
 
     let reader = running.hal().reader()?;
     for _ in 0..10 {

@@ -84,14 +84,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
     })
     .map_err(Failure::from)?;
     rt.watchdog(r.watchdog);
-    let applied = machine
+    machine
         .apply(&mut rt, &registry)
         .map_err(|e| config_failure(&[e]))?;
     let running = rt.start().map_err(Failure::from)?;
-    if let Err(e) = applied.finish(running.hal()) {
-        let _ = running.stop();
-        return Err(Failure::runtime(format!("applying sets values: {e}")));
-    }
     let threads: Vec<String> = running
         .threads()
         .iter()

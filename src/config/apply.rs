@@ -6,117 +6,21 @@
 //! connected pin, `sets` on a driven signal, `addf` positions.
 //!
 //! `setp` values become the initial values of their pins and params (collected before any component
-//! loads), so no thread ever runs a period with the component's default instead. `sets` values are
-//! written through the finished segment just before the threads start (the builder has no initial
-//! value for a signal without a writer): the first function factory the runtime calls applies them.
+//! loads), and `sets` values the initial values of their signals ([`HalBuilder::set_signal`]), so no
+//! thread ever runs a period with a default instead.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 
-use rtapi_hal::{ComponentKey, Hal, HalBuilder, ParamAccess, PinDir, Value, ValueType};
+use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
 use super::halfile::{Arrow, Command, NetPin, Word};
 use super::{invalid_name, ConfigError, Machine};
-use crate::components::{
-    Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target, ThreadDecl,
-};
+use crate::components::{Declared, Instances, LoadArgs, Presets, Registry, Target};
 use crate::rt::units::{clip, quote};
-use crate::runtime::function::FunctionFactory;
 
 /// The most component instances (all `loadrt` lines together) a machine may load: far above any
 /// real machine, and low enough that every pin, param and statistic fits the HAL segment.
 pub const MAX_COMPONENT_INSTANCES: usize = 4096;
-
-/// `sets` writes waiting for the segment.
-#[derive(Default)]
-struct PendingSets {
-    /// `Some` once the config is applied; taken by the first factory (or [`Applied::finish`]).
-    writes: Option<Vec<(String, String)>>,
-    errors: Vec<String>,
-}
-
-impl PendingSets {
-    fn apply(&mut self, hal: &Hal) {
-        let Some(writes) = self.writes.take() else {
-            return;
-        };
-        if writes.is_empty() {
-            return;
-        }
-        match hal.reader() {
-            Err(e) => self.errors.push(e.to_string()),
-            Ok(reader) => {
-                for (signal, value) in writes {
-                    if let Err(e) = reader.sets(&signal, &value) {
-                        self.errors.push(format!("sets {signal} {value}: {e}"));
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// What applying a machine leaves to do once the segment exists.
-pub struct Applied {
-    pending: Rc<RefCell<PendingSets>>,
-}
-
-impl Applied {
-    /// Call after the runtime started: writes any `sets` values no factory got to write (a config
-    /// with no functions in any thread) and reports failures (which validation makes unexpected).
-    pub fn finish(&self, hal: &Hal) -> Result<(), String> {
-        let mut p = self.pending.borrow_mut();
-        p.apply(hal);
-        if p.errors.is_empty() {
-            Ok(())
-        } else {
-            Err(p.errors.join("; "))
-        }
-    }
-}
-
-/// A target whose function factories first apply the pending `sets`.
-struct Hooked<'a> {
-    inner: &'a mut dyn Target,
-    pending: Rc<RefCell<PendingSets>>,
-}
-
-impl Target for Hooked<'_> {
-    fn hal(&mut self) -> &mut HalBuilder {
-        self.inner.hal()
-    }
-
-    fn function(
-        &mut self,
-        component: ComponentKey,
-        name: &str,
-        factory: FunctionFactory,
-    ) -> Result<(), LoadError> {
-        let pending = self.pending.clone();
-        self.inner.function(
-            component,
-            name,
-            Box::new(move |hal: &Hal| {
-                pending.borrow_mut().apply(hal);
-                factory(hal)
-            }),
-        )
-    }
-
-    fn thread(&mut self, thread: &ThreadDecl) -> Result<(), LoadError> {
-        self.inner.thread(thread)
-    }
-
-    fn addf(
-        &mut self,
-        function: &str,
-        thread: &str,
-        position: Option<usize>,
-    ) -> Result<(), LoadError> {
-        self.inner.addf(function, thread, position)
-    }
-}
 
 struct SignalState {
     ty: ValueType,
@@ -124,7 +28,7 @@ struct SignalState {
 }
 
 struct Applier<'a> {
-    target: Hooked<'a>,
+    target: &'a mut dyn Target,
     registry: &'a Registry,
     toml: &'a str,
     declared: Declared,
@@ -133,7 +37,6 @@ struct Applier<'a> {
     threads: Vec<(String, usize)>,
     pin_signal: HashMap<String, String>,
     signals: HashMap<String, SignalState>,
-    sets: Vec<(String, String)>,
     /// Component instances loaded so far.
     instances: usize,
 }
@@ -143,17 +46,9 @@ type Step = Result<(), (usize, String)>;
 impl Machine {
     /// Declares the threads, then executes every `.hal` command in order against `target`. Stops at
     /// the first error.
-    pub fn apply(
-        &self,
-        target: &mut dyn Target,
-        registry: &Registry,
-    ) -> Result<Applied, ConfigError> {
-        let pending = Rc::new(RefCell::new(PendingSets::default()));
+    pub fn apply(&self, target: &mut dyn Target, registry: &Registry) -> Result<(), ConfigError> {
         let mut a = Applier {
-            target: Hooked {
-                inner: target,
-                pending: pending.clone(),
-            },
+            target,
             registry,
             toml: &self.file,
             declared: Declared::default(),
@@ -161,7 +56,6 @@ impl Machine {
             threads: Vec::new(),
             pin_signal: HashMap::new(),
             signals: HashMap::new(),
-            sets: Vec::new(),
             instances: 0,
         };
         for (t, line) in self.threads.iter().zip(&self.thread_lines) {
@@ -184,8 +78,7 @@ impl Machine {
                     .map_err(|(line, message)| ConfigError::at(&f.name, line, message))?;
             }
         }
-        pending.borrow_mut().writes = Some(std::mem::take(&mut a.sets));
-        Ok(Applied { pending })
+        Ok(())
     }
 }
 
@@ -225,7 +118,7 @@ impl Applier<'_> {
                 let args = LoadArgs { args: args.clone() };
                 self.registry
                     .load(
-                        &mut self.target,
+                        self.target,
                         &mut self.declared,
                         &self.presets,
                         &component.text,
@@ -462,7 +355,10 @@ impl Applier<'_> {
             ));
         }
         Self::parse_value(s.ty, value, n).map_err(|(l, m)| (l, format!("sets: {m}")))?;
-        self.sets.push((n.clone(), value.text.clone()));
-        Ok(())
+        let v = Value::parse(s.ty, &value.text, n).map_err(|e| (value.line, e.to_string()))?;
+        self.target
+            .hal()
+            .set_signal(n, v)
+            .map_err(|e| (signal.line, format!("sets: {e}")))
     }
 }

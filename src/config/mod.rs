@@ -32,7 +32,6 @@ mod machine;
 use std::fmt;
 use std::path::Path;
 
-pub use apply::Applied;
 use halfile::Located;
 pub use machine::RuntimeSection;
 
