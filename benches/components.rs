@@ -3,9 +3,10 @@
 //! (one writer, 999 readers) updated each cycle.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use rtapi::components::{LoadError, Registry, Target, ThreadDecl};
+use rtapi::components::{LoadError, Registry, Target};
 use rtapi::config::Machine;
 use rtapi::runtime::function::{Cycle, FunctionFactory, RtFn};
+use rtapi::runtime::ThreadSpec;
 use rtapi_hal::{ComponentKey, FunctionKey, Hal, HalBuilder, In, Out, ThreadConfig, ThreadKey};
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ impl Target for BenchTarget {
         self.factories.push((key, f));
         Ok(())
     }
-    fn thread(&mut self, t: &ThreadDecl) -> Result<(), LoadError> {
+    fn thread(&mut self, t: &ThreadSpec) -> Result<(), LoadError> {
         let key = self
             .builder
             .thread(ThreadConfig::new(&t.name, t.period.as_nanos() as u64))?;

@@ -13,7 +13,7 @@
 
 use rtapi::components::{Component, LoadContext, LoadError, Registry};
 use rtapi::config::Machine;
-use rtapi::runtime::{Runtime, RuntimeOptions};
+use rtapi::runtime::Runtime;
 use rtapi_hal::{In, Out, ParamAccess, Value};
 
 /// The control math, pure and testable on its own: one step of an exact first-order lag.
@@ -78,14 +78,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let machine = Machine::from_texts("inline.toml", MACHINE, &[("inline.hal", HAL)])
         .map_err(|errors| errors[0].to_string())?;
-    let r = &machine.runtime;
-    let mut rt = Runtime::configure(RuntimeOptions {
-        instance: r.instance.clone(),
-        flavor: r.flavor.clone(),
-        lock_memory: r.lock_memory,
-        dma_latency: r.dma_latency,
-        group_readable: r.group_readable,
-    })?;
+    // The config's [runtime] table is the runtime's options.
+    let mut rt = Runtime::configure(machine.runtime.clone())?;
     machine.apply(&mut rt, &registry)?;
     let running = rt.start()?;
 

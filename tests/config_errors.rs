@@ -610,7 +610,7 @@ impl rtapi::components::Target for Recorder {
     }
     fn thread(
         &mut self,
-        t: &rtapi::components::ThreadDecl,
+        t: &rtapi::runtime::ThreadSpec,
     ) -> Result<(), rtapi::components::LoadError> {
         self.inner.thread(t)
     }

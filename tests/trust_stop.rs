@@ -134,11 +134,14 @@ fn a_function_that_never_returns_is_stalled_demoted_named_and_left_behind() {
     let _g = serial();
     let tag = "stall";
     let instance = options(tag).instance;
-    let mut rt = Runtime::configure(options(tag)).unwrap();
-    rt.watchdog(WatchdogOptions {
-        action: StallAction::Demote,
-        ..WatchdogOptions::default()
-    });
+    let mut rt = Runtime::configure(RuntimeOptions {
+        watchdog: WatchdogOptions {
+            action: StallAction::Demote,
+            ..WatchdogOptions::default()
+        },
+        ..options(tag)
+    })
+    .unwrap();
     // Same CPU (detect's RT CPU), rate-monotonic: fast 98, slow 97.
     rt.thread(ThreadSpec::new("fast", Nanos::from_millis(1)))
         .unwrap();
@@ -296,12 +299,15 @@ fn a_function_that_never_returns_is_stalled_demoted_named_and_left_behind() {
 #[test]
 fn stall_action_stop_ends_the_wait() {
     let _g = serial();
-    let mut rt = Runtime::configure(options("stallstop")).unwrap();
-    rt.watchdog(WatchdogOptions {
-        action: StallAction::Stop,
-        periods: 3,
-        min: Duration::from_millis(50),
-    });
+    let mut rt = Runtime::configure(RuntimeOptions {
+        watchdog: WatchdogOptions {
+            action: StallAction::Stop,
+            periods: 3,
+            min: Duration::from_millis(50),
+        },
+        ..options("stallstop")
+    })
+    .unwrap();
     rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))
         .unwrap();
     let comp = rt.hal().component("probe").unwrap();

@@ -17,7 +17,7 @@ use crate::config::{ConfigError, Machine};
 use crate::rt::clock::Nanos;
 use crate::rt::units::parse_duration;
 use crate::runtime::watchdog::StallAction;
-use crate::runtime::{Runtime, RuntimeOptions, StopReason};
+use crate::runtime::{Runtime, StopReason};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -74,16 +74,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .apply(&mut dry, &registry)
         .map_err(|e| config_failure(&[e]))?;
 
-    let r = &machine.runtime;
-    let mut rt = Runtime::configure(RuntimeOptions {
-        instance: r.instance.clone(),
-        flavor: r.flavor.clone(),
-        lock_memory: r.lock_memory,
-        dma_latency: r.dma_latency,
-        group_readable: r.group_readable,
-    })
-    .map_err(Failure::from)?;
-    rt.watchdog(r.watchdog);
+    let mut rt = Runtime::configure(machine.runtime.clone()).map_err(Failure::from)?;
     machine
         .apply(&mut rt, &registry)
         .map_err(|e| config_failure(&[e]))?;

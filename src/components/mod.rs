@@ -57,7 +57,7 @@ use rtapi_hal::{
 };
 
 use crate::runtime::function::RtFn;
-pub use target::{Target, ThreadDecl, Validation};
+pub use target::{Target, Validation};
 
 /// Why a component could not be loaded (or a target refused a declaration).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,27 +8,8 @@
 use rtapi_hal::{ComponentKey, HalBuilder, ThreadConfig};
 
 use super::LoadError;
-use crate::rt::clock::Nanos;
-use crate::rt::wake::{TimerKind, WakeMode};
 use crate::runtime::function::FunctionFactory;
 use crate::runtime::{Configuring, Runtime, ThreadSpec};
-
-/// A periodic thread as a config declares it (`[[thread]]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadDecl {
-    /// The thread's name, which `addf` refers to (a valid HAL name, unique in the machine).
-    pub name: String,
-    /// The period, within [`MIN_PERIOD`](crate::rt::units::MIN_PERIOD)..=[`MAX_PERIOD`](crate::rt::units::MAX_PERIOD) once a config checked it.
-    pub period: Nanos,
-    /// `None`: the runtime picks the RT CPU found by detection.
-    pub cpu: Option<u32>,
-    /// `None`: rate-monotonic (shorter period, higher priority).
-    pub priority: Option<i32>,
-    /// How the thread waits for its next deadline (`timer =`: nanosleep, posix-timer, timerfd).
-    pub timer: TimerKind,
-    /// How it spends the end of the wait (`wake =`: sleep, hybrid with a spin margin, spin).
-    pub wake: WakeMode,
-}
 
 /// A runtime (or a stand-in) that accepts HAL declarations.
 pub trait Target {
@@ -42,7 +23,7 @@ pub trait Target {
         factory: FunctionFactory,
     ) -> Result<(), LoadError>;
     /// Declares a periodic thread.
-    fn thread(&mut self, thread: &ThreadDecl) -> Result<(), LoadError>;
+    fn thread(&mut self, thread: &ThreadSpec) -> Result<(), LoadError>;
     /// `addf`: appends (or inserts at `position`) a function to a thread's run list.
     fn addf(
         &mut self,
@@ -82,7 +63,7 @@ impl Target for Validation {
         Ok(())
     }
 
-    fn thread(&mut self, thread: &ThreadDecl) -> Result<(), LoadError> {
+    fn thread(&mut self, thread: &ThreadSpec) -> Result<(), LoadError> {
         let period = u64::try_from(thread.period.as_nanos()).unwrap_or(0);
         self.builder
             .thread(ThreadConfig::new(&thread.name, period))?;
@@ -116,16 +97,9 @@ impl Target for Runtime<Configuring> {
             .map_err(|e| LoadError::new(e.to_string()))
     }
 
-    fn thread(&mut self, thread: &ThreadDecl) -> Result<(), LoadError> {
-        let spec = ThreadSpec {
-            name: thread.name.clone(),
-            period: thread.period,
-            priority: thread.priority,
-            cpu: thread.cpu.map(|c| c as usize),
-            timer: thread.timer,
-            wake: thread.wake,
-        };
-        Runtime::<Configuring>::thread(self, spec).map_err(|e| LoadError::new(e.to_string()))
+    fn thread(&mut self, thread: &ThreadSpec) -> Result<(), LoadError> {
+        Runtime::<Configuring>::thread(self, thread.clone())
+            .map_err(|e| LoadError::new(e.to_string()))
     }
 
     fn addf(

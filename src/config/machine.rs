@@ -34,12 +34,12 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{invalid_name, ConfigError};
-use crate::components::ThreadDecl;
 use crate::flavor::Flavor;
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, parse_config_period, quote};
 use crate::rt::wake::{TimerKind, WakeMode};
 use crate::runtime::watchdog::{StallAction, WatchdogOptions};
+use crate::runtime::{RuntimeOptions, ThreadSpec};
 
 /// The most `[[thread]]` tables a machine may declare. Each is a SCHED_FIFO thread with its own
 /// priority and statistics block; a CNC machine has two or three (base, servo, maybe a slow one).
@@ -79,27 +79,6 @@ struct RawThread {
     wake: Option<Spanned<String>>,
 }
 
-/// The `[runtime]` table with defaults applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeSection {
-    /// `instance`: names the HAL segment (`/rtapi-<instance>`) that `halcmd` and the scopes attach to;
-    /// a valid HAL name, default `default` (`--instance` overrides it).
-    pub instance: String,
-    /// `flavor`: a flavor name checked at load (`rt-preempt`, `posix`, `sim`); `None` when not given,
-    /// then `RTAPI_FLAVOR` or detection decides.
-    pub flavor: Option<String>,
-    /// `lock_memory`: `mlockall` and prefault before the threads start (default `true`).
-    pub lock_memory: bool,
-    /// `dma_latency`: hold `/dev/cpu_dma_latency` at 0 while running, keeping CPUs out of deep idle
-    /// states (default `true`).
-    pub dma_latency: bool,
-    /// `group_readable`: create the segment with mode 0640 instead of 0600, so members of the owner's
-    /// group can read it (e.g. `halcmd show`) (default `false`).
-    pub group_readable: bool,
-    /// The watchdog: when a thread is stalled and what follows.
-    pub watchdog: WatchdogOptions,
-}
-
 /// A `.hal` file named by the TOML, and the TOML line naming it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HalRef {
@@ -111,8 +90,8 @@ pub(crate) struct HalRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MachineToml {
     pub(crate) hal: Vec<HalRef>,
-    pub(crate) runtime: RuntimeSection,
-    pub(crate) threads: Vec<ThreadDecl>,
+    pub(crate) runtime: RuntimeOptions,
+    pub(crate) threads: Vec<ThreadSpec>,
     /// The line of each `[[thread]]` table.
     pub(crate) thread_lines: Vec<usize>,
     /// The line of each thread's `cpu =` key, if it has one.
@@ -200,7 +179,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
             ),
         }
     }
-    let runtime = RuntimeSection {
+    let runtime = RuntimeOptions {
         instance,
         flavor: r.flavor.as_ref().map(|f| f.get_ref().clone()),
         lock_memory: r.lock_memory.unwrap_or(true),
@@ -209,7 +188,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
         watchdog,
     };
 
-    let mut threads: Vec<ThreadDecl> = Vec::new();
+    let mut threads: Vec<ThreadSpec> = Vec::new();
     let mut thread_lines = Vec::new();
     let mut cpu_lines = Vec::new();
     let mut first_line = std::collections::HashMap::new();
@@ -300,10 +279,10 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
                 WakeMode::default()
             }),
         };
-        threads.push(ThreadDecl {
+        threads.push(ThreadSpec {
             name,
             period,
-            cpu,
+            cpu: cpu.map(|c| c as usize),
             priority,
             timer,
             wake,

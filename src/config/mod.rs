@@ -33,10 +33,9 @@ use std::fmt;
 use std::path::Path;
 
 use halfile::Located;
-pub use machine::RuntimeSection;
 
-use crate::components::ThreadDecl;
 use crate::rt::units::{quote, tame};
+use crate::runtime::{RuntimeOptions, ThreadSpec};
 
 /// A configuration error at a place in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,10 +167,10 @@ pub struct Machine {
     /// The TOML file as given.
     pub(crate) file: String,
     /// The `[runtime]` table, defaults applied.
-    pub runtime: RuntimeSection,
+    pub runtime: RuntimeOptions,
     /// The `[[thread]]` tables in file order, each already checked (name, period range, priority,
     /// timer and wake mode); `cpu` is checked against the host only by [`Machine::check_host_cpus`].
-    pub threads: Vec<ThreadDecl>,
+    pub threads: Vec<ThreadSpec>,
     /// The TOML line of each `[[thread]]` table.
     pub(crate) thread_lines: Vec<usize>,
     /// The TOML line of each thread's `cpu =` key, if it has one.
@@ -272,7 +271,7 @@ impl Machine {
         let list = crate::rt::cpulist::format;
         let mut errors = Vec::new();
         for (i, t) in self.threads.iter().enumerate() {
-            let Some(cpu) = t.cpu.map(|c| c as usize) else {
+            let Some(cpu) = t.cpu else {
                 continue;
             };
             let line = self

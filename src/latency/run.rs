@@ -73,7 +73,7 @@ pub fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         flavor: cfg.flavor.clone(),
         lock_memory: true,
         dma_latency: cfg.dma_latency,
-        group_readable: false,
+        ..RuntimeOptions::default()
     })?;
     rt.histogram(HistogramConfig {
         bin_ns: 1000,

@@ -53,7 +53,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeOptions {
     /// The HAL instance: the segment is `/rtapi-<instance>`.
     pub instance: String,
@@ -65,6 +65,8 @@ pub struct RuntimeOptions {
     pub dma_latency: bool,
     /// Make the segment readable by the owner's group (otherwise 0600).
     pub group_readable: bool,
+    /// When a thread is stalled and what follows (see [`watchdog`]).
+    pub watchdog: WatchdogOptions,
 }
 
 impl Default for RuntimeOptions {
@@ -75,12 +77,13 @@ impl Default for RuntimeOptions {
             lock_memory: true,
             dma_latency: true,
             group_readable: false,
+            watchdog: WatchdogOptions::default(),
         }
     }
 }
 
 /// One periodic thread.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadSpec {
     pub name: String,
     pub period: Nanos,
@@ -187,7 +190,6 @@ pub struct Configuring {
     addf: Vec<(String, String, Option<usize>)>,
     histogram: HistogramConfig,
     allow_comparison_timers: bool,
-    watchdog: WatchdogOptions,
 }
 
 /// The running state.
@@ -268,7 +270,6 @@ impl Runtime<Configuring> {
                 addf: Vec::new(),
                 histogram: HistogramConfig::default(),
                 allow_comparison_timers: false,
-                watchdog: WatchdogOptions::default(),
             },
         })
     }
@@ -289,12 +290,6 @@ impl Runtime<Configuring> {
     /// The latency histogram shape of every thread (default 1 µs bins up to 1 ms).
     pub fn histogram(&mut self, histogram: HistogramConfig) {
         self.state.histogram = histogram;
-    }
-
-    /// When a thread counts as stalled and what follows (default: 5 periods and at least 100 ms;
-    /// demote to SCHED_OTHER). See [`watchdog`].
-    pub fn watchdog(&mut self, opts: WatchdogOptions) {
-        self.state.watchdog = opts;
     }
 
     /// Lets threads use the comparison-only timers (`relative-nanosleep`, `select`, `itimer`); only

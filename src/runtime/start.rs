@@ -88,7 +88,7 @@ impl Runtime<Configuring> {
         let (drainer, watchdog) = start_housekeeping(
             &hal,
             supervision,
-            c.watchdog,
+            c.opts.watchdog,
             &stalled_stop,
             &housekeeping,
             fifo,

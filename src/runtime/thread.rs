@@ -380,14 +380,28 @@ mod tests {
     use crate::rt::msg;
     use rtapi_hal::{HalBuilder, ThreadConfig};
 
-    /// Touches `pages` fresh pages: that many minor page faults on this thread.
-    fn fault_pages(pages: usize) -> Vec<u8> {
-        let mut v = vec![0u8; pages * 4096 + 4096];
-        for i in (0..v.len()).step_by(4096) {
-            // SAFETY: `i` is in bounds; a volatile write so the touch is not optimized away.
-            unsafe { std::ptr::write_volatile(v.as_mut_ptr().add(i), 1) };
+    /// Touches `pages` fresh pages of a new anonymous mapping: that many minor page faults on this
+    /// thread (heap memory could be pages another test already touched).
+    fn fault_pages(pages: usize) {
+        let len = pages * 4096;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        for i in (0..len).step_by(4096) {
+            // SAFETY: `i < len`, inside the mapping made above; volatile so the touch stays.
+            unsafe { std::ptr::write_volatile(p.cast::<u8>().add(i), 1) };
         }
-        v
+        // SAFETY: exactly the mapping made above, no longer used.
+        unsafe { libc::munmap(p, len) };
     }
 
     #[test]
@@ -405,7 +419,7 @@ mod tests {
             let now = c.deadline() + Nanos::from_micros(900);
             c.period(now, 0, &stats, &events);
         };
-        let _a = fault_pages(300);
+        fault_pages(300);
         spike(&mut cycler); // ≥ 300 faults since the start
         spike(&mut cycler); // (almost) none since the previous spike
         let s = hal.reader().unwrap().thread_stats("servo").unwrap();
