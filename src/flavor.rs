@@ -24,21 +24,13 @@ pub enum Flavor {
     Sim,
 }
 
-/// The scheduling policy a flavor gives its threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    /// SCHED_FIFO at the thread's RT priority.
-    Fifo,
-    /// SCHED_OTHER (the normal time-sharing scheduler); priorities are ignored.
-    Other,
-}
-
 /// What a flavor is and needs: the descriptor table behind [`Flavor`].
 pub struct Descriptor {
     pub(crate) name: &'static str,
     /// One line for listings and reports, e.g. `SCHED_FIFO threads on a PREEMPT_RT kernel`.
     pub summary: &'static str,
-    pub(crate) policy: Policy,
+    /// Its threads run SCHED_FIFO at their RT priorities (true), or SCHED_OTHER, priorities ignored.
+    pub(crate) real_time: bool,
     /// Failing to lock memory stops the start (true) or only warns (false).
     pub memory_lock_required: bool,
     /// Checks this machine can honour the flavor; the error names what is missing and how to get it.
@@ -49,7 +41,7 @@ const DESCRIPTORS: [Descriptor; 3] = [
     Descriptor {
         name: "rt-preempt",
         summary: "SCHED_FIFO threads on a PREEMPT_RT kernel",
-        policy: Policy::Fifo,
+        real_time: true,
         memory_lock_required: true,
         can_run: |r| {
             if r.kernel.preempt_rt != Some(true) {
@@ -69,14 +61,14 @@ const DESCRIPTORS: [Descriptor; 3] = [
     Descriptor {
         name: "posix",
         summary: "SCHED_FIFO threads on a kernel without PREEMPT_RT",
-        policy: Policy::Fifo,
+        real_time: true,
         memory_lock_required: true,
         can_run: fifo_works,
     },
     Descriptor {
         name: "sim",
         summary: "ordinary SCHED_OTHER threads: runs anywhere, timing is NOT real time",
-        policy: Policy::Other,
+        real_time: false,
         memory_lock_required: false,
         can_run: |_| Ok(()),
     },
@@ -125,9 +117,10 @@ impl Flavor {
         self.descriptor().name
     }
 
-    /// The scheduling policy this flavor's threads get.
-    pub fn policy(self) -> Policy {
-        self.descriptor().policy
+    /// Whether this flavor's threads run SCHED_FIFO (`rt-preempt`, `posix`) rather than SCHED_OTHER
+    /// (`sim`): whether its numbers are real-time evidence.
+    pub fn real_time(self) -> bool {
+        self.descriptor().real_time
     }
 
     pub(crate) fn can_run(self, report: &SystemReport) -> Result<(), Unavailable> {
@@ -193,7 +186,7 @@ pub struct Selection {
 }
 
 /// Why [`select`] refused a forced flavor. Its `Display` names the source and what to do; the CLI
-/// exits with [`FlavorError::EXIT_CODE`].
+/// exits 2 (bad usage) on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FlavorError {
     /// The name given is not a flavor; the message lists the valid ones.
@@ -212,11 +205,6 @@ pub enum FlavorError {
         /// What is missing and how to get it.
         why: Unavailable,
     },
-}
-
-impl FlavorError {
-    /// The CLI contract: bad usage or an unavailable flavor exits 2.
-    pub const EXIT_CODE: i32 = 2;
 }
 
 impl fmt::Display for FlavorError {

@@ -510,5 +510,4 @@ fn forced_flavor_errors_say_what_is_missing() {
         err.to_string(),
         "unknown flavor 'xenomai' (from RTAPI_FLAVOR); valid flavors are: rt-preempt, posix, sim"
     );
-    assert_eq!(FlavorError::EXIT_CODE, 2);
 }

@@ -622,9 +622,9 @@ fn full_hardening_as_root_succeeds_and_reports_each_step() {
     assert_eq!(h.report.steps.len(), 6);
     if nix::unistd::geteuid().is_root() {
         assert!(
-            h.report.findings(true).is_empty(),
+            h.report.failures(true).is_empty(),
             "{:?}",
-            h.report.findings(true)
+            h.report.failures(true)
         );
         assert!(h.dma_latency.is_some());
     }

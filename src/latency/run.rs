@@ -251,8 +251,7 @@ fn report(
                     .map(|t| format!("the {} thread completed no cycle", t.name)),
             )
             .collect(),
-        not_real_time: (flavor.policy() != crate::flavor::Policy::Fifo)
-            .then(|| flavor.name().to_string()),
+        not_real_time: (!flavor.real_time()).then(|| flavor.name().to_string()),
         load_failures: load_failures.iter().map(ToString::to_string).collect(),
     };
     let system_advice = system

@@ -15,7 +15,7 @@
 //! 5. hold `/dev/cpu_dma_latency` at 0 for the run, which keeps CPUs out of deep C-states.
 //!
 //! Each step's outcome is recorded in a [`HardenReport`]; the caller decides what is fatal
-//! (see [`HardenReport::findings`]): the flavor knows whether this is a real machine.
+//! (see [`HardenReport::failures`]): the flavor knows whether this is a real machine.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -150,22 +150,16 @@ pub enum Outcome {
     Failed(HardenError),
 }
 
-/// How serious a failed step is for the caller's flavor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// The run should not start (strict, essential step).
-    Error,
-    /// Say it loudly, go on.
-    Warning,
-}
-
-/// A failed step, with its severity and a message that says what to do.
+/// A failed step, whether the run may go on without it, and a message that says what to do.
+/// (Machine-level findings with their own severities are [`crate::detect::Finding`]s; this one only
+/// says whether a hardening failure stops the start.)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub struct StepFailure {
     /// Which step.
     pub step: Step,
-    /// Error or warning.
-    pub severity: Severity,
+    /// The run must not start without it (an essential step under a strict flavor); otherwise the
+    /// failure is said loudly and the run goes on.
+    pub fatal: bool,
     /// The failure and the remedy.
     pub message: String,
 }
@@ -187,19 +181,14 @@ impl HardenReport {
     }
 
     /// The failed steps. With `strict` (flavors `rt-preempt` and `posix`), a failure to lock
-    /// memory or the heap reserve is an [`Severity::Error`]; everything else, and everything
-    /// under `sim`, is a [`Severity::Warning`].
-    pub fn findings(&self, strict: bool) -> Vec<Finding> {
+    /// memory or the heap reserve is fatal; everything else, and everything under `sim`, is not.
+    pub fn failures(&self, strict: bool) -> Vec<StepFailure> {
         self.steps
             .iter()
             .filter_map(|(step, outcome)| match outcome {
-                Outcome::Failed(e) => Some(Finding {
+                Outcome::Failed(e) => Some(StepFailure {
                     step: *step,
-                    severity: if strict && step.is_essential() {
-                        Severity::Error
-                    } else {
-                        Severity::Warning
-                    },
+                    fatal: strict && step.is_essential(),
                     message: format!("{step}: {e}{}", remedy(*step)),
                 }),
                 _ => None,
@@ -459,19 +448,19 @@ mod tests {
     #[test]
     fn failing_to_lock_memory_is_an_error_only_when_strict() {
         let r = report(Step::LockMemory);
-        let strict = r.findings(true);
+        let strict = r.failures(true);
         assert_eq!(strict.len(), 1);
-        assert_eq!(strict[0].severity, Severity::Error);
+        assert!(strict[0].fatal);
         assert!(strict[0].message.contains("mlockall failed"));
         assert!(strict[0].message.contains("CAP_IPC_LOCK"));
-        assert_eq!(r.findings(false)[0].severity, Severity::Warning);
+        assert!(!r.failures(false)[0].fatal);
     }
 
     #[test]
     fn dma_latency_failure_is_always_a_warning() {
         let r = report(Step::DmaLatency);
-        assert_eq!(r.findings(true)[0].severity, Severity::Warning);
-        assert!(r.findings(true)[0].message.contains("--no-dma-latency"));
+        assert!(!r.failures(true)[0].fatal);
+        assert!(r.failures(true)[0].message.contains("--no-dma-latency"));
         assert_eq!(r.outcome(Step::HeapReserve), &Outcome::Skipped);
     }
 

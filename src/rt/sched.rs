@@ -293,9 +293,7 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), SchedError> {
             allowed: cpulist::format(&allowed),
         });
     }
-    if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
-        return Err(SysError::last("sched_setaffinity").into());
-    }
+    set_current_affinity(&[cpu])?;
     // sched_setaffinity migrates the calling thread before it returns, so the check is
     // immediate; a mismatch means something else (a cpuset change) interfered.
     let running_on = current_cpu()?;

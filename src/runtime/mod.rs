@@ -35,7 +35,7 @@ use self::watchdog::{Watchdog, WatchdogOptions};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Flavor, FlavorError, Selection};
 use crate::rt::clock::Nanos;
-use crate::rt::harden::{Finding, Hardening};
+use crate::rt::harden::{Hardening, StepFailure};
 use crate::rt::msg::{Consumer, RtEvent};
 use crate::rt::sched::{self, Policy};
 use crate::rt::signals;
@@ -123,7 +123,7 @@ pub enum RuntimeError {
     /// An essential hardening step failed under a flavor that requires it.
     Harden {
         /// The failed step and what to do.
-        finding: Finding,
+        failure: StepFailure,
         /// The flavor that requires it.
         flavor: Flavor,
     },
@@ -151,8 +151,8 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Flavor(e) => e.fmt(f),
             RuntimeError::Hal(e) | RuntimeError::Segment(e) => e.fmt(f),
             RuntimeError::Config(m) => f.write_str(m),
-            RuntimeError::Harden { finding, flavor } => {
-                write!(f, "{} (flavor {flavor})", finding.message)
+            RuntimeError::Harden { failure, flavor } => {
+                write!(f, "{} (flavor {flavor})", failure.message)
             }
             RuntimeError::Signals(e) => {
                 write!(f, "cannot install the runtime's signal handlers: {e}")
@@ -213,7 +213,7 @@ pub struct Running {
 
 /// A thread as it was started.
 #[derive(Debug, Clone)]
-pub struct ThreadInfo {
+pub struct StartedThread {
     pub name: String,
     pub period: Nanos,
     pub priority: i32,
@@ -224,7 +224,7 @@ pub struct ThreadInfo {
 }
 
 pub(super) struct RunningThread {
-    info: ThreadInfo,
+    info: StartedThread,
     handle: JoinHandle<()>,
     heartbeat: Arc<Heartbeat>,
 }
@@ -547,7 +547,7 @@ impl Runtime<Running> {
         &self.state.system
     }
 
-    pub fn threads(&self) -> Vec<ThreadInfo> {
+    pub fn threads(&self) -> Vec<StartedThread> {
         self.state.threads.iter().map(|t| t.info.clone()).collect()
     }
 
@@ -618,7 +618,7 @@ impl Runtime<Running> {
     pub fn stop(self) -> Summary {
         let s = self.state;
         s.stop.store(true, Ordering::Relaxed);
-        let infos: Vec<ThreadInfo> = s.threads.iter().map(|t| t.info.clone()).collect();
+        let infos: Vec<StartedThread> = s.threads.iter().map(|t| t.info.clone()).collect();
         let abandoned = join_bounded(s.threads);
         s.hal.set_running(false);
         s.drainer_stop.store(true, Ordering::Relaxed);
@@ -695,7 +695,7 @@ pub struct Summary {
 
 #[derive(Debug, Clone)]
 pub struct ThreadSummary {
-    pub info: ThreadInfo,
+    pub info: StartedThread,
     pub stats: Option<ThreadStatsSnapshot>,
     pub histogram: Option<HistogramSnapshot>,
     /// Functions that panicked and were disabled.

@@ -19,7 +19,7 @@ use super::panic::{self, PanicReport};
 use super::thread::{self, Heartbeat, SetupError, ThreadPlan};
 use super::watchdog::{Watchdog, WatchdogOptions, Watched};
 use super::{
-    drain, join_bounded, Configuring, Running, RunningThread, Runtime, RuntimeError, ThreadInfo,
+    drain, join_bounded, Configuring, Running, RunningThread, Runtime, RuntimeError, StartedThread,
     ThreadSpec, EVENT_CAPACITY, WATCHDOG_TICK,
 };
 use crate::detect::SystemReport;
@@ -71,7 +71,7 @@ impl Runtime<Configuring> {
         signals::install_wake_handler().map_err(RuntimeError::Signals)?;
         panic::install_hook();
 
-        let fifo = c.selection.flavor.policy() == flavor::Policy::Fifo;
+        let fifo = c.selection.flavor.real_time();
         let placed = place(&c.system, &c.threads, fifo)?;
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
         let mut bodies = make_bodies(c.factories, &c.addf, &hal);
@@ -252,14 +252,14 @@ fn harden(opts: &super::RuntimeOptions, flavor: flavor::Flavor) -> Result<Harden
         dma_latency: opts.dma_latency,
         ..HardenOptions::default()
     });
-    for finding in hardening
+    for failure in hardening
         .report
-        .findings(flavor.descriptor().memory_lock_required)
+        .failures(flavor.descriptor().memory_lock_required)
     {
-        if finding.severity == harden::Severity::Error {
-            return Err(RuntimeError::Harden { finding, flavor });
+        if failure.fatal {
+            return Err(RuntimeError::Harden { failure, flavor });
         }
-        log::warn!("{}", finding.message);
+        log::warn!("{}", failure.message);
     }
     Ok(hardening)
 }
@@ -324,7 +324,7 @@ fn spawn(
                 thread: p.spec.name.clone(),
                 error,
             })?;
-        let info = ThreadInfo {
+        let info = StartedThread {
             name: p.spec.name.clone(),
             period: p.spec.period,
             priority: p.priority,
