@@ -73,7 +73,7 @@ extern "C" fn block_sigalrm_before_main() {
 static BLOCK_SIGALRM: extern "C" fn() = block_sigalrm_before_main;
 
 // ---------------------------------------------------------------------------------------------
-// A minimal cycle loop, as DESIGN.md describes it, over any CycleTimer.
+// A minimal cycle loop, as docs/ARCHITECTURE.md describes it, over any CycleTimer.
 
 const SERVO_TEST_PRIORITY: i32 = 80;
 

@@ -151,7 +151,7 @@ pub enum Outcome {
 }
 
 /// A failed step, whether the run may go on without it, and a message that says what to do.
-/// (Machine-level findings with their own severities are [`crate::detect::Finding`]s; this one only
+/// (Machine-level findings with their own severities are detection's `Finding`s; this one only
 /// says whether a hardening failure stops the start.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepFailure {

@@ -85,13 +85,18 @@ impl Default for RuntimeOptions {
 /// One periodic thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadSpec {
+    /// The thread's name (`addf` refers to it; a valid HAL name, unique in the runtime).
     pub name: String,
+    /// The period: from [`MIN_PERIOD`](crate::rt::units::MIN_PERIOD) to
+    /// [`MAX_PERIOD`](crate::rt::units::MAX_PERIOD), the same rule as the CLI's and configs'.
     pub period: Nanos,
     /// SCHED_FIFO priority; `None` = rate-monotonic (fastest thread 98, next 97, …).
     pub priority: Option<i32>,
     /// CPU to pin to; `None` = the RT CPU detection chose.
     pub cpu: Option<usize>,
+    /// How the thread sleeps until each deadline (`nanosleep`, `posix-timer`, `timerfd`).
     pub timer: TimerKind,
+    /// How it spends the end of the wait (`sleep`, `hybrid[:MARGIN]`, `spin`).
     pub wake: WakeMode,
 }
 
@@ -214,12 +219,19 @@ pub struct Running {
 /// A thread as it was started.
 #[derive(Debug, Clone)]
 pub struct StartedThread {
+    /// Its name.
     pub name: String,
+    /// Its period.
     pub period: Nanos,
+    /// The SCHED_FIFO priority it got (0 under `sim`).
     pub priority: i32,
+    /// The CPU it is pinned to.
     pub cpu: usize,
+    /// Its timer driver.
     pub timer: TimerKind,
+    /// Its wake mode.
     pub wake: WakeMode,
+    /// Its functions, in run order.
     pub functions: Vec<String>,
 }
 
@@ -229,6 +241,8 @@ pub(super) struct RunningThread {
     heartbeat: Arc<Heartbeat>,
 }
 
+/// The runtime, in its life-cycle state `S`: [`Configuring`] (register threads, functions, HAL
+/// objects) or [`Running`] (wait, watch, stop).
 pub struct Runtime<S> {
     state: S,
 }
@@ -274,10 +288,12 @@ impl Runtime<Configuring> {
         })
     }
 
+    /// The flavor chosen (forced or detected).
     pub fn flavor(&self) -> Flavor {
         self.state.selection.flavor
     }
 
+    /// What detection found about this machine.
     pub fn system(&self) -> &SystemReport {
         &self.state.system
     }
@@ -535,18 +551,22 @@ pub enum StopReason {
 }
 
 impl Runtime<Running> {
+    /// The live HAL (pins, params, the threads' stats) of this process.
     pub fn hal(&self) -> &Hal {
         &self.state.hal
     }
 
+    /// The flavor the threads run under.
     pub fn flavor(&self) -> Flavor {
         self.state.selection.flavor
     }
 
+    /// What detection found about this machine.
     pub fn system(&self) -> &SystemReport {
         &self.state.system
     }
 
+    /// Every thread as it was started (CPU, priority, functions).
     pub fn threads(&self) -> Vec<StartedThread> {
         self.state.threads.iter().map(|t| t.info.clone()).collect()
     }
@@ -688,15 +708,22 @@ impl Runtime<Running> {
 /// What a run did, per thread.
 #[derive(Debug, Clone)]
 pub struct Summary {
+    /// The flavor it ran under.
     pub flavor: Flavor,
+    /// From the start of the threads to the stop.
     pub run_time: Duration,
+    /// Per thread, in declaration order.
     pub threads: Vec<ThreadSummary>,
 }
 
 #[derive(Debug, Clone)]
+/// One thread's end of run.
 pub struct ThreadSummary {
+    /// How it was started.
     pub info: StartedThread,
+    /// Its final statistics (`None` if the segment could not be read back).
     pub stats: Option<ThreadStatsSnapshot>,
+    /// Its final latency histogram.
     pub histogram: Option<HistogramSnapshot>,
     /// Functions that panicked and were disabled.
     pub faulted: Vec<String>,

@@ -1,4 +1,4 @@
-//! The cycle loop of one periodic thread (the contract in DESIGN.md):
+//! The cycle loop of one periodic thread (docs/ARCHITECTURE.md, "The hot path"):
 //!
 //! 1. wait until the deadline through the thread's timer driver;
 //! 2. `now = clock_gettime(CLOCK_MONOTONIC)`, `latency = now − deadline`, `interval = now − previous wake`;

@@ -4,7 +4,7 @@
 //! A function that never returns keeps its SCHED_FIFO thread spinning: nothing below its priority
 //! runs on that CPU again (RT throttling aside), its counters freeze, and without a watchdog every
 //! reader keeps reporting it as running. The runtime's housekeeping thread (SCHED_OTHER, on a CPU
-//! without RT threads) calls [`Watchdog::check`] every tick. A thread whose period number has not
+//! without RT threads) looks at every thread's heartbeat every 20 ms. A thread whose period number has not
 //! moved for [`WatchdogOptions::limit`] (`periods` × its period, and at least `min`) is marked
 //! stalled — in the HAL (`rtapi show thread`), in the log with the function it is in — and the
 //! configured [`StallAction`] follows. When its periods complete again it is marked running (and
@@ -78,6 +78,7 @@ pub struct WatchdogOptions {
     pub periods: u32,
     /// And at least this long (a host hiccup of a few milliseconds is not a stall).
     pub min: Duration,
+    /// What follows a stall.
     pub action: StallAction,
 }
 

@@ -15,7 +15,7 @@ use crate::layout::{function as f, stats as s};
 use crate::segment::Block;
 use crate::seqlock;
 
-/// What the cycle loop measured in one period (see the cycle-loop contract in DESIGN.md).
+/// What the cycle loop measured in one period (see the cycle loop in docs/ARCHITECTURE.md, "The hot path").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeriodSample {
     /// Wake time, `CLOCK_MONOTONIC` ns.

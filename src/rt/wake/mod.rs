@@ -239,8 +239,9 @@ pub(crate) fn check_timeline(first_deadline: Nanos, period: Nanos) -> Result<(),
     }
 }
 
-/// Any of the drivers, chosen at run time by [`TimerKind`], without a `Box` (static dispatch,
-/// nothing allocated to pick one).
+/// Any of the drivers, chosen at run time by [`TimerKind`]: an enum, not a `Box`, so nothing is
+/// allocated to pick one. The per-period [`TimerDriver::wait_until`] is a `match` to the concrete
+/// driver (static dispatch, inlinable); the one-time `arm` goes through a `dyn` reference.
 #[derive(Debug)]
 pub enum Driver {
     /// `nanosleep`
@@ -301,7 +302,14 @@ impl TimerDriver for Driver {
 
     #[inline]
     fn wait_until(&mut self, deadline: Nanos) -> Result<WakeInfo, WakeError> {
-        self.as_dyn().wait_until(deadline)
+        match self {
+            Driver::Nanosleep(d) => d.wait_until(deadline),
+            Driver::PosixTimer(d) => d.wait_until(deadline),
+            Driver::Timerfd(d) => d.wait_until(deadline),
+            Driver::RelativeNanosleep(d) => d.wait_until(deadline),
+            Driver::Select(d) => d.wait_until(deadline),
+            Driver::Itimer(d) => d.wait_until(deadline),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! `relative-nanosleep` — for `compare-timers` only: the naive loop `sleep(period)`.
 //!
-//! Kept to show the drift DESIGN.md forbids: each period lasts `period` **plus** that wake's
+//! Kept to show the drift the absolute timeline exists to prevent (docs/ARCHITECTURE.md): each period lasts `period` **plus** that wake's
 //! latency plus the loop's own work, and nothing ever takes the excess back, so the thread falls
 //! further behind the absolute timeline every cycle (seed 003's histogram is of this loop).
 
