@@ -7,7 +7,6 @@ mod instance;
 mod latency_test;
 mod run;
 mod setp;
-mod sets;
 mod show;
 mod watch;
 
@@ -111,7 +110,7 @@ enum Command {
     /// Set a param or an unconnected input pin of a running instance.
     Setp(setp::Args),
     /// Set a signal that no output pin drives.
-    Sets(sets::Args),
+    Sets(setp::Args),
     /// Watch values live, like halmeter.
     Watch(watch::Args),
 }
@@ -154,8 +153,8 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Show(args) => show::run(args),
         Command::Getp(args) => getp::run(args),
-        Command::Setp(args) => setp::run(args),
-        Command::Sets(args) => sets::run(args),
+        Command::Setp(args) => setp::setp(args),
+        Command::Sets(args) => setp::sets(args),
         Command::Watch(args) => watch::run(args),
     };
     match result {

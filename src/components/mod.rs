@@ -506,17 +506,8 @@ mod tests {
         let mut v = Validation::new("t").unwrap();
         let mut d = Declared::default();
         let none = LoadArgs::default();
-        r.load(
-            &mut v,
-            &mut d,
-            &Presets::new(),
-            "twice",
-            &Instances::Count(1),
-            &none,
-        )
-        .unwrap();
-        let e = r
-            .load(
+        let mut load_once = || {
+            r.load(
                 &mut v,
                 &mut d,
                 &Presets::new(),
@@ -524,7 +515,9 @@ mod tests {
                 &Instances::Count(1),
                 &none,
             )
-            .unwrap_err();
+        };
+        load_once().unwrap();
+        let e = load_once().unwrap_err();
         assert!(e.message.contains("already exists"), "{e}");
     }
 }
