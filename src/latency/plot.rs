@@ -88,15 +88,9 @@ fn draw(
                 )
             }))?
             .label(format!("{} (overflow {})", t.name, t.histogram.overflow))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(legend_line(color));
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()?;
+    draw_legend(&mut chart)?;
 
     // Worst latency per second over time.
     let seconds = threads
@@ -135,16 +129,30 @@ fn draw(
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))?
             .label(t.name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(legend_line(color));
     }
+    draw_legend(&mut chart)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The legend's sample of a series: a short line in its colour.
+fn legend_line(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+}
+
+/// The legend box, black on white.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
     chart
         .configure_series_labels()
         .border_style(BLACK)
         .background_style(WHITE)
         .draw()?;
-    root.present()?;
     Ok(())
 }
 
