@@ -1,18 +1,60 @@
 //! # rtapi — a real-time thread runtime for CNC motion control on Linux
 //!
-//! - **Detection** of the kernel and machine ([`detect`]): PREEMPT_RT with its evidence (mainline 6.12+
-//!   included), the privileges this process really has, RT throttling and cgroup budgets, isolated CPUs.
-//! - **Flavors** ([`flavor`]): `rt-preempt`, `posix` (SCHED_FIFO on a vanilla kernel) or `sim`, chosen
-//!   from the detection or forced with `--flavor` / `RTAPI_FLAVOR`.
+//! LinuxCNC's user-space RTAPI and HAL idea, with cyclictest's measurement rigour: periodic threads
+//! on an absolute timeline under SCHED_FIFO, a shared-memory HAL of components, pins, params,
+//! signals, functions and threads that other processes read safely, and per-period latency
+//! statistics that say whether a PC can step motors in software — and why not.
 //!
-//! ```no_run
-//! use rtapi::detect::SystemReport;
-//! use rtapi::flavor;
+//! Start here:
 //!
-//! let report = SystemReport::detect_live();
-//! let chosen = flavor::select(&report, None, std::env::var("RTAPI_FLAVOR").ok().as_deref())?;
-//! println!("flavor {} (RT CPU {:?})", chosen.flavor, report.cpus.rt_cpu);
-//! # Ok::<(), rtapi::flavor::FlavorError>(())
+//! - [`runtime`]: declare threads and functions, [`start`](runtime::Runtime::start), wait, stop. The
+//!   cycle loop, the watchdog and the stop path live here.
+//! - [`rtapi_hal`] (the `hal/` crate): the segment, typed pins, the reader other processes use.
+//! - [`detect`] and [`flavor`]: what this machine is (PREEMPT_RT with its evidence, privileges,
+//!   throttling, isolated CPUs) and which flavor follows: `rt-preempt`, `posix` or `sim`.
+//! - [`components`] and [`config`]: LinuxCNC-style components and machine configs (TOML + `.hal`).
+//! - [`latency`]: the commissioning run behind `rtapi latency-test`.
+//! - [`rt`]: the OS primitives underneath (clock, timer drivers, scheduling, hardening, signals).
+//!
+//! The design — layers, the hot path, data flow, where each rule lives — is in
+//! `docs/ARCHITECTURE.md`.
+//!
+//! ## Example
+//!
+//! A 1 ms thread counting its periods into a HAL pin, for a tenth of a second. It runs anywhere: the
+//! `sim` flavor needs no privileges (with them, leave `flavor` out and detection picks SCHED_FIFO).
+//!
+//! ```
+//! use rtapi::rt::clock::Nanos;
+//! use rtapi::runtime::function::Cycle;
+//! use rtapi::runtime::{Runtime, RuntimeOptions, ThreadSpec};
+//! use rtapi_hal::Out;
+//!
+//! let mut rt = Runtime::configure(RuntimeOptions {
+//!     instance: format!("doc-{}", std::process::id()),
+//!     flavor: Some("sim".into()),
+//!     lock_memory: false,
+//!     dma_latency: false,
+//!     ..RuntimeOptions::default()
+//! })?;
+//! rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))?;
+//! let comp = rt.hal().component("counter")?;
+//! let count = rt.hal().pin::<Out, u64>(comp, "counter.count")?;
+//! rt.function(comp, "counter.update", Box::new(move |hal: &rtapi_hal::Hal| {
+//!     let count = hal.pin(count);
+//!     // Runs every period on the RT thread: a pin read and write, nothing else.
+//!     Box::new(move |_: &Cycle| count.set(count.get() + 1))
+//! }))?;
+//! rt.addf("counter.update", "servo", None)?;
+//!
+//! let running = rt.start()?;
+//! running.wait(Some(std::time::Duration::from_millis(100)));
+//! let counted = running.hal().reader()?.get("counter.count")?;
+//! let summary = running.stop();
+//! let stats = summary.threads[0].stats.unwrap();
+//! assert!(stats.cycles > 0);
+//! println!("{counted} counted; {summary}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 pub mod cli;
