@@ -193,6 +193,26 @@ impl Col {
         }
     }
 
+    /// The heading without its unit and `lat ` (`max`, `p99.9`, `exec max`), for a table that says
+    /// once that its times are in µs.
+    pub fn short_heading(self) -> &'static str {
+        match self {
+            Col::LatMin => "min",
+            Col::LatMean => "mean",
+            Col::LatStddev => "stddev",
+            Col::P50 => "p50",
+            Col::P99 => "p99",
+            Col::P999 => "p99.9",
+            Col::LatMax => "max",
+            Col::LatMinMeanMax => "min/mean/max",
+            Col::Jitter => "jitter",
+            Col::ExecMean => "exec mean",
+            Col::ExecMax => "exec max",
+            Col::Drift => "drift",
+            other => other.heading(),
+        }
+    }
+
     pub fn align(self) -> Align {
         match self {
             Col::Name => Align::Left,
@@ -311,6 +331,11 @@ impl ThreadRow {
     /// An empty table with these columns' headings.
     pub fn table(cols: &[Col]) -> Table {
         Table::new(cols.iter().map(|c| c.column()))
+    }
+
+    /// An empty table with these columns' [short headings](Col::short_heading).
+    pub fn short_table(cols: &[Col]) -> Table {
+        Table::new(cols.iter().map(|c| (c.short_heading(), c.align())))
     }
 
     /// The cell of one column.

@@ -600,15 +600,31 @@ fn sigterm_ends_run_and_latency_test_within_a_second_whatever_the_period() {
         ),
         (
             format!("trust-lt10s-{pid}"),
-            ["latency-test", "--base", "0", "--servo", "10s", "--duration", "60s", "--quiet"]
-                .map(String::from)
-                .to_vec(),
+            [
+                "latency-test",
+                "--base",
+                "0",
+                "--servo",
+                "10s",
+                "--duration",
+                "60s",
+                "--quiet",
+            ]
+            .map(String::from)
+            .to_vec(),
         ),
         (
             format!("trust-ltload-{pid}"),
-            ["latency-test", "--duration", "60s", "--quiet", "--load", "cpu,mem,io"]
-                .map(String::from)
-                .to_vec(),
+            [
+                "latency-test",
+                "--duration",
+                "60s",
+                "--quiet",
+                "--load",
+                "cpu,mem,io",
+            ]
+            .map(String::from)
+            .to_vec(),
         ),
     ];
     for (instance, mut args) in cases {

@@ -1,6 +1,6 @@
 //! `rtapi latency-test`: the commissioning run (see `crate::latency`).
 
-use super::{exit, Failure};
+use super::{exit, out, Failure};
 use crate::latency::report::Report;
 use crate::latency::run::{self, TestConfig};
 use crate::latency::{histogram, load, output, plot};
@@ -191,12 +191,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
 
     // Everything is written and the report printed whatever fails; the exit code says what did.
     let errors = outputs.write(&report);
-    if outputs.json_to_stdout {
-        println!("{}", report.to_json());
-        eprint!("{}", report.render_text());
+    // The run is over and cleaned up; a closed standard output only ends the printing.
+    let printed = if outputs.json_to_stdout {
+        let p = out::println(&report.to_json());
+        out::eprint(&report.render_text());
+        p
     } else {
-        print!("{}", report.render_text());
-    }
+        out::print(&report.render_text())
+    };
 
     // Precedence: an output that could not be written (1) over --fail-above (3): exit 3 promises a
     // complete record of a run that failed the gate.
@@ -207,6 +209,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             errors.join("\n  ")
         )));
     }
+    printed?;
     if let Some(limit) = args.fail_above {
         if !report.verdict.evidence {
             return Err(Failure {

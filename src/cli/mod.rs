@@ -5,6 +5,7 @@ mod detect;
 mod getp;
 mod instance;
 mod latency_test;
+mod out;
 mod run;
 mod setp;
 mod sets;
@@ -102,7 +103,7 @@ pub fn main() -> ExitCode {
                 // escaped, a huge value cut), plain.
                 let plain = e.to_string();
                 let tamed: Vec<String> = plain.lines().map(crate::units::tame).collect();
-                eprintln!("{}", tamed.join("\n"));
+                out::eprintln(&tamed.join("\n"));
             } else {
                 let _ = e.print();
             }
@@ -131,7 +132,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(f) => {
-            eprintln!("rtapi: {}", crate::units::tame(&f.message));
+            out::eprintln(&format!("rtapi: {}", crate::units::tame(&f.message)));
             ExitCode::from(f.code)
         }
     }

@@ -3,7 +3,7 @@
 use super::load::LoadFailure;
 use super::verdict::Verdict;
 use crate::detect::SystemReport;
-use crate::units::us;
+use crate::render::{Col, Latency, Percentiles, ThreadRow};
 use rtapi_hal::{HistogramSnapshot, ThreadStatsSnapshot};
 use serde::Serialize;
 use std::fmt::Write;
@@ -98,6 +98,55 @@ pub struct ThreadResult {
     pub max_latency_per_second_ns: Vec<u64>,
     pub spikes: Vec<Spike>,
 }
+
+impl ThreadResult {
+    /// The figures of the final table (`-` for latencies when no period was run).
+    pub fn row(&self) -> ThreadRow {
+        let l = &self.latency_ns;
+        let ran = self.cycles > 0;
+        ThreadRow {
+            name: self.name.clone(),
+            period_ns: self.period_ns,
+            cpu: self.cpu,
+            priority: Some(self.priority),
+            cycles: self.cycles,
+            overruns: self.overruns,
+            latency: ran.then_some(Latency {
+                min: l.min as i64,
+                mean: l.mean,
+                stddev: l.stddev,
+                max: l.max as i64,
+            }),
+            percentiles: ran.then_some(Percentiles {
+                p50: l.p50 as i64,
+                p99: l.p99 as i64,
+                p999: l.p999 as i64,
+            }),
+            jitter_max_ns: self.max_jitter_ns,
+            exec_mean_ns: ran.then_some(self.exec_ns.mean),
+            exec_max_ns: self.exec_ns.max,
+            drift_ns: self.drift_ns,
+        }
+    }
+}
+
+/// The final table's columns.
+const REPORT_COLS: [Col; 14] = [
+    Col::Name,
+    Col::Period,
+    Col::Cycles,
+    Col::LatMin,
+    Col::LatMean,
+    Col::LatStddev,
+    Col::P50,
+    Col::P99,
+    Col::P999,
+    Col::LatMax,
+    Col::Jitter,
+    Col::Overruns,
+    Col::Drift,
+    Col::ExecMax,
+];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemSummary {
@@ -195,50 +244,11 @@ impl Report {
             },
             sys.rt_cpu.map_or("-".into(), |c| c.to_string())
         );
-        let _ = writeln!(
-            s,
-            "\n{:<8}{:>9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>11}{:>10}{:>10}",
-            "thread",
-            "period",
-            "cycles",
-            "min",
-            "mean",
-            "stddev",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "jitter",
-            "overruns",
-            "drift",
-            "exec max"
-        );
-        let _ = writeln!(
-            s,
-            "{:<8}{:>9}{:>10}{:>90}",
-            "", "µs", "", "(all times in µs)"
-        );
+        let mut table = ThreadRow::short_table(&REPORT_COLS);
         for t in &self.threads {
-            let l = &t.latency_ns;
-            let _ = writeln!(
-                s,
-                "{:<8}{:>9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>11}{:>10}{:>10}",
-                t.name,
-                us(t.period_ns as f64),
-                t.cycles,
-                us(l.min as f64),
-                us(l.mean),
-                us(l.stddev),
-                us(l.p50 as f64),
-                us(l.p99 as f64),
-                us(l.p999 as f64),
-                us(l.max as f64),
-                us(t.max_jitter_ns as f64),
-                t.overruns,
-                us(t.drift_ns as f64),
-                us(t.exec_ns.max as f64)
-            );
+            table.row(t.row().cells(&REPORT_COLS));
         }
+        let _ = write!(s, "\nall times in µs\n{table}");
         for f in &self.load_failures {
             let _ = writeln!(
                 s,

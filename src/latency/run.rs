@@ -121,6 +121,8 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
         log::set_max_level(log::LevelFilter::Error.min(log_level));
     }
     let mut drawn = 0usize;
+    // The live lines' reader went away (`| head`): the run goes on, silently, to its end.
+    let mut live_closed = false;
     let mut load: Option<Load> = None;
     let mut load_failures: Vec<LoadFailure> = Vec::new();
     let mut load_tried = false;
@@ -143,7 +145,7 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
         let load_failed =
             !load_failures.is_empty() || load.as_mut().is_some_and(|l| !l.poll().is_empty());
         let lines = monitor.tick(&reader);
-        if cfg.quiet {
+        if cfg.quiet || live_closed {
             return;
         }
         let header = format!(
@@ -164,21 +166,24 @@ pub fn run(cfg: &TestConfig) -> Result<Report, RuntimeError> {
         } else {
             Box::new(std::io::stdout().lock())
         };
+        let mut text = String::new();
         if tty {
             // Redraw in place: up over the previous block, clear each line.
             if drawn > 0 {
-                let _ = write!(out, "\x1b[{drawn}A");
+                text.push_str(&format!("\x1b[{drawn}A"));
             }
             for l in &block {
-                let _ = writeln!(out, "\x1b[2K{l}");
+                text.push_str(&format!("\x1b[2K{l}\n"));
             }
             drawn = block.len();
         } else {
             for l in &block[2..] {
-                let _ = writeln!(out, "{:.0}s {l}", r.elapsed().as_secs_f64());
+                text.push_str(&format!("{:.0}s {l}\n", r.elapsed().as_secs_f64()));
             }
         }
-        let _ = out.flush();
+        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            live_closed = e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
     });
     // Stopping the load also removes its files; a Drop guard does the same on every other path.
     if let Some(mut l) = load.take() {
