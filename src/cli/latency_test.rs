@@ -48,9 +48,9 @@ pub struct Args {
     /// Exit with code 3 when any thread's max latency exceeds this.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     fail_above: Option<Nanos>,
-    /// Print only the final report.
+    /// Print only the final report (and errors: warnings are not logged unless RUST_LOG asks).
     #[arg(long)]
-    quiet: bool,
+    pub(super) quiet: bool,
     /// HAL instance holding the threads' stats (`rtapi show thread --instance …` watches it).
     #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE)]
     instance: String,

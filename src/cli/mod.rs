@@ -89,7 +89,6 @@ enum Command {
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
 pub fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -110,6 +109,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // `latency-test --quiet` prints only its report (and errors): no once-a-second overrun
+    // warnings. An explicit RUST_LOG still wins.
+    let quiet = matches!(&cli.command, Command::LatencyTest(a) if a.quiet);
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if quiet {
+        "error"
+    } else {
+        "warn"
+    }))
+    .init();
     if matches!(
         cli.command,
         Command::Run(_) | Command::LatencyTest(_) | Command::CompareTimers(_)

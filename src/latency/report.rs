@@ -270,3 +270,119 @@ impl Report {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::verdict::Rating;
+
+    fn report(threads: Vec<ThreadResult>) -> Report {
+        Report {
+            tool: "rtapi latency-test",
+            version: "test",
+            system: SystemSummary {
+                kernel: "k".into(),
+                kernel_version: "v".into(),
+                preempt_rt: Some(false),
+                preemption: None,
+                flavor: "posix".into(),
+                virtualized: Some(true),
+                rt_cpu: Some(1),
+                isolated_cpus: vec![],
+                rt_throttled: None,
+            },
+            settings: Settings {
+                duration_s: 60.0,
+                timer: "nanosleep".into(),
+                wake: "sleep".into(),
+                load: vec![],
+                interrupted: false,
+            },
+            threads,
+            load_failures: vec![],
+            verdict: Verdict {
+                rating: Rating::Unusable,
+                summary: "unusable".into(),
+                judged_thread: "base".into(),
+                max_jitter_ns: 0,
+                max_step_rate_hz: None,
+                evidence: true,
+                problems: vec![],
+                advice: vec![],
+            },
+        }
+    }
+
+    /// The cells of a table line: what stands between runs of two spaces.
+    fn fields(line: &str) -> Vec<&str> {
+        line.split("  ")
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .collect()
+    }
+
+    /// The fixed-width table printed `40000000.040930004.3` for a 40 s latency next to a larger
+    /// one; every column now stands apart, whatever the values.
+    #[test]
+    fn huge_values_keep_their_columns_apart() {
+        let s = 40_000_000_000u64;
+        let huge = ThreadResult {
+            name: "base".into(),
+            period_ns: 10_000_000_000,
+            cycles: 1_000_000_000_000,
+            overruns: 1_000_000_000_000,
+            max_jitter_ns: 40_930_004_272,
+            drift_ns: -(s as i64),
+            latency_ns: LatencySummary {
+                min: s,
+                mean: 43_030_004_409.0,
+                stddev: 427_200_000_000.0,
+                p50: s,
+                p99: 41 * s,
+                p999: 42 * s,
+                max: 43 * s,
+            },
+            exec_ns: ExecSummary { mean: 1e9, max: s },
+            ..ThreadResult::default()
+        };
+        let idle = ThreadResult {
+            name: "servo".into(),
+            period_ns: 1_000_000,
+            ..ThreadResult::default()
+        };
+        let text = report(vec![huge, idle]).render_text();
+        let line = |start: &str| {
+            text.lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("no line {start}:\n{text}"))
+        };
+        let heading = fields(line("name"));
+        assert_eq!(heading.len(), REPORT_COLS.len(), "{text}");
+        assert_eq!(heading[3..5], ["min", "mean"]);
+        let base = fields(line("base"));
+        assert_eq!(
+            base,
+            [
+                "base",
+                "10s",
+                "1000000000000",
+                "40000000.0",
+                "43030004.4",
+                "427200000.0",
+                "40000000.0",
+                "1640000000.0",
+                "1680000000.0",
+                "1720000000.0",
+                "40930004.3",
+                "1000000000000",
+                "-40000000.0",
+                "40000000.0"
+            ],
+            "{text}"
+        );
+        // No period run: dashes for the latencies, not zeros; still one cell per column.
+        let servo = fields(line("servo"));
+        assert_eq!(servo.len(), REPORT_COLS.len(), "{text}");
+        assert_eq!(servo[..5], ["servo", "1ms", "0", "-", "-"]);
+    }
+}
