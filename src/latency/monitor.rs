@@ -154,3 +154,67 @@ pub fn render(lines: &[Live], header: &str) -> Vec<String> {
     out.extend(table.lines());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::{Latency, Percentiles};
+
+    /// The live lines' fixed widths ran `p99`, `jitter` and `overrun` together once a value passed
+    /// 8 characters (a 40 s stall); each cell now stands apart.
+    #[test]
+    fn live_lines_keep_huge_values_apart() {
+        let mut run = ThreadRow::new("base", 25_000);
+        run.cycles = 1_000_000_000_000;
+        run.overruns = 999_999_999_999;
+        run.latency = Some(Latency {
+            min: 12_000,
+            mean: 40e9,
+            stddev: 0.0,
+            max: 40_000_000_000,
+        });
+        run.percentiles = Some(Percentiles {
+            p50: 40_000_000_000,
+            p99: 40_000_000_000,
+            p999: 40_000_000_000,
+        });
+        run.jitter_max_ns = 40_000_000_000;
+        let lines = [
+            Live {
+                run,
+                last: Some((12_000, 40e9, 40_000_000_000)),
+            },
+            Live {
+                run: ThreadRow::new("servo", 1_000_000),
+                last: None,
+            },
+        ];
+        let block = render(&lines, "header");
+        assert_eq!(block[0], "header");
+        let fields = |l: &str| -> Vec<String> {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|f| !f.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(fields(&block[1]).len(), 8, "{block:#?}");
+        assert_eq!(
+            fields(&block[2]),
+            [
+                "base",
+                "25us",
+                "1000000000000",
+                "12.0/40000000.0/40000000.0",
+                "12.0/40000000.0/40000000.0",
+                "40000000.0",
+                "40000000.0",
+                "999999999999"
+            ]
+        );
+        assert_eq!(
+            fields(&block[3]),
+            ["servo", "1ms", "0", "-", "-", "-", "0.0", "0"]
+        );
+    }
+}
