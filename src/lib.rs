@@ -63,5 +63,6 @@ pub mod config;
 pub mod detect;
 pub mod flavor;
 pub mod latency;
+pub mod render;
 pub mod rt;
 pub mod runtime;

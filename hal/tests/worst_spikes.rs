@@ -65,8 +65,6 @@ fn keeps_exactly_the_eight_worst_of_a_hundred() {
         );
     }
     assert_eq!(s.latency_max(), Some(expected[0].1));
-    // The old name returns the same.
-    assert!(s.recent_spikes().eq(s.worst_spikes()));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `rtapi compare-timers [--period 1ms] [--duration 5s] [--json FILE|-]`
 
-use super::Failure;
+use super::{out, Failure};
 use crate::latency::{compare, output};
 use crate::rt::clock::Nanos;
 use crate::rt::units::{parse_duration, parse_period};
@@ -47,19 +47,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let json =
         serde_json::to_string_pretty(&result).map_err(|e| Failure::runtime(e.to_string()))?;
     if args.json.as_deref() == Some("-") {
-        println!("{json}");
-        eprint!("{}", result.render_text());
+        // The measurement is over and its segment gone: a closed pipe only ends the printing.
+        out::println(&json)?;
+        out::eprint(&result.render_text());
         return Ok(());
     }
     // The table is printed even when the file cannot be written.
     let written = json_file
         .as_deref()
         .map(|path| output::write_text("--json", path, &json));
-    print!("{}", result.render_text());
+    let printed = out::print(&result.render_text());
     match written {
         Some(Err(e)) => Err(Failure::runtime(format!(
             "the measurement is complete but its output could not be written: {e}"
         ))),
-        _ => Ok(()),
+        _ => printed,
     }
 }

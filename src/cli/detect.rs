@@ -1,6 +1,6 @@
 //! `rtapi detect [--json] [--sysroot DIR] [--flavor F]`
 
-use super::Failure;
+use super::{out, Failure};
 use crate::detect::{LiveProbe, SysRoot, SystemReport};
 use crate::flavor;
 use std::path::PathBuf;
@@ -41,15 +41,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
         value["flavor_source"] = serde_json::json!(selection.source);
         value["warnings"] = serde_json::json!(selection.warnings);
         value["advice"] = serde_json::json!(advice);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).map_err(|e| Failure::runtime(e.to_string()))?
-        );
+        out::println(
+            &serde_json::to_string_pretty(&value).map_err(|e| Failure::runtime(e.to_string()))?,
+        )?;
     } else {
         for w in &selection.warnings {
-            eprintln!("rtapi: warning: {w}");
+            out::eprintln(&format!("rtapi: warning: {w}"));
         }
-        print!("{}", report.render_text(selection.flavor.name(), &advice));
+        out::print(&report.render_text(selection.flavor.name(), &advice))?;
     }
     Ok(())
 }

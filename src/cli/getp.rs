@@ -16,6 +16,6 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), Failure> {
     let reader = instance::open(&args.target, Access::ReadOnly)?;
     let value = reader.get(&args.name).map_err(instance::failure)?;
-    println!("{value}");
+    super::out::println(&value.to_string())?;
     Ok(())
 }

@@ -51,11 +51,11 @@ pub fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
         other => Failure::runtime(other.to_string()),
     })?;
     if access == Access::ReadOnly && !reader.owner_alive() {
-        eprintln!(
+        super::out::eprintln(&format!(
             "rtapi: warning: instance '{instance}' is {}: these are its last values; `rtapi run` with \
              --instance {instance} reclaims it, or remove it (`rm /dev/shm/rtapi-{instance}`)",
             dead_state(reader.header().owner_pid)
-        );
+        ));
     }
     Ok(reader)
 }

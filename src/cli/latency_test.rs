@@ -1,6 +1,6 @@
 //! `rtapi latency-test`: the commissioning run (see `crate::latency`).
 
-use super::{exit, Failure};
+use super::{exit, out, Failure};
 use crate::latency::report::Report;
 use crate::latency::run::{self, TestConfig};
 use crate::latency::{histogram, load, output, plot};
@@ -48,9 +48,9 @@ pub struct Args {
     /// Exit with code 3 when any thread's max latency exceeds this.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     fail_above: Option<Nanos>,
-    /// Print only the final report.
+    /// Print only the final report (and errors: warnings are not logged unless RUST_LOG asks).
     #[arg(long)]
-    quiet: bool,
+    pub(super) quiet: bool,
     /// HAL instance holding the threads' stats (`rtapi show thread --instance …` watches it).
     #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE)]
     instance: String,
@@ -188,12 +188,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
 
     // Everything is written and the report printed whatever fails; the exit code says what did.
     let errors = outputs.write(&report);
-    if outputs.json_to_stdout {
-        println!("{}", report.to_json());
-        eprint!("{}", report.render_text());
+    // The run is over and cleaned up; a closed standard output only ends the printing.
+    let printed = if outputs.json_to_stdout {
+        let p = out::println(&report.to_json());
+        out::eprint(&report.render_text());
+        p
     } else {
-        print!("{}", report.render_text());
-    }
+        out::print(&report.render_text())
+    };
 
     // Precedence: an output that could not be written (1) over --fail-above (3): exit 3 promises a
     // complete record of a run that failed the gate.
@@ -204,6 +206,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             errors.join("\n  ")
         )));
     }
+    printed?;
     if let Some(limit) = args.fail_above {
         if !report.verdict.evidence {
             return Err(Failure {

@@ -5,6 +5,7 @@ mod detect;
 mod getp;
 mod instance;
 mod latency_test;
+mod out;
 mod run;
 mod setp;
 mod show;
@@ -117,7 +118,6 @@ enum Command {
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
 pub fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -131,13 +131,22 @@ pub fn main() -> ExitCode {
                 // escaped, a huge value cut), plain.
                 let plain = e.to_string();
                 let tamed: Vec<String> = plain.lines().map(crate::rt::units::tame).collect();
-                eprintln!("{}", tamed.join("\n"));
+                out::eprintln(&tamed.join("\n"));
             } else {
                 let _ = e.print();
             }
             return ExitCode::from(code);
         }
     };
+    // `latency-test --quiet` prints only its report (and errors): no once-a-second overrun
+    // warnings. An explicit RUST_LOG still wins.
+    let quiet = matches!(&cli.command, Command::LatencyTest(a) if a.quiet);
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if quiet {
+        "error"
+    } else {
+        "warn"
+    }))
+    .init();
     if matches!(
         cli.command,
         Command::Run(_) | Command::LatencyTest(_) | Command::CompareTimers(_)
@@ -160,7 +169,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(f) => {
-            eprintln!("rtapi: {}", crate::rt::units::tame(&f.message));
+            out::eprintln(&format!("rtapi: {}", crate::rt::units::tame(&f.message)));
             ExitCode::from(f.code)
         }
     }

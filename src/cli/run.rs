@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{exit, Failure};
+use super::{exit, out, Failure};
 use crate::components::{Registry, Validation};
 use crate::config::{ConfigError, Machine};
 use crate::rt::clock::Nanos;
@@ -45,7 +45,7 @@ fn parse_run_duration(text: &str) -> Result<Nanos, String> {
 
 fn config_failure(errors: &[ConfigError]) -> Failure {
     for e in errors {
-        eprintln!("{e}");
+        out::eprintln(&e.to_string());
     }
     Failure::usage(format!(
         "{} configuration error(s); nothing was started",
@@ -89,7 +89,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             )
         })
         .collect();
-    eprintln!(
+    out::eprintln(&format!(
         "rtapi: instance '{}' running, flavor {}: {}; {}",
         machine.runtime.instance,
         running.flavor(),
@@ -98,18 +98,19 @@ pub fn run(args: Args) -> Result<(), Failure> {
             Some(d) => format!("stopping after {d}"),
             None => "Ctrl-C to stop".to_string(),
         }
-    );
+    ));
     let limit = args
         .duration
         .map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
     running.keep_caller_off_rt_cpus();
     let reason = running.wait(limit);
     let summary = running.stop();
-    let text = summary.to_string();
-    print!("{text}");
+    let mut text = summary.to_string();
     if !text.ends_with('\n') {
-        println!();
+        text.push('\n');
     }
+    // After the stop: a closed standard output cannot skip the clean-up, only the summary.
+    let printed = out::print(&text);
     let faulted: Vec<&str> = summary
         .threads
         .iter()
@@ -143,5 +144,5 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 .into(),
         });
     }
-    Ok(())
+    printed
 }

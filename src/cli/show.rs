@@ -11,7 +11,8 @@ use rtapi_hal::{
 };
 use serde_json::{json, Map, Value as Json};
 
-use super::{instance, Failure};
+use super::{instance, out, Failure};
+use crate::render::{Align, Col, Table, ThreadRow};
 use crate::rt::units::us;
 
 /// What to show.
@@ -135,12 +136,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
             out["state"] = json!("dead");
         }
         out["owner_alive"] = json!(reader.owner_alive());
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| Failure::runtime(e.to_string()))?
-        );
+        out::println(
+            &serde_json::to_string_pretty(&out).map_err(|e| Failure::runtime(e.to_string()))?,
+        )?;
     } else {
-        print!("{}", render(&reader, &snap, kind, glob));
+        out::print(&render(&reader, &snap, kind, glob))?;
     }
     Ok(())
 }
@@ -230,23 +230,21 @@ pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
             .iter()
             .filter(|t| m(&t.name))
             .map(|t| {
-                let s = &t.stats;
-                json!({"name": t.name, "period_ns": t.period_ns, "cpu": t.cpu, "priority": t.priority,
-                       "flavor": t.flavor, "timer": t.timer, "running": t.running,
-                       "state": match t.state {
-                           ThreadState::Running => "running",
-                           ThreadState::Stopped => "stopped",
-                           ThreadState::Stalled { .. } => "stalled",
-                       },
-                       "stalled_in": match t.state {
-                           ThreadState::Stalled { function } => stalled_in(snap, t, function),
-                           _ => None,
-                       },
-                       "functions": t.functions, "cycles": s.cycles, "overruns": s.overruns,
-                       "latency_ns": {"min": s.latency_min(), "mean": s.latency_mean(),
-                                      "max": s.latency_max()},
-                       "max_jitter_ns": s.jitter_max_ns,
-                       "exec_ns": {"mean": s.exec_mean(), "max": s.exec_max_ns}})
+                let mut j = thread_row(t).json();
+                j["flavor"] = json!(t.flavor);
+                j["timer"] = json!(t.timer);
+                j["running"] = json!(t.running);
+                j["state"] = json!(match t.state {
+                    ThreadState::Running => "running",
+                    ThreadState::Stopped => "stopped",
+                    ThreadState::Stalled { .. } => "stalled",
+                });
+                j["stalled_in"] = json!(match t.state {
+                    ThreadState::Stalled { function } => stalled_in(snap, t, function),
+                    _ => None,
+                });
+                j["functions"] = json!(t.functions);
+                j
             })
             .collect();
         o.insert("threads".into(), Json::Array(v));
@@ -254,36 +252,50 @@ pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
     Json::Object(o)
 }
 
-/// Left-aligned columns: each row is cells, widths come from the widest cell.
-fn table(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
-    let _ = writeln!(out, "{title}:");
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let n = cells.len();
-        let mut s = String::new();
-        for (i, (c, w)) in cells.into_iter().zip(&widths).enumerate() {
-            if i + 1 == n {
-                s.push_str(&c);
-            } else {
-                let _ = write!(s, "{c:<w$}  ");
-            }
-        }
-        s.trim_end().to_string()
-    };
-    let _ = writeln!(
-        out,
-        "{}",
-        line(header.iter().map(|h| h.to_string()).collect())
-    );
+/// One section: its title, the table, a blank line.
+fn table(out: &mut String, title: &str, columns: &[(&str, Align)], rows: Vec<Vec<String>>) {
+    let mut t = Table::new(columns.iter().copied());
     for r in rows {
-        let _ = writeln!(out, "{}", line(r));
+        t.row(r);
     }
-    let _ = writeln!(out);
+    let _ = writeln!(out, "{title}:\n{t}");
+}
+
+/// The columns of the "Realtime Threads" table: the common thread columns around the HAL's own.
+const THREAD_HEAD: [Col; 4] = [Col::Name, Col::Period, Col::Cpu, Col::Prio];
+const THREAD_TAIL: [Col; 6] = [
+    Col::Cycles,
+    Col::Overruns,
+    Col::LatMean,
+    Col::LatMax,
+    Col::Jitter,
+    Col::ExecMax,
+];
+
+/// A thread's figures as `show` and `show --json` give them.
+fn thread_row(t: &ThreadInfo) -> ThreadRow {
+    ThreadRow::new(t.name.clone(), t.period_ns)
+        .with_stats(&t.stats)
+        .with_cpu(t.cpu.map(|c| c as usize))
+        .with_priority(t.priority)
+}
+
+/// halcmd's capitalised headings for the common thread columns (`Lat max(us)`, `CPU`).
+fn halcmd_heading(c: Col) -> (&'static str, Align) {
+    let h = match c {
+        Col::Name => "Name",
+        Col::Period => "Period",
+        Col::Cpu => "CPU",
+        Col::Prio => "Prio",
+        Col::Cycles => "Cycles",
+        Col::Overruns => "Overruns",
+        Col::LatMean => "Lat mean(us)",
+        Col::LatMax => "Lat max(us)",
+        Col::Jitter => "Jitter(us)",
+        Col::ExecMax => "Exec max(us)",
+        other => other.heading(),
+    };
+    (h, c.align())
 }
 
 /// The halcmd-like text form.
@@ -322,7 +334,12 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         table(
             &mut out,
             "Components",
-            &["Name", "Pins", "Params", "Functs"],
+            &[
+                ("Name", Align::Left),
+                ("Pins", Align::Right),
+                ("Params", Align::Right),
+                ("Functs", Align::Right),
+            ],
             rows,
         );
     }
@@ -353,7 +370,14 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         table(
             &mut out,
             "Pins",
-            &["Owner", "Type", "Dir", "Value", "Name", "Signal"],
+            &[
+                ("Owner", Align::Left),
+                ("Type", Align::Left),
+                ("Dir", Align::Left),
+                ("Value", Align::Left),
+                ("Name", Align::Left),
+                ("Signal", Align::Left),
+            ],
             rows,
         );
     }
@@ -375,7 +399,13 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         table(
             &mut out,
             "Parameters",
-            &["Owner", "Type", "Dir", "Value", "Name"],
+            &[
+                ("Owner", Align::Left),
+                ("Type", Align::Left),
+                ("Dir", Align::Left),
+                ("Value", Align::Left),
+                ("Name", Align::Left),
+            ],
             rows,
         );
     }
@@ -403,7 +433,12 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         table(
             &mut out,
             "Signals",
-            &["Type", "Value", "Name", "Linked to"],
+            &[
+                ("Type", Align::Left),
+                ("Value", Align::Left),
+                ("Name", Align::Left),
+                ("Linked to", Align::Left),
+            ],
             rows,
         );
     }
@@ -435,7 +470,14 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
             &mut out,
             "Exported Functions",
             &[
-                "Owner", "Thread", "Pos", "Last(us)", "Max(us)", "Mean(us)", "Faults", "Name",
+                ("Owner", Align::Left),
+                ("Thread", Align::Left),
+                ("Pos", Align::Right),
+                ("Last(us)", Align::Right),
+                ("Max(us)", Align::Right),
+                ("Mean(us)", Align::Right),
+                ("Faults", Align::Right),
+                ("Name", Align::Left),
             ],
             rows,
         );
@@ -446,16 +488,9 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
             .iter()
             .filter(|t| m(&t.name))
             .map(|t| {
-                let s = &t.stats;
-                let opt = |v: Option<f64>| v.map_or("-".to_string(), us);
-                vec![
-                    t.name.clone(),
-                    format!(
-                        "{}",
-                        crate::rt::clock::Nanos::from_nanos(t.period_ns as i64)
-                    ),
-                    t.cpu.map_or("-".into(), |c| c.to_string()),
-                    t.priority.to_string(),
+                let row = thread_row(t);
+                let mut cells = row.cells(&THREAD_HEAD);
+                cells.extend([
                     t.flavor.clone(),
                     t.timer.clone(),
                     if alive {
@@ -463,35 +498,19 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
                     } else {
                         "dead".to_string()
                     },
-                    s.cycles.to_string(),
-                    s.overruns.to_string(),
-                    opt(s.latency_mean()),
-                    opt(s.latency_max().map(|v| v as f64)),
-                    us(s.jitter_max_ns as f64),
-                    us(s.exec_max_ns as f64),
-                ]
+                ]);
+                cells.extend(row.cells(&THREAD_TAIL));
+                cells
             })
             .collect();
-        table(
-            &mut out,
-            "Realtime Threads",
-            &[
-                "Name",
-                "Period",
-                "CPU",
-                "Prio",
-                "Flavor",
-                "Timer",
-                "State",
-                "Cycles",
-                "Overruns",
-                "Lat mean(us)",
-                "Lat max(us)",
-                "Jitter(us)",
-                "Exec max(us)",
-            ],
-            rows,
-        );
+        let mut columns: Vec<(&str, Align)> = THREAD_HEAD.map(halcmd_heading).to_vec();
+        columns.extend([
+            ("Flavor", Align::Left),
+            ("Timer", Align::Left),
+            ("State", Align::Left),
+        ]);
+        columns.extend(THREAD_TAIL.map(halcmd_heading));
+        table(&mut out, "Realtime Threads", &columns, rows);
     }
     out
 }

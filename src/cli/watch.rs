@@ -66,9 +66,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
         } else {
             writeln!(out, "{line}")
         };
-        if written.is_err() {
+        match written {
+            Ok(()) => {}
             // The reader went away (a closed pipe): nothing left to do.
-            return Ok(());
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(Failure::runtime(format!("writing to standard output: {e}"))),
         }
         n += 1;
         if args.count.is_some_and(|c| n >= c) {

@@ -3,6 +3,7 @@
 //! on today's kernel in one command.
 
 use super::report::LatencySummary;
+use crate::render::{Align, Table};
 use crate::rt::clock::{self, Nanos};
 use crate::rt::units::us;
 use crate::rt::wake::{TimerKind, WakeMode};
@@ -141,30 +142,34 @@ impl Comparison {
             self.duration_s,
             self.flavor
         );
-        let _ = writeln!(
-            s,
-            "{:<26}{:>9}{:>9}{:>9}{:>11}{:>9}{:>9}{:>10}",
-            "mechanism", "expected", "got", "missed", "drift µs", "p50 µs", "p99 µs", "max µs"
-        );
+        let mut table = Table::new([
+            ("mechanism", Align::Left),
+            ("expected", Align::Right),
+            ("got", Align::Right),
+            ("missed", Align::Right),
+            ("drift µs", Align::Right),
+            ("p50 µs", Align::Right),
+            ("p99 µs", Align::Right),
+            ("max µs", Align::Right),
+        ]);
         for r in &self.rows {
             let l = &r.latency_ns;
-            let _ = writeln!(
-                s,
-                "{:<26}{:>9}{:>9}{:>9}{:>11}{:>9}{:>9}{:>10}",
+            table.row(vec![
                 format!(
                     "{}{}",
                     r.mechanism,
                     if r.comparison_only { " *" } else { "" }
                 ),
-                r.periods_expected,
-                r.periods_got,
-                r.overruns,
+                r.periods_expected.to_string(),
+                r.periods_got.to_string(),
+                r.overruns.to_string(),
                 us(r.drift_ns as f64),
                 us(l.p50 as f64),
                 us(l.p99 as f64),
-                us(l.max as f64)
-            );
+                us(l.max as f64),
+            ]);
         }
+        let _ = write!(s, "{table}");
         let _ = writeln!(
             s,
             "\n* for comparison only, never for running a machine. Latency is measured against the absolute\n  timeline start + k·period; drift is the smallest latency of the last 8 periods."

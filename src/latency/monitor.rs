@@ -2,22 +2,17 @@
 //! the difference of two histogram copies (bins are cumulative counters), so the RT loop does no extra
 //! work for the live display or the per-second plot.
 
+use crate::render::{Align, Col, Table, ThreadRow};
 use crate::rt::units::us;
 use rtapi_hal::{HalReader, HistogramSnapshot, ThreadStatsSnapshot};
 
 /// One thread's figures for the last interval and the whole run so far.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Live {
-    pub name: String,
-    pub period_ns: u64,
-    pub cycles: u64,
-    pub overruns: u64,
+    /// Whole run, with the histogram's percentiles.
+    pub run: ThreadRow,
     /// Last interval: min/avg/max latency (ns); `None` when no period completed in it.
     pub last: Option<(u64, f64, u64)>,
-    /// Whole run: min/avg/max latency (ns).
-    pub run: Option<(i64, f64, i64)>,
-    pub p99_ns: Option<i64>,
-    pub max_jitter_ns: u64,
 }
 
 /// Per-thread state between two ticks.
@@ -77,25 +72,11 @@ impl Watched {
         );
         self.max_per_interval
             .push(last.map_or(0, |(_, _, max)| max));
-        let p99 = hist.percentile(0.99).map(|p| {
-            p.clamp_ns(
-                stats.latency_min().unwrap_or(0),
-                stats.latency_max().unwrap_or(0),
-            )
-        });
         let live = Live {
-            name: self.name.clone(),
-            period_ns: stats.period_ns,
-            cycles: stats.cycles,
-            overruns: stats.overruns,
+            run: ThreadRow::new(self.name.clone(), stats.period_ns)
+                .with_stats(&stats)
+                .with_histogram(&hist),
             last,
-            run: stats
-                .latency_min()
-                .zip(stats.latency_mean())
-                .zip(stats.latency_max())
-                .map(|((a, b), c)| (a, b, c)),
-            p99_ns: p99,
-            max_jitter_ns: stats.jitter_max_ns,
         };
         self.prev_hist = Some(hist);
         self.prev_stats = Some(stats);
@@ -146,40 +127,94 @@ fn interval(
     Some((min, avg, max))
 }
 
-/// The live block: one header line, one line per thread.
+/// The whole-run columns after the last interval's.
+const RUN_COLS: [Col; 4] = [Col::LatMinMeanMax, Col::P99, Col::Jitter, Col::Overruns];
+
+/// The live block: the header line, the column headings, one line per thread (times in µs).
 pub fn render(lines: &[Live], header: &str) -> Vec<String> {
-    let mut out = vec![
-        header.to_string(),
-        format!(
-            "{:<7}{:>8}{:>11}  {:>24}  {:>24}{:>9}{:>9}{:>9}",
-            "thread",
-            "period",
-            "cycles",
-            "last 1s min/avg/max µs",
-            "run min/avg/max µs",
-            "p99",
-            "jitter",
-            "overrun"
-        ),
+    let mut columns = vec![
+        Col::Name.column(),
+        Col::Period.column(),
+        Col::Cycles.column(),
+        ("last 1s min/mean/max", Align::Right),
+        ("run min/mean/max", Align::Right),
     ];
+    columns.extend(RUN_COLS[1..].iter().map(|c| (c.short_heading(), c.align())));
+    let mut table = Table::new(columns);
     for l in lines {
-        let last = l.last.map_or("-".into(), |(a, b, c)| {
+        let r = &l.run;
+        let mut cells = r.cells(&[Col::Name, Col::Period, Col::Cycles]);
+        cells.push(l.last.map_or("-".into(), |(a, b, c)| {
             format!("{}/{}/{}", us(a as f64), us(b), us(c as f64))
-        });
-        let run = l.run.map_or("-".into(), |(a, b, c)| {
-            format!("{}/{}/{}", us(a as f64), us(b), us(c as f64))
-        });
-        out.push(format!(
-            "{:<7}{:>8}{:>11}  {:>24}  {:>24}{:>9}{:>9}{:>9}",
-            l.name,
-            format!("{}us", l.period_ns / 1000),
-            l.cycles,
-            last,
-            run,
-            l.p99_ns.map_or("-".into(), |p| us(p as f64)),
-            us(l.max_jitter_ns as f64),
-            l.overruns
-        ));
+        }));
+        cells.extend(r.cells(&RUN_COLS));
+        table.row(cells);
     }
+    let mut out = vec![header.to_string()];
+    out.extend(table.lines());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::{Latency, Percentiles};
+
+    /// The live lines' fixed widths ran `p99`, `jitter` and `overrun` together once a value passed
+    /// 8 characters (a 40 s stall); each cell now stands apart.
+    #[test]
+    fn live_lines_keep_huge_values_apart() {
+        let mut run = ThreadRow::new("base", 25_000);
+        run.cycles = 1_000_000_000_000;
+        run.overruns = 999_999_999_999;
+        run.latency = Some(Latency {
+            min: 12_000,
+            mean: 40e9,
+            stddev: 0.0,
+            max: 40_000_000_000,
+        });
+        run.percentiles = Some(Percentiles {
+            p50: 40_000_000_000,
+            p99: 40_000_000_000,
+            p999: 40_000_000_000,
+        });
+        run.jitter_max_ns = 40_000_000_000;
+        let lines = [
+            Live {
+                run,
+                last: Some((12_000, 40e9, 40_000_000_000)),
+            },
+            Live {
+                run: ThreadRow::new("servo", 1_000_000),
+                last: None,
+            },
+        ];
+        let block = render(&lines, "header");
+        assert_eq!(block[0], "header");
+        let fields = |l: &str| -> Vec<String> {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|f| !f.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(fields(&block[1]).len(), 8, "{block:#?}");
+        assert_eq!(
+            fields(&block[2]),
+            [
+                "base",
+                "25us",
+                "1000000000000",
+                "12.0/40000000.0/40000000.0",
+                "12.0/40000000.0/40000000.0",
+                "40000000.0",
+                "40000000.0",
+                "999999999999"
+            ]
+        );
+        assert_eq!(
+            fields(&block[3]),
+            ["servo", "1ms", "0", "-", "-", "-", "0.0", "0"]
+        );
+    }
 }

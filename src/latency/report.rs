@@ -3,7 +3,7 @@
 use super::load::LoadFailure;
 use super::verdict::Verdict;
 use crate::detect::SystemReport;
-use crate::rt::units::us;
+use crate::render::{Col, Latency, Percentiles, ThreadRow};
 use rtapi_hal::{HistogramSnapshot, ThreadStatsSnapshot};
 use serde::Serialize;
 use std::fmt::Write;
@@ -98,6 +98,55 @@ pub struct ThreadResult {
     pub max_latency_per_second_ns: Vec<u64>,
     pub spikes: Vec<Spike>,
 }
+
+impl ThreadResult {
+    /// The figures of the final table (`-` for latencies when no period was run).
+    pub fn row(&self) -> ThreadRow {
+        let l = &self.latency_ns;
+        let ran = self.cycles > 0;
+        ThreadRow {
+            name: self.name.clone(),
+            period_ns: self.period_ns,
+            cpu: self.cpu,
+            priority: Some(self.priority),
+            cycles: self.cycles,
+            overruns: self.overruns,
+            latency: ran.then_some(Latency {
+                min: l.min as i64,
+                mean: l.mean,
+                stddev: l.stddev,
+                max: l.max as i64,
+            }),
+            percentiles: ran.then_some(Percentiles {
+                p50: l.p50 as i64,
+                p99: l.p99 as i64,
+                p999: l.p999 as i64,
+            }),
+            jitter_max_ns: self.max_jitter_ns,
+            exec_mean_ns: ran.then_some(self.exec_ns.mean),
+            exec_max_ns: self.exec_ns.max,
+            drift_ns: self.drift_ns,
+        }
+    }
+}
+
+/// The final table's columns.
+const REPORT_COLS: [Col; 14] = [
+    Col::Name,
+    Col::Period,
+    Col::Cycles,
+    Col::LatMin,
+    Col::LatMean,
+    Col::LatStddev,
+    Col::P50,
+    Col::P99,
+    Col::P999,
+    Col::LatMax,
+    Col::Jitter,
+    Col::Overruns,
+    Col::Drift,
+    Col::ExecMax,
+];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemSummary {
@@ -195,50 +244,11 @@ impl Report {
             },
             sys.rt_cpu.map_or("-".into(), |c| c.to_string())
         );
-        let _ = writeln!(
-            s,
-            "\n{:<8}{:>9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>11}{:>10}{:>10}",
-            "thread",
-            "period",
-            "cycles",
-            "min",
-            "mean",
-            "stddev",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "jitter",
-            "overruns",
-            "drift",
-            "exec max"
-        );
-        let _ = writeln!(
-            s,
-            "{:<8}{:>9}{:>10}{:>90}",
-            "", "µs", "", "(all times in µs)"
-        );
+        let mut table = ThreadRow::short_table(&REPORT_COLS);
         for t in &self.threads {
-            let l = &t.latency_ns;
-            let _ = writeln!(
-                s,
-                "{:<8}{:>9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>11}{:>10}{:>10}",
-                t.name,
-                us(t.period_ns as f64),
-                t.cycles,
-                us(l.min as f64),
-                us(l.mean),
-                us(l.stddev),
-                us(l.p50 as f64),
-                us(l.p99 as f64),
-                us(l.p999 as f64),
-                us(l.max as f64),
-                us(t.max_jitter_ns as f64),
-                t.overruns,
-                us(t.drift_ns as f64),
-                us(t.exec_ns.max as f64)
-            );
+            table.row(t.row().cells(&REPORT_COLS));
         }
+        let _ = write!(s, "\nall times in µs\n{table}");
         for f in &self.load_failures {
             let _ = writeln!(
                 s,
@@ -258,5 +268,121 @@ impl Report {
             let _ = writeln!(s, "  - {a}");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::verdict::Rating;
+
+    fn report(threads: Vec<ThreadResult>) -> Report {
+        Report {
+            tool: "rtapi latency-test",
+            version: "test",
+            system: SystemSummary {
+                kernel: "k".into(),
+                kernel_version: "v".into(),
+                preempt_rt: Some(false),
+                preemption: None,
+                flavor: "posix".into(),
+                virtualized: Some(true),
+                rt_cpu: Some(1),
+                isolated_cpus: vec![],
+                rt_throttled: None,
+            },
+            settings: Settings {
+                duration_s: 60.0,
+                timer: "nanosleep".into(),
+                wake: "sleep".into(),
+                load: vec![],
+                interrupted: false,
+            },
+            threads,
+            load_failures: vec![],
+            verdict: Verdict {
+                rating: Rating::Unusable,
+                summary: "unusable".into(),
+                judged_thread: "base".into(),
+                max_jitter_ns: 0,
+                max_step_rate_hz: None,
+                evidence: true,
+                problems: vec![],
+                advice: vec![],
+            },
+        }
+    }
+
+    /// The cells of a table line: what stands between runs of two spaces.
+    fn fields(line: &str) -> Vec<&str> {
+        line.split("  ")
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .collect()
+    }
+
+    /// The fixed-width table printed `40000000.040930004.3` for a 40 s latency next to a larger
+    /// one; every column now stands apart, whatever the values.
+    #[test]
+    fn huge_values_keep_their_columns_apart() {
+        let s = 40_000_000_000u64;
+        let huge = ThreadResult {
+            name: "base".into(),
+            period_ns: 10_000_000_000,
+            cycles: 1_000_000_000_000,
+            overruns: 1_000_000_000_000,
+            max_jitter_ns: 40_930_004_272,
+            drift_ns: -(s as i64),
+            latency_ns: LatencySummary {
+                min: s,
+                mean: 43_030_004_409.0,
+                stddev: 427_200_000_000.0,
+                p50: s,
+                p99: 41 * s,
+                p999: 42 * s,
+                max: 43 * s,
+            },
+            exec_ns: ExecSummary { mean: 1e9, max: s },
+            ..ThreadResult::default()
+        };
+        let idle = ThreadResult {
+            name: "servo".into(),
+            period_ns: 1_000_000,
+            ..ThreadResult::default()
+        };
+        let text = report(vec![huge, idle]).render_text();
+        let line = |start: &str| {
+            text.lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("no line {start}:\n{text}"))
+        };
+        let heading = fields(line("name"));
+        assert_eq!(heading.len(), REPORT_COLS.len(), "{text}");
+        assert_eq!(heading[3..5], ["min", "mean"]);
+        let base = fields(line("base"));
+        assert_eq!(
+            base,
+            [
+                "base",
+                "10s",
+                "1000000000000",
+                "40000000.0",
+                "43030004.4",
+                "427200000.0",
+                "40000000.0",
+                "1640000000.0",
+                "1680000000.0",
+                "1720000000.0",
+                "40930004.3",
+                "1000000000000",
+                "-40000000.0",
+                "40000000.0"
+            ],
+            "{text}"
+        );
+        // No period run: dashes for the latencies, not zeros; still one cell per column.
+        let servo = fields(line("servo"));
+        assert_eq!(servo.len(), REPORT_COLS.len(), "{text}");
+        assert_eq!(servo[..5], ["servo", "1ms", "0", "-", "-"]);
     }
 }

@@ -116,6 +116,8 @@ pub fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         log::set_max_level(log::LevelFilter::Error.min(log_level));
     }
     let mut drawn = 0usize;
+    // The live lines' reader went away (`| head`): the run goes on, silently, to its end.
+    let mut live_closed = false;
     let mut load: Option<Load> = None;
     let mut load_failures: Vec<LoadFailure> = Vec::new();
     let mut load_tried = false;
@@ -138,7 +140,7 @@ pub fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         let load_failed =
             !load_failures.is_empty() || load.as_mut().is_some_and(|l| !l.poll().is_empty());
         let lines = monitor.tick(&reader);
-        if cfg.quiet {
+        if cfg.quiet || live_closed {
             return;
         }
         let header = format!(
@@ -159,21 +161,24 @@ pub fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         } else {
             Box::new(std::io::stdout().lock())
         };
+        let mut text = String::new();
         if tty {
             // Redraw in place: up over the previous block, clear each line.
             if drawn > 0 {
-                let _ = write!(out, "\x1b[{drawn}A");
+                text.push_str(&format!("\x1b[{drawn}A"));
             }
             for l in &block {
-                let _ = writeln!(out, "\x1b[2K{l}");
+                text.push_str(&format!("\x1b[2K{l}\n"));
             }
             drawn = block.len();
         } else {
             for l in &block[2..] {
-                let _ = writeln!(out, "{:.0}s {l}", r.elapsed().as_secs_f64());
+                text.push_str(&format!("{:.0}s {l}\n", r.elapsed().as_secs_f64()));
             }
         }
-        let _ = out.flush();
+        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            live_closed = e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
     });
     // Stopping the load also removes its files; a Drop guard does the same on every other path.
     if let Some(mut l) = load.take() {
@@ -320,7 +325,7 @@ fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> Thre
         max_latency_per_second_ns,
         spikes: s
             .map(|s| {
-                s.recent_spikes()
+                s.worst_spikes()
                     .map(|sp| Spike {
                         cycle: sp.cycle,
                         at_s: sp.time_ns.saturating_sub(first_wake.unwrap_or(0)) as f64 / 1e9,

@@ -735,62 +735,48 @@ pub struct ThreadSummary {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::render::{Col, ThreadRow};
+        const COLS: [Col; 10] = [
+            Col::Name,
+            Col::Period,
+            Col::Cpu,
+            Col::Prio,
+            Col::Cycles,
+            Col::Overruns,
+            Col::LatMin,
+            Col::LatMean,
+            Col::LatMax,
+            Col::Jitter,
+        ];
         writeln!(
             f,
             "rtapi ran {:.1} s, flavor {}",
             self.run_time.as_secs_f64(),
             self.flavor
         )?;
-        writeln!(
-            f,
-            "{:<10}{:>10}{:>5}{:>5}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
-            "thread",
-            "period",
-            "cpu",
-            "prio",
-            "cycles",
-            "overruns",
-            "lat min",
-            "lat avg",
-            "lat max",
-            "jitter"
-        )?;
+        let mut table = ThreadRow::table(&COLS);
         for t in &self.threads {
-            let us = |ns: Option<f64>| {
-                ns.map_or("-".to_string(), |v| {
-                    format!("{}us", crate::rt::units::us(v))
-                })
-            };
-            let s = t.stats.as_ref();
-            writeln!(
-                f,
-                "{:<10}{:>10}{:>5}{:>5}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
-                t.info.name,
-                t.info.period.to_string(),
-                t.info.cpu,
-                t.info.priority,
-                s.map_or(0, |s| s.cycles),
-                s.map_or(0, |s| s.overruns),
-                us(s.and_then(|s| s.latency_min()).map(|v| v as f64)),
-                us(s.and_then(|s| s.latency_mean())),
-                us(s.and_then(|s| s.latency_max()).map(|v| v as f64)),
-                us(s.map(|s| s.jitter_max_ns as f64)),
-            )?;
+            let mut row = ThreadRow::new(t.info.name.clone(), t.info.period.as_nanos() as u64)
+                .with_cpu(Some(t.info.cpu))
+                .with_priority(t.info.priority);
+            if let Some(s) = &t.stats {
+                row = row.with_stats(s);
+            }
+            table.row(row.cells(&COLS));
             for fun in &t.faulted {
-                writeln!(f, "  function {fun} FAULTED (panicked; disabled)")?;
+                table.note(format!("  function {fun} FAULTED (panicked; disabled)"));
             }
             if let Some(place) = &t.stalled {
-                writeln!(
-                    f,
+                table.note(format!(
                     "  STALLED {place}{}",
                     if t.abandoned {
                         " (did not stop; left behind)"
                     } else {
                         ""
                     }
-                )?;
+                ));
             }
         }
-        Ok(())
+        write!(f, "{table}")
     }
 }

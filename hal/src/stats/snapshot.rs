@@ -92,12 +92,6 @@ impl ThreadStatsSnapshot {
         worst[..kept].sort_unstable_by_key(|sp| (std::cmp::Reverse(sp.latency_ns), sp.cycle));
         worst.into_iter().take(kept)
     }
-
-    /// The old name of [`worst_spikes`](Self::worst_spikes), which it now returns: since layout 1.2 the
-    /// ring keeps the worst spikes, not the latest. Kept while callers move to the new name.
-    pub fn recent_spikes(&self) -> impl Iterator<Item = Spike> {
-        self.worst_spikes()
-    }
 }
 
 /// A consistent copy of one function's timing.
