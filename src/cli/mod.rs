@@ -14,9 +14,11 @@ mod watch;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-/// Exit codes of the CLI contract.
-pub mod exit {
+/// Exit codes of the CLI contract (README "Exit codes").
+pub(crate) mod exit {
+    /// Done.
     pub const OK: u8 = 0;
+    /// A failure while running (start, an output that could not be written, a stall, a dead owner).
     pub const RUNTIME: u8 = 1;
     /// Bad usage, bad config, or a flavor this machine cannot run.
     pub const USAGE: u8 = 2;
@@ -26,12 +28,15 @@ pub mod exit {
 
 /// A failure that ends the command: its message and exit code.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
+    /// One of [`exit`].
     pub code: u8,
+    /// Printed after `rtapi: `, escaped.
     pub message: String,
 }
 
 impl Failure {
+    /// Bad usage or input (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
         Failure {
             code: exit::USAGE,
@@ -39,6 +44,7 @@ impl Failure {
         }
     }
 
+    /// A failure while running (exit 1).
     pub fn runtime(message: impl Into<String>) -> Self {
         Failure {
             code: exit::RUNTIME,
