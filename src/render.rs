@@ -32,11 +32,11 @@ use crate::rt::clock::Nanos;
 use crate::rt::units::us;
 
 /// Between two columns, always.
-pub const SEP: &str = "  ";
+pub(crate) const SEP: &str = "  ";
 
 /// How a column's cells line up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
@@ -55,7 +55,7 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn new<S: Into<String>>(columns: impl IntoIterator<Item = (S, Align)>) -> Table {
+    pub(crate) fn new<S: Into<String>>(columns: impl IntoIterator<Item = (S, Align)>) -> Table {
         Table {
             columns: columns.into_iter().map(|(h, a)| (h.into(), a)).collect(),
             lines: Vec::new(),
@@ -73,7 +73,8 @@ impl Table {
     }
 
     /// Rows added so far (notes not counted).
-    pub fn rows(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> usize {
         self.lines
             .iter()
             .filter(|l| matches!(l, Line::Cells(_)))
@@ -115,7 +116,7 @@ impl Table {
     }
 
     /// The heading line, then one line per row and note.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let widths = self.widths();
         let headings: Vec<String> = self.columns.iter().map(|(h, _)| h.clone()).collect();
         let mut out = vec![self.format(&widths, &headings)];
@@ -170,7 +171,7 @@ pub enum Col {
 }
 
 impl Col {
-    pub fn heading(self) -> &'static str {
+    pub(crate) fn heading(self) -> &'static str {
         match self {
             Col::Name => "name",
             Col::Period => "period",
@@ -195,7 +196,7 @@ impl Col {
 
     /// The heading without its unit and `lat ` (`max`, `p99.9`, `exec max`), for a table that says
     /// once that its times are in µs.
-    pub fn short_heading(self) -> &'static str {
+    pub(crate) fn short_heading(self) -> &'static str {
         match self {
             Col::LatMin => "min",
             Col::LatMean => "mean",
@@ -213,7 +214,7 @@ impl Col {
         }
     }
 
-    pub fn align(self) -> Align {
+    pub(crate) fn align(self) -> Align {
         match self {
             Col::Name => Align::Left,
             _ => Align::Right,
@@ -221,45 +222,45 @@ impl Col {
     }
 
     /// `(heading, align)`, for [`Table::new`] when thread columns are mixed with others.
-    pub fn column(self) -> (&'static str, Align) {
+    pub(crate) fn column(self) -> (&'static str, Align) {
         (self.heading(), self.align())
     }
 }
 
 /// Latency of the periods run, ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Latency {
-    pub min: i64,
-    pub mean: f64,
-    pub stddev: f64,
-    pub max: i64,
+pub(crate) struct Latency {
+    pub(crate) min: i64,
+    pub(crate) mean: f64,
+    pub(crate) stddev: f64,
+    pub(crate) max: i64,
 }
 
 /// p50, p99, p99.9 of the latency, ns (bin upper edges clamped to the observed range).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Percentiles {
-    pub p50: i64,
-    pub p99: i64,
-    pub p999: i64,
+pub(crate) struct Percentiles {
+    pub(crate) p50: i64,
+    pub(crate) p99: i64,
+    pub(crate) p999: i64,
 }
 
 /// The figures shown for one thread. Build it with [`ThreadRow::new`] and the `with_*` methods, or
 /// set the public fields from figures kept elsewhere (the latency-test report does).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadRow {
-    pub name: String,
-    pub period_ns: u64,
-    pub cpu: Option<usize>,
-    pub priority: Option<i32>,
-    pub cycles: u64,
-    pub overruns: u64,
+    pub(crate) name: String,
+    pub(crate) period_ns: u64,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) priority: Option<i32>,
+    pub(crate) cycles: u64,
+    pub(crate) overruns: u64,
     /// `None` before the first period completed.
-    pub latency: Option<Latency>,
-    pub percentiles: Option<Percentiles>,
-    pub jitter_max_ns: u64,
-    pub exec_mean_ns: Option<f64>,
-    pub exec_max_ns: u64,
-    pub drift_ns: i64,
+    pub(crate) latency: Option<Latency>,
+    pub(crate) percentiles: Option<Percentiles>,
+    pub(crate) jitter_max_ns: u64,
+    pub(crate) exec_mean_ns: Option<f64>,
+    pub(crate) exec_max_ns: u64,
+    pub(crate) drift_ns: i64,
 }
 
 impl ThreadRow {
@@ -282,7 +283,7 @@ impl ThreadRow {
     }
 
     /// Everything a stats snapshot says (its own period is kept if it has one).
-    pub fn with_stats(mut self, s: &ThreadStatsSnapshot) -> ThreadRow {
+    pub(crate) fn with_stats(mut self, s: &ThreadStatsSnapshot) -> ThreadRow {
         if s.period_ns != 0 {
             self.period_ns = s.period_ns;
         }
@@ -306,7 +307,7 @@ impl ThreadRow {
 
     /// p50/p99/p99.9 from the histogram, clamped to the observed min/max (call after
     /// [`with_stats`](Self::with_stats); without a period run there are none).
-    pub fn with_histogram(mut self, h: &HistogramSnapshot) -> ThreadRow {
+    pub(crate) fn with_histogram(mut self, h: &HistogramSnapshot) -> ThreadRow {
         self.percentiles = self.latency.and_then(|l| {
             let p = |q| h.percentile(q).map(|p| p.clamp_ns(l.min, l.max));
             Some(Percentiles {
@@ -318,12 +319,12 @@ impl ThreadRow {
         self
     }
 
-    pub fn with_cpu(mut self, cpu: Option<usize>) -> ThreadRow {
+    pub(crate) fn with_cpu(mut self, cpu: Option<usize>) -> ThreadRow {
         self.cpu = cpu;
         self
     }
 
-    pub fn with_priority(mut self, priority: i32) -> ThreadRow {
+    pub(crate) fn with_priority(mut self, priority: i32) -> ThreadRow {
         self.priority = Some(priority);
         self
     }
@@ -334,12 +335,12 @@ impl ThreadRow {
     }
 
     /// An empty table with these columns' [short headings](Col::short_heading).
-    pub fn short_table(cols: &[Col]) -> Table {
+    pub(crate) fn short_table(cols: &[Col]) -> Table {
         Table::new(cols.iter().map(|c| (c.short_heading(), c.align())))
     }
 
     /// The cell of one column.
-    pub fn cell(&self, col: Col) -> String {
+    pub(crate) fn cell(&self, col: Col) -> String {
         let t = |ns: f64| us(ns);
         let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), t);
         let lat = |f: fn(&Latency) -> f64| opt(self.latency.as_ref().map(f));
@@ -378,7 +379,7 @@ impl ThreadRow {
     /// The same figures as JSON, in ns: `name`, `period_ns`, `cpu`, `priority`, `cycles`,
     /// `overruns`, `latency_ns` {`min`, `mean`, `max`, and `p50`/`p99`/`p999` when known; null
     /// before the first period}, `max_jitter_ns`, `exec_ns` {`mean`, `max`}.
-    pub fn json(&self) -> Json {
+    pub(crate) fn json(&self) -> Json {
         let l = self.latency.as_ref();
         let mut latency = json!({
             "min": l.map(|l| l.min),

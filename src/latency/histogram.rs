@@ -6,7 +6,7 @@ use super::report::ThreadResult;
 use std::fmt::Write;
 
 /// Renders the threads' histograms (all must share the 1 µs bin width) in cyclictest's format.
-pub fn render(threads: &[ThreadResult]) -> String {
+pub(crate) fn render(threads: &[ThreadResult]) -> String {
     let bins = threads
         .iter()
         .map(|t| t.histogram.counts.len())
@@ -70,8 +70,8 @@ pub fn render(threads: &[ThreadResult]) -> String {
 pub struct Parsed {
     pub counts: Vec<Vec<u64>>,
     pub total: Vec<u64>,
-    pub min_us: Vec<u64>,
-    pub avg_us: Vec<u64>,
+    pub(crate) min_us: Vec<u64>,
+    pub(crate) avg_us: Vec<u64>,
     pub max_us: Vec<u64>,
     pub overflows: Vec<u64>,
 }
