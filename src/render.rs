@@ -148,25 +148,57 @@ fn width(s: &str) -> usize {
 /// The thread columns every view draws from. Times are in µs with one decimal (`us`), a period as
 /// it is written on the command line (`25us`, `1ms`), `-` where there is no figure (no cycle yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Each variant's doc gives its heading and the JSON key of the same figure (in ns there) in a
+/// thread's object (`threads[]` of the `--json` report, see README.md "JSON (`--json`)").
 pub enum Col {
+    /// `name`: the thread's name (`base`, `servo`, …), left-aligned. JSON `name`.
     Name,
+    /// `period`: the thread's period as written on the command line (`25us`, `1ms`). JSON
+    /// `period_ns`.
     Period,
+    /// `cpu`: the CPU the thread is pinned to; `-` when none is known. JSON `cpu` (null then).
     Cpu,
+    /// `prio`: the thread's SCHED_FIFO priority; `-` when unknown. JSON `priority` (null then).
     Prio,
+    /// `cycles`: periods recorded so far, a count. JSON `cycles`.
     Cycles,
+    /// `overruns`: periods missed (skipped because their deadline had already passed), a count.
+    /// JSON `overruns`.
     Overruns,
+    /// `lat min(us)`: smallest wake-up latency, µs; `-` before the first period. JSON
+    /// `latency_ns.min`.
     LatMin,
+    /// `lat mean(us)`: mean wake-up latency, µs; `-` before the first period. JSON
+    /// `latency_ns.mean`.
     LatMean,
+    /// `stddev(us)`: standard deviation of the wake-up latency, µs; `-` before the first period.
     LatStddev,
+    /// `p50(us)`: median latency from the histogram, µs; `-` without a histogram or before the
+    /// first period. JSON `latency_ns.p50`.
     P50,
+    /// `p99(us)`: 99th percentile latency, µs; `-` as for [`Col::P50`]. JSON `latency_ns.p99`.
     P99,
+    /// `p99.9(us)`: 99.9th percentile latency, µs; `-` as for [`Col::P50`]. JSON
+    /// `latency_ns.p999`.
     P999,
+    /// `lat max(us)`: worst wake-up latency, µs; `-` before the first period. JSON
+    /// `latency_ns.max`.
     LatMax,
-    /// min/mean/max in one cell.
+    /// `lat min/mean/max(us)`: min/mean/max in one cell (`1.0/2.5/9.0`), µs; `-` before the first
+    /// period.
     LatMinMeanMax,
+    /// `jitter(us)`: worst jitter, max |interval between two wake-ups − period|, µs. JSON
+    /// `max_jitter_ns`.
     Jitter,
+    /// `exec mean(us)`: mean execution time of the thread's function list per period, µs; `-`
+    /// before the first period. JSON `exec_ns.mean` (null then).
     ExecMean,
+    /// `exec max(us)`: longest execution time of the thread's function list, µs. JSON
+    /// `exec_ns.max`.
     ExecMax,
+    /// `drift(us)`: drift of the thread's timeline (against its ideal start + n·period) as its
+    /// loop last reported it, µs, signed. JSON `drift_ns` in the latency-test report.
     Drift,
 }
 
@@ -245,7 +277,8 @@ pub(crate) struct Percentiles {
 }
 
 /// The figures shown for one thread. Build it with [`ThreadRow::new`] and the `with_*` methods, or
-/// set the public fields from figures kept elsewhere (the latency-test report does).
+/// (inside the crate) set its fields from figures kept elsewhere (the latency-test report does).
+/// Figures are kept in ns; [`ThreadRow::cells`] shows them in µs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadRow {
     pub(crate) name: String,
@@ -264,7 +297,8 @@ pub struct ThreadRow {
 }
 
 impl ThreadRow {
-    /// A thread with no figures yet.
+    /// A thread with no figures yet: `period_ns` is its period in ns, every count is 0 and every
+    /// latency figure absent (shown as `-`).
     pub fn new(name: impl Into<String>, period_ns: u64) -> ThreadRow {
         ThreadRow {
             name: name.into(),
@@ -372,6 +406,8 @@ impl ThreadRow {
         }
     }
 
+    /// The cells of these columns, in order, for [`Table::row`]: times in µs with one decimal, `-`
+    /// where there is no figure (see [`Col`]).
     pub fn cells(&self, cols: &[Col]) -> Vec<String> {
         cols.iter().map(|&c| self.cell(c)).collect()
     }

@@ -24,7 +24,10 @@ pub(crate) struct LatencySummary {
 impl LatencySummary {
     /// From a thread's final statistics and histogram: exact min/mean/stddev/max, percentiles from
     /// the bins clamped to the observed range.
-    pub(crate) fn new(stats: &ThreadStatsSnapshot, histogram: &HistogramSnapshot) -> LatencySummary {
+    pub(crate) fn new(
+        stats: &ThreadStatsSnapshot,
+        histogram: &HistogramSnapshot,
+    ) -> LatencySummary {
         let (min, max) = (
             stats.latency_min().unwrap_or(0),
             stats.latency_max().unwrap_or(0),
