@@ -2,7 +2,8 @@
 //! the latency-test live lines and report, the `run` summary).
 //!
 //! [`Table`] sizes each column from its content: numbers right-aligned, text left-aligned, and
-//! always [`SEP`] between two columns, so a value of any size never runs into its neighbour.
+//! always `SEP` (two spaces) between two columns, so a value of any size never runs into its
+//! neighbour.
 //! [`ThreadRow`] holds the figures shown for a thread (from a [`ThreadStatsSnapshot`], optionally
 //! a histogram's percentiles) and gives the cell of each [`Col`], and the JSON of the same figures.
 //!
