@@ -2,7 +2,8 @@
 //! the latency-test live lines and report, the `run` summary).
 //!
 //! [`Table`] sizes each column from its content: numbers right-aligned, text left-aligned, and
-//! always [`SEP`] between two columns, so a value of any size never runs into its neighbour.
+//! always `SEP` (two spaces) between two columns, so a value of any size never runs into its
+//! neighbour.
 //! [`ThreadRow`] holds the figures shown for a thread (from a [`ThreadStatsSnapshot`], optionally
 //! a histogram's percentiles) and gives the cell of each [`Col`], and the JSON of the same figures.
 //!
@@ -32,11 +33,11 @@ use crate::rt::clock::Nanos;
 use crate::rt::units::us;
 
 /// Between two columns, always.
-pub const SEP: &str = "  ";
+pub(crate) const SEP: &str = "  ";
 
 /// How a column's cells line up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
@@ -55,7 +56,7 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn new<S: Into<String>>(columns: impl IntoIterator<Item = (S, Align)>) -> Table {
+    pub(crate) fn new<S: Into<String>>(columns: impl IntoIterator<Item = (S, Align)>) -> Table {
         Table {
             columns: columns.into_iter().map(|(h, a)| (h.into(), a)).collect(),
             lines: Vec::new(),
@@ -73,7 +74,8 @@ impl Table {
     }
 
     /// Rows added so far (notes not counted).
-    pub fn rows(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> usize {
         self.lines
             .iter()
             .filter(|l| matches!(l, Line::Cells(_)))
@@ -115,7 +117,7 @@ impl Table {
     }
 
     /// The heading line, then one line per row and note.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let widths = self.widths();
         let headings: Vec<String> = self.columns.iter().map(|(h, _)| h.clone()).collect();
         let mut out = vec![self.format(&widths, &headings)];
@@ -147,30 +149,62 @@ fn width(s: &str) -> usize {
 /// The thread columns every view draws from. Times are in µs with one decimal (`us`), a period as
 /// it is written on the command line (`25us`, `1ms`), `-` where there is no figure (no cycle yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Each variant's doc gives its heading and the JSON key of the same figure (in ns there) in a
+/// thread's object (`threads[]` of the `--json` report, see README.md "JSON (`--json`)").
 pub enum Col {
+    /// `name`: the thread's name (`base`, `servo`, …), left-aligned. JSON `name`.
     Name,
+    /// `period`: the thread's period as written on the command line (`25us`, `1ms`). JSON
+    /// `period_ns`.
     Period,
+    /// `cpu`: the CPU the thread is pinned to; `-` when none is known. JSON `cpu` (null then).
     Cpu,
+    /// `prio`: the thread's SCHED_FIFO priority; `-` when unknown. JSON `priority` (null then).
     Prio,
+    /// `cycles`: periods recorded so far, a count. JSON `cycles`.
     Cycles,
+    /// `overruns`: periods missed (skipped because their deadline had already passed), a count.
+    /// JSON `overruns`.
     Overruns,
+    /// `lat min(us)`: smallest wake-up latency, µs; `-` before the first period. JSON
+    /// `latency_ns.min`.
     LatMin,
+    /// `lat mean(us)`: mean wake-up latency, µs; `-` before the first period. JSON
+    /// `latency_ns.mean`.
     LatMean,
+    /// `stddev(us)`: standard deviation of the wake-up latency, µs; `-` before the first period.
     LatStddev,
+    /// `p50(us)`: median latency from the histogram, µs; `-` without a histogram or before the
+    /// first period. JSON `latency_ns.p50`.
     P50,
+    /// `p99(us)`: 99th percentile latency, µs; `-` as for [`Col::P50`]. JSON `latency_ns.p99`.
     P99,
+    /// `p99.9(us)`: 99.9th percentile latency, µs; `-` as for [`Col::P50`]. JSON
+    /// `latency_ns.p999`.
     P999,
+    /// `lat max(us)`: worst wake-up latency, µs; `-` before the first period. JSON
+    /// `latency_ns.max`.
     LatMax,
-    /// min/mean/max in one cell.
+    /// `lat min/mean/max(us)`: min/mean/max in one cell (`1.0/2.5/9.0`), µs; `-` before the first
+    /// period.
     LatMinMeanMax,
+    /// `jitter(us)`: worst jitter, max |interval between two wake-ups − period|, µs. JSON
+    /// `max_jitter_ns`.
     Jitter,
+    /// `exec mean(us)`: mean execution time of the thread's function list per period, µs; `-`
+    /// before the first period. JSON `exec_ns.mean` (null then).
     ExecMean,
+    /// `exec max(us)`: longest execution time of the thread's function list, µs. JSON
+    /// `exec_ns.max`.
     ExecMax,
+    /// `drift(us)`: drift of the thread's timeline (against its ideal start + n·period) as its
+    /// loop last reported it, µs, signed. JSON `drift_ns` in the latency-test report.
     Drift,
 }
 
 impl Col {
-    pub fn heading(self) -> &'static str {
+    pub(crate) fn heading(self) -> &'static str {
         match self {
             Col::Name => "name",
             Col::Period => "period",
@@ -195,7 +229,7 @@ impl Col {
 
     /// The heading without its unit and `lat ` (`max`, `p99.9`, `exec max`), for a table that says
     /// once that its times are in µs.
-    pub fn short_heading(self) -> &'static str {
+    pub(crate) fn short_heading(self) -> &'static str {
         match self {
             Col::LatMin => "min",
             Col::LatMean => "mean",
@@ -213,7 +247,7 @@ impl Col {
         }
     }
 
-    pub fn align(self) -> Align {
+    pub(crate) fn align(self) -> Align {
         match self {
             Col::Name => Align::Left,
             _ => Align::Right,
@@ -221,49 +255,51 @@ impl Col {
     }
 
     /// `(heading, align)`, for [`Table::new`] when thread columns are mixed with others.
-    pub fn column(self) -> (&'static str, Align) {
+    pub(crate) fn column(self) -> (&'static str, Align) {
         (self.heading(), self.align())
     }
 }
 
 /// Latency of the periods run, ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Latency {
-    pub min: i64,
-    pub mean: f64,
-    pub stddev: f64,
-    pub max: i64,
+pub(crate) struct Latency {
+    pub(crate) min: i64,
+    pub(crate) mean: f64,
+    pub(crate) stddev: f64,
+    pub(crate) max: i64,
 }
 
 /// p50, p99, p99.9 of the latency, ns (bin upper edges clamped to the observed range).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Percentiles {
-    pub p50: i64,
-    pub p99: i64,
-    pub p999: i64,
+pub(crate) struct Percentiles {
+    pub(crate) p50: i64,
+    pub(crate) p99: i64,
+    pub(crate) p999: i64,
 }
 
 /// The figures shown for one thread. Build it with [`ThreadRow::new`] and the `with_*` methods, or
-/// set the public fields from figures kept elsewhere (the latency-test report does).
+/// (inside the crate) set its fields from figures kept elsewhere (the latency-test report does).
+/// Figures are kept in ns; [`ThreadRow::cells`] shows them in µs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadRow {
-    pub name: String,
-    pub period_ns: u64,
-    pub cpu: Option<usize>,
-    pub priority: Option<i32>,
-    pub cycles: u64,
-    pub overruns: u64,
+    pub(crate) name: String,
+    pub(crate) period_ns: u64,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) priority: Option<i32>,
+    pub(crate) cycles: u64,
+    pub(crate) overruns: u64,
     /// `None` before the first period completed.
-    pub latency: Option<Latency>,
-    pub percentiles: Option<Percentiles>,
-    pub jitter_max_ns: u64,
-    pub exec_mean_ns: Option<f64>,
-    pub exec_max_ns: u64,
-    pub drift_ns: i64,
+    pub(crate) latency: Option<Latency>,
+    pub(crate) percentiles: Option<Percentiles>,
+    pub(crate) jitter_max_ns: u64,
+    pub(crate) exec_mean_ns: Option<f64>,
+    pub(crate) exec_max_ns: u64,
+    pub(crate) drift_ns: i64,
 }
 
 impl ThreadRow {
-    /// A thread with no figures yet.
+    /// A thread with no figures yet: `period_ns` is its period in ns, every count is 0 and every
+    /// latency figure absent (shown as `-`).
     pub fn new(name: impl Into<String>, period_ns: u64) -> ThreadRow {
         ThreadRow {
             name: name.into(),
@@ -282,7 +318,7 @@ impl ThreadRow {
     }
 
     /// Everything a stats snapshot says (its own period is kept if it has one).
-    pub fn with_stats(mut self, s: &ThreadStatsSnapshot) -> ThreadRow {
+    pub(crate) fn with_stats(mut self, s: &ThreadStatsSnapshot) -> ThreadRow {
         if s.period_ns != 0 {
             self.period_ns = s.period_ns;
         }
@@ -306,7 +342,7 @@ impl ThreadRow {
 
     /// p50/p99/p99.9 from the histogram, clamped to the observed min/max (call after
     /// [`with_stats`](Self::with_stats); without a period run there are none).
-    pub fn with_histogram(mut self, h: &HistogramSnapshot) -> ThreadRow {
+    pub(crate) fn with_histogram(mut self, h: &HistogramSnapshot) -> ThreadRow {
         self.percentiles = self.latency.and_then(|l| {
             let p = |q| h.percentile(q).map(|p| p.clamp_ns(l.min, l.max));
             Some(Percentiles {
@@ -318,12 +354,12 @@ impl ThreadRow {
         self
     }
 
-    pub fn with_cpu(mut self, cpu: Option<usize>) -> ThreadRow {
+    pub(crate) fn with_cpu(mut self, cpu: Option<usize>) -> ThreadRow {
         self.cpu = cpu;
         self
     }
 
-    pub fn with_priority(mut self, priority: i32) -> ThreadRow {
+    pub(crate) fn with_priority(mut self, priority: i32) -> ThreadRow {
         self.priority = Some(priority);
         self
     }
@@ -334,12 +370,12 @@ impl ThreadRow {
     }
 
     /// An empty table with these columns' [short headings](Col::short_heading).
-    pub fn short_table(cols: &[Col]) -> Table {
+    pub(crate) fn short_table(cols: &[Col]) -> Table {
         Table::new(cols.iter().map(|c| (c.short_heading(), c.align())))
     }
 
     /// The cell of one column.
-    pub fn cell(&self, col: Col) -> String {
+    pub(crate) fn cell(&self, col: Col) -> String {
         let t = |ns: f64| us(ns);
         let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), t);
         let lat = |f: fn(&Latency) -> f64| opt(self.latency.as_ref().map(f));
@@ -371,6 +407,8 @@ impl ThreadRow {
         }
     }
 
+    /// The cells of these columns, in order, for [`Table::row`]: times in µs with one decimal, `-`
+    /// where there is no figure (see [`Col`]).
     pub fn cells(&self, cols: &[Col]) -> Vec<String> {
         cols.iter().map(|&c| self.cell(c)).collect()
     }
@@ -378,7 +416,7 @@ impl ThreadRow {
     /// The same figures as JSON, in ns: `name`, `period_ns`, `cpu`, `priority`, `cycles`,
     /// `overruns`, `latency_ns` {`min`, `mean`, `max`, and `p50`/`p99`/`p999` when known; null
     /// before the first period}, `max_jitter_ns`, `exec_ns` {`mean`, `max`}.
-    pub fn json(&self) -> Json {
+    pub(crate) fn json(&self) -> Json {
         let l = self.latency.as_ref();
         let mut latency = json!({
             "min": l.map(|l| l.min),

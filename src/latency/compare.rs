@@ -14,13 +14,13 @@ use std::time::Duration;
 
 /// One mechanism: a timer driver and a wake mode.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Mechanism {
-    pub timer: TimerKind,
-    pub wake: WakeMode,
+pub(crate) struct Mechanism {
+    pub(crate) timer: TimerKind,
+    pub(crate) wake: WakeMode,
 }
 
 impl Mechanism {
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self.wake {
             WakeMode::Sleep => self.timer.to_string(),
             wake => format!("{} ({wake})", self.timer),
@@ -29,7 +29,7 @@ impl Mechanism {
 }
 
 /// The machine-grade drivers, hybrid wake, then the comparison-only mechanisms.
-pub fn all_mechanisms() -> Vec<Mechanism> {
+pub(crate) fn all_mechanisms() -> Vec<Mechanism> {
     let sleep = |timer| Mechanism {
         timer,
         wake: WakeMode::Sleep,
@@ -49,31 +49,31 @@ pub fn all_mechanisms() -> Vec<Mechanism> {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub mechanism: String,
-    pub comparison_only: bool,
+pub(crate) struct Row {
+    pub(crate) mechanism: String,
+    pub(crate) comparison_only: bool,
     /// Periods that fell due between the first deadline and the end of the run.
-    pub periods_expected: u64,
+    pub(crate) periods_expected: u64,
     /// Periods the thread woke for.
-    pub periods_got: u64,
+    pub(crate) periods_got: u64,
     /// Periods it woke too late for, and skipped.
-    pub overruns: u64,
-    pub drift_ns: i64,
-    pub max_jitter_ns: u64,
-    pub latency_ns: LatencySummary,
+    pub(crate) overruns: u64,
+    pub(crate) drift_ns: i64,
+    pub(crate) max_jitter_ns: u64,
+    pub(crate) latency_ns: LatencySummary,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
-    pub tool: &'static str,
-    pub period_ns: u64,
-    pub duration_s: f64,
-    pub flavor: String,
-    pub rows: Vec<Row>,
+pub(crate) struct Comparison {
+    pub(crate) tool: &'static str,
+    pub(crate) period_ns: u64,
+    pub(crate) duration_s: f64,
+    pub(crate) flavor: String,
+    pub(crate) rows: Vec<Row>,
 }
 
 /// Runs each mechanism for `duration` at `period`, one after the other, on the RT CPU.
-pub fn run(
+pub(crate) fn run(
     period: Nanos,
     duration: Duration,
     flavor: Option<String>,
@@ -132,7 +132,7 @@ pub fn run(
 }
 
 impl Comparison {
-    pub fn render_text(&self) -> String {
+    pub(crate) fn render_text(&self) -> String {
         let mut s = String::new();
         // Writing to a String cannot fail.
         let _ = writeln!(

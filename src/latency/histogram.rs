@@ -6,7 +6,7 @@ use super::report::ThreadResult;
 use std::fmt::Write;
 
 /// Renders the threads' histograms (all must share the 1 µs bin width) in cyclictest's format.
-pub fn render(threads: &[ThreadResult]) -> String {
+pub(crate) fn render(threads: &[ThreadResult]) -> String {
     let bins = threads
         .iter()
         .map(|t| t.histogram.counts.len())
@@ -67,12 +67,18 @@ pub fn render(threads: &[ThreadResult]) -> String {
 
 /// What a cyclictest-format reader sees in a file: per-thread bin counts and the trailer values.
 #[derive(Debug, Default, PartialEq)]
+///
+/// Every field has one entry per thread (histogram column), in the file's column order; a field
+/// whose trailer line is missing is empty.
 pub struct Parsed {
+    /// Per thread, the sample count of each 1 µs bin: `counts[thread][bin]`, bin `b` holding the
+    /// latencies from `b` µs to just under `b + 1` µs.
     pub counts: Vec<Vec<u64>>,
+    /// Per thread, the `# Total:` trailer: samples in the bins (overflows not included).
     pub total: Vec<u64>,
-    pub min_us: Vec<u64>,
-    pub avg_us: Vec<u64>,
+    /// Per thread, the `# Max Latencies:` trailer: worst latency, whole µs (ns / 1000, truncated).
     pub max_us: Vec<u64>,
+    /// Per thread, the `# Histogram Overflows:` trailer: samples at or above the last bin's end.
     pub overflows: Vec<u64>,
 }
 
@@ -89,10 +95,6 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
         let line_no = n + 1;
         if let Some(rest) = line.strip_prefix("# Total:") {
             p.total = nums(rest)?;
-        } else if let Some(rest) = line.strip_prefix("# Min Latencies:") {
-            p.min_us = nums(rest)?;
-        } else if let Some(rest) = line.strip_prefix("# Avg Latencies:") {
-            p.avg_us = nums(rest)?;
         } else if let Some(rest) = line.strip_prefix("# Max Latencies:") {
             p.max_us = nums(rest)?;
         } else if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {

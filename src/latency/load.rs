@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LoadKind {
+pub(crate) enum LoadKind {
     /// Tight integer and floating-point arithmetic.
     Cpu,
     /// Streaming copies over a buffer larger than the last-level cache.
@@ -41,7 +41,7 @@ impl fmt::Display for LoadKind {
 }
 
 /// Parses `--load`: `cpu,mem,io` (any subset), or `stress-ng:ARGS` (ARGS split on spaces).
-pub fn parse(spec: &str) -> Result<Vec<LoadKind>, String> {
+pub(crate) fn parse(spec: &str) -> Result<Vec<LoadKind>, String> {
     if let Some(args) = spec.strip_prefix("stress-ng:") {
         let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
         if args.is_empty() {
@@ -71,15 +71,15 @@ pub fn parse(spec: &str) -> Result<Vec<LoadKind>, String> {
 /// A load that stopped working before the run ended: it was not loading the machine for the rest of
 /// the measurement, so the numbers are not "under load".
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LoadFailure {
+pub(crate) struct LoadFailure {
     /// The `--load` item (`io`, `stress-ng:ARGS`, …) and, for built-in workers, the worker.
-    pub load: String,
+    pub(crate) load: String,
     /// Seconds since the test started.
-    pub at_s: f64,
+    pub(crate) at_s: f64,
     /// What happened: an exit status, an I/O error, …
-    pub what: String,
+    pub(crate) what: String,
     /// The last lines stress-ng wrote to its standard error.
-    pub stderr_tail: Option<String>,
+    pub(crate) stderr_tail: Option<String>,
 }
 
 impl fmt::Display for LoadFailure {
@@ -99,7 +99,7 @@ impl fmt::Display for LoadFailure {
 
 /// Checks, before anything runs, that the load can start: stress-ng exists and accepts the arguments
 /// (`--dry-run`), and a private directory for the io workers can be created.
-pub fn preflight(kinds: &[LoadKind]) -> Result<(), String> {
+pub(crate) fn preflight(kinds: &[LoadKind]) -> Result<(), String> {
     for kind in kinds {
         match kind {
             LoadKind::StressNg(args) => {
@@ -129,10 +129,10 @@ pub fn preflight(kinds: &[LoadKind]) -> Result<(), String> {
 /// A directory this process created itself (`mkdtemp`: a fresh random name, mode 0700, under `$TMPDIR`
 /// or `/tmp`), removed with everything in it when dropped — also when the run ends by a signal or an
 /// error. Nobody else can plant a file or a symlink in it.
-pub struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    pub fn new() -> Result<TempDir, String> {
+    pub(crate) fn new() -> Result<TempDir, String> {
         let template = std::env::temp_dir().join("rtapi-load-XXXXXX");
         nix::unistd::mkdtemp(&template).map(TempDir).map_err(|e| {
             format!(
@@ -142,7 +142,7 @@ impl TempDir {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -167,7 +167,7 @@ struct StressNg {
 }
 
 /// Running load. Dropping it stops everything.
-pub struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     workers: Vec<Worker>,
     child: Option<StressNg>,
@@ -189,7 +189,7 @@ impl Load {
     /// Starts `kinds` on every CPU of `cpus` (one worker of each kind per CPU, pinned to it). `at` is
     /// the test's elapsed time, for the timestamps of failures. A load that cannot start or dies at once
     /// is reported by [`Load::poll`] / [`Load::stop`], not here; only a setup error fails the start.
-    pub fn start(kinds: &[LoadKind], cpus: &[usize], at: Duration) -> Result<Load, String> {
+    pub(crate) fn start(kinds: &[LoadKind], cpus: &[usize], at: Duration) -> Result<Load, String> {
         let mut load = Load {
             stop: Arc::new(AtomicBool::new(false)),
             workers: Vec::new(),
@@ -266,12 +266,14 @@ impl Load {
     }
 
     /// Number of worker threads plus the stress-ng child, if any.
-    pub fn workers(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn workers(&self) -> usize {
         self.workers.len() + usize::from(self.child.is_some())
     }
 
     /// The private directory of the io workers, if any.
-    pub fn io_dir(&self) -> Option<&Path> {
+    #[cfg(test)]
+    pub(crate) fn io_dir(&self) -> Option<&Path> {
         self.tempdir.as_ref().map(TempDir::path)
     }
 
@@ -281,7 +283,7 @@ impl Load {
 
     /// Records every worker or stress-ng process that has ended since the last call: while the load
     /// is meant to run, any end is a failure.
-    pub fn poll(&mut self) -> &[LoadFailure] {
+    pub(crate) fn poll(&mut self) -> &[LoadFailure] {
         let at_s = self.now_s();
         for w in &mut self.workers {
             if w.handle.as_ref().is_some_and(JoinHandle::is_finished) {
@@ -319,7 +321,7 @@ impl Load {
 
     /// Stops and joins every worker, ends stress-ng (its whole process group), removes the io
     /// directory, and returns every failure seen (also a worker that failed while stopping).
-    pub fn stop(&mut self) -> Vec<LoadFailure> {
+    pub(crate) fn stop(&mut self) -> Vec<LoadFailure> {
         self.poll();
         self.stop.store(true, Ordering::Relaxed);
         let at_s = self.now_s();
@@ -412,7 +414,7 @@ fn mem_worker(stop: &AtomicBool, bytes: usize) {
 /// Writes 4 MiB, fsyncs and removes the file, until stopped. The file is always created new
 /// (`O_CREAT|O_EXCL|O_NOFOLLOW`): a path that already exists — a file or a symlink somebody planted —
 /// is refused, never written through. An error ends the worker and is its result.
-pub fn io_worker(stop: &AtomicBool, path: &Path) -> Result<(), String> {
+pub(crate) fn io_worker(stop: &AtomicBool, path: &Path) -> Result<(), String> {
     let block = vec![0x5au8; 256 << 10];
     while !stop.load(Ordering::Relaxed) {
         let mut f = OpenOptions::new()

@@ -1,22 +1,22 @@
 //! `latency-test`: the commissioning mode. Runs the real runtime with empty base and servo threads,
 //! optionally loads the machine, and ends with a report, a histogram, a plot and a verdict.
 
-pub mod compare;
+pub(crate) mod compare;
 pub mod histogram;
-pub mod load;
-pub mod monitor;
-pub mod output;
-pub mod plot;
-pub mod report;
-pub mod run;
-pub mod verdict;
+pub(crate) mod load;
+pub(crate) mod monitor;
+pub(crate) mod output;
+pub(crate) mod plot;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod verdict;
 
 use crate::runtime::RuntimeError;
 use std::fmt;
 
 /// Why a latency-test or compare-timers run could not produce its report.
 #[derive(Debug)]
-pub enum Error {
+pub(crate) enum Error {
     /// The runtime could not be configured or started.
     Runtime(RuntimeError),
     /// The load cannot run (bad `stress-ng` arguments, no private directory for `io`): said before

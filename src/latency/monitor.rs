@@ -8,15 +8,15 @@ use rtapi_hal::{HalReader, HistogramSnapshot, ThreadStatsSnapshot};
 
 /// One thread's figures for the last interval and the whole run so far.
 #[derive(Debug, Clone)]
-pub struct Live {
+pub(crate) struct Live {
     /// Whole run, with the histogram's percentiles.
-    pub run: ThreadRow,
+    pub(crate) run: ThreadRow,
     /// Last interval: min/avg/max latency (ns); `None` when no period completed in it.
-    pub last: Option<(u64, f64, u64)>,
+    pub(crate) last: Option<(u64, f64, u64)>,
 }
 
 /// Per-thread state between two ticks.
-pub struct Monitor {
+pub(crate) struct Monitor {
     threads: Vec<Watched>,
 }
 
@@ -29,7 +29,7 @@ struct Watched {
 }
 
 impl Monitor {
-    pub fn new(names: &[String]) -> Monitor {
+    pub(crate) fn new(names: &[String]) -> Monitor {
         Monitor {
             threads: names
                 .iter()
@@ -44,7 +44,7 @@ impl Monitor {
     }
 
     /// Reads every thread once and returns the live figures.
-    pub fn tick(&mut self, reader: &HalReader) -> Vec<Live> {
+    pub(crate) fn tick(&mut self, reader: &HalReader) -> Vec<Live> {
         self.threads
             .iter_mut()
             .filter_map(|w| w.tick(reader))
@@ -52,7 +52,7 @@ impl Monitor {
     }
 
     /// The worst latency of each interval, per thread, in the order given to [`Monitor::new`].
-    pub fn max_per_interval(&self) -> Vec<Vec<u64>> {
+    pub(crate) fn max_per_interval(&self) -> Vec<Vec<u64>> {
         self.threads
             .iter()
             .map(|w| w.max_per_interval.clone())
@@ -131,7 +131,7 @@ fn interval(
 const RUN_COLS: [Col; 4] = [Col::LatMinMeanMax, Col::P99, Col::Jitter, Col::Overruns];
 
 /// The live block: the header line, the column headings, one line per thread (times in µs).
-pub fn render(lines: &[Live], header: &str) -> Vec<String> {
+pub(crate) fn render(lines: &[Live], header: &str) -> Vec<String> {
     let mut columns = vec![
         Col::Name.column(),
         Col::Period.column(),

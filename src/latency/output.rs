@@ -42,7 +42,7 @@ fn create_new(path: &Path) -> io::Result<File> {
 
 /// Checks that `path` (given with `flag`, e.g. `--json`) can be written, by creating and removing a
 /// temporary file in its directory. The error names the flag, the path and why.
-pub fn check_writable(flag: &str, path: &Path) -> Result<(), String> {
+pub(crate) fn check_writable(flag: &str, path: &Path) -> Result<(), String> {
     let fail = |why: String| format!("{flag} {}: {why}", path.display());
     if path.as_os_str().is_empty() {
         return Err(fail("empty path".into()));
@@ -80,7 +80,7 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), String> {
 
 /// Writes `path` atomically: `write` fills a new temporary file in the same directory, which is
 /// synced and renamed over `path`. On any error the temporary file is removed and `path` is untouched.
-pub fn write_atomic(
+pub(crate) fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
@@ -105,7 +105,7 @@ pub fn write_atomic(
 }
 
 /// [`write_atomic`] of a whole text, with an error message naming the flag and the path.
-pub fn write_text(flag: &str, path: &Path, text: &str) -> Result<(), String> {
+pub(crate) fn write_text(flag: &str, path: &Path, text: &str) -> Result<(), String> {
     write_atomic(path, |f| f.write_all(text.as_bytes()))
         .map_err(|e| format!("{flag} {}: cannot write: {e}", path.display()))
 }

@@ -13,14 +13,14 @@ const COLORS: [RGBColor; 4] = [
 ];
 
 /// Writes the SVG atomically (see [`super::output`]). `title` goes on top (kernel, flavor, load).
-pub fn write_svg(path: &Path, title: &str, threads: &[ThreadResult]) -> Result<(), String> {
+pub(crate) fn write_svg(path: &Path, title: &str, threads: &[ThreadResult]) -> Result<(), String> {
     let svg = render_svg(title, threads)
         .map_err(|e| format!("--plot {}: cannot draw: {e}", path.display()))?;
     super::output::write_text("--plot", path, &svg)
 }
 
 /// The SVG document as text.
-pub fn render_svg(title: &str, threads: &[ThreadResult]) -> Result<String, String> {
+pub(crate) fn render_svg(title: &str, threads: &[ThreadResult]) -> Result<String, String> {
     let mut svg = String::new();
     draw(&mut svg, title, threads).map_err(|e| e.to_string())?;
     Ok(svg)

@@ -11,20 +11,23 @@ use std::fmt::Write;
 /// Latency distribution of one thread, in ns. Percentiles come from the 1 µs histogram (upper bin edge),
 /// so they are exact to the bin width; min, max and mean are exact.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct LatencySummary {
-    pub min: u64,
-    pub mean: f64,
-    pub stddev: f64,
-    pub p50: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
+pub(crate) struct LatencySummary {
+    pub(crate) min: u64,
+    pub(crate) mean: f64,
+    pub(crate) stddev: f64,
+    pub(crate) p50: u64,
+    pub(crate) p99: u64,
+    pub(crate) p999: u64,
+    pub(crate) max: u64,
 }
 
 impl LatencySummary {
     /// From a thread's final statistics and histogram: exact min/mean/stddev/max, percentiles from
     /// the bins clamped to the observed range.
-    pub fn new(stats: &ThreadStatsSnapshot, histogram: &HistogramSnapshot) -> LatencySummary {
+    pub(crate) fn new(
+        stats: &ThreadStatsSnapshot,
+        histogram: &HistogramSnapshot,
+    ) -> LatencySummary {
         let (min, max) = (
             stats.latency_min().unwrap_or(0),
             stats.latency_max().unwrap_or(0),
@@ -47,61 +50,55 @@ impl LatencySummary {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct ExecSummary {
-    pub mean: f64,
-    pub max: u64,
+pub(crate) struct ExecSummary {
+    pub(crate) mean: f64,
+    pub(crate) max: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct HistogramOut {
-    pub bin_ns: u64,
-    pub counts: Vec<u64>,
+pub(crate) struct HistogramOut {
+    pub(crate) bin_ns: u64,
+    pub(crate) counts: Vec<u64>,
     /// Samples at or above `bin_ns × counts.len()`.
-    pub overflow: u64,
-}
-
-impl HistogramOut {
-    pub fn total(&self) -> u64 {
-        self.counts.iter().sum::<u64>() + self.overflow
-    }
+    pub(crate) overflow: u64,
 }
 
 /// One latency spike from the thread's spike ring.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Spike {
-    pub cycle: u64,
+pub(crate) struct Spike {
+    pub(crate) cycle: u64,
     /// Seconds since the test started.
-    pub at_s: f64,
-    pub latency_ns: u64,
-    pub involuntary_switches: u64,
-    pub page_faults: u64,
+    pub(crate) at_s: f64,
+    pub(crate) latency_ns: u64,
+    pub(crate) involuntary_switches: u64,
+    pub(crate) page_faults: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ThreadResult {
-    pub name: String,
-    pub period_ns: u64,
-    pub cpu: Option<usize>,
-    pub priority: i32,
+pub(crate) struct ThreadResult {
+    pub(crate) name: String,
+    pub(crate) period_ns: u64,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) priority: i32,
     /// Periods in which the thread woke and ran.
-    pub cycles: u64,
+    pub(crate) cycles: u64,
     /// Periods missed entirely (the thread woke too late for them and skipped them).
-    pub overruns: u64,
+    pub(crate) overruns: u64,
     /// LinuxCNC's "max jitter": the largest |interval − period|.
-    pub max_jitter_ns: u64,
+    pub(crate) max_jitter_ns: u64,
     /// Last wake time minus its ideal time on the absolute timeline.
-    pub drift_ns: i64,
-    pub latency_ns: LatencySummary,
-    pub exec_ns: ExecSummary,
-    pub histogram: HistogramOut,
+    pub(crate) drift_ns: i64,
+    pub(crate) latency_ns: LatencySummary,
+    pub(crate) exec_ns: ExecSummary,
+    pub(crate) histogram: HistogramOut,
     /// The worst latency in each second of the run (index = second).
-    pub max_latency_per_second_ns: Vec<u64>,
-    pub spikes: Vec<Spike>,
+    pub(crate) max_latency_per_second_ns: Vec<u64>,
+    pub(crate) spikes: Vec<Spike>,
 }
 
 impl ThreadResult {
     /// The figures of the final table (`-` for latencies when no period was run).
-    pub fn row(&self) -> ThreadRow {
+    pub(crate) fn row(&self) -> ThreadRow {
         let l = &self.latency_ns;
         let ran = self.cycles > 0;
         ThreadRow {
@@ -149,20 +146,20 @@ const REPORT_COLS: [Col; 14] = [
 ];
 
 #[derive(Debug, Clone, Serialize)]
-pub struct SystemSummary {
-    pub kernel: String,
-    pub kernel_version: String,
-    pub preempt_rt: Option<bool>,
-    pub preemption: Option<&'static str>,
-    pub flavor: String,
-    pub virtualized: Option<bool>,
-    pub rt_cpu: Option<usize>,
-    pub isolated_cpus: Vec<usize>,
-    pub rt_throttled: Option<bool>,
+pub(crate) struct SystemSummary {
+    pub(crate) kernel: String,
+    pub(crate) kernel_version: String,
+    pub(crate) preempt_rt: Option<bool>,
+    pub(crate) preemption: Option<&'static str>,
+    pub(crate) flavor: String,
+    pub(crate) virtualized: Option<bool>,
+    pub(crate) rt_cpu: Option<usize>,
+    pub(crate) isolated_cpus: Vec<usize>,
+    pub(crate) rt_throttled: Option<bool>,
 }
 
 impl SystemSummary {
-    pub fn new(r: &SystemReport, flavor: &str) -> SystemSummary {
+    pub(crate) fn new(r: &SystemReport, flavor: &str) -> SystemSummary {
         SystemSummary {
             kernel: r.kernel.release.clone().unwrap_or_else(|| "unknown".into()),
             kernel_version: r.kernel.version.clone().unwrap_or_else(|| "unknown".into()),
@@ -178,34 +175,34 @@ impl SystemSummary {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Settings {
-    pub duration_s: f64,
-    pub timer: String,
-    pub wake: String,
-    pub load: Vec<String>,
+pub(crate) struct Settings {
+    pub(crate) duration_s: f64,
+    pub(crate) timer: String,
+    pub(crate) wake: String,
+    pub(crate) load: Vec<String>,
     /// The run ended early (Ctrl-C / SIGTERM) after this many seconds.
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub tool: &'static str,
-    pub version: &'static str,
-    pub system: SystemSummary,
-    pub settings: Settings,
-    pub threads: Vec<ThreadResult>,
+pub(crate) struct Report {
+    pub(crate) tool: &'static str,
+    pub(crate) version: &'static str,
+    pub(crate) system: SystemSummary,
+    pub(crate) settings: Settings,
+    pub(crate) threads: Vec<ThreadResult>,
     /// Loads that stopped before the run ended (exit status, error, stress-ng's last stderr lines).
-    pub load_failures: Vec<LoadFailure>,
-    pub verdict: Verdict,
+    pub(crate) load_failures: Vec<LoadFailure>,
+    pub(crate) verdict: Verdict,
 }
 
 impl Report {
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the report holds only plain data")
     }
 
     /// The final table: one row per thread, then the system line and the verdict.
-    pub fn render_text(&self) -> String {
+    pub(crate) fn render_text(&self) -> String {
         let mut s = String::new();
         let sys = &self.system;
         // Writing to a String cannot fail.

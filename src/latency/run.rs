@@ -17,25 +17,25 @@ use std::time::Duration;
 
 /// What to run (the `latency-test` flags).
 #[derive(Debug, Clone)]
-pub struct TestConfig {
+pub(crate) struct TestConfig {
     /// Base thread period; zero = servo only.
-    pub base: Nanos,
-    pub servo: Nanos,
-    pub duration: Duration,
+    pub(crate) base: Nanos,
+    pub(crate) servo: Nanos,
+    pub(crate) duration: Duration,
     /// CPUs: one for both threads, or `[base, servo]`.
-    pub cpus: Vec<usize>,
-    pub timer: TimerKind,
-    pub wake: WakeMode,
-    pub flavor: Option<String>,
-    pub load: Vec<LoadKind>,
-    pub instance: String,
-    pub dma_latency: bool,
+    pub(crate) cpus: Vec<usize>,
+    pub(crate) timer: TimerKind,
+    pub(crate) wake: WakeMode,
+    pub(crate) flavor: Option<String>,
+    pub(crate) load: Vec<LoadKind>,
+    pub(crate) instance: String,
+    pub(crate) dma_latency: bool,
     /// Print nothing live (only the final report).
-    pub quiet: bool,
+    pub(crate) quiet: bool,
     /// Live lines go to standard error (standard output carries a JSON document).
-    pub live_to_stderr: bool,
+    pub(crate) live_to_stderr: bool,
     /// Histogram range in 1 µs bins.
-    pub histogram_bins: usize,
+    pub(crate) histogram_bins: usize,
 }
 
 impl Default for TestConfig {
@@ -66,7 +66,7 @@ fn warm_up(duration: Duration) -> Duration {
 /// Runs the test to its end (duration or Ctrl-C) and reports. A load that cannot start at all
 /// (stress-ng missing or refusing its arguments, no private directory for io) is a configuration error
 /// before anything runs.
-pub fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
+pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     load::preflight(&cfg.load).map_err(super::Error::Load)?;
     let mut rt = Runtime::configure(RuntimeOptions {
         instance: cfg.instance.clone(),

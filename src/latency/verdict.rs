@@ -28,7 +28,7 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Rating {
+pub(crate) enum Rating {
     Good,
     Ok,
     ServoOnly,
@@ -40,7 +40,7 @@ pub enum Rating {
 }
 
 impl Rating {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Rating::Good => "good",
             Rating::Ok => "ok",
@@ -52,7 +52,7 @@ impl Rating {
     }
 
     /// The rating of a worst-case jitter in nanoseconds.
-    pub fn of_jitter(max_jitter_ns: u64) -> Rating {
+    pub(crate) fn of_jitter(max_jitter_ns: u64) -> Rating {
         match max_jitter_ns {
             j if j < 20_000 => Rating::Good,
             j if j < 50_000 => Rating::Ok,
@@ -76,41 +76,41 @@ impl Rating {
 }
 
 /// The usable base period and the highest software step rate for a base thread (see the module docs).
-pub fn max_step_rate_hz(base_period_ns: u64, max_jitter_ns: u64) -> (u64, f64) {
+pub(crate) fn max_step_rate_hz(base_period_ns: u64, max_jitter_ns: u64) -> (u64, f64) {
     let usable = base_period_ns.max(2 * max_jitter_ns).max(1);
     (usable, 1e9 / (2.0 * usable as f64))
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Verdict {
-    pub rating: Rating,
-    pub summary: String,
+pub(crate) struct Verdict {
+    pub(crate) rating: Rating,
+    pub(crate) summary: String,
     /// The thread the verdict was judged on (`base`, or `servo` when servo only).
-    pub judged_thread: String,
-    pub max_jitter_ns: u64,
+    pub(crate) judged_thread: String,
+    pub(crate) max_jitter_ns: u64,
     /// Highest software step rate, when the judged thread is a base thread and stepping is possible.
-    pub max_step_rate_hz: Option<f64>,
+    pub(crate) max_step_rate_hz: Option<f64>,
     /// The numbers are evidence for the rating: data in every thread, real-time threads, and the
     /// requested load ran to the end. False whenever `problems` is not empty.
-    pub evidence: bool,
+    pub(crate) evidence: bool,
     /// Why the run is not evidence (empty when it is).
-    pub problems: Vec<String>,
-    pub advice: Vec<String>,
+    pub(crate) problems: Vec<String>,
+    pub(crate) advice: Vec<String>,
 }
 
 /// What the verdict must know besides the numbers: whether they can be trusted.
 #[derive(Debug, Clone, Default)]
-pub struct Trust {
+pub(crate) struct Trust {
     /// Why there is no data: a thread that completed no cycle, a run of zero duration.
-    pub no_data: Vec<String>,
+    pub(crate) no_data: Vec<String>,
     /// The flavor, when its threads are not real time (`sim`).
-    pub not_real_time: Option<String>,
+    pub(crate) not_real_time: Option<String>,
     /// Loads that failed while the run was meant to be loaded.
-    pub load_failures: Vec<String>,
+    pub(crate) load_failures: Vec<String>,
 }
 
 /// Judges a run. `base` is `(period_ns, max_jitter_ns)` of the base thread when there is one.
-pub fn judge(
+pub(crate) fn judge(
     base: Option<(u64, u64)>,
     servo: Option<(u64, u64)>,
     overruns: u64,
