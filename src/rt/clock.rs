@@ -51,11 +51,6 @@ impl Nanos {
         self.0
     }
 
-    /// In (fractional) microseconds, for reports.
-    pub fn as_micros_f64(self) -> f64 {
-        self.0 as f64 / 1e3
-    }
-
     /// The absolute value, for jitter (`|interval - period|`).
     pub const fn abs(self) -> Self {
         Nanos(self.0.abs())

@@ -30,12 +30,6 @@ impl Cycle {
     pub fn dt_s(&self) -> f64 {
         self.dt_ns as f64 * 1e-9
     }
-
-    /// The period in seconds.
-    #[inline]
-    pub fn period_s(&self) -> f64 {
-        self.period_ns as f64 * 1e-9
-    }
 }
 
 /// The per-period body of a function.
