@@ -4,6 +4,9 @@
 //! - `latency-test --quiet` prints only its report: the runtime's once-a-second overrun warnings
 //!   are not logged unless `RUST_LOG` asks for them.
 
+mod common;
+use common::segment_exists;
+
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -29,10 +32,6 @@ fn rtapi(args: &[&str]) -> Command {
 
 fn name(what: &str) -> String {
     format!("out-{what}-{}", std::process::id())
-}
-
-fn segment_exists(instance: &str) -> bool {
-    Path::new(&format!("/dev/shm/rtapi-{instance}")).exists()
 }
 
 /// A pipe for a child's standard output, one page big: a command printing more than 4 KiB blocks in

@@ -7,21 +7,16 @@
 //! zeroing the gains live makes the output exactly 0 and the error grow; restoring them brings the
 //! error back under the bound.
 
+mod common;
+use common::rtapi;
+
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The bound documented in config/sim-axis.toml, mm.
 const FOLLOWING_ERROR_BOUND: f64 = 0.25;
-
-fn rtapi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap()
-}
 
 struct Run {
     child: Child,

@@ -1,26 +1,14 @@
 //! `rtapi show/getp/setp/sets/watch` against a live sim-axis instance, from other processes, and their
 //! errors (unknown names and refused writes exit 2; no running instance exits 1 and says how to start one).
 
+mod common;
+use common::{rtapi, text};
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-fn rtapi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 struct Instance {
     child: Child,

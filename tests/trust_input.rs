@@ -1,15 +1,8 @@
 //! Bad command-line input: a clear message that names the flag and the fix, exit code 2, and nothing
 //! started (every case here is refused while parsing the arguments, before any thread or segment).
 
-use std::process::{Command, Output};
-
-fn rtapi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap()
-}
+mod common;
+use common::rtapi;
 
 fn refused(args: &[&str], says: &[&str]) {
     let out = rtapi(args);

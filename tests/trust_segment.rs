@@ -5,11 +5,14 @@
 //!   naming the file, its owner and mode and saying how to clear it, and `setp` writes nothing into it;
 //! - an owner SIGKILLed mid-run: `show` says dead, `getp` warns, `setp`/`sets`/`watch` exit 1.
 
+mod common;
+use common::{rtapi, text};
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -17,21 +20,6 @@ use serde_json::Value;
 const ROLE: &str = "RTAPI_TRUST_TEST_ROLE";
 const INSTANCE: &str = "RTAPI_TRUST_TEST_INSTANCE";
 const NOBODY: u32 = 65534;
-
-fn rtapi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 fn shm_path(instance: &str) -> PathBuf {
     format!("/dev/shm/rtapi-{instance}").into()

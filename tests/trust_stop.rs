@@ -12,6 +12,9 @@
 //!
 //! Child processes are this test binary run again with `RTAPI_TRUST_CHILD` set (see `child_entry`).
 
+mod common;
+use common::segment_exists;
+
 use rtapi::rt::clock::Nanos;
 use rtapi::rt::wake::{TimerKind, WakeMode};
 use rtapi::runtime::function::Cycle;
@@ -38,10 +41,6 @@ fn options(tag: &str) -> RuntimeOptions {
         flavor: Some("posix".into()),
         ..RuntimeOptions::default()
     }
-}
-
-fn segment_exists(instance: &str) -> bool {
-    std::path::Path::new(&format!("/dev/shm/rtapi-{instance}")).exists()
 }
 
 /// The kernel tid of this process's thread named `comm`.
