@@ -809,3 +809,17 @@ fn workqueue_mask_wider_than_32_cpus() {
         Some("echo 7f,ffffffff > /sys/devices/virtual/workqueue/cpumask")
     );
 }
+
+#[test]
+fn managed_irq_already_isolated_gets_no_boot_parameter_fix() {
+    let r = irq_tree()
+        .file("proc/cmdline", "quiet isolcpus=managed_irq,domain,1")
+        .cpus("0-1", "1")
+        .detect(&ROOT_LIKE);
+    let advice = r.advice();
+    let req = finding(&advice, "managed-irq-on-rt-cpu", "IRQ 36 ").unwrap();
+    assert!(req.message.contains("already given"), "{}", req.message);
+    assert!(req.fix.as_deref().unwrap().starts_with("no run-time fix"));
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["tuning"]["managed_irq_isolation"], true);
+}

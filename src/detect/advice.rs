@@ -350,6 +350,17 @@ fn tuning(r: &SystemReport, out: &mut Vec<Finding>) {
                     )
                 }),
             )),
+            Movability::Managed | Movability::ProbablyManaged if t.managed_irq_isolation => {
+                out.push(finding(
+                    Severity::Warn,
+                    "managed-irq-on-rt-cpu",
+                    format!(
+                        "{seen}: it is {}kernel-managed and isolcpus=managed_irq is already given, so its queue has no CPU outside the RT CPUs (managed_irq is best effort)",
+                        if irq.managed == Movability::Managed { "" } else { "probably " }
+                    ),
+                    Some("no run-time fix: give the device fewer queues than CPUs (e.g. a VM's virtio-blk num-queues=1) so each queue has a CPU outside the RT CPUs, or keep the device idle while machining".into()),
+                ))
+            }
             Movability::Managed | Movability::ProbablyManaged => out.push(finding(
                 Severity::Warn,
                 "managed-irq-on-rt-cpu",
@@ -358,7 +369,7 @@ fn tuning(r: &SystemReport, out: &mut Vec<Finding>) {
                     if irq.managed == Movability::Managed {
                         "it is kernel-managed (debugfs: IRQD_AFFINITY_MANAGED)"
                     } else {
-                        "it is probably kernel-managed (a virtio/NVMe queue; mount debugfs to be sure)"
+                        "it is probably kernel-managed (a virtio/NVMe queue; /sys/kernel/debug/irq is not readable to be sure)"
                     }
                 ),
                 Some(boot_fix),

@@ -62,6 +62,9 @@ pub(crate) struct Tuning {
     pub(crate) nmi_watchdog: Option<bool>,
     /// CPUs unbound workqueues may run on (`/sys/devices/virtual/workqueue/cpumask`).
     pub(crate) workqueue_cpumask: Option<Vec<usize>>,
+    /// `isolcpus=` on `/proc/cmdline` has the `managed_irq` flag: the kernel already keeps managed IRQs
+    /// off the isolated CPUs where it can.
+    pub(crate) managed_irq_isolation: bool,
 }
 
 fn flag(root: &SysRoot, rel: &str) -> Option<bool> {
@@ -90,6 +93,11 @@ pub(crate) fn detect(root: &SysRoot, rt_cpu: Option<usize>, isolated: &[usize]) 
             .read("sys/devices/virtual/workqueue/cpumask")
             .text()
             .and_then(parse_hex_mask),
+        managed_irq_isolation: root.read("proc/cmdline").text().is_some_and(|c| {
+            c.split_whitespace()
+                .filter_map(|w| w.strip_prefix("isolcpus="))
+                .any(|v| v.split(',').any(|f| f == "managed_irq"))
+        }),
         rt_cpus,
     }
 }
