@@ -86,6 +86,7 @@ fn text_report_ends_with_flavor_and_advice() {
         "Throttling",
         "CPUs",
         "Environment",
+        "Tuning",
         "Flavor:",
         "Advice",
     ] {
@@ -208,4 +209,105 @@ fn unprivileged_user_gets_sim_and_a_fix() {
         err.contains("SCHED_FIFO") && err.contains("setcap cap_sys_nice"),
         "{err}"
     );
+}
+
+/// The IRQs `rtapi detect --json` lists as firing on the RT CPUs of this machine, checked against
+/// `/proc/interrupts` and `/proc/irq/N/effective_affinity_list` read here.
+#[test]
+fn json_lists_the_irqs_firing_on_the_rt_cpu() {
+    let (code, out, err) = run(&mut rtapi(&["detect", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rt_cpus: Vec<u64> = v["tuning"]["rt_cpus"]
+        .as_array()
+        .expect("tuning.rt_cpus")
+        .iter()
+        .map(|c| c.as_u64().expect("CPU number"))
+        .collect();
+    if let Some(cpu) = v["cpus"]["rt_cpu"].as_u64() {
+        assert!(rt_cpus.contains(&cpu), "{rt_cpus:?}");
+    }
+    let Ok(interrupts) = std::fs::read_to_string("/proc/interrupts") else {
+        assert!(v["tuning"]["irqs_on_rt_cpus"].is_null());
+        eprintln!("SKIPPED: /proc/interrupts unreadable");
+        return;
+    };
+    let irqs = v["tuning"]["irqs_on_rt_cpus"].as_array().expect("an array");
+    for irq in irqs {
+        let n = irq["irq"].as_u64().expect("irq is a number");
+        assert!(
+            irq["count_on_rt"].as_u64().expect("count is a number") > 0,
+            "{irq}"
+        );
+        assert!(irq["name"].is_string() && irq["chip"].is_string(), "{irq}");
+        for pair in irq["counts"].as_array().unwrap() {
+            assert!(pair[0].is_u64() && pair[1].is_u64(), "{irq}");
+        }
+        assert!(
+            ["managed", "probably-managed", "movable"].contains(&irq["managed"].as_str().unwrap()),
+            "{irq}"
+        );
+        assert!(
+            interrupts
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{n}:"))),
+            "IRQ {n} is not in /proc/interrupts"
+        );
+        let advice = v["advice"].as_array().unwrap();
+        assert!(
+            advice
+                .iter()
+                .any(|f| f["id"].as_str().unwrap().ends_with("irq-on-rt-cpu")
+                    && f["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("IRQ {n} "))),
+            "no finding for IRQ {n}"
+        );
+    }
+    // virtio1-req.0 (this VM's block queue, kernel-managed) must be listed when it fires on an RT CPU.
+    let fires_on_rt = interrupts
+        .lines()
+        .find(|l| l.ends_with(" virtio1-req.0"))
+        .and_then(|l| {
+            let (num, rest) = l.split_once(':')?;
+            let num = num.trim();
+            let header: Vec<u64> = interrupts
+                .lines()
+                .next()?
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
+                .collect();
+            let counts: Vec<u64> = rest
+                .split_whitespace()
+                .map_while(|w| w.parse().ok())
+                .collect();
+            let on_rt = header
+                .iter()
+                .zip(&counts)
+                .any(|(cpu, &c)| rt_cpus.contains(cpu) && c > 0);
+            let eff =
+                std::fs::read_to_string(format!("/proc/irq/{num}/effective_affinity_list")).ok()?;
+            let eff: Vec<u64> = eff
+                .trim()
+                .split(',')
+                .flat_map(|r| match r.split_once('-') {
+                    Some((a, b)) => {
+                        (a.parse().unwrap_or(1)..=b.parse().unwrap_or(0)).collect::<Vec<u64>>()
+                    }
+                    None => r.parse().ok().into_iter().collect(),
+                })
+                .collect();
+            Some(on_rt && eff.iter().any(|c| rt_cpus.contains(c)))
+        });
+    match fires_on_rt {
+        Some(true) => {
+            let req = irqs
+                .iter()
+                .find(|i| i["name"] == "virtio1-req.0")
+                .expect("virtio1-req.0 fires on the RT CPU but is not listed");
+            assert_ne!(req["managed"], "movable", "{req}");
+        }
+        _ => eprintln!("SKIPPED: virtio1-req.0 does not fire on an RT CPU here"),
+    }
 }

@@ -1,7 +1,9 @@
 //! Detection against fixture sysroots: kernels we must classify right, broken trees we must survive.
 
 use flate2::write::GzEncoder;
-use rtapi::detect::{CoKernel, Limit, Preemption, Privileges, Probe, SysRoot, SystemReport};
+use rtapi::detect::{
+    CoKernel, Limit, Preemption, Privileges, Probe, Severity, SysRoot, SystemReport,
+};
 use rtapi::flavor::{self, Flavor, FlavorError, Source};
 use std::io::Write;
 use std::path::Path;
@@ -434,6 +436,15 @@ fn garbage_everywhere_never_panics() {
         "proc/cpuinfo",
         "sys/class/dmi/id/sys_vendor",
         "sys/hypervisor/type",
+        "proc/interrupts",
+        "proc/irq/36/smp_affinity_list",
+        "proc/irq/36/effective_affinity_list",
+        "sys/kernel/debug/irq/irqs/36",
+        "proc/1/comm",
+        "proc/sys/kernel/timer_migration",
+        "proc/sys/kernel/watchdog",
+        "proc/sys/kernel/nmi_watchdog",
+        "sys/devices/virtual/workqueue/cpumask",
     ];
     let garbage: [&[u8]; 9] = [
         b"",
@@ -510,4 +521,305 @@ fn forced_flavor_errors_say_what_is_missing() {
         err.to_string(),
         "unknown flavor 'xenomai' (from RTAPI_FLAVOR); valid flavors are: rt-preempt, posix, sim"
     );
+}
+
+/// A two-CPU machine like the development VM: CPU 1 is the RT CPU, nothing isolated.
+const INTERRUPTS: &str = "           CPU0       CPU1
+  0:         40          0   IO-APIC   2-edge      timer
+ 26:          0         14   IO-APIC   4-edge      ttyS0
+ 36:         12     160000   PCI-MSIX-0000:00:05.0   0-edge      virtio1-req.0
+ 41:       4156          0   PCI-MSIX-0000:00:04.0   1-edge      virtio3-rx
+ 42:          0      11864   PCI-MSIX-0000:00:04.0   2-edge      virtio3-tx
+ 50:          0        999   PCI-MSIX-0000:00:04.0   3-edge      moved-away
+NMI:          0          0   Non-maskable interrupts
+LOC:    1603906   43454599   Local timer interrupts
+ERR:          0
+";
+
+fn irq_tree() -> Tree {
+    let mut t = vanilla_dynamic()
+        .cpus("0-1", "")
+        .file("proc/interrupts", INTERRUPTS);
+    for n in [0, 26, 36, 41, 42, 50] {
+        t = t.file(&format!("proc/irq/{n}/smp_affinity_list"), "0-1");
+    }
+    t.file("proc/irq/26/effective_affinity_list", "1")
+        .file("proc/irq/36/effective_affinity_list", "1")
+        .file("proc/irq/42/effective_affinity_list", "1")
+        // Moved to CPU 0 after firing on CPU 1: not on the RT CPU any more.
+        .file("proc/irq/50/effective_affinity_list", "0")
+}
+
+fn finding<'a>(
+    advice: &'a [rtapi::detect::Finding],
+    id: &str,
+    needle: &str,
+) -> Option<&'a rtapi::detect::Finding> {
+    advice
+        .iter()
+        .find(|f| f.id == id && f.message.contains(needle))
+}
+
+#[test]
+fn irqs_firing_on_the_rt_cpu_each_get_a_finding_and_a_fix() {
+    let r = irq_tree().detect(&ROOT_LIKE);
+    assert_eq!(r.cpus.rt_cpu, Some(1));
+    let advice = r.advice();
+    let tx = finding(&advice, "irq-on-rt-cpu", "IRQ 42 ").expect("virtio3-tx");
+    assert!(
+        tx.message.contains("virtio3-tx") && tx.message.contains("11864 times on CPU 1"),
+        "{}",
+        tx.message
+    );
+    assert_eq!(
+        tx.fix.as_deref(),
+        Some("echo 0 > /proc/irq/42/smp_affinity_list")
+    );
+    assert!(finding(&advice, "irq-on-rt-cpu", "IRQ 26 ").is_some());
+    // Managed (guessed from the name, no debugfs): boot parameter, not an echo.
+    let req = finding(&advice, "managed-irq-on-rt-cpu", "IRQ 36 ").expect("virtio1-req.0");
+    assert!(
+        req.message.contains("160000") && req.message.contains("probably"),
+        "{}",
+        req.message
+    );
+    assert_eq!(
+        req.fix.as_deref(),
+        Some("boot with isolcpus=managed_irq,domain,1 (managed IRQs cannot be moved at run time)")
+    );
+    assert!(finding(&advice, "irq-on-rt-cpu", "IRQ 36 ").is_none());
+    // Never on CPU 1, or moved away since: no finding.
+    for n in ["IRQ 0 ", "IRQ 41 ", "IRQ 50 "] {
+        assert!(!advice.iter().any(|f| f.message.contains(n)), "{n}");
+    }
+    let v = serde_json::to_value(&r).unwrap();
+    let irqs = v["tuning"]["irqs_on_rt_cpus"].as_array().unwrap();
+    let names: Vec<&str> = irqs.iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["virtio1-req.0", "virtio3-tx", "ttyS0"]);
+    assert_eq!(irqs[0]["count_on_rt"], 160000);
+    assert_eq!(irqs[0]["managed"], "probably-managed");
+    assert_eq!(irqs[1]["managed"], "movable");
+    assert_eq!(v["tuning"]["rt_cpus"], serde_json::json!([1]));
+    let text = r.render_text("posix", &advice);
+    assert!(
+        text.contains("virtio1-req.0") && text.contains("probably managed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn debugfs_decides_whether_an_irq_is_managed() {
+    let r = irq_tree()
+        .file("sys/kernel/debug/irq/irqs/36", "handler:  handle_edge_irq\ndstate:   0x3760a200\n            IRQD_ACTIVATED\n            IRQD_AFFINITY_MANAGED\n")
+        .file("sys/kernel/debug/irq/irqs/42", "handler:  handle_edge_irq\ndstate:   0x00400000\n            IRQD_ACTIVATED\n")
+        .detect(&ROOT_LIKE);
+    let advice = r.advice();
+    let req = finding(&advice, "managed-irq-on-rt-cpu", "IRQ 36 ").unwrap();
+    assert!(
+        req.message.contains("IRQD_AFFINITY_MANAGED"),
+        "{}",
+        req.message
+    );
+    assert!(finding(&advice, "irq-on-rt-cpu", "IRQ 42 ").is_some());
+    // debugfs says a name that looks managed is not: it is movable.
+    let r = irq_tree()
+        .file(
+            "sys/kernel/debug/irq/irqs/36",
+            "dstate: 0x0\n IRQD_ACTIVATED\n",
+        )
+        .detect(&ROOT_LIKE);
+    assert!(finding(&r.advice(), "irq-on-rt-cpu", "IRQ 36 ").is_some());
+}
+
+#[test]
+fn isolated_cpus_count_as_rt_cpus_and_the_fix_leaves_them_out() {
+    let r = irq_tree()
+        .cpus("0-3", "2-3")
+        .file(
+            "proc/interrupts",
+            "  CPU0 CPU1 CPU2 CPU3\n 42: 1 2 30 40 PCI-MSIX-0000:00:04.0 2-edge virtio3-tx\n",
+        )
+        .file("proc/irq/42/effective_affinity_list", "2")
+        .detect(&ROOT_LIKE);
+    assert_eq!(r.cpus.rt_cpu, Some(3));
+    let advice = r.advice();
+    let f = finding(&advice, "irq-on-rt-cpu", "IRQ 42 ").unwrap();
+    assert!(
+        f.message.contains("70 times on RT CPUs 2-3"),
+        "{}",
+        f.message
+    );
+    assert_eq!(
+        f.fix.as_deref(),
+        Some("echo 0-1 > /proc/irq/42/smp_affinity_list")
+    );
+}
+
+#[test]
+fn no_interrupts_file_or_no_irq_on_the_rt_cpu_says_nothing() {
+    let r = vanilla_dynamic().detect(&ROOT_LIKE);
+    let v = serde_json::to_value(&r).unwrap();
+    assert!(v["tuning"]["irqs_on_rt_cpus"].is_null());
+    let r = irq_tree()
+        .file(
+            "proc/interrupts",
+            "   CPU0 CPU1\n 41: 4156 0 PCI-MSIX 1-edge virtio3-rx\n",
+        )
+        .detect(&ROOT_LIKE);
+    assert!(
+        !ids(&r).iter().any(|id| id.contains("irq")),
+        "{:?}",
+        ids(&r)
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["tuning"]["irqs_on_rt_cpus"], serde_json::json!([]));
+    assert!(r
+        .render_text("posix", &[])
+        .contains("IRQs firing on RT CPUs 1: none"));
+}
+
+#[test]
+fn irqbalance_running_or_not() {
+    let t = irq_tree()
+        .file("proc/1/comm", "systemd")
+        .file("proc/812/comm", "irqbalance")
+        .file("proc/self/comm", "irqbalance")
+        .dir("proc/sys");
+    let r = t.detect(&ROOT_LIKE);
+    let advice = r.advice();
+    let f = advice.iter().find(|f| f.id == "irqbalance").unwrap();
+    assert!(f.message.contains("PID 812"), "{}", f.message);
+    assert!(f
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=1"));
+    let r = irq_tree().file("proc/1/comm", "systemd").detect(&ROOT_LIKE);
+    assert!(!ids(&r).contains(&"irqbalance"));
+}
+
+#[test]
+fn sysctls_thp_swap_and_workqueue_findings() {
+    let on = irq_tree()
+        .file(
+            "sys/kernel/mm/transparent_hugepage/enabled",
+            "[always] madvise never",
+        )
+        .file(
+            "proc/swaps",
+            "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 2097148 0 -2\n",
+        )
+        .file("proc/meminfo", "SwapTotal:       2097148 kB\n")
+        .file("proc/sys/kernel/timer_migration", "1")
+        .file("proc/sys/kernel/watchdog", "1")
+        .file("proc/sys/kernel/nmi_watchdog", "1")
+        .file("sys/devices/virtual/workqueue/cpumask", "3")
+        .detect(&ROOT_LIKE);
+    let advice = on.advice();
+    let get = |id: &str| {
+        advice
+            .iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("{id}"))
+    };
+    assert_eq!(get("thp-always").severity, Severity::Warn);
+    assert!(get("thp-always")
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"));
+    assert!(get("swap-active").message.contains("2097148 KiB"));
+    assert_eq!(
+        get("swap-active").fix.as_deref(),
+        Some("swapoff -a, and remove the swap entries from /etc/fstab")
+    );
+    assert_eq!(
+        get("timer-migration").fix.as_deref(),
+        Some("sysctl -w kernel.timer_migration=0")
+    );
+    assert!(get("soft-watchdog")
+        .fix
+        .as_deref()
+        .unwrap()
+        .starts_with("sysctl -w kernel.watchdog=0"));
+    assert_eq!(get("nmi-watchdog").severity, Severity::Warn);
+    assert!(get("nmi-watchdog")
+        .fix
+        .as_deref()
+        .unwrap()
+        .starts_with("sysctl -w kernel.nmi_watchdog=0"));
+    let wq = get("workqueue-cpumask");
+    assert!(
+        wq.message.contains("CPU 1") && wq.message.contains("cpumask 0-1"),
+        "{}",
+        wq.message
+    );
+    assert_eq!(
+        wq.fix.as_deref(),
+        Some("echo 1 > /sys/devices/virtual/workqueue/cpumask")
+    );
+
+    let off = irq_tree()
+        .file(
+            "sys/kernel/mm/transparent_hugepage/enabled",
+            "always [madvise] never",
+        )
+        .file("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n")
+        .file("proc/sys/kernel/timer_migration", "0")
+        .file("proc/sys/kernel/watchdog", "0")
+        .file("proc/sys/kernel/nmi_watchdog", "0")
+        .file("sys/devices/virtual/workqueue/cpumask", "1")
+        .detect(&ROOT_LIKE);
+    let garbled = irq_tree()
+        .file("sys/kernel/mm/transparent_hugepage/enabled", "always")
+        .file("proc/sys/kernel/timer_migration", "yes")
+        .file("proc/sys/kernel/watchdog", "2")
+        .file("proc/sys/kernel/nmi_watchdog", "")
+        .file("sys/devices/virtual/workqueue/cpumask", "0-1")
+        .detect(&ROOT_LIKE);
+    for r in [off, garbled] {
+        let ids = ids(&r);
+        for id in [
+            "thp-always",
+            "swap-active",
+            "timer-migration",
+            "soft-watchdog",
+            "nmi-watchdog",
+            "workqueue-cpumask",
+        ] {
+            assert!(!ids.contains(&id), "{id} in {ids:?}");
+        }
+    }
+}
+
+#[test]
+fn workqueue_mask_wider_than_32_cpus() {
+    let r = irq_tree()
+        .cpus("0-39", "39")
+        .file("sys/devices/virtual/workqueue/cpumask", "ff,ffffffff")
+        .detect(&ROOT_LIKE);
+    let f = r
+        .advice()
+        .into_iter()
+        .find(|f| f.id == "workqueue-cpumask")
+        .unwrap();
+    assert!(f.message.contains("CPU 39"), "{}", f.message);
+    assert_eq!(
+        f.fix.as_deref(),
+        Some("echo 7f,ffffffff > /sys/devices/virtual/workqueue/cpumask")
+    );
+}
+
+#[test]
+fn managed_irq_already_isolated_gets_no_boot_parameter_fix() {
+    let r = irq_tree()
+        .file("proc/cmdline", "quiet isolcpus=managed_irq,domain,1")
+        .cpus("0-1", "1")
+        .detect(&ROOT_LIKE);
+    let advice = r.advice();
+    let req = finding(&advice, "managed-irq-on-rt-cpu", "IRQ 36 ").unwrap();
+    assert!(req.message.contains("already given"), "{}", req.message);
+    assert!(req.fix.as_deref().unwrap().starts_with("no run-time fix"));
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["tuning"]["managed_irq_isolation"], true);
 }

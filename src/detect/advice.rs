@@ -2,6 +2,7 @@
 
 use super::kernel::Preemption;
 use super::probe::Limit;
+use super::tuning::{format_hex_mask, Movability};
 use super::SystemReport;
 use serde::Serialize;
 
@@ -181,12 +182,25 @@ pub(crate) fn findings(r: &SystemReport) -> Vec<Finding> {
     }
     if r.environment.transparent_hugepages.as_deref() == Some("always") {
         out.push(finding(
-            Severity::Info,
+            Severity::Warn,
             "thp-always",
-            "transparent hugepages = always: background compaction can add latency spikes".into(),
-            Some("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled".into()),
+            "transparent hugepages = always: khugepaged and compaction can stall page faults and add latency spikes".into(),
+            Some("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (or never; at boot: transparent_hugepage=madvise)".into()),
         ));
     }
+    if let Some(n) = r.environment.swap_devices.filter(|&n| n > 0) {
+        out.push(finding(
+            Severity::Info,
+            "swap-active",
+            format!(
+                "{n} swap area(s) active ({} KiB): mlockall keeps rtapi in memory, but the GUI and other processes of the machine can be swapped out and stall",
+                r.environment.swap_total_kib.map_or("unknown".to_string(), |k| k.to_string())
+            ),
+            Some("swapoff -a, and remove the swap entries from /etc/fstab".into()),
+        ));
+    }
+
+    tuning(r, &mut out);
 
     out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
@@ -291,5 +305,130 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
             "nohz_full= is on the command line but the kernel lacks CONFIG_NO_HZ_FULL: it has no effect".into(),
             None,
         ));
+    }
+}
+
+fn tuning(r: &SystemReport, out: &mut Vec<Finding>) {
+    let t = &r.tuning;
+    let rt = &t.rt_cpus;
+    let rt_text = crate::rt::cpulist::format(rt);
+    let online = r.cpus.online.as_deref().unwrap_or(&[]);
+    let housekeeping: Vec<usize> = online.iter().copied().filter(|c| !rt.contains(c)).collect();
+    let which = if rt.len() == 1 {
+        format!("CPU {rt_text} (the RT CPU)")
+    } else {
+        format!("RT CPUs {rt_text}")
+    };
+    for irq in t.irqs_on_rt_cpus.iter().flatten() {
+        let affinity = |a: &Option<Vec<usize>>| {
+            a.as_deref()
+                .map_or("unknown".to_string(), crate::rt::cpulist::format)
+        };
+        let seen = format!(
+            "IRQ {} ({}, {}) fired {} time{} on {which}; affinity {}, effective {}",
+            irq.irq,
+            irq.name,
+            irq.chip,
+            irq.count_on_rt,
+            if irq.count_on_rt == 1 { "" } else { "s" },
+            affinity(&irq.affinity),
+            affinity(&irq.effective_affinity)
+        );
+        let boot_fix = format!(
+            "boot with isolcpus=managed_irq,domain,{rt_text} (managed IRQs cannot be moved at run time)"
+        );
+        match irq.managed {
+            Movability::Movable => out.push(finding(
+                Severity::Warn,
+                "irq-on-rt-cpu",
+                format!("{seen}: each one interrupts the RT thread"),
+                (!housekeeping.is_empty()).then(|| {
+                    format!(
+                        "echo {} > /proc/irq/{}/smp_affinity_list",
+                        crate::rt::cpulist::format(&housekeeping),
+                        irq.irq
+                    )
+                }),
+            )),
+            Movability::Managed | Movability::ProbablyManaged if t.managed_irq_isolation => {
+                out.push(finding(
+                    Severity::Warn,
+                    "managed-irq-on-rt-cpu",
+                    format!(
+                        "{seen}: it is {}kernel-managed and isolcpus=managed_irq is already given, so its queue has no CPU outside the RT CPUs (managed_irq is best effort)",
+                        if irq.managed == Movability::Managed { "" } else { "probably " }
+                    ),
+                    Some("no run-time fix: give the device fewer queues than CPUs (e.g. a VM's virtio-blk num-queues=1) so each queue has a CPU outside the RT CPUs, or keep the device idle while machining".into()),
+                ))
+            }
+            Movability::Managed | Movability::ProbablyManaged => out.push(finding(
+                Severity::Warn,
+                "managed-irq-on-rt-cpu",
+                format!(
+                    "{seen}: {}, so writing its affinity fails (EIO/EPERM)",
+                    if irq.managed == Movability::Managed {
+                        "it is kernel-managed (debugfs: IRQD_AFFINITY_MANAGED)"
+                    } else {
+                        "it is probably kernel-managed (a virtio/NVMe queue; /sys/kernel/debug/irq is not readable to be sure)"
+                    }
+                ),
+                Some(boot_fix),
+            )),
+        }
+    }
+    if let Some(pid) = t.irqbalance_pid {
+        out.push(finding(
+            Severity::Warn,
+            "irqbalance",
+            format!("irqbalance is running (PID {pid}): it moves IRQs back onto {which}"),
+            Some(format!(
+                "systemctl disable --now irqbalance, or set IRQBALANCE_BANNED_CPULIST={rt_text} in /etc/default/irqbalance and restart it"
+            )),
+        ));
+    }
+    if t.timer_migration == Some(true) && !rt.is_empty() {
+        out.push(finding(
+            Severity::Info,
+            "timer-migration",
+            "kernel.timer_migration = 1: timers armed elsewhere can be moved onto a busy RT CPU"
+                .into(),
+            Some("sysctl -w kernel.timer_migration=0".into()),
+        ));
+    }
+    if t.nmi_watchdog == Some(true) {
+        out.push(finding(
+            Severity::Warn,
+            "nmi-watchdog",
+            "kernel.nmi_watchdog = 1: a periodic non-maskable interrupt hits every CPU, the RT CPU included".into(),
+            Some("sysctl -w kernel.nmi_watchdog=0 (at boot: nmi_watchdog=0)".into()),
+        ));
+    }
+    if t.watchdog == Some(true) {
+        out.push(finding(
+            Severity::Info,
+            "soft-watchdog",
+            "kernel.watchdog = 1: the lockup detector runs a timer and a kernel thread on every CPU, the RT CPU included".into(),
+            Some("sysctl -w kernel.watchdog=0 (at boot: nowatchdog)".into()),
+        ));
+    }
+    if let Some(mask) = &t.workqueue_cpumask {
+        let on_rt: Vec<usize> = mask.iter().copied().filter(|c| rt.contains(c)).collect();
+        if !on_rt.is_empty() {
+            out.push(finding(
+                Severity::Info,
+                "workqueue-cpumask",
+                format!(
+                    "unbound workqueues may run on CPU {} (workqueue cpumask {}): kernel workers compete with the RT thread",
+                    crate::rt::cpulist::format(&on_rt),
+                    crate::rt::cpulist::format(mask)
+                ),
+                (!housekeeping.is_empty()).then(|| {
+                    format!(
+                        "echo {} > /sys/devices/virtual/workqueue/cpumask",
+                        format_hex_mask(&housekeeping)
+                    )
+                }),
+            ));
+        }
     }
 }

@@ -14,6 +14,7 @@ mod probe;
 mod render;
 mod sysroot;
 mod throttling;
+mod tuning;
 
 pub use advice::{Finding, Severity};
 pub use cpus::Cpus;
@@ -40,6 +41,9 @@ pub struct SystemReport {
     pub cpus: Cpus,
     /// Virtualization, transparent hugepages and swap.
     pub environment: Environment,
+    /// The rest of the tuning checklist: IRQs on the RT CPUs, irqbalance, timer migration, watchdogs,
+    /// workqueue CPU mask.
+    pub(crate) tuning: tuning::Tuning,
     /// Shortcut of `environment.virtualized`, the fact users ask about first.
     pub virtualized: Option<bool>,
 }
@@ -57,6 +61,7 @@ impl SystemReport {
             None
         };
         let environment = environment::detect(root);
+        let tuning = tuning::detect(root, cpus.rt_cpu, &cpus.isolated);
         SystemReport {
             sysroot: root.root().display().to_string(),
             throttling: throttling::detect(root, rt_runs),
@@ -65,6 +70,7 @@ impl SystemReport {
             privileges,
             cpus,
             environment,
+            tuning,
         }
     }
 

@@ -168,6 +168,57 @@ pub(crate) fn text(r: &SystemReport, flavor: &str, advice: &[Finding]) -> String
         opt(e.swap_total_kib)
     );
 
+    let t = &r.tuning;
+    let _ = writeln!(s, "\nTuning");
+    match &t.irqs_on_rt_cpus {
+        None => {
+            let _ = writeln!(s, "  IRQs on RT CPUs {} unknown", cpus(&t.rt_cpus));
+        }
+        Some(irqs) => {
+            let _ = writeln!(
+                s,
+                "  IRQs firing on RT CPUs {}:{}",
+                cpus(&t.rt_cpus),
+                if irqs.is_empty() { " none" } else { "" }
+            );
+            for i in irqs {
+                let _ = writeln!(
+                    s,
+                    "    IRQ {:>4} {:<20} {:>10} on RT   effective {:<6} {}",
+                    i.irq,
+                    i.name,
+                    i.count_on_rt,
+                    i.effective_affinity.as_deref().map_or("?".into(), cpus),
+                    match i.managed {
+                        super::tuning::Movability::Managed => "managed",
+                        super::tuning::Movability::ProbablyManaged => "probably managed",
+                        super::tuning::Movability::Movable => "movable",
+                    }
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  irqbalance     {}",
+        t.irqbalance_pid
+            .map_or("not running".into(), |p| format!("running (PID {p})"))
+    );
+    let _ = writeln!(
+        s,
+        "  timer_migration {}   watchdog {}   nmi_watchdog {}",
+        yes_no(t.timer_migration),
+        yes_no(t.watchdog),
+        yes_no(t.nmi_watchdog)
+    );
+    let _ = writeln!(
+        s,
+        "  workqueue cpumask {}",
+        t.workqueue_cpumask
+            .as_deref()
+            .map_or("unknown".into(), cpus)
+    );
+
     let _ = writeln!(s, "\nFlavor: {flavor}");
     let _ = writeln!(s, "\nAdvice");
     if advice.is_empty() {

@@ -72,6 +72,16 @@ impl SysRoot {
         self.path(rel).exists()
     }
 
+    /// The names in directory `rel`, unsorted; empty when it cannot be read.
+    pub(crate) fn list_dir(&self, rel: &str) -> Vec<String> {
+        std::fs::read_dir(self.path(rel))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Reads a text file, trimmed.
     pub(crate) fn read(&self, rel: &str) -> Reading {
         match self.read_bytes(rel) {

@@ -1,0 +1,291 @@
+//! The tuning checklist beyond kernel and CPUs: interrupts that fire on the RT CPUs (and whether they
+//! can be moved), irqbalance, timer migration, the watchdogs and the workqueue CPU mask. Everything is
+//! read through the [`SysRoot`], never written: whether an IRQ is kernel-managed is read from debugfs
+//! when it is mounted, else guessed from the IRQ's name (and said to be a guess).
+
+use super::sysroot::SysRoot;
+use crate::rt::cpulist;
+use serde::Serialize;
+
+/// Whether an IRQ's affinity may be changed at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Movability {
+    /// debugfs (`/sys/kernel/debug/irq/irqs/N`) shows `IRQD_AFFINITY_MANAGED`: only `isolcpus=managed_irq`
+    /// at boot keeps it off the RT CPUs.
+    Managed,
+    /// No debugfs; the name is a virtio `-req` or an NVMe I/O queue, which the kernel manages.
+    ProbablyManaged,
+    /// debugfs shows it is not managed, or (without debugfs) nothing suggests it is.
+    Movable,
+}
+
+/// One line of `/proc/interrupts` that fires on an RT CPU, with its affinity. An element of
+/// `tuning.irqs_on_rt_cpus` in `rtapi detect --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Irq {
+    /// The IRQ number (`/proc/irq/N`).
+    pub(crate) irq: u32,
+    /// The interrupt chip (`IO-APIC`, `PCI-MSIX-0000:00:02.0`, …).
+    pub(crate) chip: String,
+    /// Hardware IRQ and trigger (`1-edge`).
+    pub(crate) hwirq: String,
+    /// The handlers' names (`virtio1-req.0`).
+    pub(crate) name: String,
+    /// Interrupts since boot on the RT CPUs together.
+    pub(crate) count_on_rt: u64,
+    /// `[cpu, count]` for every CPU column of `/proc/interrupts`.
+    pub(crate) counts: Vec<(usize, u64)>,
+    /// `smp_affinity_list`, when readable.
+    pub(crate) affinity: Option<Vec<usize>>,
+    /// `effective_affinity_list`, when readable.
+    pub(crate) effective_affinity: Option<Vec<usize>>,
+    /// Whether it can be moved at run time.
+    pub(crate) managed: Movability,
+}
+
+/// The `tuning` object of `rtapi detect --json`; `None` where a file could not be read.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Tuning {
+    /// The CPUs kept free for RT work: the RT CPU and the isolated CPUs.
+    pub(crate) rt_cpus: Vec<usize>,
+    /// IRQs that fired on an RT CPU and whose affinity still includes one; `None` without
+    /// `/proc/interrupts`.
+    pub(crate) irqs_on_rt_cpus: Option<Vec<Irq>>,
+    /// The PID of a running irqbalance (it moves IRQs back onto the RT CPUs).
+    pub(crate) irqbalance_pid: Option<u32>,
+    /// `kernel.timer_migration`.
+    pub(crate) timer_migration: Option<bool>,
+    /// `kernel.watchdog` (soft lockup detector and its per-CPU timers).
+    pub(crate) watchdog: Option<bool>,
+    /// `kernel.nmi_watchdog` (periodic NMIs on every CPU).
+    pub(crate) nmi_watchdog: Option<bool>,
+    /// CPUs unbound workqueues may run on (`/sys/devices/virtual/workqueue/cpumask`).
+    pub(crate) workqueue_cpumask: Option<Vec<usize>>,
+    /// `isolcpus=` on `/proc/cmdline` has the `managed_irq` flag: the kernel already keeps managed IRQs
+    /// off the isolated CPUs where it can.
+    pub(crate) managed_irq_isolation: bool,
+}
+
+fn flag(root: &SysRoot, rel: &str) -> Option<bool> {
+    match root.read(rel).parse::<u8>()? {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
+pub(crate) fn detect(root: &SysRoot, rt_cpu: Option<usize>, isolated: &[usize]) -> Tuning {
+    let mut rt_cpus: Vec<usize> = isolated.iter().copied().chain(rt_cpu).collect();
+    rt_cpus.sort_unstable();
+    rt_cpus.dedup();
+    let irqs_on_rt_cpus = root
+        .read("proc/interrupts")
+        .text()
+        .map(|t| irqs_on(root, &parse_interrupts(t), &rt_cpus));
+    Tuning {
+        irqs_on_rt_cpus,
+        irqbalance_pid: find_process(root, "irqbalance"),
+        timer_migration: flag(root, "proc/sys/kernel/timer_migration"),
+        watchdog: flag(root, "proc/sys/kernel/watchdog"),
+        nmi_watchdog: flag(root, "proc/sys/kernel/nmi_watchdog"),
+        workqueue_cpumask: root
+            .read("sys/devices/virtual/workqueue/cpumask")
+            .text()
+            .and_then(parse_hex_mask),
+        managed_irq_isolation: root.read("proc/cmdline").text().is_some_and(|c| {
+            c.split_whitespace()
+                .filter_map(|w| w.strip_prefix("isolcpus="))
+                .any(|v| v.split(',').any(|f| f == "managed_irq"))
+        }),
+        rt_cpus,
+    }
+}
+
+/// One numbered line of `/proc/interrupts`: the IRQ, `(cpu, count)` per column, chip, hwirq, name.
+pub(crate) type InterruptLine = (u32, Vec<(usize, u64)>, String, String, String);
+
+/// Parses `/proc/interrupts`: the header names the CPU of each column (offline CPUs have none); lines
+/// that do not start with a number (`NMI:`, `LOC:`) or are garbled are skipped.
+pub(crate) fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let columns: Vec<usize> = header
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
+        .collect();
+    let mut out = Vec::new();
+    for line in lines {
+        let Some((num, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(irq) = num.trim().parse::<u32>() else {
+            continue;
+        };
+        let mut words = rest.split_whitespace().peekable();
+        let mut counts = Vec::new();
+        for &cpu in &columns {
+            match words.peek().and_then(|w| w.parse::<u64>().ok()) {
+                Some(n) => {
+                    counts.push((cpu, n));
+                    words.next();
+                }
+                None => break,
+            }
+        }
+        if counts.is_empty() {
+            continue;
+        }
+        let chip = words.next().unwrap_or_default().to_string();
+        let hwirq = words.next().unwrap_or_default().to_string();
+        let name = words.collect::<Vec<_>>().join(" ");
+        out.push((irq, counts, chip, hwirq, name));
+    }
+    out
+}
+
+fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Irq> {
+    let list = |rel: String| root.read(&rel).text().and_then(cpulist::parse);
+    let mut out = Vec::new();
+    for (irq, counts, chip, hwirq, name) in lines {
+        let count_on_rt: u64 = counts
+            .iter()
+            .filter(|(cpu, _)| rt_cpus.contains(cpu))
+            .map(|(_, n)| n)
+            .sum();
+        if count_on_rt == 0 {
+            continue;
+        }
+        let affinity = list(format!("proc/irq/{irq}/smp_affinity_list"));
+        let effective_affinity = list(format!("proc/irq/{irq}/effective_affinity_list"));
+        // Counts are since boot: an IRQ already moved off the RT CPUs is not listed again.
+        let still_there = effective_affinity
+            .as_ref()
+            .or(affinity.as_ref())
+            .is_none_or(|a| a.iter().any(|c| rt_cpus.contains(c)));
+        if !still_there {
+            continue;
+        }
+        let managed = match root
+            .read(&format!("sys/kernel/debug/irq/irqs/{irq}"))
+            .text()
+        {
+            Some(t) if t.contains("IRQD_AFFINITY_MANAGED") => Movability::Managed,
+            Some(_) => Movability::Movable,
+            None if probably_managed(name) => Movability::ProbablyManaged,
+            None => Movability::Movable,
+        };
+        out.push(Irq {
+            irq: *irq,
+            chip: chip.clone(),
+            hwirq: hwirq.clone(),
+            name: name.clone(),
+            count_on_rt,
+            counts: counts.clone(),
+            affinity,
+            effective_affinity,
+            managed,
+        });
+    }
+    out.sort_by_key(|i| std::cmp::Reverse(i.count_on_rt));
+    out
+}
+
+/// Queue IRQs the kernel spreads over CPUs itself: virtio-blk/scsi request queues (`virtio1-req.0`,
+/// `virtio0-request`) and NVMe I/O queues (`nvme0q1`; `nvme0q0` is the admin queue, not managed).
+fn probably_managed(name: &str) -> bool {
+    name.split([' ', ',']).any(|n| {
+        let virtio_req = n.starts_with("virtio") && n.contains("-req");
+        let nvme_io = n
+            .strip_prefix("nvme")
+            .and_then(|r| r.split_once('q'))
+            .is_some_and(|(ctrl, q)| {
+                !ctrl.is_empty()
+                    && ctrl.bytes().all(|b| b.is_ascii_digit())
+                    && q.parse::<u32>().is_ok_and(|q| q > 0)
+            });
+        virtio_req || nvme_io
+    })
+}
+
+/// The lowest PID whose `/proc/PID/comm` is `comm`.
+fn find_process(root: &SysRoot, comm: &str) -> Option<u32> {
+    let mut pids: Vec<u32> = root
+        .list_dir("proc")
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    pids.into_iter()
+        .find(|pid| root.read(&format!("proc/{pid}/comm")).text() == Some(comm))
+}
+
+/// A kernel CPU mask in hex, 32-bit groups separated by commas (`ff,ffffffff`), to a CPU list.
+pub(crate) fn parse_hex_mask(text: &str) -> Option<Vec<usize>> {
+    let digits: String = text.trim().chars().filter(|&c| c != ',').collect();
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut cpus = Vec::new();
+    for (i, c) in digits.chars().rev().enumerate() {
+        let v = c.to_digit(16)? as usize;
+        for bit in 0..4 {
+            if v & (1 << bit) != 0 {
+                cpus.push(i * 4 + bit);
+            }
+        }
+    }
+    Some(cpus)
+}
+
+/// A CPU list as a kernel hex mask, 32-bit groups separated by commas.
+pub(crate) fn format_hex_mask(cpus: &[usize]) -> String {
+    let words = cpus.iter().max().map_or(1, |&m| m / 32 + 1);
+    let mut groups = vec![0u32; words];
+    for &c in cpus {
+        groups[c / 32] |= 1 << (c % 32);
+    }
+    let mut s = format!("{:x}", groups[words - 1]);
+    for g in groups[..words - 1].iter().rev() {
+        s.push_str(&format!(",{g:08x}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interrupts_columns_follow_the_header() {
+        let t = "           CPU0       CPU2\n 36:   12  160000  PCI-MSIX-0000:00:05.0  0-edge  virtio1-req.0\n\
+                 NMI: 0 0 Non-maskable interrupts\n 9: x y garbage\n 1: 5 IO-APIC 1-edge i8042\n";
+        let l = parse_interrupts(t);
+        assert_eq!(l.len(), 2);
+        assert_eq!(l[0].0, 36);
+        assert_eq!(l[0].1, vec![(0, 12), (2, 160000)]);
+        assert_eq!(l[0].4, "virtio1-req.0");
+        assert_eq!(l[1].1, vec![(0, 5)]);
+        assert!(parse_interrupts("").is_empty());
+    }
+
+    #[test]
+    fn managed_guess() {
+        assert!(probably_managed("virtio1-req.0"));
+        assert!(probably_managed("nvme0q3"));
+        assert!(!probably_managed("nvme0q0"));
+        assert!(!probably_managed("virtio2-input.0"));
+    }
+
+    #[test]
+    fn hex_masks() {
+        assert_eq!(parse_hex_mask("3"), Some(vec![0, 1]));
+        assert_eq!(parse_hex_mask("1,00000001"), Some(vec![0, 32]));
+        assert_eq!(parse_hex_mask("zz"), None);
+        assert_eq!(format_hex_mask(&[0]), "1");
+        assert_eq!(format_hex_mask(&[0, 32]), "1,00000001");
+        assert_eq!(format_hex_mask(&[]), "0");
+    }
+}
