@@ -68,3 +68,4 @@ pub mod latency;
 pub mod render;
 pub mod rt;
 pub mod runtime;
+pub mod trace;
