@@ -87,6 +87,7 @@ fn a_spinning_fifo_thread_is_named_with_its_time() {
         unreachable!()
     };
     assert_eq!(task.pid, tid);
+    assert_eq!(task.prio, 0, "SCHED_FIFO 99 is kernel prio 0");
     assert!(
         (300_000..=800_000).contains(&spin.dur_ns),
         "spinner ~0.5 ms: {spin}"
@@ -95,4 +96,52 @@ fn a_spinning_fifo_thread_is_named_with_its_time() {
 
     drop(session);
     assert!(!dir.exists(), "{} removed on drop", dir.display());
+}
+
+/// Run again as user `nobody` by [`without_root_the_refusal_says_what_is_missing`].
+#[test]
+fn child_entry() {
+    if std::env::var_os("RTAPI_TRACE_CHILD").is_none() {
+        return;
+    }
+    match TraceSession::start(&[CPU], "rtapi-trace-nobody") {
+        Ok(_) => println!("STARTED"),
+        Err(e) => println!("REFUSED: {e}"),
+    }
+}
+
+#[test]
+fn without_root_the_refusal_says_what_is_missing() {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        // As a normal user, this process itself is the unprivileged case.
+        let e = TraceSession::start(&[0], "rtapi-trace-user").unwrap_err();
+        eprintln!("refused: {e}");
+        assert!(e.to_string().contains("root"), "{e}");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("RTAPI_TRACE_CHILD", "1")
+        .uid(65534)
+        .gid(65534)
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        other => {
+            eprintln!("SKIPPED: the test binary could not run as user nobody ({other:?})");
+            return;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The libtest harness may print "test child_entry ... " before the child's own words.
+    let at = ["REFUSED", "STARTED"]
+        .iter()
+        .find_map(|w| stdout.find(w))
+        .unwrap_or_else(|| panic!("child said nothing: {stdout}"));
+    let line = stdout[at..].lines().next().unwrap_or_default();
+    eprintln!("as nobody: {line}");
+    assert!(line.starts_with("REFUSED"), "{line}");
+    assert!(line.contains("root"), "{line}");
+    assert!(!Path::new("/sys/kernel/tracing/instances/rtapi-trace-nobody").exists());
 }

@@ -4,7 +4,8 @@
 //! The window is `[window_start_ns, wake_ns]` (normally the deadline and the observed wake). Pass
 //! the CPU's events from a little *before* the window too (a few ms): the task that was already
 //! running at the deadline, or an interrupt already entered, is only known from earlier events.
-//! Every duration is clipped to the window. Causes may overlap in time (a late timer is usually late
+//! Read on past the wake too (a millisecond will do): the first event after the window tells who
+//! was running at its end when no switch was logged. Every duration is clipped to the window. Causes may overlap in time (a late timer is usually late
 //! *because of* something else in the list); within the CPU's own time, hard interrupts are not
 //! counted again in the softirq or task they interrupted, and neither is counted in a task's time.
 
@@ -181,11 +182,10 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
     let mut last_wakeup_timer: Option<(String, u64)> = None;
     let mut timer_late: Option<(String, u64)> = None;
     let mut prev_ts = first_ts;
+    // Priorities as switches and wakeups report them, for runs whose start was not logged.
+    let mut prios: BTreeMap<u32, i32> = BTreeMap::new();
 
     for e in events {
-        if e.ts_ns > hi {
-            break;
-        }
         if current.is_none() {
             // The line header names the task current at this event; prio is unknown until a switch.
             current = Some((
@@ -197,21 +197,40 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
                 },
             ));
         }
-        if !matches!(e.kind, EventKind::Switch { .. }) {
-            // The line header names the current task; a change without a `sched_switch` line (it
-            // happens: the kernel does not always log one, e.g. leaving idle) is a switch somewhere
-            // since the previous event — counted from there.
-            if let Some((from, task)) = current.take_if(|(_, t)| t.pid != e.pid) {
-                runs.push((from, prev_ts, task));
-                current = Some((
-                    prev_ts,
-                    TaskRef {
-                        comm: e.comm.clone(),
-                        pid: e.pid,
-                        prio: -1,
-                    },
-                ));
+        // The line header names the current task (for a sched_switch, the task leaving). A change
+        // without a `sched_switch` line is a switch somewhere since the previous event, counted
+        // from there. It happens: on this project's test VM, switches *out of idle* on CPU 1 are
+        // never logged (on CPU 0 they are).
+        if let Some((from, task)) = current.take_if(|(_, t)| t.pid != e.pid) {
+            let at = prev_ts.max(from);
+            runs.push((from, at, task));
+            current = Some((
+                at,
+                TaskRef {
+                    comm: e.comm.clone(),
+                    pid: e.pid,
+                    prio: -1,
+                },
+            ));
+        }
+        if e.ts_ns > hi {
+            // One event past the window, read only for who was running at its end.
+            if let (EventKind::Switch { prev, .. }, Some((_, task))) = (&e.kind, current.as_mut()) {
+                if task.pid == prev.pid {
+                    task.prio = prev.prio;
+                }
             }
+            break;
+        }
+        match &e.kind {
+            EventKind::Switch { prev, next, .. } => {
+                prios.insert(prev.pid, prev.prio);
+                prios.insert(next.pid, next.prio);
+            }
+            EventKind::Wakeup { task, .. } => {
+                prios.insert(task.pid, task.prio);
+            }
+            _ => {}
         }
         match &e.kind {
             EventKind::IrqEntry { irq, name } => {
@@ -257,11 +276,25 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
                 last_wakeup_timer = Some((function.clone(), *now_ns));
             }
             EventKind::HrtimerExit { .. } => {}
-            EventKind::Wakeup { task, .. } if task.pid == rt_pid => {
-                if let Some((function, now)) = last_wakeup_timer.take() {
-                    if now > lo && now <= hi {
-                        timer_late = Some((function, now - lo));
+            EventKind::Wakeup {
+                task,
+                target_cpu,
+                waking: false,
+            } => {
+                if task.pid == rt_pid {
+                    if let Some((function, now)) = last_wakeup_timer.take() {
+                        if now > lo && now <= hi {
+                            timer_late = Some((function, now - lo));
+                        }
                     }
+                }
+                // An idle CPU runs the first task woken onto it at once — and the switch out of
+                // idle may not be logged (above): take it as switched in now.
+                if *target_cpu == e.cpu && current.as_ref().is_some_and(|(_, t)| t.pid == 0) {
+                    if let Some((from, idle)) = current.take() {
+                        runs.push((from, e.ts_ns, idle));
+                    }
+                    current = Some((e.ts_ns, task.clone()));
                 }
             }
             EventKind::WorkStart { function } if e.ts_ns >= lo => {
@@ -311,9 +344,12 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
         .map(|(a, _, _)| (*a).max(lo))
         .min()
         .unwrap_or(hi);
-    for (a, b, task) in runs {
+    for (a, b, mut task) in runs {
         if task.pid == 0 || task.pid == rt_pid {
             continue;
+        }
+        if task.prio < 0 {
+            task.prio = prios.get(&task.pid).copied().unwrap_or(-1);
         }
         let Some((a, b)) = clip(a, b, lo, rt_in) else {
             continue;
@@ -438,6 +474,31 @@ mod tests {
         assert_eq!(causes[0].kind, CauseKind::Outside);
         assert_eq!(causes[0].dur_ns, 3_800 * US);
         assert!(causes[0].to_string().contains("outside"));
+    }
+
+    #[test]
+    fn a_switch_out_of_idle_that_was_not_logged() {
+        // As the live test sees it on CPU 1 (trimmed from a capture): the spinner is woken from
+        // idle, no switch to it is logged, the next line is its switch out.
+        let text = "\
+          <idle>-0       [001] d.h1.  7000.000000: local_timer_entry: vector=236
+          <idle>-0       [001] d.h1.  7000.000001: hrtimer_expire_entry: hrtimer=00000000a1b2c3d4 function=hrtimer_wakeup now=7000000000500
+          <idle>-0       [001] dNh2.  7000.000002: sched_wakeup: comm=spinner pid=4242 prio=0 target_cpu=001
+          <idle>-0       [001] dNh1.  7000.000003: hrtimer_expire_exit: hrtimer=00000000a1b2c3d4
+          <idle>-0       [001] dNh1.  7000.000010: local_timer_exit: vector=236
+         spinner-4242    [001] d..2.  7000.000700: sched_switch: prev_comm=spinner prev_pid=4242 prev_prio=0 prev_state=X ==> next_comm=swapper/1 next_pid=0 next_prio=120
+";
+        let ev = parse_text(text).events;
+        let causes = attribute(&ev, 7_000_000_050_000, 7_000_000_550_000, 1);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        let CauseKind::Task { task } = &causes[0].kind else {
+            panic!("{causes:?}")
+        };
+        assert_eq!(
+            (task.comm.as_str(), task.pid, task.prio),
+            ("spinner", 4242, 0)
+        );
+        assert_eq!(causes[0].dur_ns, 500 * US);
     }
 
     #[test]
