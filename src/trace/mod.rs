@@ -7,7 +7,7 @@
 //!   scheduler, IRQ, softirq, system-vector, hrtimer and workqueue events.
 //! - [`parse`]: the text format of `per_cpu/cpuN/trace` into typed [`Event`]s; garbage lines are
 //!   skipped and counted.
-//! - [`attribute`]: the events of one window → [`Cause`]s with durations, longest first: IRQ n
+//! - [`attribute()`]: the events of one window → [`Cause`]s with durations, longest first: IRQ n
 //!   (name), softirq (vector), a system vector, another task or a kernel thread running before the RT
 //!   thread was switched in, the wakeup timer expiring late, or nothing visible → outside the kernel
 //!   (hypervisor, SMI, firmware).
