@@ -14,6 +14,8 @@
 //!   throttling, isolated CPUs) and which flavor follows: `rt-preempt`, `posix` or `sim`.
 //! - [`components`] and [`config`]: LinuxCNC-style components and machine configs (TOML + `.hal`).
 //! - [`latency`]: the commissioning run behind `rtapi latency-test`.
+//! - [`trace`]: spike attribution from the kernel's trace (a tracefs instance, the event parser,
+//!   what held the CPU in a window); not yet used by latency-test.
 //! - [`rt`]: the OS primitives underneath (clock, timer drivers, scheduling, hardening, signals).
 //!
 //! The design — layers, the hot path, data flow, where each rule lives — is in
@@ -68,3 +70,4 @@ pub mod latency;
 pub mod render;
 pub mod rt;
 pub mod runtime;
+pub mod trace;
