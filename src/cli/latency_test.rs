@@ -57,6 +57,10 @@ pub struct Args {
     /// Do not hold /dev/cpu_dma_latency at 0.
     #[arg(long)]
     no_dma_latency: bool,
+    /// Trace the RT CPUs (tracefs, root) and name what caused each of the worst spikes: an IRQ, a
+    /// softirq, another task, a kernel thread, a late timer, or nothing visible (hypervisor/SMI).
+    #[arg(long)]
+    trace: bool,
 }
 
 fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
@@ -181,6 +185,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         instance: args.instance,
         dma_latency: !args.no_dma_latency,
         quiet: args.quiet,
+        trace: args.trace,
         live_to_stderr: outputs.json_to_stdout,
         ..TestConfig::default()
     };

@@ -159,6 +159,8 @@ mod tests {
             latency_ns: 9_000,
             involuntary_switches: 1,
             page_faults: 0,
+            wake_ns: 0,
+            causes: None,
         };
         let t = [
             thread(vec![0, 3, 5], 2, 9_000, vec![spike]),

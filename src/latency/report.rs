@@ -64,8 +64,14 @@ pub(crate) struct HistogramOut {
 }
 
 /// One latency spike from the thread's spike ring.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Spike {
+    /// Wake time, CLOCK_MONOTONIC ns (for the trace window; not in the JSON).
+    #[serde(skip)]
+    pub(crate) wake_ns: u64,
+    /// With `--trace`: what took the time between the deadline and the wake, longest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) causes: Option<Vec<String>>,
     pub(crate) cycle: u64,
     /// Seconds since the test started.
     pub(crate) at_s: f64,
@@ -254,6 +260,34 @@ impl Report {
             );
             for l in f.stderr_tail.iter().flat_map(|t| t.lines()) {
                 let _ = writeln!(s, "  stderr: {l}");
+            }
+        }
+        let traced: Vec<(&str, &Spike)> = self
+            .threads
+            .iter()
+            .flat_map(|t| t.spikes.iter().map(move |sp| (t.name.as_str(), sp)))
+            .filter(|(_, sp)| sp.causes.is_some())
+            .collect();
+        if !traced.is_empty() {
+            let _ = writeln!(s, "\nWorst spikes and their causes (traced):");
+            for (thread, sp) in traced {
+                let causes = sp.causes.as_deref().unwrap_or_default();
+                let _ = writeln!(
+                    s,
+                    "  {thread:<6} at {:>7.2} s  {:>9} us late: {}",
+                    sp.at_s,
+                    crate::rt::units::us(sp.latency_ns as f64),
+                    if causes.is_empty() {
+                        "(no cause in the trace)".to_string()
+                    } else {
+                        causes
+                            .iter()
+                            .take(3)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    }
+                );
             }
         }
         let v = &self.verdict;

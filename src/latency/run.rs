@@ -36,6 +36,8 @@ pub(crate) struct TestConfig {
     pub(crate) live_to_stderr: bool,
     /// Histogram range in 1 µs bins.
     pub(crate) histogram_bins: usize,
+    /// Trace the RT CPUs and attribute each kept spike to its causes (`--trace`).
+    pub(crate) trace: bool,
 }
 
 impl Default for TestConfig {
@@ -54,6 +56,7 @@ impl Default for TestConfig {
             quiet: false,
             live_to_stderr: false,
             histogram_bins: 10_000,
+            trace: false,
         }
     }
 }
@@ -98,7 +101,18 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     })?;
     names.push("servo".to_string());
 
+    // Tracing starts before the threads, so the first spikes are covered too.
+    let mut tracing = cfg
+        .trace
+        .then(|| Tracing::start(&trace_cpus(cfg, rt.system())));
     let running = rt.start()?;
+    if let Some(t) = &mut tracing {
+        t.threads = running
+            .threads()
+            .into_iter()
+            .map(|t| (t.name, t.cpu, t.tid))
+            .collect();
+    }
     let flavor = running.flavor();
     let system = running.system().clone();
     let reader = running.hal().reader().map_err(super::Error::Segment)?;
@@ -199,11 +213,14 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     let interrupted = reason == StopReason::Signal;
     let elapsed = running.elapsed();
     let per_second = monitor.max_per_interval();
+    if let Some(t) = &tracing {
+        t.stop();
+    }
     let summary = running.stop();
     if reason == StopReason::ThreadsEnded {
         return Err(super::Error::ThreadsEnded);
     }
-    Ok(report(
+    let mut report = report(
         cfg,
         &system,
         flavor,
@@ -213,7 +230,87 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         interrupted,
         load_names,
         load_failures,
-    ))
+    );
+    if let Some(t) = &tracing {
+        t.explain(&mut report);
+    }
+    Ok(report)
+}
+
+/// `--trace`: a tracefs session on the RT CPUs for the whole run, read after it to explain the
+/// spikes the segment kept. Nothing of it runs on the RT threads.
+struct Tracing {
+    session: Option<crate::trace::TraceSession>,
+    /// When the session started (CLOCK_MONOTONIC ns): spikes before it are not explained.
+    since_ns: u64,
+    /// name → (CPU, kernel tid) of each RT thread.
+    threads: Vec<(String, usize, Option<i32>)>,
+}
+
+/// The CPUs the threads will run on: `--cpu`, else the RT CPU detection chose.
+fn trace_cpus(cfg: &TestConfig, system: &crate::detect::SystemReport) -> Vec<usize> {
+    let mut cpus = if cfg.cpus.is_empty() {
+        system.cpus.rt_cpu.into_iter().collect()
+    } else {
+        cfg.cpus.clone()
+    };
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
+}
+
+impl Tracing {
+    fn start(cpus: &[usize]) -> Tracing {
+        let session =
+            crate::trace::TraceSession::start(cpus, &crate::trace::TraceSession::default_name())
+                .map_err(|e| log::warn!("--trace: {e}; the spikes are reported without causes"))
+                .ok();
+        if let Some(s) = &session {
+            if !s.missing().is_empty() {
+                log::warn!(
+                    "--trace: this kernel lacks the events {:?}; causes they would show stay unnamed",
+                    s.missing()
+                );
+            }
+        }
+        Tracing {
+            session,
+            since_ns: crate::rt::clock::now().as_nanos().max(0) as u64,
+            threads: Vec::new(),
+        }
+    }
+
+    fn stop(&self) {
+        if let Some(s) = &self.session {
+            let _ = s.stop();
+        }
+    }
+
+    /// Each kept spike's causes, from the trace window between its deadline and its wake.
+    fn explain(&self, report: &mut Report) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        for t in &mut report.threads {
+            let Some((_, cpu, tid)) = self.threads.iter().find(|(n, _, _)| *n == t.name) else {
+                continue;
+            };
+            for sp in t.spikes.iter_mut().filter(|sp| sp.wake_ns > self.since_ns) {
+                let deadline = sp.wake_ns.saturating_sub(sp.latency_ns);
+                // One millisecond past the wake: attribution looks one event ahead.
+                let Ok(w) = session.read_window(*cpu, deadline, sp.wake_ns + 1_000_000) else {
+                    continue;
+                };
+                let causes = crate::trace::attribute(
+                    &w.events,
+                    deadline,
+                    sp.wake_ns,
+                    tid.unwrap_or(0).max(0) as u32,
+                );
+                sp.causes = Some(causes.iter().map(ToString::to_string).collect());
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -327,6 +424,8 @@ fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> Thre
             .map(|s| {
                 s.worst_spikes()
                     .map(|sp| Spike {
+                        wake_ns: sp.time_ns,
+                        causes: None,
                         cycle: sp.cycle,
                         at_s: sp.time_ns.saturating_sub(first_wake.unwrap_or(0)) as f64 / 1e9,
                         latency_ns: sp.latency_ns.max(0) as u64,

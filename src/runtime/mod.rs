@@ -233,6 +233,8 @@ pub struct StartedThread {
     pub wake: WakeMode,
     /// Its functions, in run order.
     pub functions: Vec<String>,
+    /// Its kernel thread id, once it has set itself up (for tracing and `sched_setscheduler`).
+    pub tid: Option<i32>,
 }
 
 pub(super) struct RunningThread {
@@ -568,7 +570,14 @@ impl Runtime<Running> {
 
     /// Every thread as it was started (CPU, priority, functions).
     pub fn threads(&self) -> Vec<StartedThread> {
-        self.state.threads.iter().map(|t| t.info.clone()).collect()
+        self.state
+            .threads
+            .iter()
+            .map(|t| StartedThread {
+                tid: t.heartbeat.tid(),
+                ..t.info.clone()
+            })
+            .collect()
     }
 
     /// The common timeline origin: period `k` of a thread with period `p` is due at `origin + (k+1)·p`.

@@ -332,6 +332,7 @@ fn spawn(
             timer: p.spec.timer,
             wake: p.spec.wake,
             functions: names.clone(),
+            tid: None,
         };
         supervision
             .consumers
