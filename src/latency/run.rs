@@ -297,8 +297,10 @@ impl Tracing {
             };
             for sp in t.spikes.iter_mut().filter(|sp| sp.wake_ns > self.since_ns) {
                 let deadline = sp.wake_ns.saturating_sub(sp.latency_ns);
-                // One millisecond past the wake: attribution looks one event ahead.
-                let Ok(w) = session.read_window(*cpu, deadline, sp.wake_ns + 1_000_000) else {
+                // From 2 ms before the deadline (who was already running when it passed) to 1 ms past
+                // the wake (attribution looks one event ahead); causes count inside [deadline, wake].
+                let from = deadline.saturating_sub(2_000_000);
+                let Ok(w) = session.read_window(*cpu, from, sp.wake_ns + 1_000_000) else {
                     continue;
                 };
                 let causes = crate::trace::attribute(
