@@ -340,6 +340,8 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
             acc.add(kind, (b - a).saturating_sub(overlap(a, b, &hard_iv)));
         }
     }
+    // When the RT thread's own timer expired (the deadline itself if no late expiry was seen).
+    let expiry = lo + timer_late.as_ref().map_or(0, |(_, late)| *late);
     // The RT thread's first run in the window ends the time others could take from it.
     let rt_in = runs
         .iter()
@@ -354,7 +356,10 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
         if task.prio < 0 {
             task.prio = prios.get(&task.pid).copied().unwrap_or(-1);
         }
-        let Some((a, b)) = clip(a, b, lo, rt_in) else {
+        // Until its timer expired the RT thread was not runnable: a task that was current then did
+        // not delay it (the expiry is a hard interrupt, which any task yields to). Tasks count from
+        // the expiry to the RT thread's switch-in.
+        let Some((a, b)) = clip(a, b, expiry, rt_in) else {
             continue;
         };
         let dur = (b - a)
@@ -389,16 +394,9 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
     // The signature of time taken from outside this kernel: the RT thread's own timer fired late by
     // most of the window while nothing in the guest accounts for that time (a timer that fires on
     // time proves the CPU was in the guest, so then nothing is claimed beyond what events show).
-    let explained: u64 = causes
-        .iter()
-        .filter(|c| !matches!(c.kind, CauseKind::TimerLate { .. }))
-        .map(|c| c.dur_ns)
-        .sum();
-    let late = causes
-        .iter()
-        .find(|c| matches!(c.kind, CauseKind::TimerLate { .. }))
-        .map_or(0, |c| c.dur_ns);
-    let stolen = late.saturating_sub(explained);
+    // Only interrupts (IRQs off) can hold a timer expiry back inside the guest.
+    let late = expiry - lo;
+    let stolen = late.saturating_sub(overlap(lo, expiry, &hard_iv));
     if causes.is_empty() {
         causes.push(Cause {
             kind: CauseKind::Outside,
@@ -450,12 +448,13 @@ mod tests {
             "{text:?}"
         );
         assert_eq!(causes[0].dur_ns, 10 * US);
-        // sh: 14 µs in the window minus the 10 µs of interrupt.
+        // sh: from the timer's expiry (.276457; before it `sleep` was not runnable, so sh did not
+        // hold it up) to the switch (.276469), 12 µs, minus the 10 µs of interrupt.
         let sh = causes
             .iter()
             .find(|c| matches!(&c.kind, CauseKind::Task { task } if task.comm == "sh"))
             .expect("sh named");
-        assert_eq!(sh.dur_ns, 4 * US);
+        assert_eq!(sh.dur_ns, 2 * US);
         let CauseKind::Task { task } = &sh.kind else {
             unreachable!()
         };
@@ -465,7 +464,12 @@ mod tests {
             .find(|c| matches!(c.kind, CauseKind::TimerLate { .. }))
             .expect("timer named");
         assert_eq!(late.dur_ns, 2_044);
-        assert!(causes.windows(2).all(|w| w[0].dur_ns >= w[1].dur_ns));
+        // Causes longest first; the late timer, a symptom, last.
+        let (symptoms, others): (Vec<&Cause>, Vec<&Cause>) = causes
+            .iter()
+            .partition(|c| matches!(c.kind, CauseKind::TimerLate { .. }));
+        assert!(others.windows(2).all(|w| w[0].dur_ns >= w[1].dur_ns));
+        assert_eq!(causes.last(), symptoms.last().copied());
     }
 
     #[test]
