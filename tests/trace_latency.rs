@@ -118,6 +118,13 @@ fn trace_names_an_injected_fifo_task_as_the_cause_of_the_worst_spikes() {
         .iter()
         .filter_map(|s| s["causes"].as_array()?.first()?.as_str())
         .filter(|c| c.starts_with("task ") && !c.contains("task spinner"))
+        // `task NAME (pid N, prio P): 813.0 µs`: only a task that took most of a burst is a wrong
+        // blame; a few µs of another task after the timer expired is real and harmless.
+        .filter(|c| {
+            c.rsplit_once("): ")
+                .and_then(|(_, d)| d.split(' ').next()?.parse::<f64>().ok())
+                .is_some_and(|us| us >= 300.0)
+        })
         .collect();
     assert!(
         blamed_elsewhere.is_empty(),
