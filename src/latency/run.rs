@@ -295,16 +295,35 @@ impl Tracing {
             let Some((_, cpu, tid)) = self.threads.iter().find(|(n, _, _)| *n == t.name) else {
                 continue;
             };
-            for sp in t.spikes.iter_mut().filter(|sp| sp.wake_ns > self.since_ns) {
+            // Each spike's window: from 2 ms before its deadline (who was already running when it
+            // passed) to 1 ms past the wake (attribution looks one event ahead); causes count inside
+            // [deadline, wake].
+            let window = |sp: &Spike| {
                 let deadline = sp.wake_ns.saturating_sub(sp.latency_ns);
-                // From 2 ms before the deadline (who was already running when it passed) to 1 ms past
-                // the wake (attribution looks one event ahead); causes count inside [deadline, wake].
-                let from = deadline.saturating_sub(2_000_000);
-                let Ok(w) = session.read_window(*cpu, from, sp.wake_ns + 1_000_000) else {
-                    continue;
-                };
+                (
+                    deadline,
+                    deadline.saturating_sub(2_000_000),
+                    sp.wake_ns + 1_000_000,
+                )
+            };
+            let traced = |sp: &&mut Spike| sp.wake_ns > self.since_ns;
+            let spikes: Vec<&mut Spike> = t.spikes.iter_mut().filter(traced).collect();
+            let (Some(from), Some(to)) = (
+                spikes.iter().map(|sp| window(sp).1).min(),
+                spikes.iter().map(|sp| window(sp).2).max(),
+            ) else {
+                continue;
+            };
+            // The per-CPU buffer is read (and parsed) once for all of this thread's spikes.
+            let Ok(w) = session.read_window(*cpu, from, to) else {
+                continue;
+            };
+            for sp in spikes {
+                let (deadline, from, to) = window(sp);
+                let a = w.events.partition_point(|e| e.ts_ns < from);
+                let b = w.events.partition_point(|e| e.ts_ns <= to);
                 let causes = crate::trace::attribute(
-                    &w.events,
+                    &w.events[a..b],
                     deadline,
                     sp.wake_ns,
                     tid.unwrap_or(0).max(0) as u32,
