@@ -164,6 +164,16 @@ impl Follower {
         let handle = std::thread::Builder::new()
             .name("rtapi-spikes".into())
             .spawn(move || {
+                // Reading the trace must keep up with the RT CPUs' events even when the housekeeping
+                // CPUs are loaded (the test's own --load): the lowest real-time priority, off the RT
+                // CPUs (the affinity is inherited), well below the RT threads.
+                if session.is_some() {
+                    if let Err(e) = crate::rt::sched::set_current_policy(
+                        crate::rt::sched::Policy::Fifo { priority: 1 },
+                    ) {
+                        log::debug!("spike follower stays SCHED_OTHER: {e}");
+                    }
+                }
                 let mut st = State::new(reader, threads, session, counters, fix);
                 st.no_trace_reason = no_trace_reason;
                 st.run(&s);

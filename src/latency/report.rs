@@ -387,11 +387,13 @@ impl Report {
                 "  {:>6} {:>5} {:>10} {:>10}  cause",
                 "spikes", "main", "worst us", "total us"
             );
-            for c in causes {
-                let (worst, total) = if c.kind == "irq" && c.total_ns == 0 || tr.method != "trace" {
-                    ("-".to_string(), "-".to_string())
-                } else {
+            // The late timer (a symptom) is sorted last; the table keeps the first rows.
+            const ROWS: usize = 12;
+            for c in causes.iter().take(ROWS) {
+                let (worst, total) = if tr.method == "trace" {
                     (us(c.worst_ns), us(c.total_ns))
+                } else {
+                    ("-".to_string(), "-".to_string())
                 };
                 let _ = writeln!(
                     s,
@@ -401,6 +403,15 @@ impl Report {
                 if let Some(fix) = &c.fix {
                     let _ = writeln!(s, "  {:>35}  fix: {fix}", "");
                 }
+            }
+            if causes.len() > ROWS {
+                let rest = &causes[ROWS..];
+                let _ = writeln!(
+                    s,
+                    "  … and {} more causes ({} us in all; every one is in the JSON)",
+                    rest.len(),
+                    us(rest.iter().map(|c| c.total_ns).sum())
+                );
             }
             let shown: Vec<&Spike> = t.spikes.iter().take(8).collect();
             if shown.is_empty() {
