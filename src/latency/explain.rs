@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use rtapi_hal::{HalReader, Spike};
 
-use crate::trace::{attribute, Cause, CauseKind, PipeReader, TraceSession};
+use crate::trace::{
+    attribute, Cause, CauseKind, Formats, PipeReader, RawReader, TraceSession, Window,
+};
 
 /// Spikes kept per thread, the worst by latency.
 pub(crate) const KEEP_WORST: usize = 32;
@@ -38,6 +40,13 @@ const AFTER_NS: u64 = 1_000_000;
 
 /// A spike older than this is explained with whatever the trace has, even if no later event came.
 const PATIENCE_NS: u64 = 300_000_000;
+
+/// The stretch of trace a spike is explained from: [`BEFORE_NS`] before its deadline to
+/// [`AFTER_NS`] after its wake.
+fn window_of(sp: &Spike) -> (u64, u64) {
+    let deadline = sp.time_ns.saturating_sub(sp.latency_ns.max(0) as u64);
+    (deadline.saturating_sub(BEFORE_NS), sp.time_ns + AFTER_NS)
+}
 
 /// One RT thread to follow.
 #[derive(Debug, Clone)]
@@ -168,9 +177,11 @@ impl Follower {
                 // CPUs are loaded (the test's own --load): the lowest real-time priority, off the RT
                 // CPUs (the affinity is inherited), well below the RT threads.
                 if session.is_some() {
-                    if let Err(e) = crate::rt::sched::set_current_policy(
-                        crate::rt::sched::Policy::Fifo { priority: 1 },
-                    ) {
+                    if let Err(e) =
+                        crate::rt::sched::set_current_policy(crate::rt::sched::Policy::Fifo {
+                            priority: 1,
+                        })
+                    {
                         log::debug!("spike follower stays SCHED_OTHER: {e}");
                     }
                 }
@@ -193,6 +204,63 @@ impl Follower {
     }
 }
 
+/// One RT CPU's trace, as binary pages or as text.
+enum CpuTrace {
+    Raw(RawReader),
+    Text(PipeReader),
+}
+
+impl CpuTrace {
+    fn cpu(&self) -> usize {
+        match self {
+            CpuTrace::Raw(r) => r.cpu(),
+            CpuTrace::Text(t) => t.cpu(),
+        }
+    }
+    fn pump(&mut self, max: usize) -> Result<usize, crate::trace::TraceError> {
+        match self {
+            CpuTrace::Raw(r) => r.pump(max),
+            CpuTrace::Text(t) => t.pump(max),
+        }
+    }
+    fn latest_ns(&self) -> Option<u64> {
+        match self {
+            CpuTrace::Raw(r) => r.latest_ns(),
+            CpuTrace::Text(t) => t.latest_ns(),
+        }
+    }
+    fn oldest_ns(&self) -> Option<u64> {
+        match self {
+            CpuTrace::Raw(r) => r.oldest_ns(),
+            CpuTrace::Text(t) => t.oldest_ns(),
+        }
+    }
+    fn forget_before(&mut self, ts: u64) {
+        match self {
+            CpuTrace::Raw(r) => r.forget_before(ts),
+            CpuTrace::Text(t) => t.forget_before(ts),
+        }
+    }
+    fn window(&self, from: u64, to: u64) -> Window {
+        match self {
+            CpuTrace::Raw(r) => r.window(from, to),
+            CpuTrace::Text(t) => t.window(from, to),
+        }
+    }
+    fn lost_events(&self) -> u64 {
+        match self {
+            CpuTrace::Raw(r) => r.lost_events(),
+            CpuTrace::Text(t) => t.lost_events(),
+        }
+    }
+    fn bytes_read(&self) -> u64 {
+        match self {
+            CpuTrace::Raw(r) => r.bytes_read(),
+            CpuTrace::Text(t) => t.bytes_read(),
+        }
+    }
+}
+
 struct PerThread {
     spec: Followed,
     since: u64,
@@ -211,7 +279,7 @@ struct State {
     reader: HalReader,
     threads: Vec<PerThread>,
     session: Option<TraceSession>,
-    pipes: Vec<PipeReader>,
+    pipes: Vec<CpuTrace>,
     counters: bool,
     samples: VecDeque<Sample>,
     first_sample: Option<Sample>,
@@ -234,8 +302,17 @@ impl State {
     ) -> State {
         let mut pipes = Vec::new();
         if let Some(s) = &session {
+            // The binary pages when their format can be read, else the kernel's text.
+            let formats = Formats::load(s)
+                .map(Arc::new)
+                .map_err(|e| log::info!("--trace: reading the trace as text ({e})"))
+                .ok();
             for &cpu in s.cpus() {
-                match PipeReader::open(s, cpu) {
+                let r = match &formats {
+                    Some(f) => RawReader::open(s, cpu, f.clone()).map(CpuTrace::Raw),
+                    None => PipeReader::open(s, cpu).map(CpuTrace::Text),
+                };
+                match r {
                     Ok(p) => pipes.push(p),
                     Err(e) => log::warn!("--trace: {e}"),
                 }
@@ -299,12 +376,37 @@ impl State {
         }
         let now = now_ns();
         let pending = std::mem::take(&mut self.pending);
+        let mut ready = Vec::new();
         for (i, sp) in pending {
             if all || self.ready(i, &sp, now) {
-                self.explain(i, sp);
+                ready.push((i, sp));
             } else {
                 self.pending.push((i, sp));
             }
+        }
+        // Spikes close in time on one CPU share one decoded stretch of its trace (a burst of
+        // spikes would otherwise decode the same events again for each).
+        let mut cache: Option<(usize, u64, u64, Vec<crate::trace::Event>)> = None;
+        for (i, sp) in ready {
+            let cpu = self.threads[i].spec.cpu;
+            let (from, to) = window_of(&sp);
+            let covered = cache
+                .as_ref()
+                .is_some_and(|(c, a, b, _)| *c == cpu && *a <= from && to <= *b);
+            if !covered {
+                cache = self.pipes.iter().find(|p| p.cpu() == cpu).map(|p| {
+                    // Everything ready on this CPU within the next 100 ms, in one piece.
+                    let end = to.max(from + 100_000_000).min(now);
+                    let end = end.max(to);
+                    (cpu, from, end, p.window(from, end).events)
+                });
+            }
+            let events = cache.as_ref().map(|(_, _, _, e)| {
+                let a = e.partition_point(|x| x.ts_ns < from);
+                let b = e.partition_point(|x| x.ts_ns <= to);
+                &e[a..b]
+            });
+            self.explain(i, sp, events);
         }
         let keep_from = now.saturating_sub(KEEP_TRACE_NS);
         for p in &mut self.pipes {
@@ -331,16 +433,16 @@ impl State {
         true
     }
 
-    fn explain(&mut self, i: usize, sp: Spike) {
+    /// Explains one spike from `events` (its CPU's trace over [`window_of`] it, when traced).
+    fn explain(&mut self, i: usize, sp: Spike, events: Option<&[crate::trace::Event]>) {
         let spec = self.threads[i].spec.clone();
         let lat = sp.latency_ns.max(0) as u64;
         let deadline = sp.time_ns.saturating_sub(lat);
         let mut causes = None;
-        if let Some(p) = self.pipes.iter().find(|p| p.cpu() == spec.cpu) {
-            let from = deadline.saturating_sub(BEFORE_NS);
+        if let (Some(p), Some(events)) = (self.pipes.iter().find(|p| p.cpu() == spec.cpu), events) {
+            let (from, _) = window_of(&sp);
             if p.oldest_ns().is_some_and(|o| o <= from) {
-                let w = p.window(from, sp.time_ns + AFTER_NS);
-                causes = Some(attribute(&w.events, deadline, sp.time_ns, spec.tid));
+                causes = Some(attribute(events, deadline, sp.time_ns, spec.tid));
             }
         }
         let suspects = if self.counters {
@@ -496,8 +598,8 @@ impl State {
         } else {
             "none"
         };
-        let trace_lost_events = self.pipes.iter().map(PipeReader::lost_events).sum();
-        let trace_bytes = self.pipes.iter().map(PipeReader::bytes_read).sum();
+        let trace_lost_events = self.pipes.iter().map(CpuTrace::lost_events).sum();
+        let trace_bytes = self.pipes.iter().map(CpuTrace::bytes_read).sum();
         let missing_events = self
             .session
             .as_ref()
