@@ -551,3 +551,191 @@ fn recommend(
     }
     (Some(cpu), rec)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::counters::{IrqDelta, Load};
+    use super::*;
+
+    fn irq(source: &str, irq: Option<u32>, kind: IrqKind, count: u64) -> IrqDelta {
+        IrqDelta {
+            source: source.into(),
+            irq,
+            name: format!("dev{source}"),
+            kind,
+            count,
+            per_s: count as f64 / 2.0,
+        }
+    }
+
+    /// A CPU measured for 2 s with one servo thread.
+    fn measured(cpu: usize, worst_us: u64, p999_us: u64, irqs: Vec<IrqDelta>) -> CpuResult {
+        let latency = LatencySummary {
+            max: worst_us * 1000,
+            p999: p999_us * 1000,
+            ..LatencySummary::default()
+        };
+        CpuResult {
+            status: Status::Measured,
+            why: None,
+            duration_s: Some(2.0),
+            worst_latency_ns: Some(latency.max),
+            p999_ns: Some(latency.p999),
+            p99_ns: Some(0),
+            mean_ns: Some(0.0),
+            overruns: Some(0),
+            threads: vec![ThreadBrief {
+                name: "servo".into(),
+                period_ns: 1_000_000,
+                cpu: Some(cpu),
+                priority: 98,
+                cycles: 2000,
+                overruns: 0,
+                max_jitter_ns: 0,
+                latency_ns: latency,
+                spikes: vec![],
+            }],
+            verdict: Some(VerdictBrief {
+                rating: Rating::ServoOnly,
+                summary: String::new(),
+                evidence: true,
+                problems: vec![],
+            }),
+            interrupts: Some(CpuLoad {
+                seconds: 2.0,
+                irqs: Some(Load {
+                    total: irqs.iter().map(|i| i.count).sum(),
+                    per_s: irqs.iter().map(|i| i.per_s).sum(),
+                    sources: irqs,
+                }),
+                softirqs: None,
+            }),
+            ..CpuResult::not_measured(cpu, false, "")
+        }
+    }
+
+    #[test]
+    fn recommends_the_best_complete_cpu_with_what_to_do() {
+        let rows = vec![
+            measured(0, 300, 40, vec![]),
+            measured(
+                1,
+                90,
+                30,
+                vec![
+                    irq("LOC", None, IrqKind::PerCpu, 2000),
+                    irq("36", Some(36), IrqKind::ProbablyManaged, 500),
+                    irq("41", Some(41), IrqKind::Movable, 20),
+                ],
+            ),
+            // Better numbers, but cut short: not compared.
+            CpuResult {
+                status: Status::Interrupted,
+                ..measured(2, 10, 5, vec![])
+            },
+            CpuResult::not_measured(3, false, "offline"),
+        ];
+        let (cpu, rec) = recommend(&rows, &[0, 1, 2], true);
+        assert_eq!(cpu, Some(1));
+        assert_eq!(rec.decided_by, Some(1));
+        assert!(rec.reason.contains("CPU 0 300.0 µs"), "{}", rec.reason);
+        assert_eq!(
+            rec.boot_parameters.as_deref(),
+            Some("isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1")
+        );
+        assert_eq!(rec.move_irqs.len(), 1);
+        assert_eq!(
+            rec.move_irqs[0].command,
+            "echo 0,2 > /proc/irq/41/smp_affinity_list"
+        );
+        assert_eq!(rec.managed_irqs.len(), 1);
+        assert_eq!(rec.managed_irqs[0].source, "36");
+        assert_eq!(rec.per_cpu_irqs[0].source, "LOC");
+        assert!(rec.use_it[0].contains("--cpu 1") && rec.use_it[1].contains("cpu = 1"));
+        assert!(rec.notes.iter().any(|n| n.contains("interrupted")));
+    }
+
+    #[test]
+    fn no_candidate_no_recommendation() {
+        let rows = vec![
+            CpuResult::not_measured(0, false, "refused"),
+            CpuResult {
+                status: Status::Interrupted,
+                ..measured(1, 10, 5, vec![])
+            },
+        ];
+        let (cpu, rec) = recommend(&rows, &[0, 1], true);
+        assert_eq!(cpu, None);
+        assert!(rec.reason.contains("interrupted"), "{}", rec.reason);
+        assert!(rec.boot_parameters.is_none());
+        // A run without cycles is no candidate either.
+        let mut empty = measured(0, 1, 1, vec![]);
+        empty.threads[0].cycles = 0;
+        assert!(empty.candidate().is_none());
+    }
+
+    #[test]
+    fn one_cpu_gets_no_isolation_advice() {
+        let rows = vec![measured(
+            0,
+            50,
+            10,
+            vec![irq("41", Some(41), IrqKind::Movable, 20)],
+        )];
+        let (cpu, rec) = recommend(&rows, &[0], false);
+        assert_eq!(cpu, Some(0));
+        assert!(rec.boot_parameters.is_none() && rec.move_irqs.is_empty());
+        assert!(rec.notes.iter().any(|n| n.contains("one online CPU")));
+    }
+
+    #[test]
+    fn the_text_names_every_cpu_and_why_one_was_not_measured() {
+        let rows = vec![
+            measured(0, 300, 40, vec![irq("LOC", None, IrqKind::PerCpu, 2000)]),
+            measured(1, 90, 30, vec![]),
+            CpuResult::not_measured(2, false, "offline"),
+        ];
+        let (cpu, recommendation) = recommend(&rows, &[0, 1], false);
+        let survey = Survey {
+            tool: "t",
+            version: "t",
+            system: SystemSummary {
+                kernel: "k".into(),
+                kernel_version: "v".into(),
+                preempt_rt: Some(false),
+                preemption: None,
+                flavor: "posix".into(),
+                virtualized: Some(true),
+                rt_cpu: Some(1),
+                isolated_cpus: vec![],
+                rt_throttled: None,
+            },
+            settings: SurveySettings {
+                mode: "one-cpu-at-a-time",
+                duration_per_cpu_s: 2.0,
+                base_ns: 0,
+                servo_ns: 1_000_000,
+                timer: "nanosleep".into(),
+                wake: "sleep".into(),
+                load: vec![],
+                interrupted: false,
+            },
+            cpus: rows,
+            recommended: cpu.into_iter().collect(),
+            recommendation,
+        };
+        let text = survey.render_text();
+        let firsts: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("CPU"))
+            .skip(1)
+            .take(3)
+            .map(|l| l.split_whitespace().next().unwrap_or(""))
+            .collect();
+        assert_eq!(firsts, ["0", "1", "2"], "{text}");
+        assert!(text.contains("CPU 2: not measured: offline"), "{text}");
+        assert!(text.contains("LOC 1000 per-cpu"), "{text}");
+        assert!(text.contains("give the RT threads CPU 1."), "{text}");
+        assert!(text.contains("up to 1000/s"), "{text}");
+    }
+}
