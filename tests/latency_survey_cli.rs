@@ -312,3 +312,62 @@ fn ctrl_c_ends_the_survey_and_reports_the_cpus_measured_so_far() {
     assert_eq!(table_cpus(&text), online, "{text}");
     assert!(text.contains("(interrupted)"), "{text}");
 }
+
+/// A CPU this process may not use (taskset) is a row that says why; the others are still measured.
+#[test]
+fn a_cpu_that_cannot_be_measured_is_a_row_that_says_why() {
+    let online = online_cpus();
+    if online.len() < 2 {
+        eprintln!("SKIPPED: needs two online CPUs to forbid one");
+        return;
+    }
+    if Command::new("taskset").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: taskset (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("survey.json");
+    let rtapi = survey(
+        "taskset",
+        &[
+            "--duration",
+            "1s",
+            "--base",
+            "0",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let out = Command::new("taskset")
+        .args(["-c", &online[0].to_string()])
+        .arg(rtapi.get_program())
+        .args(rtapi.get_args())
+        .env_remove("RTAPI_FLAVOR")
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cpus = v["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), online.len());
+    for c in cpus {
+        if c["cpu"] == online[0] {
+            assert_eq!(c["status"], "measured", "{c}");
+        } else {
+            assert_eq!(c["status"], "not-measured", "{c}");
+            assert!(c["why"].as_str().unwrap().contains("not allowed"), "{c}");
+            assert!(c["threads"].as_array().unwrap().is_empty());
+            assert!(text.contains(&format!("CPU {}: not measured: not allowed", c["cpu"])));
+        }
+    }
+    assert_eq!(v["recommended"], serde_json::json!([online[0]]));
+    assert_eq!(table_cpus(&text), online, "{text}");
+}

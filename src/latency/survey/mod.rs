@@ -293,6 +293,19 @@ pub(crate) fn survey(cfg: &TestConfig) -> Result<Survey, super::Error> {
             rows.push(CpuResult::not_measured(cpu, isolated, "offline"));
             continue;
         }
+        if system
+            .cpus
+            .allowed
+            .as_ref()
+            .is_some_and(|a| !a.contains(&cpu))
+        {
+            rows.push(CpuResult::not_measured(
+                cpu,
+                isolated,
+                "not allowed for this process (taskset or a cgroup cpuset): survey without that restriction to measure it",
+            ));
+            continue;
+        }
         if interrupted || crate::rt::signals::shutdown_requested() {
             interrupted = true;
             rows.push(CpuResult::not_measured(
@@ -531,7 +544,7 @@ fn recommend(
         format!("then give the machine's threads this CPU: `cpu = {cpu}` in each [[thread]] of the machine config"),
     ];
     if cpu == 0 && !rest.is_empty() {
-        rec.notes.push("CPU 0 keeps timekeeping and boot-time work on most kernels and cannot be nohz_full: prefer another CPU if its numbers are close".into());
+        rec.notes.push("CPU 0 is the boot CPU: it keeps timekeeping and boot-time work, and many kernels leave it out of nohz_full=; prefer another CPU if its numbers are close".into());
     }
     if interrupted {
         rec.notes.push(
