@@ -215,12 +215,19 @@ impl Survey {
     }
 }
 
-/// Errors that would be the same on every CPU end the survey instead of filling every row.
+/// Errors that would be the same on every CPU (a load that cannot start, no such flavor, a bad or
+/// busy instance name, a hardening step the flavor requires) end the survey instead of filling every
+/// row; a CPU refused or a thread that cannot set itself up there is that CPU's row.
 fn same_for_every_cpu(e: &super::Error) -> bool {
     matches!(
         e,
         super::Error::Load(_)
-            | super::Error::Runtime(RuntimeError::Flavor(_) | RuntimeError::Hal(_))
+            | super::Error::Runtime(
+                RuntimeError::Flavor(_)
+                    | RuntimeError::Hal(_)
+                    | RuntimeError::Segment(_)
+                    | RuntimeError::Harden { .. }
+            )
     )
 }
 
@@ -268,14 +275,16 @@ pub(crate) fn survey(cfg: &TestConfig) -> Result<Survey, super::Error> {
     // process's allowed CPUs: it is put back after every run, or the next CPU would be refused.
     let affinity = crate::rt::sched::allowed_cpus().ok();
     let per_cpu = cfg.duration.as_secs_f64();
+    let allowed = |cpu: &usize| system.cpus.allowed.as_ref().is_none_or(|a| a.contains(cpu));
+    let to_measure: Vec<usize> = online.iter().copied().filter(allowed).collect();
     say(
         cfg,
         &format!(
-            "rtapi latency-test --all-cpus: {} online CPU(s) ({}), measured one at a time, {} each: about {} in all. Ctrl-C ends the survey and reports the CPUs measured so far.",
-            online.len(),
-            crate::rt::cpulist::format(&online),
+            "rtapi latency-test --all-cpus: {} CPU(s) to measure ({}), one at a time, {} each: about {} in all. Ctrl-C ends the survey and reports the CPUs measured so far.",
+            to_measure.len(),
+            crate::rt::cpulist::format(&to_measure),
             seconds_text(per_cpu),
-            seconds_text(per_cpu * online.len() as f64)
+            seconds_text(per_cpu * to_measure.len() as f64)
         ),
     );
     let root = SysRoot::default();
@@ -287,18 +296,13 @@ pub(crate) fn survey(cfg: &TestConfig) -> Result<Survey, super::Error> {
     let mut rows = Vec::new();
     let mut summary: Option<SystemSummary> = None;
     let mut interrupted = false;
-    for (i, &cpu) in all.iter().enumerate() {
+    for &cpu in &all {
         let isolated = system.cpus.isolated.contains(&cpu);
         if !online.contains(&cpu) {
             rows.push(CpuResult::not_measured(cpu, isolated, "offline"));
             continue;
         }
-        if system
-            .cpus
-            .allowed
-            .as_ref()
-            .is_some_and(|a| !a.contains(&cpu))
-        {
+        if !allowed(&cpu) {
             rows.push(CpuResult::not_measured(
                 cpu,
                 isolated,
@@ -319,8 +323,8 @@ pub(crate) fn survey(cfg: &TestConfig) -> Result<Survey, super::Error> {
             cfg,
             &format!(
                 "\nCPU {cpu} ({} of {}): measuring for {}",
-                online.iter().position(|&c| c == cpu).unwrap_or(i) + 1,
-                online.len(),
+                to_measure.iter().position(|&c| c == cpu).unwrap_or(0) + 1,
+                to_measure.len(),
                 seconds_text(per_cpu)
             ),
         );
