@@ -457,7 +457,8 @@ fn recommend(
         .iter()
         .find(|c| c.cpu == cpu)
         .expect("chosen among them");
-    let others: Vec<&Candidate> = candidates.iter().filter(|c| c.cpu != cpu).collect();
+    let mut others: Vec<&Candidate> = candidates.iter().filter(|c| c.cpu != cpu).collect();
+    others.sort_by_key(|c| (c.worst_ns, c.cpu));
     rec.decided_by = Some(step);
     let best = candidates.iter().map(|c| c.worst_ns).min().unwrap_or(0);
     let tied_list = || {
@@ -475,7 +476,7 @@ fn recommend(
             us(me.p999_ns)
         ),
         1 => format!(
-            "CPU {cpu} has the lowest worst-case latency: {} (next best {})",
+            "CPU {cpu} has the lowest worst-case latency: {} (then {})",
             us(me.worst_ns),
             others
                 .iter()
@@ -655,7 +656,12 @@ mod tests {
         let (cpu, rec) = recommend(&rows, &[0, 1, 2], true);
         assert_eq!(cpu, Some(1));
         assert_eq!(rec.decided_by, Some(1));
-        assert!(rec.reason.contains("CPU 0 300.0 µs"), "{}", rec.reason);
+        assert!(
+            rec.reason
+                .contains("lowest worst-case latency: 90.0 µs (then CPU 0 300.0 µs)"),
+            "{}",
+            rec.reason
+        );
         assert_eq!(
             rec.boot_parameters.as_deref(),
             Some("isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1")
