@@ -491,9 +491,11 @@ impl State {
                 worst_ns: 0,
                 total_ns: 0,
                 pids: Vec::new(),
-                fix: match s.irq {
-                    Some(irq) => irq_fix(irq, &self.fix),
-                    None => softirq_fix(s.label.trim_start_matches("softirq "), &self.fix),
+                fix: match (s.irq, s.label.strip_prefix("softirq ")) {
+                    (Some(irq), _) => irq_fix(irq, &self.fix),
+                    (None, Some(vector)) => softirq_fix(vector, &self.fix),
+                    // LOC, RES, CAL, TLB…: per-CPU interrupts, which only isolation reduces.
+                    (None, None) => Some(isolate(&self.fix)),
                 },
             });
             e.count += 1;
@@ -517,16 +519,20 @@ impl State {
         let cpus: BTreeSet<usize> = self.threads.iter().map(|t| t.spec.cpu).collect();
         let mut counts = BTreeMap::new();
         if let Ok(text) = std::fs::read_to_string("/proc/interrupts") {
-            for (irq, per_cpu, _, _, name) in crate::detect::parse_interrupts(&text) {
-                for (cpu, n) in per_cpu {
+            for line in super::survey::counters::parse_interrupts(&text) {
+                let label = match line.irq {
+                    Some(irq) => format!("IRQ {irq} ({})", line.name),
+                    None => format!("{} ({})", line.key, line.name),
+                };
+                for (cpu, n) in line.counts {
                     if cpus.contains(&cpu) {
-                        counts.insert((format!("IRQ {irq} ({name})"), Some(irq), cpu), n);
+                        counts.insert((label.clone(), line.irq, cpu), n);
                     }
                 }
             }
         }
         if let Ok(text) = std::fs::read_to_string("/proc/softirqs") {
-            for (vector, per_cpu) in parse_softirqs(&text) {
+            for (vector, per_cpu) in super::survey::counters::parse_softirqs(&text) {
                 for (cpu, n) in per_cpu {
                     if cpus.contains(&cpu) {
                         counts.insert((format!("softirq {vector}"), None, cpu), n);
@@ -574,7 +580,11 @@ impl State {
                 let total = last.counts.get(key).copied().unwrap_or(n)
                     - first.counts.get(key).copied().unwrap_or(0).min(n);
                 Some(Suspect {
-                    kind: if key.1.is_some() { "irq" } else { "softirq" },
+                    kind: if key.0.starts_with("softirq ") {
+                        "softirq"
+                    } else {
+                        "irq"
+                    },
                     label: key.0.clone(),
                     irq: key.1,
                     count: d,
@@ -633,29 +643,6 @@ impl State {
                 .collect(),
         }
     }
-}
-
-/// `/proc/softirqs`: `(vector, [(cpu, count)])`.
-pub(crate) fn parse_softirqs(text: &str) -> Vec<(String, Vec<(usize, u64)>)> {
-    let mut lines = text.lines();
-    let Some(header) = lines.next() else {
-        return Vec::new();
-    };
-    let columns: Vec<usize> = header
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
-        .collect();
-    lines
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let counts = columns
-                .iter()
-                .zip(rest.split_whitespace())
-                .filter_map(|(&c, w)| Some((c, w.parse().ok()?)))
-                .collect::<Vec<_>>();
-            (!counts.is_empty()).then(|| (name.trim().to_string(), counts))
-        })
-        .collect()
 }
 
 /// The kernel prio of a trace (`0..=98` real time) as a policy and priority.
@@ -782,13 +769,6 @@ pub(crate) fn fix(kind: &CauseKind, ctx: &FixContext, rt_priority: i32) -> Optio
 mod tests {
     use super::*;
     use crate::trace::TaskRef;
-
-    #[test]
-    fn softirqs_columns() {
-        let t = "                    CPU0       CPU1\n          HI:          1          0\n      NET_RX:        100         42\n";
-        let p = parse_softirqs(t);
-        assert_eq!(p[1], ("NET_RX".into(), vec![(0, 100), (1, 42)]));
-    }
 
     #[test]
     fn fixes_name_the_command() {
