@@ -673,8 +673,9 @@ mod tests {
         put(&mut page, &[(3 << 5) | 30, 1]);
         // A type-0 record of 12 data bytes (length word 16), 7 ns later.
         put(&mut page, &[7 << 5, 16, 1, 2, 3]);
-        // Padding of 8 bytes after its length word, then one more record.
-        put(&mut page, &[(1 << 5) | 29, 8, 0, 0]);
+        // Padding: its length word counts itself and what follows (8 = the word and one more),
+        // then one more record.
+        put(&mut page, &[(1 << 5) | 29, 8, 0]);
         put(&mut page, &[(2 << 5) | 1, 0xcccc]);
         let size = (off - 16) as u64;
         page[8..16].copy_from_slice(&size.to_ne_bytes());
