@@ -66,8 +66,8 @@ pub(crate) struct HistogramOut {
 /// One latency spike from the thread's spike ring.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Spike {
-    /// Wake time, CLOCK_MONOTONIC ns (for the trace window; not in the JSON).
-    #[serde(skip)]
+    /// Wake time, CLOCK_MONOTONIC ns (the trace window; lets a caller match a spike to events it
+    /// timed itself with `clock_gettime(CLOCK_MONOTONIC)`).
     pub(crate) wake_ns: u64,
     /// With `--trace`: what took the time between the deadline and the wake, longest first.
     #[serde(skip_serializing_if = "Option::is_none")]
