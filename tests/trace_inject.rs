@@ -1,0 +1,874 @@
+//! Issue 11, "done when": causes injected on the RT CPU at known times are named by
+//! `rtapi latency-test --trace`, each in the spike it made.
+//!
+//! Every test runs the real binary (`--base 0 --servo 1ms --cpu <last CPU> --trace --json -`) and,
+//! while it runs, injects exactly [`INJECTIONS`] events 100 ms apart, each timed with
+//! `clock_gettime(CLOCK_MONOTONIC)` (the clock of the trace and of the spikes' `wake_ns`). An
+//! injection is matched to the worst spike whose `[deadline, wake]` overlaps it, and counts as
+//! attributed when that spike's main cause (the longest one that is not the late timer) is the
+//! injected thing, or the injected thing's time covers at least half of the overlap. At least
+//! [`REQUIRED`] of the injections must be attributed.
+//!
+//! A second tracefs instance of the test's own (`inject-<pid>`) records the RT CPU at the same
+//! time: the quiet run checks every cause named against it (attribution never invents), and when
+//! an injection is missed its raw events are written to `target/trace_inject-<kind>-<n>.txt` for
+//! study.
+//!
+//! Needs root, tracefs and two CPUs; otherwise each test prints `SKIPPED: why` on stderr. Any
+//! system setting changed (`rps_cpus`, an IRQ's `smp_affinity_list`) is restored by a guard, also
+//! when the test panics.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Read as _;
+use std::net::UdpSocket;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rtapi::rt::clock::now;
+use rtapi::rt::sched::{online_cpus, pin_current_thread, set_current_policy, Policy};
+use rtapi::trace::{parse_text, EventKind, TraceSession};
+
+/// Injections per kind.
+const INJECTIONS: usize = 10;
+/// How many of them must be attributed to the right cause.
+const REQUIRED: usize = 9;
+/// Time between injections.
+const GAP: Duration = Duration::from_millis(100);
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+// ---------------------------------------------------------------------------------------------
+// Environment
+
+/// The CPU measured (the last one) and one for everything else.
+struct Cpus {
+    rt: usize,
+    other: usize,
+}
+
+fn cpus_or_skip() -> Option<Cpus> {
+    let why = if !nix::unistd::geteuid().is_root() {
+        "--trace needs root (tracefs instances, SCHED_FIFO)".to_string()
+    } else if !Path::new(TRACEFS).join("instances").is_dir() {
+        format!("tracefs is not mounted at {TRACEFS} (mount -t tracefs nodev {TRACEFS})")
+    } else {
+        match online_cpus() {
+            Ok(c) if c.len() >= 2 => {
+                return Some(Cpus {
+                    rt: *c.last().unwrap(),
+                    other: c[0],
+                })
+            }
+            other => format!("needs two online CPUs (one measured, one for the test): {other:?}"),
+        }
+    };
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+fn mono_ns() -> u64 {
+    now().as_nanos() as u64
+}
+
+fn tid() -> u32 {
+    nix::unistd::gettid().as_raw() as u32
+}
+
+/// Writes a value to a sysfs/procfs file and puts the old one back on drop (also on panic).
+struct Restore {
+    path: PathBuf,
+    old: String,
+}
+
+impl Restore {
+    fn set(path: impl Into<PathBuf>, value: &str) -> std::io::Result<Restore> {
+        let path = path.into();
+        let old = fs::read_to_string(&path)?.trim().to_string();
+        let guard = Restore { path, old };
+        fs::write(&guard.path, value)?;
+        Ok(guard)
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Err(e) = fs::write(&self.path, &self.old) {
+            eprintln!(
+                "could not restore {} to {:?}: {e}",
+                self.path.display(),
+                self.old
+            );
+        }
+    }
+}
+
+/// Stops a helper thread on drop (also on panic) and joins it.
+struct Helper {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Helper {
+    fn spawn(name: &str, f: impl FnOnce(Arc<AtomicBool>) + Send + 'static) -> Helper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || f(s))
+            .unwrap();
+        Helper {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report, as this test reads it
+
+/// One cause of a spike, whichever form the JSON has (an object with `kind`, or the text of
+/// [`rtapi::trace::Cause`]'s `Display`).
+#[derive(Debug, Clone, Default)]
+struct Cause {
+    /// `irq`, `vector`, `softirq`, `task`, `kernel-thread`, `timer-late`, `outside`.
+    kind: String,
+    text: String,
+    dur_ns: u64,
+    /// IRQ number (`irq`).
+    irq: Option<u32>,
+    /// IRQ handler, vector or softirq name.
+    name: String,
+    /// Task or kernel thread.
+    comm: String,
+    pid: Option<u32>,
+}
+
+/// `…: 12.5 µs (3×)` → 12 500 ns; `… 12.5 µs …` after `marker`.
+fn us_after(text: &str, marker: &str) -> u64 {
+    text.rfind(marker)
+        .and_then(|i| text[i + marker.len()..].split_whitespace().next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .map_or(0, |us| (us * 1000.0).round() as u64)
+}
+
+/// `NAME (pid 12, prio 3)` → (NAME, 12).
+fn task_of(s: &str) -> (String, Option<u32>) {
+    match s.rfind(" (pid ") {
+        Some(i) => {
+            let pid = s[i + 6..]
+                .split([',', ')'])
+                .next()
+                .and_then(|p| p.parse().ok());
+            (s[..i].to_string(), pid)
+        }
+        None => (s.to_string(), None),
+    }
+}
+
+impl Cause {
+    fn from_json(v: &serde_json::Value) -> Cause {
+        if let Some(text) = v.as_str() {
+            return Cause::from_text(text);
+        }
+        let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+        let kind = s("kind");
+        Cause {
+            text: s("text"),
+            dur_ns: v["dur_ns"].as_u64().unwrap_or(0),
+            irq: v["irq"].as_u64().map(|n| n as u32),
+            name: match kind.as_str() {
+                "softirq" => s("vector"),
+                "timer-late" => s("function"),
+                _ => s("name"),
+            },
+            comm: s("comm"),
+            pid: v["pid"].as_u64().map(|n| n as u32),
+            kind,
+        }
+    }
+
+    fn from_text(text: &str) -> Cause {
+        let mut c = Cause {
+            text: text.to_string(),
+            dur_ns: us_after(text, ": "),
+            ..Cause::default()
+        };
+        if let Some(rest) = text.strip_prefix("IRQ ") {
+            c.kind = "irq".into();
+            c.irq = rest.split(' ').next().and_then(|n| n.parse().ok());
+            if let (Some(a), Some(b)) = (rest.find('('), rest.rfind("):")) {
+                c.name = rest[a + 1..b].to_string();
+            }
+        } else if let Some(rest) = text.strip_prefix("softirq ") {
+            c.kind = "softirq".into();
+            c.name = rest.split(':').next().unwrap_or_default().to_string();
+        } else if let Some(rest) = text.strip_prefix("task ") {
+            c.kind = "task".into();
+            (c.comm, c.pid) = task_of(rest.rsplit_once("): ").map_or(rest, |(t, _)| t));
+        } else if let Some(rest) = text.strip_prefix("kernel thread ") {
+            c.kind = "kernel-thread".into();
+            let head = rest.split(") ").next().unwrap_or(rest);
+            let head = head.rsplit_once("): ").map_or(head, |(t, _)| t);
+            (c.comm, c.pid) = task_of(&format!("{})", head.trim_end_matches(')')));
+        } else if let Some(rest) = text.strip_prefix("timer ") {
+            c.kind = "timer-late".into();
+            c.name = rest.split(' ').next().unwrap_or_default().to_string();
+            c.dur_ns = us_after(text, " expired ");
+        } else if text.starts_with("nothing visible") {
+            c.kind = "outside".into();
+            c.dur_ns = us_after(text, " for ");
+        } else if let Some((name, _)) = text.split_once(" interrupt: ") {
+            c.kind = "vector".into();
+            c.name = name.to_string();
+        }
+        c
+    }
+
+    /// Short form for tables.
+    fn short(&self) -> String {
+        let us = self.dur_ns as f64 / 1e3;
+        match self.kind.as_str() {
+            "task" | "kernel-thread" => format!(
+                "{} {}/{} {us:.0}µs",
+                self.kind,
+                self.comm,
+                self.pid.unwrap_or(0)
+            ),
+            "irq" => format!("irq {} {} {us:.0}µs", self.irq.unwrap_or(0), self.name),
+            _ => format!("{} {} {us:.0}µs", self.kind, self.name),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Spike {
+    wake_ns: u64,
+    latency_ns: u64,
+    causes: Vec<Cause>,
+}
+
+impl Spike {
+    fn deadline_ns(&self) -> u64 {
+        self.wake_ns.saturating_sub(self.latency_ns)
+    }
+
+    /// The longest cause that is not the late timer (causes come longest first).
+    fn main_cause(&self) -> Option<&Cause> {
+        self.causes.iter().find(|c| c.kind != "timer-late")
+    }
+}
+
+/// The servo thread's spikes from the JSON report.
+fn servo_spikes(report: &serde_json::Value) -> Vec<Spike> {
+    let servo = report["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .find(|t| t["name"] == "servo")
+        .expect("servo thread");
+    servo["spikes"]
+        .as_array()
+        .expect("spikes")
+        .iter()
+        .map(|s| Spike {
+            wake_ns: s["wake_ns"]
+                .as_u64()
+                .expect("spike wake_ns (CLOCK_MONOTONIC) in the JSON"),
+            latency_ns: s["latency_ns"].as_u64().unwrap_or(0),
+            causes: s["causes"]
+                .as_array()
+                .map(|c| c.iter().map(Cause::from_json).collect())
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running latency-test with injections
+
+/// One injected event, CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, Copy)]
+struct Injection {
+    start_ns: u64,
+    end_ns: u64,
+}
+
+struct Run {
+    report: serde_json::Value,
+    spikes: Vec<Spike>,
+    /// The test's own trace of the RT CPU over the run (raw text).
+    own_trace: String,
+}
+
+/// Runs latency-test for `secs` seconds on `cpus.rt`, calls `inject` once its trace is running,
+/// and returns its report with the test's own trace of the RT CPU.
+fn run_with(
+    cpus: &Cpus,
+    secs: u32,
+    inject: impl FnOnce() -> Vec<Injection>,
+) -> (Run, Vec<Injection>) {
+    let own = TraceSession::start(&[cpus.rt], &format!("inject-{}", std::process::id()))
+        .expect("the test's own trace instance");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args([
+            "latency-test",
+            "--base",
+            "0",
+            "--servo",
+            "1ms",
+            "--duration",
+            &format!("{secs}s"),
+            "--cpu",
+            &cpus.rt.to_string(),
+            "--trace",
+            "--quiet",
+            "--json",
+            "-",
+            "--instance",
+            &format!("inject-{}", std::process::id()),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rtapi runs");
+    // Its trace instance exists once tracing is on; the threads start right after.
+    let instance = Path::new(TRACEFS)
+        .join("instances")
+        .join(format!("rtapi-{}", child.id()));
+    let t0 = Instant::now();
+    while !instance.exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(instance.exists(), "latency-test started tracing");
+    std::thread::sleep(Duration::from_millis(500));
+    let injections = inject();
+    let mut stdout = Vec::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    own.stop().unwrap();
+    assert!(status.success(), "latency-test failed: {stderr}");
+    let last = injections.last().map_or(0, |i| i.end_ns);
+    assert!(last < mono_ns(), "the injections ended before the run did");
+    let report: serde_json::Value = serde_json::from_slice(&stdout)
+        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", String::from_utf8_lossy(&stdout)));
+    let own_trace =
+        fs::read_to_string(own.dir().join(format!("per_cpu/cpu{}/trace", cpus.rt))).unwrap();
+    drop(own);
+    let spikes = servo_spikes(&report);
+    (
+        Run {
+            report,
+            spikes,
+            own_trace,
+        },
+        injections,
+    )
+}
+
+/// Sleeps until `at` (CLOCK_MONOTONIC ns).
+fn sleep_until(at: u64) {
+    let n = mono_ns();
+    if at > n {
+        std::thread::sleep(Duration::from_nanos(at - n));
+    }
+}
+
+/// The trace lines of `text` with timestamps in `[from, to]` ns.
+fn trace_lines(text: &str, from: u64, to: u64) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if let Some(e) = parse_text(line).events.first() {
+            if e.ts_ns >= from && e.ts_ns <= to {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// Matches each injection to its spike, prints the table, saves the trace of each miss, and
+/// returns how many were attributed.
+fn judge(
+    kind: &str,
+    run: &Run,
+    injections: &[Injection],
+    slack_ns: u64,
+    right: impl Fn(&Cause) -> bool,
+) -> usize {
+    let mut table = String::new();
+    let mut attributed = 0;
+    let base = injections.first().map_or(0, |i| i.start_ns);
+    for (n, inj) in injections.iter().enumerate() {
+        let end = inj.end_ns + slack_ns;
+        let names_it = |s: &&Spike| {
+            let overlap = s.wake_ns.min(end) - s.deadline_ns().max(inj.start_ns);
+            s.main_cause().is_some_and(&right)
+                || s.causes.iter().any(|c| right(c) && c.dur_ns * 2 >= overlap)
+        };
+        // The spikes it overlaps (a long injection can delay several periods): the worst that
+        // names it, else the worst.
+        let overlapping: Vec<&Spike> = run
+            .spikes
+            .iter()
+            .filter(|s| s.deadline_ns() < end && s.wake_ns > inj.start_ns)
+            .collect();
+        let named = overlapping
+            .iter()
+            .copied()
+            .filter(names_it)
+            .max_by_key(|s| s.latency_ns);
+        let ok = named.is_some();
+        let spike = named.or_else(|| overlapping.into_iter().max_by_key(|s| s.latency_ns));
+        attributed += usize::from(ok);
+        let _ = write!(
+            table,
+            "  {n:>2} {} +{:>7.1} ms, {:>6.0} µs:",
+            if ok { "ok  " } else { "MISS" },
+            (inj.start_ns - base) as f64 / 1e6,
+            (inj.end_ns - inj.start_ns) as f64 / 1e3
+        );
+        match spike {
+            None => table.push_str(" no spike overlaps it\n"),
+            Some(s) => {
+                let causes: Vec<String> = s.causes.iter().map(Cause::short).collect();
+                let _ = writeln!(
+                    table,
+                    " spike {:.0} µs at +{:.3} ms: {}",
+                    s.latency_ns as f64 / 1e3,
+                    (s.deadline_ns() as i64 - base as i64) as f64 / 1e6,
+                    causes.join("; ")
+                );
+            }
+        }
+        if !ok {
+            let from = spike.map_or(inj.start_ns, |s| s.deadline_ns().min(inj.start_ns));
+            let to = spike.map_or(end, |s| s.wake_ns.max(end));
+            let path =
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("trace_inject-{kind}-{n}.txt"));
+            let _ = fs::write(
+                &path,
+                trace_lines(&run.own_trace, from - 3_000_000, to + 1_000_000),
+            );
+        }
+    }
+    eprintln!(
+        "{kind}: {attributed}/{} injections attributed ({} spikes reported)\n{table}",
+        injections.len(),
+        run.spikes.len()
+    );
+    attributed
+}
+
+/// Every cause a spike names has a trace of its own near the spike in the test's independent
+/// trace: an IRQ or softirq entry or exit, or the task current or switched.
+fn assert_never_invents(run: &Run) {
+    let events = parse_text(&run.own_trace).events;
+    for s in run.spikes.iter().filter(|s| !s.causes.is_empty()) {
+        let (from, to) = (s.deadline_ns() - 2_000_000, s.wake_ns + 1_000_000);
+        let near: Vec<_> = events
+            .iter()
+            .filter(|e| e.ts_ns >= from && e.ts_ns <= to)
+            .collect();
+        if near.is_empty() {
+            // The test's own ring has nothing there (it started late, or lost it): nothing to check.
+            continue;
+        }
+        for c in &s.causes {
+            let seen = match c.kind.as_str() {
+                "irq" => near.iter().any(|e| {
+                    matches!(e.kind, EventKind::IrqEntry { irq, .. } | EventKind::IrqExit { irq }
+                        if Some(irq) == c.irq)
+                }),
+                "softirq" => near.iter().any(|e| {
+                    matches!(&e.kind, EventKind::SoftirqEntry { vector } | EventKind::SoftirqExit { vector }
+                        if *vector == c.name)
+                }),
+                "vector" => near.iter().any(|e| {
+                    matches!(&e.kind, EventKind::VectorEntry { name, .. } | EventKind::VectorExit { name, .. }
+                        if *name == c.name)
+                }),
+                "task" | "kernel-thread" => near.iter().any(|e| {
+                    Some(e.pid) == c.pid
+                        || matches!(&e.kind, EventKind::Switch { prev, next, .. }
+                            if Some(prev.pid) == c.pid || Some(next.pid) == c.pid)
+                        || matches!(&e.kind, EventKind::Wakeup { task, .. } if Some(task.pid) == c.pid)
+                }),
+                _ => true,
+            };
+            assert!(
+                seen,
+                "spike at {} ({} µs) names {:?}, which the test's own trace does not show near it",
+                s.wake_ns,
+                s.latency_ns / 1000,
+                c.text
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. A SCHED_FIFO 99 task
+
+#[test]
+fn a_fifo_99_spinner_is_named_by_comm_and_pid() {
+    let Some(cpus) = cpus_or_skip() else { return };
+    let rt = cpus.rt;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (run, injections) = run_with(&cpus, 4, move || {
+        std::thread::Builder::new()
+            .name("spinner".into())
+            .spawn(move || {
+                // Policy first, then the pin: the switch onto the RT CPU then logs the RT prio.
+                set_current_policy(Policy::Fifo { priority: 99 }).expect("SCHED_FIFO 99");
+                pin_current_thread(rt).expect("pin to the RT CPU");
+                let mut out = Vec::new();
+                let mut at = mono_ns() + 20_000_000;
+                for _ in 0..INJECTIONS {
+                    sleep_until(at);
+                    let start = mono_ns();
+                    while mono_ns() - start < 500_000 {
+                        std::hint::spin_loop();
+                    }
+                    out.push(Injection {
+                        start_ns: start,
+                        end_ns: mono_ns(),
+                    });
+                    at += GAP.as_nanos() as u64;
+                }
+                tx.send(tid()).unwrap();
+                out
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    let spinner = rx.recv().unwrap();
+    let n = judge("spinner", &run, &injections, 0, |c| {
+        c.kind == "task" && c.comm == "spinner" && c.pid == Some(spinner)
+    });
+    assert_never_invents(&run);
+    assert!(
+        n >= REQUIRED,
+        "{n} of {INJECTIONS} spinner bursts (pid {spinner}) named"
+    );
+}
+
+// 2. NET_RX softirq load
+
+#[test]
+fn a_loopback_udp_flood_steered_to_the_rt_cpu_is_named_net_rx() {
+    let Some(cpus) = cpus_or_skip() else { return };
+    let rps = "/sys/class/net/lo/queues/rx-0/rps_cpus";
+    // Receive processing of loopback traffic goes to the RT CPU's backlog (RPS); the sender runs on
+    // the other CPU, so on the RT CPU only the NET_RX softirq runs.
+    let _rps = match Restore::set(rps, &format!("{:x}", 1u64 << cpus.rt)) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("SKIPPED: cannot steer loopback receive with {rps}: {e}");
+            return;
+        }
+    };
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    slow_receive(&sink);
+    let to = sink.local_addr().unwrap();
+    let other = cpus.other;
+    let (run, injections) = run_with(&cpus, 4, move || {
+        std::thread::Builder::new()
+            .name("flood".into())
+            .spawn(move || {
+                // Real-time on its own CPU, so that other work there does not slow the flood.
+                set_current_policy(Policy::Fifo { priority: 10 }).expect("SCHED_FIFO 10");
+                pin_current_thread(other).expect("pin the sender off the RT CPU");
+                let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+                tx.connect(to).unwrap();
+                let mut out = Vec::new();
+                let mut at = mono_ns() + 20_000_000;
+                for _ in 0..INJECTIONS {
+                    sleep_until(at);
+                    let start = mono_ns();
+                    while mono_ns() - start < 5_000_000 {
+                        send_batch(&tx);
+                    }
+                    out.push(Injection {
+                        start_ns: start,
+                        end_ns: mono_ns(),
+                    });
+                    at += GAP.as_nanos() as u64;
+                }
+                out
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    drop(sink);
+    // The RT CPU drains its backlog after the last packet was sent.
+    let n = judge("net_rx", &run, &injections, 2_000_000, |c| {
+        c.kind == "softirq" && c.name == "NET_RX"
+    });
+    assert_never_invents(&run);
+    assert!(n >= REQUIRED, "{n} of {INJECTIONS} UDP floods named NET_RX");
+}
+
+/// Attaches a socket filter of a few thousand instructions that drops every packet: it runs in the
+/// NET_RX softirq for each packet received, so the RT CPU receives slower than the other CPU sends.
+fn slow_receive(sock: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    const ADD_K: u16 = (libc::BPF_ALU | libc::BPF_ADD | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let mut prog: Vec<libc::sock_filter> = (0..4000)
+        .map(|_| libc::sock_filter {
+            code: ADD_K,
+            jt: 0,
+            jf: 0,
+            k: 1,
+        })
+        .collect();
+    prog.push(libc::sock_filter {
+        code: RET_K,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    });
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points at `prog`, alive for the call; the kernel copies the program.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "SO_ATTACH_FILTER: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Sends 64 small datagrams on a connected socket in one `sendmmsg` call: faster than the RT CPU
+/// receives them, so its backlog fills and each NET_RX run handles a full budget of packets.
+fn send_batch(sock: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    const BATCH: usize = 64;
+    let mut payload = [0u8; 64];
+    let mut iov = [libc::iovec {
+        iov_base: payload.as_mut_ptr().cast(),
+        iov_len: payload.len(),
+    }];
+    // SAFETY: an all-zero mmsghdr is valid (null pointers, zero lengths).
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for m in &mut msgs {
+        m.msg_hdr.msg_iov = iov.as_mut_ptr();
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: `msgs` holds BATCH headers whose iovecs point at `payload`, all alive for the call;
+    // the socket is connected, so no address is needed.
+    unsafe { libc::sendmmsg(sock.as_raw_fd(), msgs.as_mut_ptr(), BATCH as u32, 0) };
+}
+
+// 3. The disk's interrupt
+
+/// The IRQs of the root disk's virtio device (`virtioN-…`), from /proc/interrupts: (number, name,
+/// count per CPU).
+fn disk_irqs() -> Option<(String, Vec<(u32, String, Vec<u64>)>)> {
+    let dev = fs::read_link("/sys/block/vda/device").ok()?;
+    let virtio = dev.file_name()?.to_string_lossy().into_owned();
+    let text = fs::read_to_string("/proc/interrupts").ok()?;
+    let irqs = text
+        .lines()
+        .filter_map(|l| {
+            let (n, rest) = l.trim_start().split_once(':')?;
+            let n: u32 = n.parse().ok()?;
+            let name = rest.split_whitespace().last()?.to_string();
+            let counts = rest
+                .split_whitespace()
+                .map_while(|w| w.parse().ok())
+                .collect();
+            name.starts_with(&format!("{virtio}-"))
+                .then_some((n, name, counts))
+        })
+        .collect::<Vec<_>>();
+    Some((virtio, irqs))
+}
+
+#[test]
+fn disk_interrupts_on_the_rt_cpu_are_named() {
+    let Some(cpus) = cpus_or_skip() else { return };
+    let Some((virtio, irqs)) = disk_irqs() else {
+        eprintln!("SKIPPED: no virtio block device vda");
+        return;
+    };
+    // The request queue's IRQ, if it fires on the RT CPU (a managed IRQ: it cannot be moved).
+    let Some((irq, name, _)) = irqs.into_iter().find(|(n, name, _)| {
+        !name.ends_with("-config")
+            && fs::read_to_string(format!("/proc/irq/{n}/effective_affinity_list"))
+                .is_ok_and(|a| a.trim() == cpus.rt.to_string())
+    }) else {
+        eprintln!("SKIPPED: no interrupt of {virtio} fires on CPU {}", cpus.rt);
+        return;
+    };
+    // A file on the root disk, read with O_DIRECT so that every read is a request to the device.
+    let dir = tempfile::Builder::new()
+        .prefix("trace-inject-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let file = dir.path().join("blocks");
+    const SIZE: usize = 64 << 20;
+    fs::write(&file, vec![0x5au8; SIZE]).unwrap();
+    nix::unistd::sync();
+    let rt = cpus.rt;
+    let (run, injections) = run_with(&cpus, 4, move || {
+        let mut out = Vec::new();
+        let mut at = mono_ns() + 20_000_000;
+        for k in 0..INJECTIONS {
+            sleep_until(at);
+            let start = mono_ns();
+            // 8 readers submitting from the RT CPU (SCHED_OTHER): completions run in the IRQ there.
+            let readers: Vec<_> = (0..8)
+                .map(|r| {
+                    let file = file.clone();
+                    std::thread::spawn(move || {
+                        pin_current_thread(rt).unwrap();
+                        let f = fs::OpenOptions::new()
+                            .read(true)
+                            .custom_flags(libc::O_DIRECT)
+                            .open(&file)
+                            .unwrap();
+                        let mut buf = AlignedBuf::new(64 << 10);
+                        let mut off = ((k * 8 + r) * (SIZE / 80)) as u64 & !4095;
+                        let t = mono_ns();
+                        while mono_ns() - t < 5_000_000 {
+                            use std::os::unix::fs::FileExt;
+                            let _ = f.read_at(buf.as_mut(), off);
+                            off = (off + (64 << 10)) % (SIZE as u64 - (64 << 10));
+                        }
+                    })
+                })
+                .collect();
+            for r in readers {
+                r.join().unwrap();
+            }
+            out.push(Injection {
+                start_ns: start,
+                end_ns: mono_ns(),
+            });
+            at += GAP.as_nanos() as u64;
+        }
+        out
+    });
+    let n = judge("disk_irq", &run, &injections, 500_000, |c| {
+        (c.kind == "irq" && c.irq == Some(irq)) || (c.kind == "softirq" && c.name == "BLOCK")
+    });
+    assert_never_invents(&run);
+    assert!(
+        n >= REQUIRED,
+        "{n} of {INJECTIONS} disk I/O bursts named IRQ {irq} ({name}) or softirq BLOCK"
+    );
+}
+
+/// A page-aligned buffer for O_DIRECT.
+struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> AlignedBuf {
+        let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null());
+        AlignedBuf { ptr, len }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` points to `len` initialised bytes owned by `self`, borrowed mutably here.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len, 4096).unwrap();
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr, layout) };
+    }
+}
+
+// 4. A quiet run
+
+#[test]
+fn a_quiet_run_blames_nothing_that_did_not_happen() {
+    let Some(cpus) = cpus_or_skip() else { return };
+    let rt = cpus.rt;
+    // The spinner of the first test, pinned to the RT CPU at SCHED_FIFO 99, but it only wakes and
+    // sleeps: it may be named for the microseconds it runs, never for a spike.
+    let idle = Arc::new(std::sync::Mutex::new(0u32));
+    let idle_tid = idle.clone();
+    let _spinner = Helper::spawn("spinner", move |stop| {
+        set_current_policy(Policy::Fifo { priority: 99 }).expect("SCHED_FIFO 99");
+        pin_current_thread(rt).expect("pin to the RT CPU");
+        *idle_tid.lock().unwrap() = tid();
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(GAP);
+        }
+    });
+    let (run, _) = run_with(&cpus, 3, Vec::new);
+    let spinner = *idle.lock().unwrap();
+    eprintln!("quiet run: {} spikes", run.spikes.len());
+    for s in &run.spikes {
+        let causes: Vec<String> = s.causes.iter().map(Cause::short).collect();
+        eprintln!(
+            "  {:>6.0} µs: {}",
+            s.latency_ns as f64 / 1e3,
+            causes.join("; ")
+        );
+    }
+    assert_never_invents(&run);
+    for s in &run.spikes {
+        for c in &s.causes {
+            let helper = c.kind == "task" && c.pid == Some(spinner);
+            assert!(
+                !helper || c.dur_ns * 2 < s.latency_ns,
+                "a spike of {} µs blamed on the idle spinner: {}",
+                s.latency_ns / 1000,
+                c.text
+            );
+        }
+    }
+    let _ = &run.report;
+}
