@@ -496,6 +496,25 @@ fn judge(
             );
         }
     }
+    if std::env::var_os("RTAPI_INJECT_DUMP").is_some() {
+        for (n, s) in run.spikes.iter().enumerate() {
+            let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("trace_inject-{kind}-spike{n}.txt"));
+            let causes: Vec<&str> = s.causes.iter().map(|c| c.text.as_str()).collect();
+            let head = format!(
+                "# spike deadline {} wake {} latency {} causes {causes:?}\n",
+                s.deadline_ns(),
+                s.wake_ns,
+                s.latency_ns
+            );
+            let body = trace_lines(
+                &run.own_trace,
+                s.deadline_ns() - 3_000_000,
+                s.wake_ns + 1_000_000,
+            );
+            let _ = fs::write(&path, head + &body);
+        }
+    }
     eprintln!(
         "{kind}: {attributed}/{} injections attributed ({} spikes reported)\n{table}",
         injections.len(),
@@ -571,10 +590,15 @@ fn a_fifo_99_spinner_is_named_by_comm_and_pid() {
                 for _ in 0..INJECTIONS {
                     // Half of a 1 ms period holds no deadline: the burst is aimed to start 250 µs
                     // before one, so that every burst delays a period.
-                    let start_at = before_servo_deadline(at, 250_000);
+                    let unaimed = std::env::var_os("RTAPI_INJECT_UNAIMED").is_some();
+                    let start_at = if unaimed {
+                        at
+                    } else {
+                        before_servo_deadline(at, 250_000)
+                    };
                     sleep_until(start_at);
                     let start = mono_ns();
-                    while mono_ns() - start < 500_000 {
+                    while mono_ns() - start < if unaimed { 800_000 } else { 500_000 } {
                         std::hint::spin_loop();
                     }
                     out.push(Injection {
