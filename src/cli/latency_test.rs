@@ -57,10 +57,13 @@ pub struct Args {
     /// Do not hold /dev/cpu_dma_latency at 0.
     #[arg(long)]
     no_dma_latency: bool,
-    /// Trace the RT CPUs (tracefs, root) and name what caused each of the worst spikes: an IRQ, a
-    /// softirq, another task, a kernel thread, a late timer, or nothing visible (hypervisor/SMI).
-    #[arg(long)]
-    trace: bool,
+    /// Trace the RT CPUs (tracefs, root) and name what caused every spike at or over THRESHOLD
+    /// (default 50us, where software stepping ends): an IRQ, a softirq, another task, a kernel
+    /// thread, a late timer, or nothing visible (hypervisor/SMI); the causes table says what to do.
+    /// Without tracefs or root, the interrupt counters around each spike are shown instead.
+    #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, require_equals = true,
+          default_missing_value = "50us", value_parser = parse_duration)]
+    trace: Option<Nanos>,
 }
 
 fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {

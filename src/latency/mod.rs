@@ -2,6 +2,7 @@
 //! optionally loads the machine, and ends with a report, a histogram, a plot and a verdict.
 
 pub(crate) mod compare;
+pub(crate) mod explain;
 pub mod histogram;
 pub(crate) mod load;
 pub(crate) mod monitor;

@@ -21,4 +21,4 @@ pub mod session;
 
 pub use attribute::{attribute, Cause, CauseKind};
 pub use parse::{parse_text, Event, EventKind, TaskRef};
-pub use session::{TraceError, TraceSession, Window};
+pub use session::{PipeReader, TraceError, TraceSession, Window};
