@@ -443,6 +443,7 @@ mod tests {
 
     const IRQ: &str = include_str!("fixtures/cpu1_irq.txt");
     const SLEEP: &str = include_str!("fixtures/cpu1_sleep.txt");
+    const SPINNER_FROM_IDLE: &str = include_str!("fixtures/cpu1_spinner_from_idle.txt");
     const US: u64 = 1000;
 
     #[test]
@@ -547,6 +548,30 @@ mod tests {
             ("spinner", 4242, 0)
         );
         assert_eq!(causes[0].dur_ns, 500 * US);
+    }
+
+    #[test]
+    fn a_spinner_woken_from_idle_in_a_real_capture() {
+        // trace_inject on CPU 1: the switch from idle to the spinner (pid 24239) is not logged;
+        // the next line is the servo's (pid 24229) timer interrupt with the spinner current. The
+        // spinner held the CPU from that expiry (now=…324334963) to its switch at .324740, less the
+        // interrupt's 7 µs after the expiry.
+        let ev = parse_text(SPINNER_FROM_IDLE).events;
+        let causes = attribute(&ev, 10_387_324_334_000, 10_387_324_750_000, 24229);
+        let CauseKind::Task { task } = &causes[0].kind else {
+            panic!("{causes:?}")
+        };
+        assert_eq!(
+            (task.comm.as_str(), task.pid, task.prio),
+            ("spinner", 24239, 0)
+        );
+        assert_eq!(causes[0].dur_ns, 405_037 - 7_037);
+        // The earlier periods, the idle task and the servo's own runs are not causes.
+        assert!(
+            causes.iter().all(|c| !matches!(&c.kind,
+                CauseKind::Task { task } if task.pid == 0 || task.pid == 24229)),
+            "{causes:?}"
+        );
     }
 
     #[test]
