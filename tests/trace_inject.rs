@@ -941,6 +941,117 @@ fn disk_interrupts_on_the_rt_cpu_are_named() {
     );
 }
 
+// 3b. A network interrupt moved onto the RT CPU
+
+/// The default route's interface, its gateway, and its virtio device's transmit-queue IRQ (number,
+/// name) from /proc/interrupts.
+fn net_tx_irq() -> Option<(String, std::net::Ipv4Addr, u32, String)> {
+    let routes = fs::read_to_string("/proc/net/route").ok()?;
+    let (iface, gw) = routes.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 2 && f[1] == "00000000").then(|| {
+            let gw = u32::from_str_radix(f[2], 16).ok()?;
+            Some((f[0].to_string(), std::net::Ipv4Addr::from(gw.swap_bytes())))
+        })?
+    })?;
+    let dev = fs::read_link(format!("/sys/class/net/{iface}/device")).ok()?;
+    let virtio = dev.file_name()?.to_string_lossy().into_owned();
+    let text = fs::read_to_string("/proc/interrupts").ok()?;
+    let (irq, name) = text.lines().find_map(|l| {
+        let (n, rest) = l.trim_start().split_once(':')?;
+        let name = rest.split_whitespace().last()?;
+        name.starts_with(&format!("{virtio}-output"))
+            .then(|| Some((n.parse().ok()?, name.to_string())))?
+    })?;
+    Some((iface, gw, irq, name))
+}
+
+#[test]
+fn a_network_interrupt_moved_onto_the_rt_cpu_is_named() {
+    let Some(cpus) = cpus_or_skip() else { return };
+    let Some((iface, gw, irq, name)) = net_tx_irq() else {
+        eprintln!("SKIPPED: no default route through a virtio network device");
+        return;
+    };
+    // Transmit completions interrupt where the IRQ's affinity says: moved onto the RT CPU, they
+    // run there (the handler, then NET_RX polling the transmit queue). Restored on drop.
+    let path = format!("/proc/irq/{irq}/smp_affinity_list");
+    let _moved = match Restore::set(&path, &cpus.rt.to_string()) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("SKIPPED: IRQ {irq} ({name}) cannot be moved: {path}: {e}");
+            return;
+        }
+    };
+    let other = cpus.other;
+    let label = iface.clone();
+    let (run, injections) = run_with(&cpus, 30, "--trace", move || {
+        std::thread::Builder::new()
+            .name("net-tx".into())
+            .spawn(move || {
+                set_current_policy(Policy::Fifo { priority: 10 }).expect("SCHED_FIFO 10");
+                pin_current_thread(other).expect("pin off the RT CPU");
+                // The gateway's discard port: the packets only need to leave.
+                let tx = UdpSocket::bind("0.0.0.0:0").unwrap();
+                tx.connect((gw, 9)).unwrap();
+                let payload = vec![0u8; 60_000];
+                let mut spikes = SpikeWatch::new();
+                let mut out = Vec::new();
+                let mut at = mono_ns() + 20_000_000;
+                let mut bursts = 0;
+                while out.len() < INJECTIONS && bursts < MAX_BURSTS {
+                    bursts += 1;
+                    sleep_until(at);
+                    let start = mono_ns();
+                    while mono_ns() - start < 5_000_000 {
+                        let _ = tx.send(&payload);
+                    }
+                    let inj = Injection {
+                        start_ns: start,
+                        end_ns: mono_ns(),
+                    };
+                    std::thread::sleep(Duration::from_millis(2));
+                    if spikes.any_overlapping(&inj, DISK_SLACK_NS) {
+                        out.push(inj);
+                    }
+                    at += GAP.as_nanos() as u64;
+                }
+                eprintln!("{label}: {} of {bursts} bursts made a spike", out.len());
+                out
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    if injections.len() < INJECTIONS {
+        eprintln!(
+            "SKIPPED: only {} of {MAX_BURSTS} transmit bursts on {iface} delayed the servo thread \
+             past the threshold: too few to judge",
+            injections.len()
+        );
+        return;
+    }
+    let events = parse_text(&run.own_trace).events;
+    for (k, inj) in injections.iter().enumerate() {
+        assert!(
+            events
+                .iter()
+                .any(|e| (inj.start_ns..=inj.end_ns).contains(&e.ts_ns)
+                    && matches!(e.kind, EventKind::IrqEntry { irq: i, .. } if i == irq)),
+            "IRQ {irq} did not fire on CPU {} in burst {k}",
+            cpus.rt
+        );
+    }
+    let n = judge("net_irq", &run, &injections, DISK_SLACK_NS, |c| {
+        (c.kind == "irq" && c.irq == Some(irq)) || (c.kind == "softirq" && c.name == "NET_RX")
+    });
+    assert_never_invents(&run);
+    assert!(
+        n >= REQUIRED,
+        "{n} of {INJECTIONS} transmit bursts named IRQ {irq} ({name}) or softirq NET_RX"
+    );
+}
+
 /// Disk bursts tried at most, for [`INJECTIONS`] that make a spike.
 const MAX_BURSTS: usize = 40;
 /// Completions can run a little after the last read returned.
