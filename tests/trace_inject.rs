@@ -14,6 +14,8 @@
 //! an injection is missed its raw events are written to `target/trace_inject-<kind>-<n>.txt` for
 //! study.
 //!
+//! (This replaces `trace_latency.rs`, whose spinner test it absorbs with stricter assertions.)
+//!
 //! Needs root, tracefs and two CPUs; otherwise each test prints `SKIPPED: why` on stderr. Any
 //! system setting changed (`rps_cpus`, an IRQ's `smp_affinity_list`) is restored by a guard, also
 //! when the test panics.
@@ -388,6 +390,11 @@ fn run_with(
     let status = child.wait().unwrap();
     own.stop().unwrap();
     assert!(status.success(), "latency-test failed: {stderr}");
+    assert!(
+        !instance.exists(),
+        "latency-test removed its trace instance {}",
+        instance.display()
+    );
     let last = injections.last().map_or(0, |i| i.end_ns);
     assert!(last < mono_ns(), "the injections ended before the run did");
     let report: serde_json::Value = serde_json::from_slice(&stdout)
