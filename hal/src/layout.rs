@@ -223,7 +223,7 @@ pub mod stats {
     }
 
     /// Entries in the ring of the latest spikes (1.3), after the bins.
-    pub const RECENT_RING: usize = 64;
+    pub const RECENT_RING: usize = 256;
 
     /// Offset of the ring of the latest spikes (1.3) in a block with `bins` histogram bins: right
     /// after the bins. Entry `i` holds spike number `n` (0-based, counted by `SPIKES_TOTAL`) where

@@ -23,7 +23,7 @@ pub use kernel::{CoKernel, KernelInfo, Preemption};
 pub use probe::{Limit, LiveProbe, Privileges, Probe};
 pub use sysroot::SysRoot;
 pub use throttling::Throttling;
-pub(crate) use tuning::{format_hex_mask, parse_interrupts, Movability};
+pub(crate) use tuning::{format_hex_mask, movability, Movability};
 
 use serde::Serialize;
 

@@ -168,15 +168,7 @@ fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Ir
         if !still_there {
             continue;
         }
-        let managed = match root
-            .read(&format!("sys/kernel/debug/irq/irqs/{irq}"))
-            .text()
-        {
-            Some(t) if t.contains("IRQD_AFFINITY_MANAGED") => Movability::Managed,
-            Some(_) => Movability::Movable,
-            None if probably_managed(name) => Movability::ProbablyManaged,
-            None => Movability::Movable,
-        };
+        let managed = movability(root, *irq, name);
         out.push(Irq {
             irq: *irq,
             chip: chip.clone(),
@@ -191,6 +183,20 @@ fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Ir
     }
     out.sort_by_key(|i| std::cmp::Reverse(i.count_on_rt));
     out
+}
+
+/// Whether IRQ `irq` (named `name` in `/proc/interrupts`) can be moved at run time: debugfs when it
+/// is mounted, else the name.
+pub(crate) fn movability(root: &SysRoot, irq: u32, name: &str) -> Movability {
+    match root
+        .read(&format!("sys/kernel/debug/irq/irqs/{irq}"))
+        .text()
+    {
+        Some(t) if t.contains("IRQD_AFFINITY_MANAGED") => Movability::Managed,
+        Some(_) => Movability::Movable,
+        None if probably_managed(name) => Movability::ProbablyManaged,
+        None => Movability::Movable,
+    }
 }
 
 /// Queue IRQs the kernel spreads over CPUs itself: virtio-blk/scsi request queues (`virtio1-req.0`,

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use rtapi_hal::{HalReader, Spike};
 
-use crate::trace::{attribute, Cause, CauseKind, PipeReader, TraceSession};
+use crate::trace::{
+    attribute, Cause, CauseKind, Formats, PipeReader, RawReader, TraceSession, Window,
+};
 
 /// Spikes kept per thread, the worst by latency.
 pub(crate) const KEEP_WORST: usize = 32;
@@ -38,6 +40,13 @@ const AFTER_NS: u64 = 1_000_000;
 
 /// A spike older than this is explained with whatever the trace has, even if no later event came.
 const PATIENCE_NS: u64 = 300_000_000;
+
+/// The stretch of trace a spike is explained from: [`BEFORE_NS`] before its deadline to
+/// [`AFTER_NS`] after its wake.
+fn window_of(sp: &Spike) -> (u64, u64) {
+    let deadline = sp.time_ns.saturating_sub(sp.latency_ns.max(0) as u64);
+    (deadline.saturating_sub(BEFORE_NS), sp.time_ns + AFTER_NS)
+}
 
 /// One RT thread to follow.
 #[derive(Debug, Clone)]
@@ -164,6 +173,18 @@ impl Follower {
         let handle = std::thread::Builder::new()
             .name("rtapi-spikes".into())
             .spawn(move || {
+                // Reading the trace must keep up with the RT CPUs' events even when the housekeeping
+                // CPUs are loaded (the test's own --load): the lowest real-time priority, off the RT
+                // CPUs (the affinity is inherited), well below the RT threads.
+                if session.is_some() {
+                    if let Err(e) =
+                        crate::rt::sched::set_current_policy(crate::rt::sched::Policy::Fifo {
+                            priority: 1,
+                        })
+                    {
+                        log::debug!("spike follower stays SCHED_OTHER: {e}");
+                    }
+                }
                 let mut st = State::new(reader, threads, session, counters, fix);
                 st.no_trace_reason = no_trace_reason;
                 st.run(&s);
@@ -180,6 +201,63 @@ impl Follower {
             no_trace_reason: Some("the spike follower panicked".into()),
             ..FollowSummary::default()
         })
+    }
+}
+
+/// One RT CPU's trace, as binary pages or as text.
+enum CpuTrace {
+    Raw(RawReader),
+    Text(PipeReader),
+}
+
+impl CpuTrace {
+    fn cpu(&self) -> usize {
+        match self {
+            CpuTrace::Raw(r) => r.cpu(),
+            CpuTrace::Text(t) => t.cpu(),
+        }
+    }
+    fn pump(&mut self, max: usize) -> Result<usize, crate::trace::TraceError> {
+        match self {
+            CpuTrace::Raw(r) => r.pump(max),
+            CpuTrace::Text(t) => t.pump(max),
+        }
+    }
+    fn latest_ns(&self) -> Option<u64> {
+        match self {
+            CpuTrace::Raw(r) => r.latest_ns(),
+            CpuTrace::Text(t) => t.latest_ns(),
+        }
+    }
+    fn oldest_ns(&self) -> Option<u64> {
+        match self {
+            CpuTrace::Raw(r) => r.oldest_ns(),
+            CpuTrace::Text(t) => t.oldest_ns(),
+        }
+    }
+    fn forget_before(&mut self, ts: u64) {
+        match self {
+            CpuTrace::Raw(r) => r.forget_before(ts),
+            CpuTrace::Text(t) => t.forget_before(ts),
+        }
+    }
+    fn window(&self, from: u64, to: u64) -> Window {
+        match self {
+            CpuTrace::Raw(r) => r.window(from, to),
+            CpuTrace::Text(t) => t.window(from, to),
+        }
+    }
+    fn lost_events(&self) -> u64 {
+        match self {
+            CpuTrace::Raw(r) => r.lost_events(),
+            CpuTrace::Text(t) => t.lost_events(),
+        }
+    }
+    fn bytes_read(&self) -> u64 {
+        match self {
+            CpuTrace::Raw(r) => r.bytes_read(),
+            CpuTrace::Text(t) => t.bytes_read(),
+        }
     }
 }
 
@@ -201,7 +279,7 @@ struct State {
     reader: HalReader,
     threads: Vec<PerThread>,
     session: Option<TraceSession>,
-    pipes: Vec<PipeReader>,
+    pipes: Vec<CpuTrace>,
     counters: bool,
     samples: VecDeque<Sample>,
     first_sample: Option<Sample>,
@@ -224,8 +302,17 @@ impl State {
     ) -> State {
         let mut pipes = Vec::new();
         if let Some(s) = &session {
+            // The binary pages when their format can be read, else the kernel's text.
+            let formats = Formats::load(s)
+                .map(Arc::new)
+                .map_err(|e| log::info!("--trace: reading the trace as text ({e})"))
+                .ok();
             for &cpu in s.cpus() {
-                match PipeReader::open(s, cpu) {
+                let r = match &formats {
+                    Some(f) => RawReader::open(s, cpu, f.clone()).map(CpuTrace::Raw),
+                    None => PipeReader::open(s, cpu).map(CpuTrace::Text),
+                };
+                match r {
                     Ok(p) => pipes.push(p),
                     Err(e) => log::warn!("--trace: {e}"),
                 }
@@ -289,12 +376,37 @@ impl State {
         }
         let now = now_ns();
         let pending = std::mem::take(&mut self.pending);
+        let mut ready = Vec::new();
         for (i, sp) in pending {
             if all || self.ready(i, &sp, now) {
-                self.explain(i, sp);
+                ready.push((i, sp));
             } else {
                 self.pending.push((i, sp));
             }
+        }
+        // Spikes close in time on one CPU share one decoded stretch of its trace (a burst of
+        // spikes would otherwise decode the same events again for each).
+        let mut cache: Option<(usize, u64, u64, Vec<crate::trace::Event>)> = None;
+        for (i, sp) in ready {
+            let cpu = self.threads[i].spec.cpu;
+            let (from, to) = window_of(&sp);
+            let covered = cache
+                .as_ref()
+                .is_some_and(|(c, a, b, _)| *c == cpu && *a <= from && to <= *b);
+            if !covered {
+                cache = self.pipes.iter().find(|p| p.cpu() == cpu).map(|p| {
+                    // Everything ready on this CPU within the next 100 ms, in one piece.
+                    let end = to.max(from + 100_000_000).min(now);
+                    let end = end.max(to);
+                    (cpu, from, end, p.window(from, end).events)
+                });
+            }
+            let events = cache.as_ref().map(|(_, _, _, e)| {
+                let a = e.partition_point(|x| x.ts_ns < from);
+                let b = e.partition_point(|x| x.ts_ns <= to);
+                &e[a..b]
+            });
+            self.explain(i, sp, events);
         }
         let keep_from = now.saturating_sub(KEEP_TRACE_NS);
         for p in &mut self.pipes {
@@ -321,16 +433,16 @@ impl State {
         true
     }
 
-    fn explain(&mut self, i: usize, sp: Spike) {
+    /// Explains one spike from `events` (its CPU's trace over [`window_of`] it, when traced).
+    fn explain(&mut self, i: usize, sp: Spike, events: Option<&[crate::trace::Event]>) {
         let spec = self.threads[i].spec.clone();
         let lat = sp.latency_ns.max(0) as u64;
         let deadline = sp.time_ns.saturating_sub(lat);
         let mut causes = None;
-        if let Some(p) = self.pipes.iter().find(|p| p.cpu() == spec.cpu) {
-            let from = deadline.saturating_sub(BEFORE_NS);
+        if let (Some(p), Some(events)) = (self.pipes.iter().find(|p| p.cpu() == spec.cpu), events) {
+            let (from, _) = window_of(&sp);
             if p.oldest_ns().is_some_and(|o| o <= from) {
-                let w = p.window(from, sp.time_ns + AFTER_NS);
-                causes = Some(attribute(&w.events, deadline, sp.time_ns, spec.tid));
+                causes = Some(attribute(events, deadline, sp.time_ns, spec.tid));
             }
         }
         let suspects = if self.counters {
@@ -379,9 +491,11 @@ impl State {
                 worst_ns: 0,
                 total_ns: 0,
                 pids: Vec::new(),
-                fix: match s.irq {
-                    Some(irq) => irq_fix(irq, &self.fix),
-                    None => softirq_fix(s.label.trim_start_matches("softirq "), &self.fix),
+                fix: match (s.irq, s.label.strip_prefix("softirq ")) {
+                    (Some(irq), _) => irq_fix(irq, &self.fix),
+                    (None, Some(vector)) => softirq_fix(vector, &self.fix),
+                    // LOC, RES, CAL, TLB…: per-CPU interrupts, which only isolation reduces.
+                    (None, None) => Some(isolate(&self.fix)),
                 },
             });
             e.count += 1;
@@ -405,16 +519,20 @@ impl State {
         let cpus: BTreeSet<usize> = self.threads.iter().map(|t| t.spec.cpu).collect();
         let mut counts = BTreeMap::new();
         if let Ok(text) = std::fs::read_to_string("/proc/interrupts") {
-            for (irq, per_cpu, _, _, name) in crate::detect::parse_interrupts(&text) {
-                for (cpu, n) in per_cpu {
+            for line in super::survey::counters::parse_interrupts(&text) {
+                let label = match line.irq {
+                    Some(irq) => format!("IRQ {irq} ({})", line.name),
+                    None => format!("{} ({})", line.key, line.name),
+                };
+                for (cpu, n) in line.counts {
                     if cpus.contains(&cpu) {
-                        counts.insert((format!("IRQ {irq} ({name})"), Some(irq), cpu), n);
+                        counts.insert((label.clone(), line.irq, cpu), n);
                     }
                 }
             }
         }
         if let Ok(text) = std::fs::read_to_string("/proc/softirqs") {
-            for (vector, per_cpu) in parse_softirqs(&text) {
+            for (vector, per_cpu) in super::survey::counters::parse_softirqs(&text) {
                 for (cpu, n) in per_cpu {
                     if cpus.contains(&cpu) {
                         counts.insert((format!("softirq {vector}"), None, cpu), n);
@@ -462,7 +580,11 @@ impl State {
                 let total = last.counts.get(key).copied().unwrap_or(n)
                     - first.counts.get(key).copied().unwrap_or(0).min(n);
                 Some(Suspect {
-                    kind: if key.1.is_some() { "irq" } else { "softirq" },
+                    kind: if key.0.starts_with("softirq ") {
+                        "softirq"
+                    } else {
+                        "irq"
+                    },
                     label: key.0.clone(),
                     irq: key.1,
                     count: d,
@@ -486,8 +608,8 @@ impl State {
         } else {
             "none"
         };
-        let trace_lost_events = self.pipes.iter().map(PipeReader::lost_events).sum();
-        let trace_bytes = self.pipes.iter().map(PipeReader::bytes_read).sum();
+        let trace_lost_events = self.pipes.iter().map(CpuTrace::lost_events).sum();
+        let trace_bytes = self.pipes.iter().map(CpuTrace::bytes_read).sum();
         let missing_events = self
             .session
             .as_ref()
@@ -521,29 +643,6 @@ impl State {
                 .collect(),
         }
     }
-}
-
-/// `/proc/softirqs`: `(vector, [(cpu, count)])`.
-pub(crate) fn parse_softirqs(text: &str) -> Vec<(String, Vec<(usize, u64)>)> {
-    let mut lines = text.lines();
-    let Some(header) = lines.next() else {
-        return Vec::new();
-    };
-    let columns: Vec<usize> = header
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
-        .collect();
-    lines
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let counts = columns
-                .iter()
-                .zip(rest.split_whitespace())
-                .filter_map(|(&c, w)| Some((c, w.parse().ok()?)))
-                .collect::<Vec<_>>();
-            (!counts.is_empty()).then(|| (name.trim().to_string(), counts))
-        })
-        .collect()
 }
 
 /// The kernel prio of a trace (`0..=98` real time) as a policy and priority.
@@ -670,13 +769,6 @@ pub(crate) fn fix(kind: &CauseKind, ctx: &FixContext, rt_priority: i32) -> Optio
 mod tests {
     use super::*;
     use crate::trace::TaskRef;
-
-    #[test]
-    fn softirqs_columns() {
-        let t = "                    CPU0       CPU1\n          HI:          1          0\n      NET_RX:        100         42\n";
-        let p = parse_softirqs(t);
-        assert_eq!(p[1], ("NET_RX".into(), vec![(0, 100), (1, 42)]));
-    }
 
     #[test]
     fn fixes_name_the_command() {

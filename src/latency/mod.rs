@@ -10,6 +10,7 @@ pub(crate) mod output;
 pub(crate) mod plot;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod survey;
 pub(crate) mod verdict;
 
 use crate::runtime::RuntimeError;

@@ -227,6 +227,9 @@ pub(crate) struct ThreadResult {
     pub(crate) spikes_total: u64,
     /// Spikes the follower read (all of them unless it fell behind by more than the segment's ring).
     pub(crate) spikes_seen: u64,
+    /// Spikes gone from the segment's ring of the latest before they were read (counted, not
+    /// explained): `spikes_seen + spikes_lost = spikes_total` up to the last periods before the stop.
+    pub(crate) spikes_lost: u64,
     /// With `--trace`: spikes read but not covered by the trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) spikes_untraced: Option<u64>,
@@ -387,11 +390,13 @@ impl Report {
                 "  {:>6} {:>5} {:>10} {:>10}  cause",
                 "spikes", "main", "worst us", "total us"
             );
-            for c in causes {
-                let (worst, total) = if c.kind == "irq" && c.total_ns == 0 || tr.method != "trace" {
-                    ("-".to_string(), "-".to_string())
-                } else {
+            // The late timer (a symptom) is sorted last; the table keeps the first rows.
+            const ROWS: usize = 12;
+            for c in causes.iter().take(ROWS) {
+                let (worst, total) = if tr.method == "trace" {
                     (us(c.worst_ns), us(c.total_ns))
+                } else {
+                    ("-".to_string(), "-".to_string())
                 };
                 let _ = writeln!(
                     s,
@@ -401,6 +406,15 @@ impl Report {
                 if let Some(fix) = &c.fix {
                     let _ = writeln!(s, "  {:>35}  fix: {fix}", "");
                 }
+            }
+            if causes.len() > ROWS {
+                let rest = &causes[ROWS..];
+                let _ = writeln!(
+                    s,
+                    "  … and {} more causes ({} us in all; every one is in the JSON)",
+                    rest.len(),
+                    us(rest.iter().map(|c| c.total_ns).sum())
+                );
             }
             let shown: Vec<&Spike> = t.spikes.iter().take(8).collect();
             if shown.is_empty() {

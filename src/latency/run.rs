@@ -244,8 +244,10 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     let interrupted = reason == StopReason::Signal;
     let elapsed = running.elapsed();
     let per_second = monitor.max_per_interval();
-    let followed = follower.finish();
     let summary = running.stop();
+    // After the threads stopped: the follower reads the last spikes too (its reader keeps the
+    // segment mapped).
+    let followed = follower.finish();
     if reason == StopReason::ThreadsEnded {
         return Err(super::Error::ThreadsEnded);
     }
@@ -328,6 +330,7 @@ fn apply_follow(report: &mut Report, f: FollowSummary, trace: Option<Nanos>) {
             .map(|s| s.wake_ns.saturating_sub((s.at_s * 1e9) as u64))
             .unwrap_or(0);
         t.spikes_seen = e.seen;
+        t.spikes_lost = e.lost;
         // The follower saw every spike it could; the segment's ring of the 8 worst is the fallback
         // when it saw none (e.g. it could not read them).
         if !e.worst.is_empty() {
@@ -500,6 +503,7 @@ fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> Thre
         max_latency_per_second_ns,
         spikes_total: s.map_or(0, |s| s.spikes_total),
         spikes_seen: 0,
+        spikes_lost: 0,
         spikes_untraced: None,
         causes: None,
         spikes: s

@@ -113,8 +113,13 @@ impl TraceSession {
     /// CLOCK_MONOTONIC, as [`crate::rt::clock::now`]), tracing only `cpus`, a
     /// [`BUFFER_KB_PER_CPU`] overwriting ring on each of them, and the [`EVENTS`] this kernel has
     /// ([`missing`](Self::missing) lists the others), and starts tracing.
+    ///
+    /// tracefs is looked for where `RTAPI_TRACEFS` says (only there, when set), else at
+    /// [`TRACEFS`], then at the older `/sys/kernel/debug/tracing`; if neither has it, it is
+    /// mounted at [`TRACEFS`] (root only; it stays mounted, as it would after boot on most
+    /// distributions).
     pub fn start(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
-        Self::start_in(Path::new(TRACEFS), cpus, instance_name)
+        Self::start_in(&tracefs_root()?, cpus, instance_name)
     }
 
     fn start_in(root: &Path, cpus: &[usize], name: &str) -> Result<TraceSession, TraceError> {
@@ -393,6 +398,44 @@ impl Drop for TraceSession {
         if let Err(e) = fs::remove_dir(&self.dir) {
             log::warn!("trace instance {} not removed: {e}", self.dir.display());
         }
+    }
+}
+
+/// Where tracefs is (see [`TraceSession::start`]), mounting it if needed.
+pub fn tracefs_root() -> Result<PathBuf, TraceError> {
+    if let Some(p) = std::env::var_os("RTAPI_TRACEFS") {
+        return Ok(PathBuf::from(p));
+    }
+    let has = |p: &str| Path::new(p).join("instances").is_dir();
+    for p in [TRACEFS, "/sys/kernel/debug/tracing"] {
+        if has(p) {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    let target = std::ffi::CString::new(TRACEFS).expect("no NUL in a constant path");
+    let fstype = c"tracefs";
+    let source = c"nodev";
+    // SAFETY: three valid NUL-terminated strings that outlive the call and a null data pointer (no
+    // options); mount(2) only reads them.
+    let r = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r == 0 && has(TRACEFS) {
+        log::info!("mounted tracefs at {TRACEFS}");
+        return Ok(PathBuf::from(TRACEFS));
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            Err(TraceError::Permission(PathBuf::from(TRACEFS)))
+        }
+        _ => Err(TraceError::NotMounted(PathBuf::from(TRACEFS))),
     }
 }
 
