@@ -14,6 +14,10 @@
 //! an injection is missed its raw events are written to `target/trace_inject-<kind>-<n>.txt` for
 //! study.
 //!
+//! For study: `RTAPI_INJECT_DUMP=1` saves the test's own trace around every injection and every
+//! spike; `RTAPI_INJECT_UNAIMED=1` runs the spinner as `trace_latency.rs` did (0.8 ms, not aimed at
+//! a deadline).
+//!
 //! (This replaces `trace_latency.rs`, whose spinner test it absorbs with stricter assertions.)
 //!
 //! Needs root, tracefs and two CPUs; otherwise each test prints `SKIPPED: why` on stderr. Any
@@ -579,20 +583,32 @@ fn assert_never_invents(run: &Run) {
             // The test's own ring has nothing there (it started late, or lost it): nothing to check.
             continue;
         }
+        // An interrupt or softirq named ran inside [deadline, wake]: an entry no later than the
+        // wake, and its exit no earlier than the deadline (µs text: 1 µs of slack).
+        let (lo, hi) = (s.deadline_ns().saturating_sub(1_000), s.wake_ns + 1_000);
+        let ran = |entry: &dyn Fn(&EventKind) -> bool, exit: &dyn Fn(&EventKind) -> bool| {
+            near.iter().any(|x| {
+                x.ts_ns >= lo
+                    && exit(&x.kind)
+                    && near
+                        .iter()
+                        .any(|y| y.ts_ns <= hi && y.ts_ns <= x.ts_ns && entry(&y.kind))
+            })
+        };
         for c in &s.causes {
             let seen = match c.kind.as_str() {
-                "irq" => near.iter().any(|e| {
-                    matches!(e.kind, EventKind::IrqEntry { irq, .. } | EventKind::IrqExit { irq }
-                        if Some(irq) == c.irq)
-                }),
-                "softirq" => near.iter().any(|e| {
-                    matches!(&e.kind, EventKind::SoftirqEntry { vector } | EventKind::SoftirqExit { vector }
-                        if *vector == c.name)
-                }),
-                "vector" => near.iter().any(|e| {
-                    matches!(&e.kind, EventKind::VectorEntry { name, .. } | EventKind::VectorExit { name, .. }
-                        if *name == c.name)
-                }),
+                "irq" => ran(
+                    &|k| matches!(k, EventKind::IrqEntry { irq, .. } if Some(*irq) == c.irq),
+                    &|k| matches!(k, EventKind::IrqExit { irq } if Some(*irq) == c.irq),
+                ),
+                "softirq" => ran(
+                    &|k| matches!(k, EventKind::SoftirqEntry { vector } if *vector == c.name),
+                    &|k| matches!(k, EventKind::SoftirqExit { vector } if *vector == c.name),
+                ),
+                "vector" => ran(
+                    &|k| matches!(k, EventKind::VectorEntry { name, .. } if *name == c.name),
+                    &|k| matches!(k, EventKind::VectorExit { name, .. } if *name == c.name),
+                ),
                 "task" | "kernel-thread" => near.iter().any(|e| {
                     Some(e.pid) == c.pid
                         || matches!(&e.kind, EventKind::Switch { prev, next, .. }
