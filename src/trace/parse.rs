@@ -379,6 +379,8 @@ mod tests {
 
     const IRQ: &str = include_str!("fixtures/cpu1_irq.txt");
     const SLEEP: &str = include_str!("fixtures/cpu1_sleep.txt");
+    const SPINNER_FROM_IDLE: &str = include_str!("fixtures/cpu1_spinner_from_idle.txt");
+    const RT_PREEMPTED: &str = include_str!("fixtures/cpu1_rt_preempted.txt");
 
     fn one(line: &str) -> Event {
         match parse_line(line) {
@@ -389,7 +391,7 @@ mod tests {
 
     #[test]
     fn every_line_of_the_recorded_fixtures_parses() {
-        for text in [IRQ, SLEEP] {
+        for text in [IRQ, SLEEP, SPINNER_FROM_IDLE, RT_PREEMPTED] {
             let p = parse_text(text);
             assert_eq!(p.skipped, 0);
             assert!(p.events.len() > 30);
