@@ -658,15 +658,6 @@ impl State {
     }
 }
 
-/// The kernel prio of a trace (`0..=98` real time) as a policy and priority.
-fn policy(prio: i32) -> String {
-    match prio {
-        0..=98 => format!("SCHED_FIFO/RR {}", 99 - prio),
-        100..=139 => format!("normal, nice {}", prio - 120),
-        _ => "priority unknown".into(),
-    }
-}
-
 /// The table row a cause counts in, and its JSON kind. Tasks are grouped by name and policy (a
 /// workload's many pids are one cause); kernel threads by name; this test's own RT threads are
 /// named as such.
@@ -677,13 +668,10 @@ pub(crate) fn label(kind: &CauseKind, ctx: &FixContext) -> (String, &'static str
         CauseKind::Softirq { vector } => (format!("softirq {vector}"), "softirq"),
         CauseKind::Task { task } => match ctx.own_threads.get(&task.pid) {
             Some(name) => (
-                format!("rtapi's own {name} thread ({})", policy(task.prio)),
+                format!("rtapi's own {name} thread ({})", task.policy()),
                 "task",
             ),
-            None => (
-                format!("task {} ({})", task.comm, policy(task.prio)),
-                "task",
-            ),
+            None => (format!("task {} ({})", task.comm, task.policy()), "task"),
         },
         CauseKind::KernelThread { task, .. } => {
             (format!("kernel thread {}", task.comm), "kernel-thread")

@@ -77,14 +77,18 @@ impl fmt::Display for Cause {
             CauseKind::Softirq { vector } => write!(f, "softirq {vector}")?,
             CauseKind::Task { task } => write!(
                 f,
-                "task {} (pid {}, prio {})",
-                task.comm, task.pid, task.prio
+                "task {} (pid {}, {})",
+                task.comm,
+                task.pid,
+                task.policy()
             )?,
             CauseKind::KernelThread { task, work } => {
                 write!(
                     f,
-                    "kernel thread {} (pid {}, prio {})",
-                    task.comm, task.pid, task.prio
+                    "kernel thread {} (pid {}, {})",
+                    task.comm,
+                    task.pid,
+                    task.policy()
                 )?;
                 if !work.is_empty() {
                     write!(f, " running {}", work.join(", "))?;

@@ -131,6 +131,19 @@ pub struct TaskRef {
     pub prio: i32,
 }
 
+impl TaskRef {
+    /// The kernel prio as a scheduling class and priority: `SCHED_FIFO/RR 99` for prio 0,
+    /// `normal, nice 0` for 120 (the trace does not tell FIFO from RR, nor deadline tasks).
+    pub fn policy(&self) -> String {
+        match self.prio {
+            0..=98 => format!("SCHED_FIFO/RR {}", 99 - self.prio),
+            100..=139 => format!("normal, nice {}", self.prio - 120),
+            -1 => "priority unknown".into(),
+            p => format!("kernel prio {p}"),
+        }
+    }
+}
+
 /// What [`parse_text`] found: the events, and how many non-header lines it could not read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Parsed {
