@@ -42,7 +42,7 @@ pub struct SystemReport {
     /// Virtualization, transparent hugepages and swap.
     pub environment: Environment,
     /// The rest of the tuning checklist: IRQs on the RT CPUs, irqbalance, timer migration, watchdogs,
-    /// workqueue CPU mask.
+    /// workqueue CPU mask, idle states of the RT CPUs, `isolcpus=` flags.
     pub(crate) tuning: tuning::Tuning,
     /// Shortcut of `environment.virtualized`, the fact users ask about first.
     pub virtualized: Option<bool>,

@@ -1,5 +1,6 @@
 //! The tuning checklist beyond kernel and CPUs: interrupts that fire on the RT CPUs (and whether they
-//! can be moved), irqbalance, timer migration, the watchdogs and the workqueue CPU mask. Everything is
+//! can be moved), irqbalance, timer migration, the watchdogs, the workqueue CPU mask, the idle states
+//! of the RT CPUs and the `isolcpus=` flags. Everything is
 //! read through the [`SysRoot`], never written: whether an IRQ is kernel-managed is read from debugfs
 //! when it is mounted, else guessed from the IRQ's name (and said to be a guess).
 
@@ -65,6 +66,41 @@ pub(crate) struct Tuning {
     /// `isolcpus=` on `/proc/cmdline` has the `managed_irq` flag: the kernel already keeps managed IRQs
     /// off the isolated CPUs where it can.
     pub(crate) managed_irq_isolation: bool,
+    /// The flags of `isolcpus=` (`domain`, `managed_irq`, `nohz`); `None` when `isolcpus=` is not given,
+    /// empty when it is given as a bare CPU list (which means `domain`).
+    pub(crate) isolcpus_flags: Option<Vec<String>>,
+    /// The cpuidle states of the RT CPUs (`/sys/devices/system/cpu/cpuN/cpuidle/stateK`); `None` when no
+    /// RT CPU has a cpuidle directory (no cpuidle driver, or a fixture without one).
+    pub(crate) idle_states: Option<Vec<IdleState>>,
+}
+
+/// One cpuidle state of an RT CPU. An element of `tuning.idle_states` in `rtapi detect --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct IdleState {
+    /// The CPU.
+    pub(crate) cpu: usize,
+    /// K of `stateK`.
+    pub(crate) state: usize,
+    /// `name` (`POLL`, `C1`, `C1E`, `C6`, …).
+    pub(crate) name: String,
+    /// `latency`: the exit latency the driver declares, µs; `None` when unreadable.
+    pub(crate) latency_us: Option<u64>,
+    /// `disable` is 1: the governor never picks this state.
+    pub(crate) disabled: Option<bool>,
+}
+
+/// Idle states whose exit latency is above this many µs are worth disabling on the RT CPUs: a wake-up
+/// from them arrives that much late. C1 (1–2 µs) stays; C1E (~10 µs) and deeper are reported.
+pub(crate) const IDLE_EXIT_LATENCY_LIMIT_US: u64 = 2;
+
+impl IdleState {
+    /// Enabled, with an exit latency above [`IDLE_EXIT_LATENCY_LIMIT_US`].
+    pub(crate) fn is_slow_and_enabled(&self) -> bool {
+        self.disabled == Some(false)
+            && self
+                .latency_us
+                .is_some_and(|l| l > IDLE_EXIT_LATENCY_LIMIT_US)
+    }
 }
 
 fn flag(root: &SysRoot, rel: &str) -> Option<bool> {
@@ -98,8 +134,50 @@ pub(crate) fn detect(root: &SysRoot, rt_cpu: Option<usize>, isolated: &[usize]) 
                 .filter_map(|w| w.strip_prefix("isolcpus="))
                 .any(|v| v.split(',').any(|f| f == "managed_irq"))
         }),
+        isolcpus_flags: root.read("proc/cmdline").text().and_then(isolcpus_flags),
+        idle_states: idle_states(root, &rt_cpus),
         rt_cpus,
     }
+}
+
+/// The non-numeric words of the last `isolcpus=` on the command line (the kernel uses the last one).
+pub(crate) fn isolcpus_flags(cmdline: &str) -> Option<Vec<String>> {
+    let value = cmdline
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("isolcpus="))
+        .last()?;
+    Some(
+        value
+            .split(',')
+            .filter(|p| !p.is_empty() && !p.starts_with(|c: char| c.is_ascii_digit()))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// The cpuidle states of `cpus`, in state order per CPU; `None` when none of them has any.
+pub(crate) fn idle_states(root: &SysRoot, cpus: &[usize]) -> Option<Vec<IdleState>> {
+    let mut out = Vec::new();
+    for &cpu in cpus {
+        let dir = format!("sys/devices/system/cpu/cpu{cpu}/cpuidle");
+        let mut states: Vec<usize> = root
+            .list_dir(&dir)
+            .iter()
+            .filter_map(|n| n.strip_prefix("state")?.parse().ok())
+            .collect();
+        states.sort_unstable();
+        for k in states {
+            let file = |f: &str| root.read(&format!("{dir}/state{k}/{f}"));
+            out.push(IdleState {
+                cpu,
+                state: k,
+                name: file("name").text().unwrap_or("?").to_string(),
+                latency_us: file("latency").parse(),
+                disabled: file("disable").parse::<u8>().map(|d| d != 0),
+            });
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// One numbered line of `/proc/interrupts`: the IRQ, `(cpu, count)` per column, chip, hwirq, name.
@@ -168,15 +246,7 @@ fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Ir
         if !still_there {
             continue;
         }
-        let managed = match root
-            .read(&format!("sys/kernel/debug/irq/irqs/{irq}"))
-            .text()
-        {
-            Some(t) if t.contains("IRQD_AFFINITY_MANAGED") => Movability::Managed,
-            Some(_) => Movability::Movable,
-            None if probably_managed(name) => Movability::ProbablyManaged,
-            None => Movability::Movable,
-        };
+        let managed = movability(root, *irq, name);
         out.push(Irq {
             irq: *irq,
             chip: chip.clone(),
@@ -191,6 +261,20 @@ fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Ir
     }
     out.sort_by_key(|i| std::cmp::Reverse(i.count_on_rt));
     out
+}
+
+/// Whether IRQ `irq` (named `name` in `/proc/interrupts`) can be moved: debugfs decides when readable,
+/// else the name.
+pub(crate) fn movability(root: &SysRoot, irq: u32, name: &str) -> Movability {
+    match root
+        .read(&format!("sys/kernel/debug/irq/irqs/{irq}"))
+        .text()
+    {
+        Some(t) if t.contains("IRQD_AFFINITY_MANAGED") => Movability::Managed,
+        Some(_) => Movability::Movable,
+        None if probably_managed(name) => Movability::ProbablyManaged,
+        None => Movability::Movable,
+    }
 }
 
 /// Queue IRQs the kernel spreads over CPUs itself: virtio-blk/scsi request queues (`virtio1-req.0`,
@@ -277,6 +361,16 @@ mod tests {
         assert!(probably_managed("nvme0q3"));
         assert!(!probably_managed("nvme0q0"));
         assert!(!probably_managed("virtio2-input.0"));
+    }
+
+    #[test]
+    fn isolcpus_flags_of_the_last_argument() {
+        assert_eq!(isolcpus_flags("quiet"), None);
+        assert_eq!(isolcpus_flags("isolcpus=2-3"), Some(vec![]));
+        assert_eq!(
+            isolcpus_flags("isolcpus=1 isolcpus=managed_irq,domain,2-3"),
+            Some(vec!["managed_irq".to_string(), "domain".to_string()])
+        );
     }
 
     #[test]
