@@ -140,12 +140,11 @@ pub(crate) fn detect(root: &SysRoot, rt_cpu: Option<usize>, isolated: &[usize]) 
     }
 }
 
-/// The non-numeric words of the last `isolcpus=` on the command line (the kernel uses the last one).
+/// The non-numeric words of the first `isolcpus=` on the command line (the one `cpus.isolcpus` reads).
 pub(crate) fn isolcpus_flags(cmdline: &str) -> Option<Vec<String>> {
     let value = cmdline
         .split_whitespace()
-        .filter_map(|w| w.strip_prefix("isolcpus="))
-        .last()?;
+        .find_map(|w| w.strip_prefix("isolcpus="))?;
     Some(
         value
             .split(',')
@@ -364,11 +363,11 @@ mod tests {
     }
 
     #[test]
-    fn isolcpus_flags_of_the_last_argument() {
+    fn isolcpus_flags_of_the_first_argument() {
         assert_eq!(isolcpus_flags("quiet"), None);
         assert_eq!(isolcpus_flags("isolcpus=2-3"), Some(vec![]));
         assert_eq!(
-            isolcpus_flags("isolcpus=1 isolcpus=managed_irq,domain,2-3"),
+            isolcpus_flags("isolcpus=managed_irq,domain,2-3 isolcpus=1"),
             Some(vec!["managed_irq".to_string(), "domain".to_string()])
         );
     }
