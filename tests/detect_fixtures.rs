@@ -295,6 +295,34 @@ fn governor_and_smt_sibling_advice() {
         .contains("cpu3/cpufreq/scaling_governor"));
     let smt = advice.iter().find(|f| f.id == "smt-sibling").unwrap();
     assert!(smt.message.contains("CPU 1"), "{}", smt.message);
+
+    // Every isolated CPU may carry an RT thread: each one's governor is checked.
+    let r = vanilla_dynamic()
+        .cpus("0-3", "2-3")
+        .file(
+            "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor",
+            "schedutil",
+        )
+        .file(
+            "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor",
+            "performance",
+        )
+        .file(
+            "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+            "powersave",
+        )
+        .detect(&ROOT_LIKE);
+    let govs: Vec<String> = r
+        .advice()
+        .into_iter()
+        .filter(|f| f.id == "governor")
+        .map(|f| f.message)
+        .collect();
+    assert_eq!(govs.len(), 1, "{govs:?}");
+    assert!(
+        govs[0].starts_with("CPU 2 runs the 'schedutil' governor"),
+        "{govs:?}"
+    );
 }
 
 #[test]
@@ -471,6 +499,49 @@ fn garbage_everywhere_never_panics() {
             r.cpus.rt_cpu.is_none() || r.cpus.online.is_some(),
             "garbage #{i}"
         );
+    }
+}
+
+/// Garbage in every file tune and the new checks read, on a tree whose CPUs are known (so the RT CPU
+/// is 1 and its files are read): detection, advice and tune's plan survive it.
+#[test]
+fn garbage_in_tuning_files_never_panics_detect_or_the_tune_plan() {
+    let paths = [
+        "proc/interrupts",
+        "proc/irq/42/smp_affinity_list",
+        "proc/irq/default_smp_affinity",
+        "sys/devices/virtual/workqueue/cpumask",
+        "proc/sys/kernel/timer_migration",
+        "proc/cmdline",
+        "sys/kernel/mm/transparent_hugepage/enabled",
+        "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+        "sys/devices/system/cpu/cpu1/cpufreq/scaling_available_governors",
+        "sys/devices/system/cpu/cpu1/cpuidle/state3/name",
+        "sys/devices/system/cpu/cpu1/cpuidle/state3/latency",
+        "sys/devices/system/cpu/cpu1/cpuidle/state3/disable",
+        "sys/devices/system/cpu/cpu1/cpuidle/stateX/latency",
+    ];
+    let garbage: [&[u8]; 6] = [
+        b"",
+        b"-",
+        b"99999999999999999999999999",
+        b"5-2,,,x",
+        b"[[[ ]]] ( ) ::: isolcpus=,,x nohz_full=9999999",
+        &[0xc3, 0x28, 0xa0, 0xa1],
+    ];
+    for g in garbage {
+        let mut t = Tree::new().cpus("0-1", "");
+        for p in paths {
+            t = t.bytes(p, g);
+        }
+        let r = t.detect(&ROOT_LIKE);
+        assert_eq!(r.cpus.rt_cpu, Some(1));
+        let _ = r.render_text("posix", &r.advice());
+        let _ = serde_json::to_string(&r).unwrap();
+        let root = SysRoot::new(t.path());
+        let plan = rtapi::tune::plan(&r, &root, None).unwrap();
+        let _ = plan.render("x");
+        let _ = rtapi::tune::plan(&r, &root, Some(&[0]));
     }
 }
 

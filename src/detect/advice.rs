@@ -280,17 +280,25 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
         ));
     }
     let Some(cpu) = c.rt_cpu else { return };
-    if let Some(g) = c
-        .info(cpu)
-        .and_then(|i| i.governor.as_deref())
-        .filter(|g| *g != "performance")
-    {
+    // Every RT CPU (the RT CPU and the isolated ones) may carry an RT thread.
+    let mut rt_cpus = r.tuning.rt_cpus.clone();
+    rt_cpus.push(cpu);
+    rt_cpus.sort_unstable();
+    rt_cpus.dedup();
+    for rt in rt_cpus {
+        let Some(g) = c
+            .info(rt)
+            .and_then(|i| i.governor.as_deref())
+            .filter(|g| *g != "performance")
+        else {
+            continue;
+        };
         out.push(finding(
             Severity::Warn,
             "governor",
-            format!("CPU {cpu} runs the '{g}' governor: frequency changes add wake-up latency"),
+            format!("CPU {rt} runs the '{g}' governor: frequency changes add wake-up latency"),
             Some(format!(
-                "echo performance > /sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor (or cpupower frequency-set -g performance)"
+                "echo performance > /sys/devices/system/cpu/cpu{rt}/cpufreq/scaling_governor (or cpupower frequency-set -g performance; rtapi tune does it)"
             )),
         ));
     }
