@@ -664,6 +664,13 @@ fn irqs_firing_on_the_rt_cpu_each_get_a_finding_and_a_fix() {
     for n in ["IRQ 0 ", "IRQ 41 ", "IRQ 50 "] {
         assert!(!advice.iter().any(|f| f.message.contains(n)), "{n}");
     }
+    // Just moved (rtapi tune): smp_affinity_list says CPU 0, the effective affinity follows at the
+    // IRQ's next interrupt. Not listed either.
+    let moved = irq_tree()
+        .file("proc/irq/42/smp_affinity_list", "0")
+        .detect(&ROOT_LIKE);
+    assert!(finding(&moved.advice(), "irq-on-rt-cpu", "IRQ 42 ").is_none());
+    assert!(finding(&moved.advice(), "irq-on-rt-cpu", "IRQ 26 ").is_some());
     let v = serde_json::to_value(&r).unwrap();
     let irqs = v["tuning"]["irqs_on_rt_cpus"].as_array().unwrap();
     let names: Vec<&str> = irqs.iter().map(|i| i["name"].as_str().unwrap()).collect();
@@ -711,6 +718,7 @@ fn isolated_cpus_count_as_rt_cpus_and_the_fix_leaves_them_out() {
             "proc/interrupts",
             "  CPU0 CPU1 CPU2 CPU3\n 42: 1 2 30 40 PCI-MSIX-0000:00:04.0 2-edge virtio3-tx\n",
         )
+        .file("proc/irq/42/smp_affinity_list", "0-3")
         .file("proc/irq/42/effective_affinity_list", "2")
         .detect(&ROOT_LIKE);
     assert_eq!(r.cpus.rt_cpu, Some(3));

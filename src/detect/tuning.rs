@@ -237,11 +237,14 @@ fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Ir
         }
         let affinity = list(format!("proc/irq/{irq}/smp_affinity_list"));
         let effective_affinity = list(format!("proc/irq/{irq}/effective_affinity_list"));
-        // Counts are since boot: an IRQ already moved off the RT CPUs is not listed again.
-        let still_there = effective_affinity
-            .as_ref()
-            .or(affinity.as_ref())
-            .is_none_or(|a| a.iter().any(|c| rt_cpus.contains(c)));
+        // Counts are since boot: an IRQ already moved off the RT CPUs is not listed again. Moved
+        // means either list without an RT CPU: on x86 the effective affinity of a moved IRQ follows
+        // only at its next interrupt, so a fresh `smp_affinity_list` write shows there first.
+        let includes_rt = |a: &Option<Vec<usize>>| {
+            a.as_ref()
+                .is_none_or(|a| a.iter().any(|c| rt_cpus.contains(c)))
+        };
+        let still_there = includes_rt(&effective_affinity) && includes_rt(&affinity);
         if !still_there {
             continue;
         }
