@@ -257,9 +257,21 @@ pub fn apply(
                 progress(change, Err(&error));
                 out.failed.push(Failed {
                     path: change.path.clone(),
-                    error,
+                    error: error.clone(),
                 });
+                // The very first write refused for access (EACCES) or a read-only /proc or /sys
+                // (EROFS, a container): the others would fail the same way.
+                let first = out.applied.is_empty() && out.failed.len() == 1;
+                if first && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EROFS)) {
+                    out.stopped = Some(format!(
+                        "the first write, {}, failed with {error}: rtapi tune needs root with write access to /proc and /sys (run it with sudo, outside a container); nothing was changed",
+                        change.path
+                    ));
+                }
             }
+        }
+        if out.stopped.is_some() {
+            break;
         }
         if let Err(e) = save(revert_file, &record) {
             out.stopped = Some(format!(
@@ -271,7 +283,7 @@ pub fn apply(
             break;
         }
     }
-    if record.entries.is_empty() && out.stopped.is_none() {
+    if record.entries.is_empty() {
         let _ = std::fs::remove_file(revert_file);
     } else {
         out.revert_file_kept = true;

@@ -486,14 +486,15 @@ fn boot(report: &SystemReport, root: &SysRoot, rt: &[usize], p: &mut Plan) {
         p.boot_params
             .push(format!("isolcpus=managed_irq,domain,{}", with_rt(&iso)));
         p.boot_reasons.push(format!(
-            "CPU {} {}: isolcpus=managed_irq,domain takes them out of the scheduler's load balancing and away from managed IRQs",
+            "CPU {} {}: isolcpus=managed_irq,domain takes {} out of the scheduler's load balancing and away from managed IRQs",
             cpulist::format(rt),
             match (iso.is_none(), rt.len() == 1) {
                 (true, true) => "is not isolated",
                 (true, false) => "are not isolated",
                 (false, true) => "is not isolated with domain and managed_irq",
                 (false, false) => "are not all isolated with domain and managed_irq",
-            }
+            },
+            if rt.len() == 1 { "it" } else { "them" }
         ));
     } else if managed_reasons {
         p.notes.push(

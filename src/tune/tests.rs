@@ -362,16 +362,15 @@ fn apply_records_first_and_revert_restores_every_byte() {
     assert!(matches!(revert(&rf, false), Err(RevertError::Missing(_))));
 }
 
-#[test]
-fn a_failed_write_is_reported_and_the_rest_applied_and_recorded() {
-    let t = machine();
+/// A plan with a change at `at` to a file that reads but cannot be written, even by root: the tree's
+/// `osrelease` is a link to the real read-only sysctl (EACCES).
+fn with_unwritable(t: &Tree, at: usize) -> Plan {
     let mut p = t.plan(None).unwrap();
-    // A file that reads but cannot be written, even by root: a read-only sysctl.
     let ro = t.0.path().join("proc/sys/kernel/osrelease");
     std::fs::remove_file(&ro).unwrap();
     std::os::unix::fs::symlink("/proc/sys/kernel/osrelease", &ro).unwrap();
     p.changes.insert(
-        1,
+        at,
         Change {
             path: "/proc/sys/kernel/osrelease".into(),
             format: Format::Plain,
@@ -381,6 +380,31 @@ fn a_failed_write_is_reported_and_the_rest_applied_and_recorded() {
             cost: None,
         },
     );
+    p
+}
+
+#[test]
+fn a_first_write_refused_for_access_stops_with_nothing_changed() {
+    let t = machine();
+    let p = with_unwritable(&t, 0);
+    let before = t.snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let rf = dir.path().join("revert.json");
+    let out = apply(&t.root(), &p, &rf, &mut |_, _| {}).unwrap();
+    assert!(out.applied.is_empty());
+    let why = out.stopped.as_deref().expect("stopped");
+    assert!(
+        why.contains("needs root") && why.contains("EACCES"),
+        "{why}"
+    );
+    assert!(!rf.exists() && !out.revert_file_kept);
+    assert_eq!(t.snapshot(), before);
+}
+
+#[test]
+fn a_failed_write_is_reported_and_the_rest_applied_and_recorded() {
+    let t = machine();
+    let p = with_unwritable(&t, 1);
     let dir = tempfile::tempdir().unwrap();
     let rf = dir.path().join("revert.json");
     let out = apply(&t.root(), &p, &rf, &mut |_, _| {}).unwrap();
