@@ -412,6 +412,12 @@ fn irqs(
         } else {
             "may fire on the RT CPUs".to_string()
         };
+        if let Some(why) = pinned_by_kernel(root, irq, &name) {
+            p.notes.push(format!(
+                "IRQ {irq} {name} ({seen}) {why}: the kernel refuses to move it; left as it is"
+            ));
+            continue;
+        }
         match crate::detect::irq_movability(root, irq, &name) {
             crate::detect::IrqMovability::Movable => {
                 let value = cpulist::format(&off_rt(&affinity));
@@ -433,6 +439,21 @@ fn irqs(
                 }
             )),
         }
+    }
+}
+
+/// Why the kernel will not move IRQ `irq` at all (not even at boot with `managed_irq`): debugfs
+/// shows it per-CPU or not balanceable; without debugfs, the legacy `timer` and `cascade` IRQs, which
+/// the kernel requests that way. `None` when nothing says so.
+fn pinned_by_kernel(root: &SysRoot, irq: u32, name: &str) -> Option<&'static str> {
+    match root.read_text(&format!("sys/kernel/debug/irq/irqs/{irq}")) {
+        Some(t) if t.contains("IRQD_PER_CPU") => Some("is per-CPU"),
+        Some(t) if t.contains("IRQD_NO_BALANCING") => Some("is marked not balanceable"),
+        Some(_) => None,
+        None if matches!(name, "timer" | "cascade") => {
+            Some("is the legacy timer or cascade, which is not balanceable")
+        }
+        None => None,
     }
 }
 

@@ -189,6 +189,56 @@ fn the_plan_covers_every_run_time_fix_and_only_those() {
 }
 
 #[test]
+fn irqs_the_kernel_never_moves_are_noted_not_written() {
+    let t = machine()
+        .file(
+            "proc/interrupts",
+            "  CPU0 CPU1 CPU2 CPU3\n  0: 40 0 0 0 IO-APIC 2-edge timer\n  9: 0 0 0 3 IO-APIC 9-fasteoi acpi\n 42: 0 0 0 5 PCI-MSIX 2-edge virtio3-tx\n",
+        )
+        .file("proc/irq/0/smp_affinity_list", "0-3")
+        .file("proc/irq/9/smp_affinity_list", "0-3")
+        .file("proc/irq/42/smp_affinity_list", "0-3");
+    let c = commands(&t.plan(None).unwrap());
+    assert!(!c.iter().any(|c| c.contains("/proc/irq/0/")), "{c:?}");
+    assert!(
+        c.contains(&"echo 0-2 > /proc/irq/9/smp_affinity_list".to_string()),
+        "{c:?}"
+    );
+    let p = t.plan(None).unwrap();
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.starts_with("IRQ 0 timer") && n.contains("refuses")),
+        "{:?}",
+        p.notes
+    );
+    // With debugfs, its flags decide.
+    let t = t
+        .file(
+            "sys/kernel/debug/irq/irqs/0",
+            "dstate: 0x0\n IRQD_ACTIVATED\n",
+        )
+        .file(
+            "sys/kernel/debug/irq/irqs/42",
+            "dstate: 0x0\n IRQD_PER_CPU\n IRQD_NO_BALANCING\n",
+        );
+    let p = t.plan(None).unwrap();
+    let c = commands(&p);
+    assert!(
+        c.contains(&"echo 0-2 > /proc/irq/0/smp_affinity_list".to_string()),
+        "{c:?}"
+    );
+    assert!(!c.iter().any(|c| c.contains("/proc/irq/42/")), "{c:?}");
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.starts_with("IRQ 42 virtio3-tx") && n.contains("per-CPU")),
+        "{:?}",
+        p.notes
+    );
+}
+
+#[test]
 fn settings_already_right_are_not_planned() {
     let t = machine()
         .file(
