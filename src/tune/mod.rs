@@ -348,7 +348,8 @@ pub fn plan(
         None,
     );
 
-    boot(report, root, &rt, &mut p);
+    let managed_irqs = !p.boot_reasons.is_empty();
+    boot(report, &rt, managed_irqs, &mut p);
 
     if let Some(pid) = report.tuning.irqbalance_pid {
         p.notes.push(format!(
@@ -457,31 +458,17 @@ fn pinned_by_kernel(root: &SysRoot, irq: u32, name: &str) -> Option<&'static str
     }
 }
 
-/// The boot parameters for what only a reboot changes: isolation (with `managed_irq` for the managed
-/// IRQs), tickless RT CPUs, RCU callbacks elsewhere, full preemption on a dynamic kernel. A parameter
-/// already on `/proc/cmdline` with the RT CPUs is not repeated; one that lacks them is given with the
-/// union of its CPUs and the RT CPUs.
-fn boot(report: &SystemReport, root: &SysRoot, rt: &[usize], p: &mut Plan) {
-    let cmdline = root.read_text("proc/cmdline").unwrap_or_default();
-    let arg = |key: &str| {
-        cmdline
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-            .map(str::to_string)
-    };
-    let list_of = |v: &str| -> Vec<usize> {
-        let nums: Vec<&str> = v
-            .split(',')
-            .filter(|p| p.starts_with(|c: char| c.is_ascii_digit()))
-            .collect();
-        cpulist::parse(&nums.join(",")).unwrap_or_default()
-    };
-    let covers = |v: &Option<String>| {
-        v.as_deref()
-            .is_some_and(|v| rt.iter().all(|c| list_of(v).contains(c)))
-    };
-    let with_rt = |v: &Option<String>| {
-        let mut l = v.as_deref().map(list_of).unwrap_or_default();
+/// The boot parameters for what only a reboot changes: isolation (with `managed_irq` when managed IRQs
+/// touch the RT CPUs), tickless RT CPUs, RCU callbacks elsewhere, full preemption on a dynamic kernel.
+/// A parameter already on `/proc/cmdline` (as detect read it) with the RT CPUs is not repeated; one
+/// that lacks them is given with the union of its CPUs and the RT CPUs.
+fn boot(report: &SystemReport, rt: &[usize], managed_irqs: bool, p: &mut Plan) {
+    // detect's reading of /proc/cmdline: CPU lists without flags, and the isolcpus flags.
+    let c = &report.cpus;
+    let covers =
+        |v: &Option<Vec<usize>>| v.as_ref().is_some_and(|l| rt.iter().all(|c| l.contains(c)));
+    let with_rt = |v: &Option<Vec<usize>>| {
+        let mut l = v.clone().unwrap_or_default();
         l.extend_from_slice(rt);
         l.sort_unstable();
         l.dedup();
@@ -489,23 +476,15 @@ fn boot(report: &SystemReport, root: &SysRoot, rt: &[usize], p: &mut Plan) {
     };
     let no_hz_full = report.kernel.no_hz_full;
 
-    let iso = arg("isolcpus");
-    let iso_flags: Vec<String> = iso
-        .as_deref()
-        .map(|v| {
-            v.split(',')
-                .filter(|p| !p.is_empty() && !p.starts_with(|c: char| c.is_ascii_digit()))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let iso = &c.isolcpus;
+    let iso_flags = report.tuning.isolcpus_flags.clone().unwrap_or_default();
     let has_managed = iso_flags.iter().any(|f| f == "managed_irq");
+    // A bare list means `domain`; with flags, only an explicit `domain` isolates from the scheduler.
     let has_domain =
         iso.is_some() && (iso_flags.is_empty() || iso_flags.iter().any(|f| f == "domain"));
-    let managed_reasons = !p.boot_reasons.is_empty();
-    if !covers(&iso) || !has_domain || (managed_reasons && !has_managed) {
+    if !covers(iso) || !has_domain || (managed_irqs && !has_managed) {
         p.boot_params
-            .push(format!("isolcpus=managed_irq,domain,{}", with_rt(&iso)));
+            .push(format!("isolcpus=managed_irq,domain,{}", with_rt(iso)));
         p.boot_reasons.push(format!(
             "CPU {} {}: isolcpus=managed_irq,domain takes {} out of the scheduler's load balancing and away from managed IRQs",
             cpulist::format(rt),
@@ -517,15 +496,15 @@ fn boot(report: &SystemReport, root: &SysRoot, rt: &[usize], p: &mut Plan) {
             },
             if rt.len() == 1 { "it" } else { "them" }
         ));
-    } else if managed_reasons {
+    } else if managed_irqs {
         p.notes.push(
             "isolcpus=managed_irq is already given, yet managed IRQs still have an RT CPU in their affinity: their queues have no CPU outside the RT CPUs (give the device fewer queues than CPUs)"
                 .into(),
         );
     }
-    let nohz = arg("nohz_full");
-    if no_hz_full != Some(false) && !covers(&nohz) {
-        p.boot_params.push(format!("nohz_full={}", with_rt(&nohz)));
+    let nohz = &c.nohz_full;
+    if no_hz_full != Some(false) && !covers(nohz) {
+        p.boot_params.push(format!("nohz_full={}", with_rt(nohz)));
         p.boot_reasons.push(format!(
             "nohz_full: the scheduler tick stops on CPU {} while one task runs there",
             cpulist::format(rt)
@@ -536,11 +515,11 @@ fn boot(report: &SystemReport, root: &SysRoot, rt: &[usize], p: &mut Plan) {
                 .into(),
         );
     }
-    let nocbs = arg("rcu_nocbs");
-    if !covers(&nocbs) {
-        p.boot_params.push(format!("rcu_nocbs={}", with_rt(&nocbs)));
+    let nocbs = &c.rcu_nocbs;
+    if !covers(nocbs) {
+        p.boot_params.push(format!("rcu_nocbs={}", with_rt(nocbs)));
         let implied = p.boot_params.iter().any(|b| b.starts_with("nohz_full="))
-            || (no_hz_full != Some(false) && covers(&nohz));
+            || (no_hz_full != Some(false) && covers(nohz));
         p.boot_reasons.push(format!(
             "rcu_nocbs: RCU callbacks of CPU {} run in kernel threads on the housekeeping CPUs{}",
             cpulist::format(rt),
@@ -556,7 +535,6 @@ fn boot(report: &SystemReport, root: &SysRoot, rt: &[usize], p: &mut Plan) {
     if k.preempt_rt != Some(true)
         && k.preempt_dynamic
         && matches!(k.preemption, Some(Preemption::None | Preemption::Voluntary))
-        && arg("preempt").as_deref() != Some("full")
     {
         p.boot_params.push("preempt=full".into());
         p.boot_reasons.push(format!(

@@ -268,6 +268,32 @@ fn settings_already_right_are_not_planned() {
 }
 
 #[test]
+fn boot_parameters_complete_what_the_command_line_lacks() {
+    // managed_irq without domain isolates nothing from the scheduler; rcu_nocbs is already right.
+    let p = machine()
+        .file(
+            "proc/cmdline",
+            "isolcpus=managed_irq,3 rcu_nocbs=3 preempt=full",
+        )
+        .plan(None)
+        .unwrap();
+    assert_eq!(p.boot_params, ["isolcpus=managed_irq,domain,3"]);
+    // An isolcpus list without the RT CPU is widened, not replaced.
+    let p = machine()
+        .file("proc/cmdline", "isolcpus=domain,managed_irq,1 rcu_nocbs=1")
+        .plan(Some(&[3]))
+        .unwrap();
+    assert_eq!(
+        p.boot_params,
+        [
+            "isolcpus=managed_irq,domain,1,3",
+            "rcu_nocbs=1,3",
+            "preempt=full"
+        ]
+    );
+}
+
+#[test]
 fn cpu_override_is_checked_and_used() {
     let t = machine();
     let p = t.plan(Some(&[2, 3])).unwrap();
