@@ -114,14 +114,14 @@ pub(crate) fn errno_text(e: &io::Error) -> String {
 fn save(path: &Path, file: &RevertFile) -> io::Result<()> {
     let text = serde_json::to_string_pretty(file).map_err(io::Error::other)?;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    // A stale one (a crash) would keep its old mode: start afresh so the file is 0600.
+    // A stale one (a crash) would keep its old mode, and one put there by someone else could be a
+    // link: remove it, then create afresh, exclusively, 0600.
     let _ = std::fs::remove_file(&tmp);
     let result = (|| {
         use std::os::unix::fs::OpenOptionsExt;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(text.as_bytes())?;
@@ -202,6 +202,16 @@ pub fn apply(
     }
     let mut out = ApplyOutcome::default();
     for change in &plan.changes {
+        if !tunable_path(&change.path) {
+            // --revert would refuse a revert file naming it: never write it.
+            let error = "not a place rtapi tune writes (its revert would be refused)".to_string();
+            progress(change, Err(&error));
+            out.failed.push(Failed {
+                path: change.path.clone(),
+                error,
+            });
+            continue;
+        }
         let file = root.path(&change.path);
         // Read again: the value may have changed since planning, and the revert file must hold the
         // value this write replaces.
@@ -348,31 +358,76 @@ impl std::error::Error for RevertError {}
 
 /// Reads a revert file.
 pub fn load(revert_file: &Path) -> Result<RevertFile, RevertError> {
-    let text = match std::fs::read_to_string(revert_file) {
-        Ok(t) => t,
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let unreadable = |why: String| RevertError::Unreadable(revert_file.to_path_buf(), why);
+    // Revert writes what the file says where it says: only a file that no one else could have
+    // written is believed (a regular file, not a symlink, ours, not group- or world-writable).
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(revert_file)
+    {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(RevertError::Missing(revert_file.to_path_buf()))
         }
-        Err(e) => {
-            return Err(RevertError::Unreadable(
-                revert_file.to_path_buf(),
-                errno_text(&e),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(unreadable(
+                "it is a symbolic link; refusing to follow it (a revert file is written as a plain file)".into(),
             ))
         }
+        Err(e) => return Err(unreadable(errno_text(&e))),
     };
-    let file: RevertFile = serde_json::from_str(&text).map_err(|e| {
-        RevertError::Unreadable(
-            revert_file.to_path_buf(),
-            format!("not a revert file of rtapi tune ({e})"),
-        )
-    })?;
+    let meta = f.metadata().map_err(|e| unreadable(errno_text(&e)))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if !meta.is_file() {
+        return Err(unreadable("not a regular file".into()));
+    }
+    if meta.uid() != euid || meta.mode() & 0o022 != 0 {
+        return Err(unreadable(format!(
+            "owned by uid {} with mode {:o}: anyone who can write it could make --revert write any file; only a file owned by uid {euid} and writable by it alone is used (check its contents, then fix with chown/chmod)",
+            meta.uid(),
+            meta.mode() & 0o7777
+        )));
+    }
+    let mut text = String::new();
+    f.take(MAX_REVERT_FILE_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| unreadable(errno_text(&e)))?;
+    let file: RevertFile = serde_json::from_str(&text)
+        .map_err(|e| unreadable(format!("not a revert file of rtapi tune ({e})")))?;
     if file.kind != KIND {
-        return Err(RevertError::Unreadable(
-            revert_file.to_path_buf(),
-            format!("its kind is {:?}, not {KIND:?}", file.kind),
-        ));
+        return Err(unreadable(format!(
+            "its kind is {:?}, not {KIND:?}",
+            file.kind
+        )));
+    }
+    if let Some(e) = file.entries.iter().find(|e| !tunable_path(&e.path)) {
+        return Err(unreadable(format!(
+            "it names {}, which rtapi tune never writes; nothing was restored",
+            crate::rt::units::quote(&e.path)
+        )));
     }
     Ok(file)
+}
+
+/// A revert file larger than this is not one (a few hundred entries take a few tens of KiB).
+const MAX_REVERT_FILE_BYTES: u64 = 4 << 20;
+
+/// The only places tune writes, and so the only ones revert will.
+const TUNABLE: [&str; 5] = [
+    "/proc/irq/",
+    "/proc/sys/kernel/",
+    "/sys/devices/system/cpu/",
+    "/sys/devices/virtual/workqueue/",
+    "/sys/kernel/mm/transparent_hugepage/",
+];
+
+/// Whether `path` is under one of [`TUNABLE`] with no `..` component.
+pub(crate) fn tunable_path(path: &str) -> bool {
+    TUNABLE.iter().any(|p| path.starts_with(p)) && !path.split('/').any(|c| c == "..")
 }
 
 /// Restores every value of `revert_file`, last written first. A file whose value is neither the one

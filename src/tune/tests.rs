@@ -1,5 +1,6 @@
 //! Planning, applying and reverting on temporary trees that fake `/proc` and `/sys`.
 
+use super::apply::tunable_path;
 use super::*;
 use crate::detect::{Limit, Privileges, Probe};
 use std::path::Path;
@@ -537,4 +538,50 @@ fn nothing_to_change_leaves_no_revert_file() {
     let rf = dir.path().join("revert.json");
     let out = apply(&t.root(), &p, &rf, &mut |_, _| {}).unwrap();
     assert!(!out.revert_file_kept && !rf.exists());
+}
+
+#[test]
+fn a_revert_file_others_could_write_or_naming_other_files_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = machine();
+    let p = t.plan(None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rf = dir.path().join("revert.json");
+    apply(&t.root(), &p, &rf, &mut |_, _| {}).unwrap();
+    let tuned = t.snapshot();
+
+    // World-writable: refused, nothing restored, the file kept.
+    std::fs::set_permissions(&rf, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let e = revert(&rf, false).unwrap_err().to_string();
+    assert!(e.contains("mode 666") && e.contains("any file"), "{e}");
+    assert_eq!(t.snapshot(), tuned);
+    std::fs::set_permissions(&rf, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    // A symbolic link to it: refused.
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&rf, &link).unwrap();
+    let e = revert(&link, false).unwrap_err().to_string();
+    assert!(e.contains("symbolic link"), "{e}");
+
+    // An entry outside the places tune writes (or climbing out of them): refused as a whole.
+    let good = std::fs::read_to_string(&rf).unwrap();
+    for bad in ["/etc/passwd", "/proc/irq/../../etc/passwd"] {
+        let text = good.replacen("/proc/irq/26/smp_affinity_list", bad, 1);
+        assert_ne!(text, good);
+        std::fs::write(&rf, &text).unwrap();
+        let e = revert(&rf, false).unwrap_err().to_string();
+        assert!(e.contains("never writes"), "{e}");
+        assert_eq!(t.snapshot(), tuned);
+    }
+    std::fs::write(&rf, &good).unwrap();
+    assert!(revert(&rf, false).unwrap().file_removed);
+    // Nor does apply write such a place.
+    let mut p = p;
+    p.changes.truncate(1);
+    p.changes[0].path = "/etc/hostname".into();
+    let out = apply(&t.root(), &p, &rf, &mut |_, _| {}).unwrap();
+    assert_eq!(out.failed.len(), 1, "{:?}", out.failed);
+    assert!(!rf.exists());
+    assert!(tunable_path("/proc/sys/kernel/watchdog"));
+    assert!(!tunable_path("/proc/sys/vm/swappiness"));
 }
