@@ -109,6 +109,19 @@ fn rtapi(cpu: usize, secs: u64, file: &str, wake: &str) -> Option<Figures> {
     }
     let v: Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
     let t = &v["threads"][0];
+    // Compare only what was claimed: a real-time flavor, SCHED_FIFO 98 like `cyclictest -p 98`,
+    // pinned to the CPU asked for.
+    let flavor = v["system"]["flavor"].as_str().unwrap_or("?");
+    if !matches!(flavor, "posix" | "rt-preempt")
+        || t["priority"].as_i64() != Some(98)
+        || t["cpu"].as_u64() != Some(cpu as u64)
+    {
+        eprintln!(
+            "rtapi ran flavor {flavor}, priority {}, CPU {}: not comparable to cyclictest -p 98 -a {cpu}",
+            t["priority"], t["cpu"]
+        );
+        return None;
+    }
     let l = &t["latency_ns"];
     Some(Figures {
         cycles: t["cycles"].as_u64()?,

@@ -93,7 +93,7 @@ fn trace_names_an_injected_fifo_task_as_the_cause_of_the_worst_spikes() {
             s["causes"]
                 .as_array()
                 .and_then(|c| c.first())
-                .and_then(|c| c.as_str())
+                .and_then(|c| c["text"].as_str())
                 .is_some_and(|c| c.contains("task spinner"))
         })
         .count();
@@ -116,7 +116,7 @@ fn trace_names_an_injected_fifo_task_as_the_cause_of_the_worst_spikes() {
     );
     let blamed_elsewhere: Vec<&str> = burst
         .iter()
-        .filter_map(|s| s["causes"].as_array()?.first()?.as_str())
+        .filter_map(|s| s["causes"].as_array()?.first()?["text"].as_str())
         .filter(|c| c.starts_with("task ") && !c.contains("task spinner"))
         // `task NAME (pid N, prio P): 813.0 µs`: only a task that took most of a burst is a wrong
         // blame; a few µs of another task after the timer expired is real and harmless.

@@ -16,7 +16,7 @@ pub const MAGIC: [u8; 8] = *b"RTAPIHAL";
 /// Layout version. Readers accept any minor of their major (minor versions only append fields at the end
 /// of records or of the header, and grow the stored record sizes); a new major is a breaking change.
 pub const VERSION_MAJOR: u16 = 1;
-pub const VERSION_MINOR: u16 = 2;
+pub const VERSION_MINOR: u16 = 3;
 
 /// Stored as a native-endian u64: a reader on a host of the other byte order sees it reversed.
 pub const BYTE_ORDER_MARK: u64 = 0x0102_0304_0506_0708;
@@ -222,9 +222,29 @@ pub mod stats {
         pub const SIZE: usize = 40;
     }
 
-    /// Whole block size for `bins` histogram bins.
-    pub const fn size(bins: usize) -> usize {
+    /// Entries in the ring of the latest spikes (1.3), after the bins.
+    pub const RECENT_RING: usize = 256;
+
+    /// Offset of the ring of the latest spikes (1.3) in a block with `bins` histogram bins: right
+    /// after the bins. Entry `i` holds spike number `n` (0-based, counted by `SPIKES_TOTAL`) where
+    /// `n mod RECENT_RING == i`; written under the seqlock like the worst-spike ring.
+    pub const fn recent(bins: usize) -> usize {
         BINS + bins * 8
+    }
+
+    /// Whole block size for `bins` histogram bins, as this version writes it (with the ring of the
+    /// latest spikes).
+    pub const fn size(bins: usize) -> usize {
+        recent(bins) + RECENT_RING * spike::SIZE
+    }
+
+    /// Block size a segment of layout minor `minor` has: before 1.3 it ended after the bins.
+    pub const fn size_in(bins: usize, minor: u16) -> usize {
+        if minor >= 3 {
+            size(bins)
+        } else {
+            recent(bins)
+        }
     }
 }
 

@@ -111,7 +111,8 @@ pub use reader::{
 pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
     FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
-    Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS, SPIKES_KEPT,
+    RecentSpikes, Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS, RECENT_SPIKES,
+    SPIKES_KEPT,
 };
 pub use thread::{ThreadConfig, ThreadState};
 pub use value::{HalType, Value, ValueType};

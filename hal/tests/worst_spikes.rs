@@ -126,3 +126,45 @@ fn missed_periods_are_spikes_ranked_by_latency() {
     let lats: Vec<i64> = s.worst_spikes().map(|sp| sp.latency_ns).collect();
     assert_eq!(lats, [1_000, 900, 800, 700, 600, 500, 400, 300]);
 }
+
+#[test]
+fn a_reader_that_follows_sees_every_spike_in_order_and_counts_what_it_was_too_slow_for() {
+    let (hal, w, _c) = thread("recent", 1_000);
+    let r = hal.reader().unwrap();
+    // Nothing yet.
+    let none = r.spikes_since("servo", 0).unwrap();
+    assert_eq!((none.total, none.spikes.len(), none.lost), (0, 0, 0));
+    // Cycle i is a spike when i is odd (latency 2 µs), else quiet (100 ns).
+    let mut cycle = 0u64;
+    let mut run = |n: u64| {
+        for _ in 0..n {
+            cycle += 1;
+            w.record(&sample(cycle, if cycle % 2 == 1 { 2_000 } else { 100 }));
+        }
+    };
+    run(20); // spikes at cycles 1, 3, …, 19
+    let a = r.spikes_since("servo", 0).unwrap();
+    assert_eq!((a.total, a.lost), (10, 0));
+    assert_eq!(
+        a.spikes.iter().map(|s| s.cycle).collect::<Vec<_>>(),
+        (1..20).step_by(2).collect::<Vec<u64>>()
+    );
+    assert!(a.spikes.iter().all(|s| s.time_ns == s.cycle * 1_000_000
+        && s.involuntary_ctx_switches == s.cycle
+        && s.page_faults == 2 * s.cycle));
+    // Read again from where it stopped: nothing new.
+    assert!(r.spikes_since("servo", a.total).unwrap().spikes.is_empty());
+    // 100 more spikes than the ring holds, read late: the latest RECENT_SPIKES, the rest lost.
+    run(2 * (RECENT_SPIKES as u64 + 100));
+    let b = r.spikes_since("servo", a.total).unwrap();
+    assert_eq!(b.total, 10 + RECENT_SPIKES as u64 + 100);
+    assert_eq!(b.lost, 100);
+    assert_eq!(b.spikes.len(), RECENT_SPIKES);
+    assert!(b.spikes.windows(2).all(|p| p[1].cycle == p[0].cycle + 2));
+    assert_eq!(b.spikes.last().unwrap().cycle, cycle - 1);
+    // The worst-spike ring is unaffected.
+    assert_eq!(
+        r.thread_stats("servo").unwrap().worst_spikes().count(),
+        SPIKES_KEPT
+    );
+}

@@ -18,12 +18,25 @@ pub struct Args {
     /// Servo thread period.
     #[arg(long, default_value = "1ms", value_parser = parse_period)]
     servo: Nanos,
-    /// How long to measure (Ctrl-C ends early and still reports).
+    /// How long to measure (per CPU with --all-cpus; Ctrl-C ends early and still reports).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Nanos,
     /// CPU for both threads, or BASE,SERVO (default: the RT CPU detection chooses).
     #[arg(long, value_name = "LIST")]
     cpu: Option<String>,
+    /// Survey every online CPU, one at a time, and recommend one for the RT threads.
+    ///
+    /// The same test runs pinned to each online CPU in turn, never to all at once: the RT threads
+    /// will live on one CPU, and measuring every CPU together would leave nothing for the
+    /// housekeeping, the load and the display, and let the measuring threads disturb each other. So
+    /// --duration is per CPU. Around each run that CPU's column of /proc/interrupts and
+    /// /proc/softirqs is read: the table shows the interrupts each CPU took during its own run.
+    /// Recommended: the lowest worst-case latency (within max(5 µs, 10 %) of the best counts as
+    /// equal), then the lowest p99.9, then the fewest interrupts per second that cannot be moved off
+    /// the CPU, then the highest CPU number. Not with --cpu, --histogram or --plot; --fail-above
+    /// gates the recommended CPU; Ctrl-C ends the survey and reports the CPUs measured so far.
+    #[arg(long)]
+    all_cpus: bool,
     /// Timer driver: nanosleep, posix-timer, timerfd.
     #[arg(long, default_value = "nanosleep")]
     timer: TimerKind,
@@ -57,10 +70,13 @@ pub struct Args {
     /// Do not hold /dev/cpu_dma_latency at 0.
     #[arg(long)]
     no_dma_latency: bool,
-    /// Trace the RT CPUs (tracefs, root) and name what caused each of the worst spikes: an IRQ, a
-    /// softirq, another task, a kernel thread, a late timer, or nothing visible (hypervisor/SMI).
-    #[arg(long)]
-    trace: bool,
+    /// Trace the RT CPUs (tracefs, root) and name what caused every spike at or over THRESHOLD
+    /// (default 50us, where software stepping ends): an IRQ, a softirq, another task, a kernel
+    /// thread, a late timer, or nothing visible (hypervisor/SMI); the causes table says what to do.
+    /// Without tracefs or root, the interrupt counters around each spike are shown instead.
+    #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, require_equals = true,
+          default_missing_value = "50us", value_parser = parse_duration)]
+    trace: Option<Nanos>,
 }
 
 fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
@@ -160,6 +176,13 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     let duration = Duration::try_from(args.duration)
         .map_err(|_| Failure::usage("--duration must be positive"))?;
+    if args.all_cpus {
+        super::latency_survey::check_args(
+            args.cpu.is_some(),
+            args.histogram.is_some(),
+            args.plot.is_some(),
+        )?;
+    }
     let outputs = Outputs::check(&args)?;
     let cfg = TestConfig {
         base: args.base,
@@ -189,6 +212,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
         live_to_stderr: outputs.json_to_stdout,
         ..TestConfig::default()
     };
+    if args.all_cpus {
+        return super::latency_survey::run(
+            &cfg,
+            outputs.json.as_deref(),
+            outputs.json_to_stdout,
+            args.fail_above,
+        );
+    }
     let report = run::run(&cfg).map_err(Failure::from)?;
 
     // Everything is written and the report printed whatever fails; the exit code says what did.

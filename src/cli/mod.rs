@@ -4,6 +4,7 @@ mod compare_timers;
 mod detect;
 mod getp;
 mod instance;
+mod latency_survey;
 mod latency_test;
 mod out;
 mod run;

@@ -286,6 +286,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
             priority,
             timer,
             wake,
+            spike_threshold: None,
         });
     }
     // In file order, whatever order the keys were checked in.

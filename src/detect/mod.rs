@@ -24,8 +24,8 @@ pub use probe::{Limit, LiveProbe, Privileges, Probe};
 pub use sysroot::SysRoot;
 pub use throttling::Throttling;
 pub(crate) use tuning::{
-    format_hex_mask, idle_states as idle_states_of, movability as irq_movability, parse_hex_mask,
-    parse_interrupts, Movability as IrqMovability,
+    format_hex_mask, idle_states as idle_states_of, movability, parse_hex_mask, parse_interrupts,
+    Movability,
 };
 
 use serde::Serialize;

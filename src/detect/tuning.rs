@@ -265,8 +265,8 @@ fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Ir
     out
 }
 
-/// Whether IRQ `irq` (named `name` in `/proc/interrupts`) can be moved: debugfs decides when readable,
-/// else the name.
+/// Whether IRQ `irq` (named `name` in `/proc/interrupts`) can be moved at run time: debugfs when it
+/// is mounted, else the name.
 pub(crate) fn movability(root: &SysRoot, irq: u32, name: &str) -> Movability {
     match root
         .read(&format!("sys/kernel/debug/irq/irqs/{irq}"))

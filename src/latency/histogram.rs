@@ -161,6 +161,7 @@ mod tests {
             page_faults: 0,
             wake_ns: 0,
             causes: None,
+            suspects: vec![],
         };
         let t = [
             thread(vec![0, 3, 5], 2, 9_000, vec![spike]),

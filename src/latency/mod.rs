@@ -2,6 +2,7 @@
 //! optionally loads the machine, and ends with a report, a histogram, a plot and a verdict.
 
 pub(crate) mod compare;
+pub(crate) mod explain;
 pub mod histogram;
 pub(crate) mod load;
 pub(crate) mod monitor;
@@ -9,6 +10,7 @@ pub(crate) mod output;
 pub(crate) mod plot;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod survey;
 pub(crate) mod verdict;
 
 use crate::runtime::RuntimeError;

@@ -131,9 +131,61 @@ fn draw(
             .label(t.name.clone())
             .legend(legend_line(color));
     }
+    // With --trace: each kept spike as a dot at its time and latency, coloured by its main cause.
+    let mut by_kind: Vec<(&'static str, Vec<(f64, f64)>)> = Vec::new();
+    for t in threads {
+        for sp in &t.spikes {
+            let kind = main_kind(sp);
+            let Some(kind) = kind else { continue };
+            let p = (sp.at_s, (sp.latency_ns as f64 / 1000.0).max(0.5));
+            match by_kind.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, v)) => v.push(p),
+                None => by_kind.push((kind, vec![p])),
+            }
+        }
+    }
+    for (kind, points) in by_kind {
+        let color = cause_color(kind);
+        chart
+            .draw_series(
+                points
+                    .into_iter()
+                    .map(|p| Circle::new(p, 4, color.filled())),
+            )?
+            .label(format!("spike: {kind}"))
+            .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+    }
     draw_legend(&mut chart)?;
     root.present()?;
     Ok(())
+}
+
+/// The kind of a traced spike's main cause (its longest, the late timer only when it is alone),
+/// `untraced` when the trace did not cover it, `None` without `--trace`.
+pub(crate) fn main_kind(sp: &super::report::Spike) -> Option<&'static str> {
+    if let Some(cs) = &sp.causes {
+        return Some(
+            cs.iter()
+                .find(|c| c.kind != "timer-late")
+                .or(cs.first())
+                .map_or("nothing traced", |c| c.kind),
+        );
+    }
+    sp.suspects.first().map(|s| s.kind)
+}
+
+/// A colour per cause kind, distinct from the thread colours.
+fn cause_color(kind: &str) -> RGBColor {
+    match kind {
+        "irq" => RGBColor(0xff, 0x7f, 0x0e),
+        "softirq" => RGBColor(0x8c, 0x56, 0x4b),
+        "vector" => RGBColor(0xe3, 0x77, 0xc2),
+        "task" => RGBColor(0xbc, 0xbd, 0x22),
+        "kernel-thread" => RGBColor(0x17, 0xbe, 0xcf),
+        "outside" => RGBColor(0x7f, 0x7f, 0x7f),
+        "timer-late" => RGBColor(0x00, 0x00, 0x00),
+        _ => RGBColor(0xaa, 0xaa, 0xaa),
+    }
 }
 
 /// The legend's sample of a series: a short line in its colour.
@@ -211,5 +263,78 @@ mod tests {
             "a line per thread per panel"
         );
         assert!(write_svg(Path::new("/nonexistent/dir/x.svg"), "t", &[]).is_err());
+    }
+
+    #[test]
+    fn traced_spikes_are_dots_coloured_by_their_main_cause() {
+        use crate::latency::report::{CauseOut, Spike};
+        use crate::trace::{Cause, CauseKind, TaskRef};
+        let cause = |kind: CauseKind| {
+            CauseOut::new(&Cause {
+                kind,
+                dur_ns: 300_000,
+                count: 1,
+            })
+        };
+        let late = cause(CauseKind::TimerLate {
+            function: "hrtimer_wakeup".into(),
+        });
+        let spike = |at_s: f64, causes: Vec<CauseOut>| Spike {
+            cycle: 1,
+            at_s,
+            wake_ns: 0,
+            latency_ns: 400_000,
+            involuntary_switches: 0,
+            page_faults: 0,
+            causes: Some(causes),
+            suspects: vec![],
+        };
+        let t = ThreadResult {
+            name: "servo".into(),
+            max_latency_per_second_ns: vec![12_000, 400_000, 90_000],
+            spikes: vec![
+                // The late timer is listed last: the IRQ is the main cause.
+                spike(
+                    1.2,
+                    vec![
+                        cause(CauseKind::Irq {
+                            irq: 36,
+                            name: "virtio1-req.0".into(),
+                        }),
+                        late.clone(),
+                    ],
+                ),
+                spike(
+                    2.5,
+                    vec![
+                        cause(CauseKind::Task {
+                            task: TaskRef {
+                                comm: "spinner".into(),
+                                pid: 7,
+                                prio: 0,
+                            },
+                        }),
+                        late,
+                    ],
+                ),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(main_kind(&t.spikes[0]), Some("irq"));
+        let svg = render_svg("t", &[t]).unwrap();
+        assert!(
+            svg.contains("spike: irq") && svg.contains("spike: task"),
+            "legend"
+        );
+        assert!(
+            !svg.contains("spike: timer-late"),
+            "a symptom is not a main cause"
+        );
+        // Two dots plus the two legend samples.
+        assert!(
+            svg.matches("<circle").count() >= 4,
+            "{}",
+            svg.matches("<circle").count()
+        );
     }
 }

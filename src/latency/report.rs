@@ -63,21 +63,145 @@ pub(crate) struct HistogramOut {
     pub(crate) overflow: u64,
 }
 
-/// One latency spike from the thread's spike ring.
+/// One latency spike: one of the thread's worst.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Spike {
-    /// Wake time, CLOCK_MONOTONIC ns (for the trace window; not in the JSON).
-    #[serde(skip)]
-    pub(crate) wake_ns: u64,
-    /// With `--trace`: what took the time between the deadline and the wake, longest first.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) causes: Option<Vec<String>>,
     pub(crate) cycle: u64,
     /// Seconds since the test started.
     pub(crate) at_s: f64,
+    /// Wake time, CLOCK_MONOTONIC ns (the trace's clock).
+    pub(crate) wake_ns: u64,
     pub(crate) latency_ns: u64,
     pub(crate) involuntary_switches: u64,
     pub(crate) page_faults: u64,
+    /// With `--trace`: what took the time between the deadline and the wake, longest first (a late
+    /// timer, a symptom, last); `null` when the trace did not cover the spike.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) causes: Option<Vec<CauseOut>>,
+    /// With `--trace` but no trace: the interrupts and softirqs counted on the CPU around the spike.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) suspects: Vec<SuspectOut>,
+}
+
+/// One cause of a spike, as the JSON has it: `kind` and the fields of that kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct CauseOut {
+    /// `irq`, `vector`, `softirq`, `task`, `kernel-thread`, `timer-late` or `outside`.
+    pub(crate) kind: &'static str,
+    /// The cause in words, with its duration.
+    pub(crate) text: String,
+    /// Time it took inside the spike (for `timer-late`, how late the expiry ran).
+    pub(crate) dur_ns: u64,
+    /// Separate intervals summed.
+    pub(crate) count: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) irq: Option<u32>,
+    /// IRQ handler or system vector name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    /// Softirq vector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vector: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) comm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
+    /// The kernel's prio (0..=98 real time, 100..=139 normal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prio: Option<i32>,
+    /// Work functions a kworker ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) work: Option<Vec<String>>,
+    /// The late timer's callback.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) function: Option<String>,
+}
+
+impl CauseOut {
+    pub(crate) fn new(c: &crate::trace::Cause) -> CauseOut {
+        use crate::trace::CauseKind as K;
+        let mut out = CauseOut {
+            kind: super::explain::label(&c.kind, 0).1,
+            text: c.to_string(),
+            dur_ns: c.dur_ns,
+            count: c.count,
+            irq: None,
+            name: None,
+            vector: None,
+            comm: None,
+            pid: None,
+            prio: None,
+            work: None,
+            function: None,
+        };
+        match &c.kind {
+            K::Irq { irq, name } => {
+                out.irq = Some(*irq);
+                out.name = Some(name.clone());
+            }
+            K::Vector { name } => out.name = Some(name.clone()),
+            K::Softirq { vector } => out.vector = Some(vector.clone()),
+            K::Task { task } | K::KernelThread { task, .. } => {
+                out.comm = Some(task.comm.clone());
+                out.pid = Some(task.pid);
+                out.prio = Some(task.prio);
+                if let K::KernelThread { work, .. } = &c.kind {
+                    out.work = Some(work.clone());
+                }
+            }
+            K::TimerLate { function } => out.function = Some(function.clone()),
+            K::Outside => {}
+        }
+        out
+    }
+}
+
+/// A counter that moved on the spike's CPU around it (no trace).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SuspectOut {
+    /// `irq` or `softirq`.
+    pub(crate) kind: &'static str,
+    pub(crate) what: String,
+    /// Counted between the samples around the spike.
+    pub(crate) count: u64,
+    /// What such a span counts on average over the run.
+    pub(crate) usual: f64,
+    /// The span of the samples, ns.
+    pub(crate) span_ns: u64,
+}
+
+/// A row of a thread's causes table: one cause over the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct CauseTally {
+    pub(crate) cause: String,
+    pub(crate) kind: &'static str,
+    /// Spikes it took part in.
+    pub(crate) count: u64,
+    /// Spikes where it was the longest cause.
+    pub(crate) main: u64,
+    pub(crate) worst_ns: u64,
+    pub(crate) total_ns: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) pids: Vec<u32>,
+    pub(crate) fix: Option<String>,
+}
+
+/// How `--trace` explained the spikes (the report's `trace` object).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct TraceInfo {
+    /// `trace` (tracefs events), `counters` (/proc deltas: no tracefs or no privileges).
+    pub(crate) method: &'static str,
+    /// Why there is no trace, when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) no_trace_reason: Option<String>,
+    /// A period this late or later is a spike, ns.
+    pub(crate) threshold_ns: u64,
+    /// Events the kernel dropped because the reader fell behind (causes of spikes then may be missing).
+    pub(crate) lost_events: u64,
+    /// Trace text read, bytes.
+    pub(crate) bytes_read: u64,
+    /// Trace events this kernel does not have (their causes stay unnamed).
+    pub(crate) missing_events: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -99,7 +223,21 @@ pub(crate) struct ThreadResult {
     pub(crate) histogram: HistogramOut,
     /// The worst latency in each second of the run (index = second).
     pub(crate) max_latency_per_second_ns: Vec<u64>,
+    /// Spikes recorded over the run (periods at or over the spike threshold, or that missed periods).
+    pub(crate) spikes_total: u64,
+    /// Spikes the follower read (all of them unless it fell behind by more than the segment's ring).
+    pub(crate) spikes_seen: u64,
+    /// Spikes gone from the segment's ring of the latest before they were read (counted, not
+    /// explained): `spikes_seen + spikes_lost = spikes_total` up to the last periods before the stop.
+    pub(crate) spikes_lost: u64,
+    /// With `--trace`: spikes read but not covered by the trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) spikes_untraced: Option<u64>,
+    /// The worst spikes (up to 32), worst first.
     pub(crate) spikes: Vec<Spike>,
+    /// With `--trace`: every cause over the whole run, most time first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) causes: Option<Vec<CauseTally>>,
 }
 
 impl ThreadResult {
@@ -197,12 +335,121 @@ pub(crate) struct Report {
     pub(crate) system: SystemSummary,
     pub(crate) settings: Settings,
     pub(crate) threads: Vec<ThreadResult>,
+    /// With `--trace`: how the spikes were explained.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) trace: Option<TraceInfo>,
     /// Loads that stopped before the run ended (exit status, error, stress-ng's last stderr lines).
     pub(crate) load_failures: Vec<LoadFailure>,
     pub(crate) verdict: Verdict,
 }
 
 impl Report {
+    /// With `--trace`: per thread, the causes table over the whole run (with the fixes), then its
+    /// worst spikes and what made each late.
+    fn render_causes(&self, s: &mut String) {
+        let Some(tr) = &self.trace else {
+            return;
+        };
+        let us = |ns: u64| crate::rt::units::us(ns as f64);
+        let how = match tr.method {
+            "trace" => "explained from the kernel trace".to_string(),
+            _ => format!(
+                "NOT traced ({}): the interrupt and softirq counters of the CPU around each spike are shown instead",
+                tr.no_trace_reason.as_deref().unwrap_or("no trace")
+            ),
+        };
+        for t in &self.threads {
+            let Some(causes) = &t.causes else {
+                continue;
+            };
+            let _ = writeln!(
+                s,
+                "\nSpike causes, {} thread (CPU {}): {} spike{} at or over {} us, {}",
+                t.name,
+                t.cpu.map_or("-".into(), |c| c.to_string()),
+                t.spikes_total,
+                if t.spikes_total == 1 { "" } else { "s" },
+                us(tr.threshold_ns),
+                how
+            );
+            if t.spikes_seen < t.spikes_total {
+                let _ = writeln!(
+                    s,
+                    "  ({} spikes came faster than they could be read and are not counted below)",
+                    t.spikes_total - t.spikes_seen
+                );
+            }
+            if let Some(n) = t.spikes_untraced.filter(|n| *n > 0) {
+                let _ = writeln!(s, "  ({n} spikes were not covered by the trace)");
+            }
+            if causes.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "  {:>6} {:>5} {:>10} {:>10}  cause",
+                "spikes", "main", "worst us", "total us"
+            );
+            // The late timer (a symptom) is sorted last; the table keeps the first rows.
+            const ROWS: usize = 12;
+            for c in causes.iter().take(ROWS) {
+                let (worst, total) = if tr.method == "trace" {
+                    (us(c.worst_ns), us(c.total_ns))
+                } else {
+                    ("-".to_string(), "-".to_string())
+                };
+                let _ = writeln!(
+                    s,
+                    "  {:>6} {:>5} {:>10} {:>10}  {}",
+                    c.count, c.main, worst, total, c.cause
+                );
+                if let Some(fix) = &c.fix {
+                    let _ = writeln!(s, "  {:>35}  fix: {fix}", "");
+                }
+            }
+            if causes.len() > ROWS {
+                let rest = &causes[ROWS..];
+                let _ = writeln!(
+                    s,
+                    "  … and {} more causes ({} us in all; every one is in the JSON)",
+                    rest.len(),
+                    us(rest.iter().map(|c| c.total_ns).sum())
+                );
+            }
+            let shown: Vec<&Spike> = t.spikes.iter().take(8).collect();
+            if shown.is_empty() {
+                continue;
+            }
+            let _ = writeln!(s, "  worst spikes:");
+            for sp in shown {
+                let what = match (&sp.causes, sp.suspects.is_empty()) {
+                    (Some(cs), _) if !cs.is_empty() => cs
+                        .iter()
+                        .take(3)
+                        .map(|c| c.text.clone())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    (_, false) => sp
+                        .suspects
+                        .iter()
+                        .take(3)
+                        .map(|x| format!("{} ×{} (usual {:.1})", x.what, x.count, x.usual))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    (Some(_), true) => "(nothing in the trace)".into(),
+                    (None, true) if tr.method == "trace" => "(not covered by the trace)".into(),
+                    (None, true) => "(no counter moved)".into(),
+                };
+                let _ = writeln!(
+                    s,
+                    "    at {:>7.2} s {:>9} us late: {what}",
+                    sp.at_s,
+                    us(sp.latency_ns)
+                );
+            }
+        }
+    }
+
     pub(crate) fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the report holds only plain data")
     }
@@ -262,34 +509,7 @@ impl Report {
                 let _ = writeln!(s, "  stderr: {l}");
             }
         }
-        let traced: Vec<(&str, &Spike)> = self
-            .threads
-            .iter()
-            .flat_map(|t| t.spikes.iter().map(move |sp| (t.name.as_str(), sp)))
-            .filter(|(_, sp)| sp.causes.is_some())
-            .collect();
-        if !traced.is_empty() {
-            let _ = writeln!(s, "\nWorst spikes and their causes (traced):");
-            for (thread, sp) in traced {
-                let causes = sp.causes.as_deref().unwrap_or_default();
-                let _ = writeln!(
-                    s,
-                    "  {thread:<6} at {:>7.2} s  {:>9} us late: {}",
-                    sp.at_s,
-                    crate::rt::units::us(sp.latency_ns as f64),
-                    if causes.is_empty() {
-                        "(no cause in the trace)".to_string()
-                    } else {
-                        causes
-                            .iter()
-                            .take(3)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    }
-                );
-            }
-        }
+        self.render_causes(&mut s);
         let v = &self.verdict;
         let _ = writeln!(s, "\nVERDICT: {}", v.summary);
         for p in &v.problems {
@@ -330,6 +550,7 @@ mod tests {
                 interrupted: false,
             },
             threads,
+            trace: None,
             load_failures: vec![],
             verdict: Verdict {
                 rating: Rating::Unusable,

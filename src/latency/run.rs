@@ -1,10 +1,12 @@
 //! Running a latency test: the real runtime with empty base and servo threads, load after warm-up, a
 //! live display each second, and the final [`Report`].
 
+use super::explain::{FixContext, FollowSummary, Followed, Follower};
 use super::load::{self, Load, LoadFailure, LoadKind};
 use super::monitor::{self, Monitor};
 use super::report::{
-    ExecSummary, HistogramOut, LatencySummary, Report, Settings, Spike, SystemSummary, ThreadResult,
+    CauseOut, CauseTally, ExecSummary, HistogramOut, LatencySummary, Report, Settings, Spike,
+    SuspectOut, SystemSummary, ThreadResult, TraceInfo,
 };
 use super::verdict::{self, Trust};
 use crate::detect::Severity;
@@ -36,8 +38,8 @@ pub(crate) struct TestConfig {
     pub(crate) live_to_stderr: bool,
     /// Histogram range in 1 µs bins.
     pub(crate) histogram_bins: usize,
-    /// Trace the RT CPUs and attribute each kept spike to its causes (`--trace`).
-    pub(crate) trace: bool,
+    /// `--trace[=THRESHOLD]`: trace the RT CPUs and explain every spike at or over the threshold.
+    pub(crate) trace: Option<Nanos>,
 }
 
 impl Default for TestConfig {
@@ -56,7 +58,7 @@ impl Default for TestConfig {
             quiet: false,
             live_to_stderr: false,
             histogram_bins: 10_000,
-            trace: false,
+            trace: None,
         }
     }
 }
@@ -89,6 +91,7 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
             cpu: cpu(0),
             timer: cfg.timer,
             wake: cfg.wake,
+            spike_threshold: cfg.trace,
             ..ThreadSpec::new("base", cfg.base)
         })?;
         names.push("base".to_string());
@@ -97,22 +100,15 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         cpu: cpu(1),
         timer: cfg.timer,
         wake: cfg.wake,
+        spike_threshold: cfg.trace,
         ..ThreadSpec::new("servo", cfg.servo)
     })?;
     names.push("servo".to_string());
 
     // Tracing starts before the threads, so the first spikes are covered too.
-    let mut tracing = cfg
-        .trace
-        .then(|| Tracing::start(&trace_cpus(cfg, rt.system())));
+    let rt_cpus = trace_cpus(cfg, rt.system());
+    let session = cfg.trace.map(|_| start_trace(&rt_cpus));
     let running = rt.start()?;
-    if let Some(t) = &mut tracing {
-        t.threads = running
-            .threads()
-            .into_iter()
-            .map(|t| (t.name, t.cpu, t.tid))
-            .collect();
-    }
     let flavor = running.flavor();
     let system = running.system().clone();
     let reader = running.hal().reader().map_err(super::Error::Segment)?;
@@ -137,6 +133,41 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     let mut load_tried = false;
     let cpus_online = system.cpus.online.clone().unwrap_or_else(|| vec![0]);
     running.keep_caller_off_rt_cpus();
+    // The follower reads every spike from the segment and explains it while the trace holds it; it
+    // runs off the RT CPUs (it inherits the affinity just set).
+    let follower = {
+        let (session, no_trace) = match session {
+            Some(Ok(s)) => (Some(s), None),
+            Some(Err(why)) => (None, Some(why)),
+            None => (None, None),
+        };
+        let counters = cfg.trace.is_some() && session.is_none();
+        let followed = running
+            .threads()
+            .into_iter()
+            .map(|t| Followed {
+                name: t.name,
+                cpu: t.cpu,
+                tid: t.tid.unwrap_or(0).max(0) as u32,
+                priority: t.priority,
+            })
+            .collect();
+        let reader = running.hal().reader().map_err(super::Error::Segment)?;
+        Follower::spawn(
+            reader,
+            followed,
+            session,
+            counters,
+            no_trace,
+            fix_context(&system, &rt_cpus),
+        )
+        .map_err(|e| {
+            super::Error::Setup(crate::rt::SysError::new(
+                "spawning the spike follower",
+                nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)),
+            ))
+        })?
+    };
 
     let reason = running.wait_with(Some(cfg.duration), Duration::from_secs(1), |r| {
         if !load_tried && !cfg.load.is_empty() && r.elapsed() >= warm_up(cfg.duration) {
@@ -213,10 +244,10 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     let interrupted = reason == StopReason::Signal;
     let elapsed = running.elapsed();
     let per_second = monitor.max_per_interval();
-    if let Some(t) = &tracing {
-        t.stop();
-    }
     let summary = running.stop();
+    // After the threads stopped: the follower reads the last spikes too (its reader keeps the
+    // segment mapped).
+    let followed = follower.finish();
     if reason == StopReason::ThreadsEnded {
         return Err(super::Error::ThreadsEnded);
     }
@@ -231,20 +262,8 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         load_names,
         load_failures,
     );
-    if let Some(t) = &tracing {
-        t.explain(&mut report);
-    }
+    apply_follow(&mut report, followed, cfg.trace);
     Ok(report)
-}
-
-/// `--trace`: a tracefs session on the RT CPUs for the whole run, read after it to explain the
-/// spikes the segment kept. Nothing of it runs on the RT threads.
-struct Tracing {
-    session: Option<crate::trace::TraceSession>,
-    /// When the session started (CLOCK_MONOTONIC ns): spikes before it are not explained.
-    since_ns: u64,
-    /// name → (CPU, kernel tid) of each RT thread.
-    threads: Vec<(String, usize, Option<i32>)>,
 }
 
 /// The CPUs the threads will run on: `--cpu`, else the RT CPU detection chose.
@@ -259,78 +278,118 @@ fn trace_cpus(cfg: &TestConfig, system: &crate::detect::SystemReport) -> Vec<usi
     cpus
 }
 
-impl Tracing {
-    fn start(cpus: &[usize]) -> Tracing {
-        let session =
-            crate::trace::TraceSession::start(cpus, &crate::trace::TraceSession::default_name())
-                .map_err(|e| log::warn!("--trace: {e}; the spikes are reported without causes"))
-                .ok();
-        if let Some(s) = &session {
-            if !s.missing().is_empty() {
-                log::warn!(
-                    "--trace: this kernel lacks the events {:?}; causes they would show stay unnamed",
-                    s.missing()
-                );
-            }
-        }
-        Tracing {
-            session,
-            since_ns: crate::rt::clock::now().as_nanos().max(0) as u64,
-            threads: Vec::new(),
-        }
+/// `--trace`: a tracefs session on the RT CPUs for the whole run, or why there is none.
+fn start_trace(cpus: &[usize]) -> Result<crate::trace::TraceSession, String> {
+    let s = crate::trace::TraceSession::start(cpus, &crate::trace::TraceSession::default_name())
+        .map_err(|e| {
+            log::warn!(
+                "--trace: {e}; each spike gets the interrupt counters around it instead of causes"
+            );
+            e.to_string()
+        })?;
+    if !s.missing().is_empty() {
+        log::warn!(
+            "--trace: this kernel lacks the events {:?}; causes they would show stay unnamed",
+            s.missing()
+        );
     }
+    Ok(s)
+}
 
-    fn stop(&self) {
-        if let Some(s) = &self.session {
-            let _ = s.stop();
-        }
+/// What the fixes need: the RT and housekeeping CPUs and which IRQs cannot move.
+fn fix_context(system: &crate::detect::SystemReport, rt_cpus: &[usize]) -> FixContext {
+    use crate::detect::Movability;
+    let online = system.cpus.online.clone().unwrap_or_default();
+    FixContext {
+        rt_cpus: rt_cpus.to_vec(),
+        housekeeping: online
+            .into_iter()
+            .filter(|c| !rt_cpus.contains(c))
+            .collect(),
+        managed_irqs: system
+            .tuning
+            .irqs_on_rt_cpus
+            .iter()
+            .flatten()
+            .filter(|i| i.managed != Movability::Movable)
+            .map(|i| i.irq)
+            .collect(),
     }
+}
 
-    /// Each kept spike's causes, from the trace window between its deadline and its wake.
-    fn explain(&self, report: &mut Report) {
-        let Some(session) = &self.session else {
-            return;
+/// Puts what the follower found into the report: each thread's worst spikes (with causes or
+/// suspects), its causes table, and how the spikes were explained.
+fn apply_follow(report: &mut Report, f: FollowSummary, trace: Option<Nanos>) {
+    for t in &mut report.threads {
+        let Some(e) = f.threads.iter().find(|e| e.name == t.name) else {
+            continue;
         };
-        for t in &mut report.threads {
-            let Some((_, cpu, tid)) = self.threads.iter().find(|(n, _, _)| *n == t.name) else {
-                continue;
-            };
-            // Each spike's window: from 2 ms before its deadline (who was already running when it
-            // passed) to 1 ms past the wake (attribution looks one event ahead); causes count inside
-            // [deadline, wake].
-            let window = |sp: &Spike| {
-                let deadline = sp.wake_ns.saturating_sub(sp.latency_ns);
-                (
-                    deadline,
-                    deadline.saturating_sub(2_000_000),
-                    sp.wake_ns + 1_000_000,
-                )
-            };
-            let traced = |sp: &&mut Spike| sp.wake_ns > self.since_ns;
-            let spikes: Vec<&mut Spike> = t.spikes.iter_mut().filter(traced).collect();
-            let (Some(from), Some(to)) = (
-                spikes.iter().map(|sp| window(sp).1).min(),
-                spikes.iter().map(|sp| window(sp).2).max(),
-            ) else {
-                continue;
-            };
-            // The per-CPU buffer is read (and parsed) once for all of this thread's spikes.
-            let Ok(w) = session.read_window(*cpu, from, to) else {
-                continue;
-            };
-            for sp in spikes {
-                let (deadline, from, to) = window(sp);
-                let a = w.events.partition_point(|e| e.ts_ns < from);
-                let b = w.events.partition_point(|e| e.ts_ns <= to);
-                let causes = crate::trace::attribute(
-                    &w.events[a..b],
-                    deadline,
-                    sp.wake_ns,
-                    tid.unwrap_or(0).max(0) as u32,
-                );
-                sp.causes = Some(causes.iter().map(ToString::to_string).collect());
-            }
+        let first_wake = t
+            .spikes
+            .first()
+            .map(|s| s.wake_ns.saturating_sub((s.at_s * 1e9) as u64))
+            .unwrap_or(0);
+        t.spikes_seen = e.seen;
+        t.spikes_lost = e.lost;
+        // The follower saw every spike it could; the segment's ring of the 8 worst is the fallback
+        // when it saw none (e.g. it could not read them).
+        if !e.worst.is_empty() {
+            t.spikes = e
+                .worst
+                .iter()
+                .map(|x| Spike {
+                    cycle: x.spike.cycle,
+                    at_s: x.spike.time_ns.saturating_sub(first_wake) as f64 / 1e9,
+                    wake_ns: x.spike.time_ns,
+                    latency_ns: x.spike.latency_ns.max(0) as u64,
+                    involuntary_switches: x.spike.involuntary_ctx_switches,
+                    page_faults: x.spike.page_faults,
+                    causes: x
+                        .causes
+                        .as_ref()
+                        .map(|cs| cs.iter().map(CauseOut::new).collect()),
+                    suspects: x
+                        .suspects
+                        .iter()
+                        .map(|s| SuspectOut {
+                            kind: s.kind,
+                            what: s.label.clone(),
+                            count: s.count,
+                            usual: s.usual,
+                            span_ns: s.span_ns,
+                        })
+                        .collect(),
+                })
+                .collect();
         }
+        if trace.is_some() {
+            t.spikes_untraced = (f.method == "trace").then_some(e.untraced);
+            t.causes = Some(
+                e.tallies
+                    .iter()
+                    .map(|x| CauseTally {
+                        cause: x.label.clone(),
+                        kind: x.kind,
+                        count: x.count,
+                        main: x.main,
+                        worst_ns: x.worst_ns,
+                        total_ns: x.total_ns,
+                        pids: x.pids.clone(),
+                        fix: x.fix.clone(),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    if let Some(threshold) = trace {
+        report.trace = Some(TraceInfo {
+            method: f.method,
+            no_trace_reason: f.no_trace_reason,
+            threshold_ns: threshold.as_nanos().max(0) as u64,
+            lost_events: f.trace_lost_events,
+            bytes_read: f.trace_bytes,
+            missing_events: f.missing_events,
+        });
     }
 }
 
@@ -399,6 +458,7 @@ fn report(
         },
         verdict: verdict::judge(find("base"), find("servo"), overruns, &trust, system_advice),
         threads,
+        trace: None,
         load_failures,
     }
 }
@@ -441,12 +501,18 @@ fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> Thre
             overflow: h.overflow,
         }),
         max_latency_per_second_ns,
+        spikes_total: s.map_or(0, |s| s.spikes_total),
+        spikes_seen: 0,
+        spikes_lost: 0,
+        spikes_untraced: None,
+        causes: None,
         spikes: s
             .map(|s| {
                 s.worst_spikes()
                     .map(|sp| Spike {
                         wake_ns: sp.time_ns,
                         causes: None,
+                        suspects: Vec::new(),
                         cycle: sp.cycle,
                         at_s: sp.time_ns.saturating_sub(first_wake.unwrap_or(0)) as f64 / 1e9,
                         latency_ns: sp.latency_ns.max(0) as u64,

@@ -98,6 +98,8 @@ pub struct ThreadSpec {
     pub timer: TimerKind,
     /// How it spends the end of the wait (`sleep`, `hybrid[:MARGIN]`, `spin`).
     pub wake: WakeMode,
+    /// Latency at or above which a period is recorded as a spike; `None` = half the period.
+    pub spike_threshold: Option<Nanos>,
 }
 
 impl ThreadSpec {
@@ -110,6 +112,7 @@ impl ThreadSpec {
             cpu: None,
             timer: TimerKind::default(),
             wake: WakeMode::default(),
+            spike_threshold: None,
         }
     }
 }

@@ -218,12 +218,15 @@ fn build_segment(
 ) -> Result<(Hal, Vec<ThreadKey>), RuntimeError> {
     let mut keys = Vec::new();
     for p in placed {
-        let config = ThreadConfig::new(&p.spec.name, p.spec.period.as_nanos() as u64)
+        let mut config = ThreadConfig::new(&p.spec.name, p.spec.period.as_nanos() as u64)
             .cpu(p.cpu as u32)
             .priority(p.priority)
             .flavor(flavor.name())
             .timer(p.spec.timer.name())
             .histogram(histogram);
+        if let Some(t) = p.spec.spike_threshold {
+            config = config.spike_threshold_ns(t.as_nanos().max(1));
+        }
         keys.push(hal.thread(config)?);
     }
     for (function, thread, position) in addf {

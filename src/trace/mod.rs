@@ -17,8 +17,10 @@
 
 pub mod attribute;
 pub mod parse;
+pub mod raw;
 pub mod session;
 
 pub use attribute::{attribute, Cause, CauseKind};
 pub use parse::{parse_text, Event, EventKind, TaskRef};
-pub use session::{TraceError, TraceSession, Window};
+pub use raw::{Formats, RawReader};
+pub use session::{tracefs_root, PipeReader, TraceError, TraceSession, Window};

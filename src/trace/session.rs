@@ -113,8 +113,13 @@ impl TraceSession {
     /// CLOCK_MONOTONIC, as [`crate::rt::clock::now`]), tracing only `cpus`, a
     /// [`BUFFER_KB_PER_CPU`] overwriting ring on each of them, and the [`EVENTS`] this kernel has
     /// ([`missing`](Self::missing) lists the others), and starts tracing.
+    ///
+    /// tracefs is looked for where `RTAPI_TRACEFS` says (only there, when set), else at
+    /// [`TRACEFS`], then at the older `/sys/kernel/debug/tracing`; if neither has it, it is
+    /// mounted at [`TRACEFS`] (root only; it stays mounted, as it would after boot on most
+    /// distributions).
     pub fn start(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
-        Self::start_in(Path::new(TRACEFS), cpus, instance_name)
+        Self::start_in(&tracefs_root()?, cpus, instance_name)
     }
 
     fn start_in(root: &Path, cpus: &[usize], name: &str) -> Result<TraceSession, TraceError> {
@@ -229,6 +234,163 @@ impl TraceSession {
     }
 }
 
+/// One CPU's events consumed as they come from `per_cpu/cpuN/trace_pipe` (non-blocking), the text of
+/// the last [`keep`](Self::forget_before) kept in memory and cut into windows on demand. Reading the
+/// pipe frees the kernel's ring as it goes, so a long run is followed from its start; parsing is
+/// done only for the windows asked for.
+#[derive(Debug)]
+pub struct PipeReader {
+    cpu: usize,
+    path: PathBuf,
+    file: fs::File,
+    /// The end of the last read, up to its last complete line.
+    partial: Vec<u8>,
+    chunks: std::collections::VecDeque<Chunk>,
+    lost_events: u64,
+    bytes: u64,
+}
+
+#[derive(Debug)]
+struct Chunk {
+    first_ns: u64,
+    last_ns: u64,
+    text: String,
+}
+
+/// The timestamp of the first (`rev` false) or last event line in `text` that parses.
+fn edge_ts(text: &str, rev: bool) -> Option<u64> {
+    let ts = |l: &str| match parse_line(l) {
+        Line::Event(e) => Some(e.ts_ns),
+        _ => None,
+    };
+    if rev {
+        text.lines().rev().find_map(ts)
+    } else {
+        text.lines().find_map(ts)
+    }
+}
+
+/// `CPU:1 [LOST 1234 EVENTS]`: events the kernel dropped because the reader fell behind.
+fn lost_in(text: &str) -> u64 {
+    text.match_indices("[LOST ")
+        .filter_map(|(i, _)| {
+            text[i + 6..]
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+impl PipeReader {
+    /// Opens `per_cpu/cpu<cpu>/trace_pipe` of `session`, non-blocking.
+    pub fn open(session: &TraceSession, cpu: usize) -> Result<PipeReader, TraceError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = session.dir.join(format!("per_cpu/cpu{cpu}/trace_pipe"));
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(|e| TraceError::Io(path.clone(), e))?;
+        Ok(PipeReader {
+            cpu,
+            path,
+            file,
+            partial: Vec::new(),
+            chunks: std::collections::VecDeque::new(),
+            lost_events: 0,
+            bytes: 0,
+        })
+    }
+
+    /// The CPU it reads.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+
+    /// Reads what the kernel has for this CPU now (at most `max_bytes`); returns the bytes read.
+    pub fn pump(&mut self, max_bytes: usize) -> Result<usize, TraceError> {
+        use std::io::Read;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0;
+        while got < max_bytes {
+            let n = match self.file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(TraceError::Io(self.path.clone(), e)),
+            };
+            got += n;
+            self.partial.extend_from_slice(&buf[..n]);
+            let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
+                continue;
+            };
+            let rest = self.partial.split_off(end + 1);
+            let whole = std::mem::replace(&mut self.partial, rest);
+            let text = String::from_utf8_lossy(&whole).into_owned();
+            self.lost_events += lost_in(&text);
+            if let (Some(first_ns), Some(last_ns)) = (edge_ts(&text, false), edge_ts(&text, true)) {
+                self.chunks.push_back(Chunk {
+                    first_ns,
+                    last_ns,
+                    text,
+                });
+            }
+        }
+        self.bytes += got as u64;
+        Ok(got)
+    }
+
+    /// The newest event's time read so far (CLOCK_MONOTONIC ns).
+    pub fn latest_ns(&self) -> Option<u64> {
+        self.chunks.back().map(|c| c.last_ns)
+    }
+
+    /// The oldest event's time still kept.
+    pub fn oldest_ns(&self) -> Option<u64> {
+        self.chunks.front().map(|c| c.first_ns)
+    }
+
+    /// Events the kernel reported lost (the reader fell behind its ring) so far.
+    pub fn lost_events(&self) -> u64 {
+        self.lost_events
+    }
+
+    /// Bytes of trace text read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Drops the text of events older than `ts_ns`.
+    pub fn forget_before(&mut self, ts_ns: u64) {
+        while self.chunks.front().is_some_and(|c| c.last_ns < ts_ns) {
+            self.chunks.pop_front();
+        }
+    }
+
+    /// The kept events with `from_ns <= ts_ns <= to_ns`, in time order.
+    pub fn window(&self, from_ns: u64, to_ns: u64) -> Window {
+        let mut out = Window::default();
+        for c in self
+            .chunks
+            .iter()
+            .filter(|c| c.last_ns >= from_ns && c.first_ns <= to_ns)
+        {
+            for line in c.text.lines() {
+                match parse_line(line) {
+                    Line::Event(e) if e.ts_ns > to_ns => break,
+                    Line::Event(e) if e.ts_ns >= from_ns => out.events.push(e),
+                    Line::Event(_) | Line::Header => {}
+                    Line::Garbage if line.contains("[LOST ") => {}
+                    Line::Garbage => out.skipped += 1,
+                }
+            }
+        }
+        out
+    }
+}
+
 impl Drop for TraceSession {
     fn drop(&mut self) {
         let _ = self.write("tracing_on", "0");
@@ -236,6 +398,44 @@ impl Drop for TraceSession {
         if let Err(e) = fs::remove_dir(&self.dir) {
             log::warn!("trace instance {} not removed: {e}", self.dir.display());
         }
+    }
+}
+
+/// Where tracefs is (see [`TraceSession::start`]), mounting it if needed.
+pub fn tracefs_root() -> Result<PathBuf, TraceError> {
+    if let Some(p) = std::env::var_os("RTAPI_TRACEFS") {
+        return Ok(PathBuf::from(p));
+    }
+    let has = |p: &str| Path::new(p).join("instances").is_dir();
+    for p in [TRACEFS, "/sys/kernel/debug/tracing"] {
+        if has(p) {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    let target = std::ffi::CString::new(TRACEFS).expect("no NUL in a constant path");
+    let fstype = c"tracefs";
+    let source = c"nodev";
+    // SAFETY: three valid NUL-terminated strings that outlive the call and a null data pointer (no
+    // options); mount(2) only reads them.
+    let r = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r == 0 && has(TRACEFS) {
+        log::info!("mounted tracefs at {TRACEFS}");
+        return Ok(PathBuf::from(TRACEFS));
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            Err(TraceError::Permission(PathBuf::from(TRACEFS)))
+        }
+        _ => Err(TraceError::NotMounted(PathBuf::from(TRACEFS))),
     }
 }
 

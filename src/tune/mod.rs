@@ -419,8 +419,8 @@ fn irqs(
             ));
             continue;
         }
-        match crate::detect::irq_movability(root, irq, &name) {
-            crate::detect::IrqMovability::Movable => {
+        match crate::detect::movability(root, irq, &name) {
+            crate::detect::Movability::Movable => {
                 let value = cpulist::format(&off_rt(&affinity));
                 p.changes.push(Change {
                     path: format!("/{rel}"),
@@ -433,7 +433,7 @@ fn irqs(
             }
             m => p.boot_reasons.push(format!(
                 "IRQ {irq} {name} is {}kernel-managed ({seen}): its affinity cannot be written at run time; isolcpus=managed_irq keeps it off the RT CPUs",
-                if m == crate::detect::IrqMovability::Managed {
+                if m == crate::detect::Movability::Managed {
                     ""
                 } else {
                     "probably "

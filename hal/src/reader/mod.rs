@@ -399,6 +399,26 @@ impl HalReader {
         stats::read_stats(&self.v.m, off, r.u64(th::PERIOD_NS), &name)
     }
 
+    /// The spikes `thread` recorded since the reader last saw `since` spikes in total (0 at first),
+    /// oldest first, from the ring of the latest [`RECENT_SPIKES`](crate::RECENT_SPIKES) (layout 1.3).
+    /// A reader that calls it often enough sees every spike; the ones it was too slow for are counted
+    /// in [`RecentSpikes::lost`](crate::RecentSpikes::lost). A segment of layout 1.2 or older has no
+    /// such ring: every spike since `since` is then counted as lost.
+    pub fn spikes_since(&self, thread: &str, since: u64) -> Result<crate::RecentSpikes> {
+        let (r, name, (off, _, bins)) =
+            self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
+        if self.v.header.version_minor < 3 {
+            let total =
+                stats::read_stats(&self.v.m, off, r.u64(th::PERIOD_NS), &name)?.spikes_total;
+            return Ok(crate::RecentSpikes {
+                total,
+                spikes: Vec::new(),
+                lost: total.saturating_sub(since),
+            });
+        }
+        stats::read_recent(&self.v.m, off, bins, since, &name)
+    }
+
     /// A thread's latency histogram. The bins are independent counters read one by one, so their sum may
     /// be a period ahead of or behind [`thread_stats`](Self::thread_stats)' cycle count.
     pub fn histogram(&self, thread: &str) -> Result<HistogramSnapshot> {

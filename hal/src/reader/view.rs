@@ -247,7 +247,7 @@ impl View {
             return Err(bad("has a spike ring of unexpected length"));
         }
         if !off
-            .checked_add(st::size(bins as usize))
+            .checked_add(st::size_in(bins as usize, self.header.version_minor))
             .fits_within(self.limit)
         {
             return Err(bad("runs past the end of the segment"));

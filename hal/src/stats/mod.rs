@@ -6,8 +6,8 @@ mod snapshot;
 mod writer;
 
 pub use histogram::{HistogramSnapshot, Percentile, Percentiles};
-pub(crate) use snapshot::{read_function, read_histogram, read_stats};
-pub use snapshot::{FunctionTiming, Spike, ThreadStatsSnapshot};
+pub(crate) use snapshot::{read_function, read_histogram, read_recent, read_stats};
+pub use snapshot::{FunctionTiming, RecentSpikes, Spike, ThreadStatsSnapshot};
 pub(crate) use writer::StatsWriterParts;
 pub use writer::{PeriodSample, StatsWriter, ThreadRusage};
 
@@ -22,6 +22,9 @@ pub struct HistogramConfig {
 
 /// How many spikes each thread keeps: the worst ones by latency (see [`StatsWriter::record`]).
 pub const SPIKES_KEPT: usize = crate::layout::stats::SPIKE_RING;
+/// How many of the latest spikes each thread keeps for readers that follow every spike
+/// ([`HalReader::spikes_since`](crate::HalReader::spikes_since)).
+pub const RECENT_SPIKES: usize = crate::layout::stats::RECENT_RING;
 
 /// Upper bound on bins per thread: 1 M bins is 8 MiB, far past any useful latency histogram.
 pub const MAX_BINS: usize = 1 << 20;

@@ -161,6 +161,59 @@ pub(crate) fn read_stats(
     })
 }
 
+/// The spikes a thread recorded since a count a reader saw before, from the ring of the latest
+/// spikes (layout 1.3): what a reader that follows every spike needs
+/// ([`HalReader::spikes_since`](crate::HalReader::spikes_since)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentSpikes {
+    /// Spikes ever recorded (pass it as `since` next time).
+    pub total: u64,
+    /// The spikes numbered `since..total` that the ring still holds, oldest first.
+    pub spikes: Vec<Spike>,
+    /// Spikes numbered at or after `since` that the ring no longer holds: they came faster than the
+    /// reader read (the ring keeps the latest [`RECENT_SPIKES`](crate::RECENT_SPIKES)).
+    pub lost: u64,
+}
+
+/// Reads the spikes numbered `since..` from the ring of the latest spikes of the stats block at `base`
+/// (the caller validated a 1.3 block with `bins` bins).
+pub(crate) fn read_recent(
+    m: &Mapping,
+    base: usize,
+    bins: usize,
+    since: u64,
+    what: &str,
+) -> Result<RecentSpikes> {
+    let g = |off: usize| m.word(base + off).load(Relaxed);
+    let ring = base + s::recent(bins);
+    let len = s::RECENT_RING as u64;
+    let mut spikes = Vec::with_capacity(s::RECENT_RING);
+    seqlock::read(m.word(base + s::SEQ), || {
+        spikes.clear();
+        let total = g(s::SPIKES_TOTAL);
+        let first = since.max(total.saturating_sub(len)).min(total);
+        for n in first..total {
+            let e = ring - base + (n % len) as usize * s::spike::SIZE;
+            spikes.push(Spike {
+                cycle: g(e + s::spike::CYCLE),
+                time_ns: g(e + s::spike::TIME_NS),
+                latency_ns: g(e + s::spike::LATENCY_NS) as i64,
+                involuntary_ctx_switches: g(e + s::spike::INVOLUNTARY_CTX_SWITCHES),
+                page_faults: g(e + s::spike::PAGE_FAULTS),
+            });
+        }
+        (total, first.saturating_sub(since))
+    })
+    .map(|(total, lost)| RecentSpikes {
+        total,
+        spikes: std::mem::take(&mut spikes),
+        lost,
+    })
+    .ok_or_else(|| HalError::Busy {
+        what: format!("the latest spikes of thread '{what}'"),
+    })
+}
+
 /// Reads the histogram of the stats block at `base` (caller validated the whole block incl. `bins`).
 pub(crate) fn read_histogram(
     m: &Mapping,
