@@ -68,6 +68,16 @@ pub(crate) struct FixContext {
     pub(crate) housekeeping: Vec<usize>,
     /// IRQs that are (probably) kernel-managed: no run-time move.
     pub(crate) managed_irqs: BTreeSet<u32>,
+    /// This test's own RT threads: kernel tid → name (one may delay another on a shared CPU).
+    pub(crate) own_threads: BTreeMap<u32, String>,
+}
+
+impl FixContext {
+    /// The kernel command line that isolates the RT CPUs, which several fixes refer to.
+    pub(crate) fn isolation_boot_line(&self) -> String {
+        let rt = cpus(&self.rt_cpus);
+        format!("isolcpus=managed_irq,domain,{rt} nohz_full={rt} rcu_nocbs={rt}")
+    }
 }
 
 /// An interrupt or softirq counted on the spike's CPU around it (no trace).
@@ -148,6 +158,8 @@ pub(crate) struct FollowSummary {
     pub(crate) trace_bytes: u64,
     /// Events of the list this kernel does not have.
     pub(crate) missing_events: Vec<&'static str>,
+    /// [`FixContext::isolation_boot_line`].
+    pub(crate) isolation_boot_line: String,
 }
 
 /// The follower thread; [`finish`](Self::finish) stops it and returns what it found.
@@ -460,7 +472,7 @@ impl State {
                 .find(|c| !matches!(c.kind, CauseKind::TimerLate { .. }))
                 .map(|c| c.kind.clone());
             for c in cs {
-                let (label, kind) = label(&c.kind, spec.priority);
+                let (label, kind) = label(&c.kind, &self.fix);
                 let e = t.tallies.entry(label.clone()).or_insert_with(|| Tally {
                     label,
                     kind,
@@ -620,6 +632,7 @@ impl State {
         drop(self.session);
         FollowSummary {
             method,
+            isolation_boot_line: self.fix.isolation_boot_line(),
             no_trace_reason: self.no_trace_reason,
             trace_lost_events,
             trace_bytes,
@@ -655,16 +668,23 @@ fn policy(prio: i32) -> String {
 }
 
 /// The table row a cause counts in, and its JSON kind. Tasks are grouped by name and policy (a
-/// workload's many pids are one cause); kernel threads by name.
-pub(crate) fn label(kind: &CauseKind, _rt_priority: i32) -> (String, &'static str) {
+/// workload's many pids are one cause); kernel threads by name; this test's own RT threads are
+/// named as such.
+pub(crate) fn label(kind: &CauseKind, ctx: &FixContext) -> (String, &'static str) {
     match kind {
         CauseKind::Irq { irq, name } => (format!("IRQ {irq} ({name})"), "irq"),
         CauseKind::Vector { name } => (format!("{name} interrupt"), "vector"),
         CauseKind::Softirq { vector } => (format!("softirq {vector}"), "softirq"),
-        CauseKind::Task { task } => (
-            format!("task {} ({})", task.comm, policy(task.prio)),
-            "task",
-        ),
+        CauseKind::Task { task } => match ctx.own_threads.get(&task.pid) {
+            Some(name) => (
+                format!("rtapi's own {name} thread ({})", policy(task.prio)),
+                "task",
+            ),
+            None => (
+                format!("task {} ({})", task.comm, policy(task.prio)),
+                "task",
+            ),
+        },
         CauseKind::KernelThread { task, .. } => {
             (format!("kernel thread {}", task.comm), "kernel-thread")
         }
@@ -676,13 +696,17 @@ pub(crate) fn label(kind: &CauseKind, _rt_priority: i32) -> (String, &'static st
     }
 }
 
+/// The JSON kind of a cause.
+pub(crate) fn kind_name(kind: &CauseKind) -> &'static str {
+    label(kind, &FixContext::default()).1
+}
+
 fn cpus(c: &[usize]) -> String {
     crate::rt::cpulist::format(c)
 }
 
 fn isolate(ctx: &FixContext) -> String {
-    let rt = cpus(&ctx.rt_cpus);
-    format!("isolate CPU {rt}: boot with isolcpus=managed_irq,domain,{rt} nohz_full={rt} rcu_nocbs={rt}")
+    format!("isolate CPU {} (boot line below)", cpus(&ctx.rt_cpus))
 }
 
 fn irq_fix(irq: u32, ctx: &FixContext) -> Option<String> {
@@ -721,7 +745,10 @@ pub(crate) fn fix(kind: &CauseKind, ctx: &FixContext, rt_priority: i32) -> Optio
         CauseKind::Irq { irq, .. } => irq_fix(*irq, ctx),
         CauseKind::Softirq { vector } => softirq_fix(vector, ctx),
         CauseKind::Vector { name } => Some(match name.as_str() {
-            "local_timer" => format!("timer ticks and other tasks' timers on CPU {rt}: {}", isolate(ctx)),
+            "local_timer" => format!(
+                "the timer interrupt that wakes the RT thread took long: it also runs the tick and other tasks' timers on CPU {rt} (and on a VM each one exits to the hypervisor): {}",
+                isolate(ctx)
+            ),
             "call_function" | "call_function_single" => format!(
                 "IPIs sent by other CPUs (TLB shootdowns, cache flushes, …): {} and avoid mapping/unmapping memory in the machine's processes",
                 isolate(ctx)
@@ -729,6 +756,9 @@ pub(crate) fn fix(kind: &CauseKind, ctx: &FixContext, rt_priority: i32) -> Optio
             "reschedule" => format!("other tasks woken onto CPU {rt}: {}", isolate(ctx)),
             _ => isolate(ctx),
         }),
+        CauseKind::Task { task } if ctx.own_threads.contains_key(&task.pid) => Some(
+            "by design: the faster thread has the higher priority and runs first on a shared CPU; to keep this thread's latency free of it, give each thread its own CPU (latency-test --cpu BASE,SERVO; a [[thread]]'s cpu in the machine config)".to_string(),
+        ),
         CauseKind::Task { task } => Some(if (0..=98).contains(&task.prio) && 99 - task.prio >= rt_priority {
             format!(
                 "it runs at real-time priority {} (≥ the RT thread's {rt_priority}) on CPU {rt}: lower its priority or move it (taskset -a -p -c {hk} {})",
@@ -776,6 +806,7 @@ mod tests {
             rt_cpus: vec![1],
             housekeeping: vec![0],
             managed_irqs: [36].into(),
+            own_threads: [(500, "base".to_string())].into(),
         };
         let f = |k: CauseKind| fix(&k, &ctx, 98).unwrap();
         assert!(f(CauseKind::Irq {
@@ -810,8 +841,24 @@ mod tests {
                     prio: 120,
                 },
             },
-            98,
+            &ctx,
         );
         assert_eq!((l.as_str(), k), ("task stress-ng (normal, nice 0)", "task"));
+        let base = CauseKind::Task {
+            task: TaskRef {
+                comm: "rtapi-base".into(),
+                pid: 500,
+                prio: 1,
+            },
+        };
+        assert_eq!(
+            label(&base, &ctx).0,
+            "rtapi's own base thread (SCHED_FIFO/RR 98)"
+        );
+        assert!(f(base).contains("--cpu BASE,SERVO"));
+        assert_eq!(
+            ctx.isolation_boot_line(),
+            "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1"
+        );
     }
 }

@@ -121,7 +121,7 @@ impl CauseOut {
     pub(crate) fn new(c: &crate::trace::Cause) -> CauseOut {
         use crate::trace::CauseKind as K;
         let mut out = CauseOut {
-            kind: super::explain::label(&c.kind, 0).1,
+            kind: super::explain::kind_name(&c.kind),
             text: c.to_string(),
             dur_ns: c.dur_ns,
             count: c.count,
@@ -202,6 +202,8 @@ pub(crate) struct TraceInfo {
     pub(crate) bytes_read: u64,
     /// Trace events this kernel does not have (their causes stay unnamed).
     pub(crate) missing_events: Vec<&'static str>,
+    /// The kernel command line that isolates the RT CPUs (the fixes that say "isolate" mean it).
+    pub(crate) isolation_boot_line: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -414,6 +416,17 @@ impl Report {
                     "  … and {} more causes ({} us in all; every one is in the JSON)",
                     rest.len(),
                     us(rest.iter().map(|c| c.total_ns).sum())
+                );
+            }
+            if causes.iter().take(ROWS).any(|c| {
+                c.fix
+                    .as_deref()
+                    .is_some_and(|f| f.contains("boot line below"))
+            }) {
+                let _ = writeln!(
+                    s,
+                    "  boot line that isolates the RT CPU: add `{}` to the kernel command line (GRUB_CMDLINE_LINUX), update-grub, reboot",
+                    tr.isolation_boot_line
                 );
             }
             let shown: Vec<&Spike> = t.spikes.iter().take(8).collect();

@@ -14,6 +14,7 @@ use crate::rt::clock::Nanos;
 use crate::rt::wake::{TimerKind, WakeMode};
 use crate::runtime::{Runtime, RuntimeOptions, StopReason, Summary, ThreadSpec, ThreadSummary};
 use rtapi_hal::HistogramConfig;
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -159,7 +160,14 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
             session,
             counters,
             no_trace,
-            fix_context(&system, &rt_cpus),
+            FixContext {
+                own_threads: running
+                    .threads()
+                    .into_iter()
+                    .filter_map(|t| Some((u32::try_from(t.tid?).ok()?, t.name)))
+                    .collect(),
+                ..fix_context(&system, &rt_cpus)
+            },
         )
         .map_err(|e| {
             super::Error::Setup(crate::rt::SysError::new(
@@ -314,6 +322,7 @@ fn fix_context(system: &crate::detect::SystemReport, rt_cpus: &[usize]) -> FixCo
             .filter(|i| i.managed != Movability::Movable)
             .map(|i| i.irq)
             .collect(),
+        own_threads: BTreeMap::new(),
     }
 }
 
@@ -389,6 +398,7 @@ fn apply_follow(report: &mut Report, f: FollowSummary, trace: Option<Nanos>) {
             lost_events: f.trace_lost_events,
             bytes_read: f.trace_bytes,
             missing_events: f.missing_events,
+            isolation_boot_line: f.isolation_boot_line,
         });
     }
 }
