@@ -16,6 +16,8 @@
 //! - [`latency`]: the commissioning run behind `rtapi latency-test`.
 //! - [`trace`]: spike attribution from the kernel's trace (a tracefs instance, the event parser,
 //!   what held the CPU in a window); not yet used by latency-test.
+//! - [`tune`]: `rtapi tune`, which applies detect's run-time fixes to the RT CPUs with a revert file,
+//!   and prints the boot parameters for the rest.
 //! - [`rt`]: the OS primitives underneath (clock, timer drivers, scheduling, hardening, signals).
 //!
 //! The design — layers, the hot path, data flow, where each rule lives — is in
@@ -71,3 +73,4 @@ pub mod render;
 pub mod rt;
 pub mod runtime;
 pub mod trace;
+pub mod tune;

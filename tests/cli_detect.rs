@@ -311,3 +311,68 @@ fn json_lists_the_irqs_firing_on_the_rt_cpu() {
         _ => eprintln!("SKIPPED: virtio1-req.0 does not fire on an RT CPU here"),
     }
 }
+
+/// `tuning.idle_states` of `rtapi detect --json` is this machine's cpuidle of the RT CPUs, read here,
+/// and `deep-idle-states` is a finding exactly when one of them is enabled and slower than 2 µs.
+#[test]
+fn json_lists_the_idle_states_of_the_rt_cpus() {
+    let (code, out, err) = run(&mut rtapi(&["detect", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rt_cpus: Vec<u64> = v["tuning"]["rt_cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    let mut expected = Vec::new();
+    for cpu in &rt_cpus {
+        let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+        let mut states: Vec<u64> = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(|e| {
+                    e.ok()?
+                        .file_name()
+                        .to_str()?
+                        .strip_prefix("state")?
+                        .parse()
+                        .ok()
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        states.sort_unstable();
+        for k in states {
+            let read = |f: &str| {
+                std::fs::read_to_string(format!("{dir}/state{k}/{f}"))
+                    .unwrap()
+                    .trim()
+                    .to_string()
+            };
+            expected.push((*cpu, k, read("name"), read("latency"), read("disable")));
+        }
+    }
+    let listed = &v["tuning"]["idle_states"];
+    if expected.is_empty() {
+        assert!(listed.is_null(), "{listed}");
+        eprintln!("SKIPPED: no cpuidle on the RT CPUs here");
+        return;
+    }
+    let listed = listed.as_array().expect("idle_states");
+    assert_eq!(listed.len(), expected.len(), "{listed:?} vs {expected:?}");
+    let mut slow = false;
+    for (s, (cpu, k, name, latency, disable)) in listed.iter().zip(&expected) {
+        assert_eq!(s["cpu"], *cpu, "{s}");
+        assert_eq!(s["state"], *k, "{s}");
+        assert_eq!(s["name"], name.as_str(), "{s}");
+        assert_eq!(s["latency_us"].to_string(), *latency, "{s}");
+        assert_eq!(s["disabled"], disable != "0", "{s}");
+        slow |= disable == "0" && latency.parse::<u64>().unwrap() > 2;
+    }
+    let finding = v["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["id"] == "deep-idle-states");
+    assert_eq!(finding, slow, "{}", v["advice"]);
+}

@@ -7,10 +7,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Bottom to top; a module may use the ones before it.
-const LAYERS: [&str; 10] = [
+const LAYERS: [&str; 11] = [
     "rt",
     "render",
     "detect",
+    "tune",
     "trace",
     "flavor",
     "runtime",

@@ -10,6 +10,7 @@ mod out;
 mod run;
 mod setp;
 mod show;
+mod tune;
 mod watch;
 
 use clap::{Parser, Subcommand};
@@ -121,6 +122,9 @@ enum Command {
     Sets(setp::Args),
     /// Watch values live, like halmeter.
     Watch(watch::Args),
+    /// Apply detect's run-time fixes to the RT CPUs (IRQs, workqueues, watchdogs, idle states…) with a
+    /// revert file, print the boot parameters for the rest; --revert undoes it.
+    Tune(tune::Args),
 }
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
@@ -172,6 +176,7 @@ pub fn main() -> ExitCode {
         Command::Setp(args) => setp::setp(args),
         Command::Sets(args) => setp::sets(args),
         Command::Watch(args) => watch::run(args),
+        Command::Tune(args) => tune::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(exit::OK),

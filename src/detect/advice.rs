@@ -253,9 +253,20 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
             Severity::Warn,
             "no-isolated-cpu",
             "no CPU is isolated: RT threads share their CPU with everything else".into(),
-            Some(format!(
-                "add `isolcpus={cpu_text} nohz_full={cpu_text} rcu_nocbs={cpu_text}` to the kernel command line and reboot"
-            )),
+            Some(match c.rt_cpu {
+                Some(cpu) => format!(
+                    "add `{}` to the kernel command line and reboot{}",
+                    isolation_params(&[cpu], r.kernel.no_hz_full).join(" "),
+                    if r.kernel.no_hz_full == Some(false) {
+                        " (no nohz_full=: this kernel lacks CONFIG_NO_HZ_FULL)"
+                    } else {
+                        ""
+                    }
+                ),
+                None => format!(
+                    "add `isolcpus=managed_irq,domain,{cpu_text} nohz_full={cpu_text} rcu_nocbs={cpu_text}` to the kernel command line and reboot"
+                ),
+            }),
         ));
     } else if !c.isolated.is_empty() && c.rt_cpu.is_some_and(|cpu| !c.isolated.contains(&cpu)) {
         out.push(finding(
@@ -269,17 +280,25 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
         ));
     }
     let Some(cpu) = c.rt_cpu else { return };
-    if let Some(g) = c
-        .info(cpu)
-        .and_then(|i| i.governor.as_deref())
-        .filter(|g| *g != "performance")
-    {
+    // Every RT CPU (the RT CPU and the isolated ones) may carry an RT thread.
+    let mut rt_cpus = r.tuning.rt_cpus.clone();
+    rt_cpus.push(cpu);
+    rt_cpus.sort_unstable();
+    rt_cpus.dedup();
+    for rt in rt_cpus {
+        let Some(g) = c
+            .info(rt)
+            .and_then(|i| i.governor.as_deref())
+            .filter(|g| *g != "performance")
+        else {
+            continue;
+        };
         out.push(finding(
             Severity::Warn,
             "governor",
-            format!("CPU {cpu} runs the '{g}' governor: frequency changes add wake-up latency"),
+            format!("CPU {rt} runs the '{g}' governor: frequency changes add wake-up latency"),
             Some(format!(
-                "echo performance > /sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor (or cpupower frequency-set -g performance)"
+                "echo performance > /sys/devices/system/cpu/cpu{rt}/cpufreq/scaling_governor (or cpupower frequency-set -g performance; rtapi tune does it)"
             )),
         ));
     }
@@ -298,6 +317,7 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
             )),
         ));
     }
+    isolation_consistency(r, out);
     if c.nohz_full.is_some() && r.kernel.no_hz_full == Some(false) {
         out.push(finding(
             Severity::Info,
@@ -308,7 +328,227 @@ fn cpus(r: &SystemReport, cpu_text: &str, out: &mut Vec<Finding>) {
     }
 }
 
+/// The boot parameters that isolate `cpus` for RT work: out of the scheduler's balancing and away from
+/// managed IRQs, tickless, RCU callbacks elsewhere. `nohz_full` is left out when the kernel is known to
+/// lack CONFIG_NO_HZ_FULL (it would do nothing).
+pub(crate) fn isolation_params(cpus: &[usize], no_hz_full: Option<bool>) -> Vec<String> {
+    let l = crate::rt::cpulist::format(cpus);
+    let mut p = vec![format!("isolcpus=managed_irq,domain,{l}")];
+    if no_hz_full != Some(false) {
+        p.push(format!("nohz_full={l}"));
+    }
+    p.push(format!("rcu_nocbs={l}"));
+    p
+}
+
+fn minus(a: &[usize], b: &[usize]) -> Vec<usize> {
+    a.iter().copied().filter(|c| !b.contains(c)).collect()
+}
+
+fn union(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let mut u: Vec<usize> = a.iter().chain(b).copied().collect();
+    u.sort_unstable();
+    u.dedup();
+    u
+}
+
+/// `isolcpus=`, `nohz_full=` and `rcu_nocbs=` on `/proc/cmdline` that do not agree with each other or
+/// with the RT CPU. Each is only useful together: isolation without nohz_full keeps the tick, nohz_full
+/// without isolation rarely stops it, and RCU callbacks left on an isolated CPU run there.
+fn isolation_consistency(r: &SystemReport, out: &mut Vec<Finding>) {
+    let c = &r.cpus;
+    let fmt = crate::rt::cpulist::format;
+    let no_hz_full = r.kernel.no_hz_full;
+    let iso_cmd = c.isolcpus.clone().unwrap_or_default();
+    let flags = r.tuning.isolcpus_flags.clone().unwrap_or_default();
+    // A bare list means `domain`; a list with flags isolates from the scheduler only with `domain`.
+    let domain = flags.is_empty() || flags.iter().any(|f| f == "domain");
+    if !iso_cmd.is_empty() && !domain {
+        out.push(finding(
+            Severity::Warn,
+            "isolcpus-without-domain",
+            format!(
+                "isolcpus={},{} has no `domain` flag: CPU {} stay in the scheduler's load balancing, so other tasks still run there",
+                flags.join(","),
+                fmt(&iso_cmd),
+                fmt(&iso_cmd)
+            ),
+            Some(format!(
+                "boot with isolcpus=managed_irq,domain,{} instead",
+                fmt(&iso_cmd)
+            )),
+        ));
+    }
+    if let Some(rt) = c.rt_cpu {
+        if !iso_cmd.is_empty() && !iso_cmd.contains(&rt) && c.isolated.is_empty() {
+            out.push(finding(
+                Severity::Warn,
+                "rt-cpu-not-in-isolcpus",
+                format!(
+                    "isolcpus= names CPU {} but the RT CPU is {rt} (no CPU is isolated for the scheduler)",
+                    fmt(&iso_cmd)
+                ),
+                Some(format!(
+                    "boot with {} (or pin the RT threads to an isolated CPU)",
+                    isolation_params(&[rt], no_hz_full).join(" ")
+                )),
+            ));
+        }
+    }
+    // CPUs really isolated from the scheduler: sysfs, else the boot list when it has `domain`.
+    let isolated: Vec<usize> = if !c.isolated.is_empty() {
+        c.isolated.clone()
+    } else if domain {
+        iso_cmd.clone()
+    } else {
+        Vec::new()
+    };
+    let nohz = c.nohz_full.clone().unwrap_or_default();
+    if no_hz_full != Some(false) {
+        let not_isolated = minus(&nohz, &isolated);
+        if !not_isolated.is_empty() {
+            out.push(finding(
+                Severity::Warn,
+                "nohz-full-not-isolated",
+                format!(
+                    "nohz_full CPU {} {} not isolated: the scheduler still puts other tasks there, and the tick stops only while a single task runs",
+                    fmt(&not_isolated),
+                    if not_isolated.len() == 1 { "is" } else { "are" }
+                ),
+                Some(format!(
+                    "boot with isolcpus=managed_irq,domain,{}",
+                    fmt(&union(&isolated, &not_isolated))
+                )),
+            ));
+        }
+        let ticking = minus(&isolated, &nohz);
+        if !ticking.is_empty() {
+            out.push(finding(
+                Severity::Info,
+                "isolated-without-nohz-full",
+                format!(
+                    "isolated CPU {} {} not in nohz_full=: the scheduler tick{} still interrupts {}",
+                    fmt(&ticking),
+                    if ticking.len() == 1 { "is" } else { "are" },
+                    r.kernel.hz.map(|hz| format!(" ({hz} per second)")).unwrap_or_default(),
+                    if ticking.len() == 1 { "it" } else { "them" }
+                ),
+                Some(format!(
+                    "boot with nohz_full={}{}",
+                    fmt(&union(&nohz, &ticking)),
+                    if no_hz_full.is_none() {
+                        " (needs a kernel with CONFIG_NO_HZ_FULL=y; the kernel config was not readable)"
+                    } else {
+                        ""
+                    }
+                )),
+            ));
+        }
+    }
+    let nocbs = c.rcu_nocbs.clone().unwrap_or_default();
+    // nohz_full implies rcu_nocbs for its CPUs (CONFIG_RCU_NOCB_CPU), so only CPUs in neither list
+    // run their own RCU callbacks.
+    let implied = if no_hz_full == Some(false) {
+        Vec::new()
+    } else {
+        nohz.clone()
+    };
+    let callbacks_here = minus(&minus(&isolated, &nocbs), &implied);
+    if !callbacks_here.is_empty() {
+        out.push(finding(
+            Severity::Info,
+            "isolated-without-rcu-nocbs",
+            format!(
+                "isolated CPU {} {} not in rcu_nocbs=: RCU callbacks run there in softirq context",
+                fmt(&callbacks_here),
+                if callbacks_here.len() == 1 {
+                    "is"
+                } else {
+                    "are"
+                }
+            ),
+            Some(format!(
+                "boot with rcu_nocbs={}",
+                fmt(&union(&nocbs, &callbacks_here))
+            )),
+        ));
+    }
+    if c.rcu_nocbs.is_some() && no_hz_full != Some(false) {
+        let left_out = minus(&nohz, &nocbs);
+        if !left_out.is_empty() {
+            out.push(finding(
+                Severity::Info,
+                "rcu-nocbs-without-nohz-full-cpus",
+                format!(
+                    "rcu_nocbs= leaves out nohz_full CPU {}: the kernel offloads their callbacks anyway (nohz_full implies it), but the command line says otherwise",
+                    fmt(&left_out)
+                ),
+                Some(format!(
+                    "boot with rcu_nocbs={}",
+                    fmt(&union(&nocbs, &left_out))
+                )),
+            ));
+        }
+    }
+}
+
+/// Enabled idle states of the RT CPUs whose exit latency is above the limit.
+fn idle_states(r: &SystemReport, out: &mut Vec<Finding>) {
+    let slow: Vec<&super::tuning::IdleState> = r
+        .tuning
+        .idle_states
+        .iter()
+        .flatten()
+        .filter(|s| s.is_slow_and_enabled())
+        .collect();
+    if slow.is_empty() {
+        return;
+    }
+    let mut cpus: Vec<usize> = slow.iter().map(|s| s.cpu).collect();
+    cpus.dedup();
+    let list = slow
+        .iter()
+        .map(|s| format!("cpu{} {} ({} µs)", s.cpu, s.name, s.latency_us.unwrap_or(0)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let held = r.privileges.dma_latency == Some(true);
+    let (severity, guard) = if held {
+        (
+            Severity::Info,
+            "latency-test and run hold /dev/cpu_dma_latency at 0 while they run (unless --no-dma-latency), which keeps the CPUs out of them then; other programs and the time between runs are not covered",
+        )
+    } else {
+        (
+            Severity::Warn,
+            "/dev/cpu_dma_latency is not writable here, so latency-test and run cannot keep the CPUs out of them",
+        )
+    };
+    let commands = slow
+        .iter()
+        .map(|s| {
+            format!(
+                "echo 1 > /sys/devices/system/cpu/cpu{}/cpuidle/state{}/disable",
+                s.cpu, s.state
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    out.push(finding(
+        severity,
+        "deep-idle-states",
+        format!(
+            "RT CPU {} may enter idle states with exit latency above {} µs: {list}; a wake-up from them is late by that much. {guard}",
+            crate::rt::cpulist::format(&cpus),
+            super::tuning::IDLE_EXIT_LATENCY_LIMIT_US
+        ),
+        Some(format!(
+            "at run time (rtapi tune does it): {commands}; at boot: processor.max_cstate=1 intel_idle.max_cstate=0 (or idle=poll: no idle at all, the CPU spins at full power and heat and slows its SMT sibling)"
+        )),
+    ));
+}
+
 fn tuning(r: &SystemReport, out: &mut Vec<Finding>) {
+    idle_states(r, out);
     let t = &r.tuning;
     let rt = &t.rt_cpus;
     let rt_text = crate::rt::cpulist::format(rt);

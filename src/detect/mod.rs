@@ -23,7 +23,10 @@ pub use kernel::{CoKernel, KernelInfo, Preemption};
 pub use probe::{Limit, LiveProbe, Privileges, Probe};
 pub use sysroot::SysRoot;
 pub use throttling::Throttling;
-pub(crate) use tuning::{format_hex_mask, movability, Movability};
+pub(crate) use tuning::{
+    format_hex_mask, idle_states as idle_states_of, movability, parse_hex_mask, parse_interrupts,
+    Movability,
+};
 
 use serde::Serialize;
 
@@ -43,7 +46,7 @@ pub struct SystemReport {
     /// Virtualization, transparent hugepages and swap.
     pub environment: Environment,
     /// The rest of the tuning checklist: IRQs on the RT CPUs, irqbalance, timer migration, watchdogs,
-    /// workqueue CPU mask.
+    /// workqueue CPU mask, idle states of the RT CPUs, `isolcpus=` flags.
     pub(crate) tuning: tuning::Tuning,
     /// Shortcut of `environment.virtualized`, the fact users ask about first.
     pub virtualized: Option<bool>,

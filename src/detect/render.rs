@@ -219,6 +219,42 @@ pub(crate) fn text(r: &SystemReport, flavor: &str, advice: &[Finding]) -> String
             .map_or("unknown".into(), cpus)
     );
 
+    match &t.idle_states {
+        None => {
+            let _ = writeln!(
+                s,
+                "  idle states    no cpuidle on RT CPUs {}",
+                cpus(&t.rt_cpus)
+            );
+        }
+        Some(states) => {
+            let _ = writeln!(
+                s,
+                "  idle states of RT CPUs {} (exit latency, µs):",
+                cpus(&t.rt_cpus)
+            );
+            for st in states {
+                let _ = writeln!(
+                    s,
+                    "    cpu{:<3} state{:<2} {:<14} {:>6}  {}{}",
+                    st.cpu,
+                    st.state,
+                    st.name,
+                    opt(st.latency_us),
+                    match st.disabled {
+                        Some(true) => "disabled",
+                        Some(false) => "enabled",
+                        None => "unknown",
+                    },
+                    if st.is_slow_and_enabled() {
+                        "  (slow)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
     let _ = writeln!(s, "\nFlavor: {flavor}");
     let _ = writeln!(s, "\nAdvice");
     if advice.is_empty() {

@@ -94,6 +94,11 @@ impl SysRoot {
         }
     }
 
+    /// The trimmed text of `rel`, or `None` when it is missing or unreadable.
+    pub(crate) fn read_text(&self, rel: &str) -> Option<String> {
+        self.read(rel).text().map(str::to_string)
+    }
+
     /// Reads a file's raw bytes (at most 4 MiB).
     pub(crate) fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
         let file = std::fs::File::open(self.path(rel))?;

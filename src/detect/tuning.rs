@@ -1,5 +1,6 @@
 //! The tuning checklist beyond kernel and CPUs: interrupts that fire on the RT CPUs (and whether they
-//! can be moved), irqbalance, timer migration, the watchdogs and the workqueue CPU mask. Everything is
+//! can be moved), irqbalance, timer migration, the watchdogs, the workqueue CPU mask, the idle states
+//! of the RT CPUs and the `isolcpus=` flags. Everything is
 //! read through the [`SysRoot`], never written: whether an IRQ is kernel-managed is read from debugfs
 //! when it is mounted, else guessed from the IRQ's name (and said to be a guess).
 
@@ -65,6 +66,41 @@ pub(crate) struct Tuning {
     /// `isolcpus=` on `/proc/cmdline` has the `managed_irq` flag: the kernel already keeps managed IRQs
     /// off the isolated CPUs where it can.
     pub(crate) managed_irq_isolation: bool,
+    /// The flags of `isolcpus=` (`domain`, `managed_irq`, `nohz`); `None` when `isolcpus=` is not given,
+    /// empty when it is given as a bare CPU list (which means `domain`).
+    pub(crate) isolcpus_flags: Option<Vec<String>>,
+    /// The cpuidle states of the RT CPUs (`/sys/devices/system/cpu/cpuN/cpuidle/stateK`); `None` when no
+    /// RT CPU has a cpuidle directory (no cpuidle driver, or a fixture without one).
+    pub(crate) idle_states: Option<Vec<IdleState>>,
+}
+
+/// One cpuidle state of an RT CPU. An element of `tuning.idle_states` in `rtapi detect --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct IdleState {
+    /// The CPU.
+    pub(crate) cpu: usize,
+    /// K of `stateK`.
+    pub(crate) state: usize,
+    /// `name` (`POLL`, `C1`, `C1E`, `C6`, …).
+    pub(crate) name: String,
+    /// `latency`: the exit latency the driver declares, µs; `None` when unreadable.
+    pub(crate) latency_us: Option<u64>,
+    /// `disable` is 1: the governor never picks this state.
+    pub(crate) disabled: Option<bool>,
+}
+
+/// Idle states whose exit latency is above this many µs are worth disabling on the RT CPUs: a wake-up
+/// from them arrives that much late. C1 (1–2 µs) stays; C1E (~10 µs) and deeper are reported.
+pub(crate) const IDLE_EXIT_LATENCY_LIMIT_US: u64 = 2;
+
+impl IdleState {
+    /// Enabled, with an exit latency above [`IDLE_EXIT_LATENCY_LIMIT_US`].
+    pub(crate) fn is_slow_and_enabled(&self) -> bool {
+        self.disabled == Some(false)
+            && self
+                .latency_us
+                .is_some_and(|l| l > IDLE_EXIT_LATENCY_LIMIT_US)
+    }
 }
 
 fn flag(root: &SysRoot, rel: &str) -> Option<bool> {
@@ -98,8 +134,49 @@ pub(crate) fn detect(root: &SysRoot, rt_cpu: Option<usize>, isolated: &[usize]) 
                 .filter_map(|w| w.strip_prefix("isolcpus="))
                 .any(|v| v.split(',').any(|f| f == "managed_irq"))
         }),
+        isolcpus_flags: root.read("proc/cmdline").text().and_then(isolcpus_flags),
+        idle_states: idle_states(root, &rt_cpus),
         rt_cpus,
     }
+}
+
+/// The non-numeric words of the first `isolcpus=` on the command line (the one `cpus.isolcpus` reads).
+pub(crate) fn isolcpus_flags(cmdline: &str) -> Option<Vec<String>> {
+    let value = cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("isolcpus="))?;
+    Some(
+        value
+            .split(',')
+            .filter(|p| !p.is_empty() && !p.starts_with(|c: char| c.is_ascii_digit()))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// The cpuidle states of `cpus`, in state order per CPU; `None` when none of them has any.
+pub(crate) fn idle_states(root: &SysRoot, cpus: &[usize]) -> Option<Vec<IdleState>> {
+    let mut out = Vec::new();
+    for &cpu in cpus {
+        let dir = format!("sys/devices/system/cpu/cpu{cpu}/cpuidle");
+        let mut states: Vec<usize> = root
+            .list_dir(&dir)
+            .iter()
+            .filter_map(|n| n.strip_prefix("state")?.parse().ok())
+            .collect();
+        states.sort_unstable();
+        for k in states {
+            let file = |f: &str| root.read(&format!("{dir}/state{k}/{f}"));
+            out.push(IdleState {
+                cpu,
+                state: k,
+                name: file("name").text().unwrap_or("?").to_string(),
+                latency_us: file("latency").parse(),
+                disabled: file("disable").parse::<u8>().map(|d| d != 0),
+            });
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// One numbered line of `/proc/interrupts`: the IRQ, `(cpu, count)` per column, chip, hwirq, name.
@@ -160,11 +237,14 @@ fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Ir
         }
         let affinity = list(format!("proc/irq/{irq}/smp_affinity_list"));
         let effective_affinity = list(format!("proc/irq/{irq}/effective_affinity_list"));
-        // Counts are since boot: an IRQ already moved off the RT CPUs is not listed again.
-        let still_there = effective_affinity
-            .as_ref()
-            .or(affinity.as_ref())
-            .is_none_or(|a| a.iter().any(|c| rt_cpus.contains(c)));
+        // Counts are since boot: an IRQ already moved off the RT CPUs is not listed again. Moved
+        // means either list without an RT CPU: on x86 the effective affinity of a moved IRQ follows
+        // only at its next interrupt, so a fresh `smp_affinity_list` write shows there first.
+        let includes_rt = |a: &Option<Vec<usize>>| {
+            a.as_ref()
+                .is_none_or(|a| a.iter().any(|c| rt_cpus.contains(c)))
+        };
+        let still_there = includes_rt(&effective_affinity) && includes_rt(&affinity);
         if !still_there {
             continue;
         }
@@ -283,6 +363,16 @@ mod tests {
         assert!(probably_managed("nvme0q3"));
         assert!(!probably_managed("nvme0q0"));
         assert!(!probably_managed("virtio2-input.0"));
+    }
+
+    #[test]
+    fn isolcpus_flags_of_the_first_argument() {
+        assert_eq!(isolcpus_flags("quiet"), None);
+        assert_eq!(isolcpus_flags("isolcpus=2-3"), Some(vec![]));
+        assert_eq!(
+            isolcpus_flags("isolcpus=managed_irq,domain,2-3 isolcpus=1"),
+            Some(vec!["managed_irq".to_string(), "domain".to_string()])
+        );
     }
 
     #[test]
