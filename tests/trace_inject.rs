@@ -57,7 +57,12 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 struct Cpus {
     rt: usize,
     other: usize,
+    /// The tests of this file inject on the same CPU and trace it: one at a time (the lock is held
+    /// as long as the test holds its `Cpus`).
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn cpus_or_skip() -> Option<Cpus> {
     let why = if !nix::unistd::geteuid().is_root() {
@@ -70,6 +75,7 @@ fn cpus_or_skip() -> Option<Cpus> {
                 return Some(Cpus {
                     rt: *c.last().unwrap(),
                     other: c[0],
+                    _one_at_a_time: ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()),
                 })
             }
             other => format!("needs two online CPUs (one measured, one for the test): {other:?}"),
