@@ -70,6 +70,10 @@ pub(crate) struct FixContext {
     pub(crate) managed_irqs: BTreeSet<u32>,
     /// This test's own RT threads: kernel tid → name (one may delay another on a shared CPU).
     pub(crate) own_threads: BTreeMap<u32, String>,
+    /// The kernel's preemption model (`none`, `voluntary`, `full`, `lazy`, `rt`), if known.
+    pub(crate) preemption: Option<&'static str>,
+    /// Whether it is PREEMPT_DYNAMIC (`preempt=full` on the command line changes it).
+    pub(crate) preempt_dynamic: bool,
 }
 
 impl FixContext {
@@ -753,6 +757,26 @@ pub(crate) fn fix(kind: &CauseKind, ctx: &FixContext, rt_priority: i32) -> Optio
                 99 - task.prio,
                 task.pid
             )
+        } else if task.prio >= 100 {
+            // A normal task cannot preempt a SCHED_FIFO thread: it held the CPU in the kernel,
+            // where the kernel did not let the woken RT thread in.
+            let why = match ctx.preemption {
+                Some(m @ ("none" | "voluntary")) => format!(
+                    "it was in the kernel, which this kernel's preemption model ('{m}') does not interrupt for a woken real-time thread: {}; ",
+                    if ctx.preempt_dynamic {
+                        "boot with preempt=full (this PREEMPT_DYNAMIC kernel supports it) or use a PREEMPT_RT kernel"
+                    } else {
+                        "use a kernel with full preemption, better PREEMPT_RT"
+                    }
+                ),
+                Some("rt") => "it was in one of the kernel's few non-preemptible sections; ".to_string(),
+                _ => "it was in a non-preemptible section of the kernel (a PREEMPT_RT kernel has far fewer); ".to_string(),
+            };
+            format!(
+                "a normal task held off a real-time thread: {why}move it off CPU {rt} (taskset -a -p -c {hk} {}) or {}",
+                task.pid,
+                isolate(ctx)
+            )
         } else {
             format!(
                 "it shares CPU {rt} with the RT thread: move it (taskset -a -p -c {hk} {}), or {}",
@@ -795,6 +819,8 @@ mod tests {
             housekeeping: vec![0],
             managed_irqs: [36].into(),
             own_threads: [(500, "base".to_string())].into(),
+            preemption: Some("none"),
+            preempt_dynamic: true,
         };
         let f = |k: CauseKind| fix(&k, &ctx, 98).unwrap();
         assert!(f(CauseKind::Irq {
@@ -832,6 +858,18 @@ mod tests {
             &ctx,
         );
         assert_eq!((l.as_str(), k), ("task stress-ng (normal, nice 0)", "task"));
+        let io = f(CauseKind::Task {
+            task: TaskRef {
+                comm: "load-io-1".into(),
+                pid: 9,
+                prio: 120,
+            },
+        });
+        assert!(
+            io.contains("preemption model ('none')") && io.contains("preempt=full"),
+            "{io}"
+        );
+        assert!(io.contains("taskset -a -p -c 0 9"), "{io}");
         let base = CauseKind::Task {
             task: TaskRef {
                 comm: "rtapi-base".into(),

@@ -413,9 +413,18 @@ impl Report {
                 let rest = &causes[ROWS..];
                 let _ = writeln!(
                     s,
-                    "  … and {} more causes ({} us in all; every one is in the JSON)",
+                    "  … and {} more (causes {} us in all{}; every one is in the JSON)",
                     rest.len(),
-                    us(rest.iter().map(|c| c.total_ns).sum())
+                    us(rest
+                        .iter()
+                        .filter(|c| c.kind != "timer-late")
+                        .map(|c| c.total_ns)
+                        .sum()),
+                    if rest.iter().any(|c| c.kind == "timer-late") {
+                        ", and the late-timer symptom"
+                    } else {
+                        ""
+                    }
                 );
             }
             if causes.iter().take(ROWS).any(|c| {

@@ -323,6 +323,8 @@ fn fix_context(system: &crate::detect::SystemReport, rt_cpus: &[usize]) -> FixCo
             .map(|i| i.irq)
             .collect(),
         own_threads: BTreeMap::new(),
+        preemption: system.kernel.preemption.map(|p| p.name()),
+        preempt_dynamic: system.kernel.preempt_dynamic,
     }
 }
 
