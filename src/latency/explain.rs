@@ -721,7 +721,7 @@ fn softirq_fix(vector: &str, ctx: &FixContext) -> Option<String> {
         "NET_RX" | "NET_TX" => format!(
             "network processing on CPU {rt}: move the NIC's IRQs off it and clear it from /sys/class/net/*/queues/rx-*/rps_cpus; keep network senders off it"
         ),
-        "BLOCK" => format!("disk completions on CPU {rt}: move the disk's IRQ off it (managed: isolcpus=managed_irq,{rt})"),
+        "BLOCK" => format!("disk completions on CPU {rt}: move the disk's IRQ off it (a kernel-managed one: boot with isolcpus=managed_irq,domain,{rt})"),
         "RCU" => format!("RCU callbacks on CPU {rt}: boot with rcu_nocbs={rt}"),
         "TIMER" | "HRTIMER" => format!("other tasks' timers on CPU {rt}: {}", isolate(ctx)),
         "SCHED" => format!("load balancing on CPU {rt}: boot with isolcpus=domain,{rt}"),
