@@ -41,6 +41,7 @@
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
 mod encoder;
+mod harness;
 mod pid;
 mod siggen;
 mod sim_axis;
@@ -57,6 +58,7 @@ use rtapi_hal::{
 };
 
 use crate::runtime::function::RtFn;
+pub use harness::Harness;
 pub use target::{Target, Validation};
 
 /// Why a component could not be loaded (or a target refused a declaration).
