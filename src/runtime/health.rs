@@ -1,0 +1,186 @@
+//! Thread and function health as HAL objects (issue 12), so that a late or stalled thread can be
+//! wired into a safety chain like any other signal:
+//!
+//! | name                   | kind  | type | dir/access | written                                         |
+//! |------------------------|-------|------|------------|-------------------------------------------------|
+//! | `<thread>.time`        | param | s32  | ro         | ns its functions took last period (LinuxCNC's)  |
+//! | `<thread>.tmax`        | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
+//! | `<thread>.latency`     | pin   | s32  | OUT        | ns this period's wake came after its deadline   |
+//! | `<thread>.latency-max` | pin   | s32  | OUT        | the most `latency` has been                     |
+//! | `<thread>.overruns`    | pin   | u32  | OUT        | periods after which deadlines were missed       |
+//! | `<thread>.missed`      | pin   | u32  | OUT        | deadlines missed (skipped periods) in all       |
+//! | `<thread>.late`        | pin   | bit  | OUT        | TRUE in the period after a miss                 |
+//! | `<thread>.stalled`     | pin   | bit  | OUT        | TRUE while the watchdog says the thread stalled |
+//! | `<funct>.time`         | param | s32  | ro         | ns the function took last call (LinuxCNC's)     |
+//! | `<funct>.tmax`         | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
+//!
+//! The thread objects belong to a component named `rtapi` (created with the first thread); a
+//! function's belong to the function's component. LinuxCNC counts `time`/`tmax` in CPU clocks;
+//! rtapi in nanoseconds. Values saturate at the type's maximum.
+//!
+//! The thread writes its pins at the start of each period, right after it woke and before its
+//! functions run — so a function of the same thread (an `estop_latch` fed by `<thread>.late`) acts in
+//! that same period — and `time`/`tmax` after its functions. They are ordinary HAL cells: one relaxed
+//! store each, no lock, no syscall. They come from the same measurements as the stats block (which
+//! keeps more: sums, histogram, spikes) and can be reset without touching it.
+
+use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, Pin, PinKey};
+
+/// Name of the component that owns the thread health objects.
+pub const OWNER: &str = "rtapi";
+
+/// The keys of one thread's health objects, from [`declare_thread`].
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadKeys {
+    time: ParamKey<i32>,
+    tmax: ParamKey<i32>,
+    latency: PinKey<Out, i32>,
+    latency_max: PinKey<Out, i32>,
+    overruns: PinKey<Out, u32>,
+    missed: PinKey<Out, u32>,
+    late: PinKey<Out, bool>,
+    pub(crate) stalled: PinKey<Out, bool>,
+}
+
+/// The keys of one function's `time`/`tmax`, from [`declare_function`].
+#[derive(Clone, Copy)]
+pub(crate) struct FunctionKeys {
+    time: ParamKey<i32>,
+    tmax: ParamKey<i32>,
+}
+
+/// Declares `<thread>.*` in `b`, owned by `owner` (the [`OWNER`] component).
+pub(crate) fn declare_thread(
+    b: &mut HalBuilder,
+    owner: ComponentKey,
+    thread: &str,
+) -> Result<ThreadKeys, HalError> {
+    let n = |s: &str| format!("{thread}.{s}");
+    Ok(ThreadKeys {
+        time: b.param(owner, &n("time"), ParamAccess::Ro, 0i32)?,
+        tmax: b.param(owner, &n("tmax"), ParamAccess::Rw, 0i32)?,
+        latency: b.pin(owner, &n("latency"))?,
+        latency_max: b.pin(owner, &n("latency-max"))?,
+        overruns: b.pin(owner, &n("overruns"))?,
+        missed: b.pin(owner, &n("missed"))?,
+        late: b.pin(owner, &n("late"))?,
+        stalled: b.pin(owner, &n("stalled"))?,
+    })
+}
+
+/// Declares `<function>.time` and `.tmax`, owned by the function's component.
+pub(crate) fn declare_function(
+    b: &mut HalBuilder,
+    component: ComponentKey,
+    function: &str,
+) -> Result<FunctionKeys, HalError> {
+    Ok(FunctionKeys {
+        time: b.param(
+            component,
+            &format!("{function}.time"),
+            ParamAccess::Ro,
+            0i32,
+        )?,
+        tmax: b.param(
+            component,
+            &format!("{function}.tmax"),
+            ParamAccess::Rw,
+            0i32,
+        )?,
+    })
+}
+
+/// The `rtapi` component of `b`, created on first use (`owner` remembers it).
+pub(crate) fn owner(
+    b: &mut HalBuilder,
+    owner: &mut Option<ComponentKey>,
+) -> Result<ComponentKey, HalError> {
+    if let Some(k) = *owner {
+        return Ok(k);
+    }
+    let k = b.component(OWNER)?;
+    *owner = Some(k);
+    Ok(k)
+}
+
+fn sat_i32(ns: u64) -> i32 {
+    i32::try_from(ns).unwrap_or(i32::MAX)
+}
+
+/// The handles a thread writes its health through; see the module docs. Built before the thread
+/// starts; every method is a few relaxed loads and stores.
+pub struct ThreadHealth {
+    time: rtapi_hal::Param<i32>,
+    tmax: rtapi_hal::Param<i32>,
+    latency: Pin<Out, i32>,
+    latency_max: Pin<Out, i32>,
+    overruns: Pin<Out, u32>,
+    missed: Pin<Out, u32>,
+    late: Pin<Out, bool>,
+    functions: Vec<(rtapi_hal::Param<i32>, rtapi_hal::Param<i32>)>,
+    max: i32,
+    overrun_count: u32,
+    missed_count: u32,
+}
+
+impl ThreadHealth {
+    /// The handles of a built HAL, for a thread whose functions (in run order) have `functions`.
+    pub(crate) fn new(hal: &rtapi_hal::Hal, keys: &ThreadKeys, functions: &[FunctionKeys]) -> Self {
+        ThreadHealth {
+            time: hal.param(keys.time),
+            tmax: hal.param(keys.tmax),
+            latency: hal.pin(keys.latency),
+            latency_max: hal.pin(keys.latency_max),
+            overruns: hal.pin(keys.overruns),
+            missed: hal.pin(keys.missed),
+            late: hal.pin(keys.late),
+            functions: functions
+                .iter()
+                .map(|f| (hal.param(f.time), hal.param(f.tmax)))
+                .collect(),
+            max: 0,
+            overrun_count: 0,
+            missed_count: 0,
+        }
+    }
+
+    /// At the wake: this period's latency, and the periods missed just before it.
+    #[inline]
+    pub fn wake(&mut self, latency_ns: i64, missed_before: u64) {
+        let l = sat_i32(latency_ns.max(0) as u64);
+        self.max = self.max.max(l);
+        self.latency.set(l);
+        self.latency_max.set(self.max);
+        if missed_before > 0 {
+            self.overrun_count = self.overrun_count.saturating_add(1);
+            self.missed_count = self
+                .missed_count
+                .saturating_add(u32::try_from(missed_before).unwrap_or(u32::MAX));
+            self.overruns.set(self.overrun_count);
+            self.missed.set(self.missed_count);
+        }
+        self.late.set(missed_before > 0);
+    }
+
+    /// After function `i` (run-order position) took `ns`.
+    #[inline]
+    pub fn function(&self, i: usize, ns: u64) {
+        if let Some((time, tmax)) = self.functions.get(i) {
+            let t = sat_i32(ns);
+            time.set(t);
+            if t > tmax.get() {
+                tmax.set(t);
+            }
+        }
+    }
+
+    /// After all functions: the thread's time this period.
+    #[inline]
+    pub fn done(&self, ns: u64) {
+        let t = sat_i32(ns);
+        self.time.set(t);
+        if t > self.tmax.get() {
+            self.tmax.set(t);
+        }
+    }
+}
