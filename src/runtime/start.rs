@@ -76,6 +76,8 @@ impl Runtime<Configuring> {
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
         let mut bodies = make_bodies(c.factories, &c.addf, &hal);
         let hardening = harden(&c.opts, c.selection.flavor)?;
+        // Calibrated here (20 ms, once per process), not on an RT thread.
+        let _ = crate::rt::clock::IntervalClock::get();
         let stop = Arc::new(AtomicBool::new(false));
         let health = Health {
             threads: &c.thread_health,

@@ -245,6 +245,8 @@ pub struct Cycler {
     usage_base: Option<sched::ThreadUsage>,
     /// Health pins and params to write, if the thread has them in the HAL.
     health: Option<super::health::ThreadHealth>,
+    /// Times the functions.
+    clock: clock::IntervalClock,
 }
 
 impl Cycler {
@@ -262,6 +264,7 @@ impl Cycler {
             heartbeat: Arc::default(),
             usage_base: None,
             health: None,
+            clock: clock::IntervalClock::get(),
         }
     }
 
@@ -320,11 +323,13 @@ impl Cycler {
         if let Some(h) = &mut self.health {
             h.wake(latency, self.missed_before);
         }
-        // One clock read per function: each function's end is the next one's start.
+        // One interval-clock read per function (the TSC where the kernel keeps time with it):
+        // each function's end is the next one's start.
+        let clk = self.clock;
         let mut t0 = if self.functions.is_empty() {
-            now
+            0
         } else {
-            clock::now()
+            clk.read()
         };
         for (i, f) in self.functions.iter_mut().enumerate() {
             if self.faulted[i] {
@@ -334,19 +339,24 @@ impl Cycler {
                 .in_function
                 .store(i as u32 + 1, Ordering::Relaxed);
             let ok = catch_unwind(AssertUnwindSafe(|| f(&cycle))).is_ok();
-            let t1 = clock::now();
+            let t1 = clk.read();
             if !ok {
                 self.faulted[i] = true;
                 events.push(RtEvent::FunctionFaulted { function: i as u16 });
             }
-            let ns = (t1 - t0).as_nanos().max(0) as u64;
+            let ns = clk.ns(t0, t1);
             stats.record_function(i, ns, u32::from(!ok));
             if let Some(h) = &self.health {
                 h.function(i, ns);
             }
             t0 = t1;
         }
-        let end = t0;
+        // The end on CLOCK_MONOTONIC, for missed deadlines: one read per period.
+        let end = if self.functions.is_empty() {
+            now
+        } else {
+            clock::now()
+        };
         if let Some(h) = &self.health {
             h.done((end - now).as_nanos().max(0) as u64);
         }
