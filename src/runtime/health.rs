@@ -29,9 +29,10 @@ use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, 
 /// Name of the component that owns the thread health objects.
 pub const OWNER: &str = "rtapi";
 
-/// The keys of one thread's health objects, from [`declare_thread`].
+/// The keys of one thread's health objects, from [`declare_thread`]. A [`Target`](crate::components::Target)
+/// other than the runtime declares them too, so that configs can `net` them.
 #[derive(Clone, Copy)]
-pub(crate) struct ThreadKeys {
+pub struct ThreadKeys {
     time: ParamKey<i32>,
     tmax: ParamKey<i32>,
     latency: PinKey<Out, i32>,
@@ -44,13 +45,13 @@ pub(crate) struct ThreadKeys {
 
 /// The keys of one function's `time`/`tmax`, from [`declare_function`].
 #[derive(Clone, Copy)]
-pub(crate) struct FunctionKeys {
+pub struct FunctionKeys {
     time: ParamKey<i32>,
     tmax: ParamKey<i32>,
 }
 
 /// Declares `<thread>.*` in `b`, owned by `owner` (the [`OWNER`] component).
-pub(crate) fn declare_thread(
+pub fn declare_thread(
     b: &mut HalBuilder,
     owner: ComponentKey,
     thread: &str,
@@ -69,7 +70,7 @@ pub(crate) fn declare_thread(
 }
 
 /// Declares `<function>.time` and `.tmax`, owned by the function's component.
-pub(crate) fn declare_function(
+pub fn declare_function(
     b: &mut HalBuilder,
     component: ComponentKey,
     function: &str,
@@ -91,7 +92,7 @@ pub(crate) fn declare_function(
 }
 
 /// The `rtapi` component of `b`, created on first use (`owner` remembers it).
-pub(crate) fn owner(
+pub fn owner(
     b: &mut HalBuilder,
     owner: &mut Option<ComponentKey>,
 ) -> Result<ComponentKey, HalError> {
