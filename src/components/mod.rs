@@ -115,6 +115,31 @@ pub struct Declared {
     pub functions: HashMap<String, String>,
 }
 
+impl Declared {
+    /// Records thread `thread`'s health objects (see [`crate::runtime::health`]), which every
+    /// [`Target`] declares with the thread.
+    pub fn thread_health(&mut self, thread: &str) {
+        use crate::runtime::health::THREAD_PINS;
+        for (suffix, ty) in THREAD_PINS {
+            self.pins
+                .insert(format!("{thread}.{suffix}"), (ty, PinDir::Out));
+        }
+        self.time_params(thread);
+    }
+
+    /// Records `<function>.time`/`.tmax`, which every [`Target`] declares with the function.
+    pub fn function_health(&mut self, function: &str) {
+        self.time_params(function);
+    }
+
+    fn time_params(&mut self, owner: &str) {
+        for (suffix, ty, access) in crate::runtime::health::TIME_PARAMS {
+            self.params
+                .insert(format!("{owner}.{suffix}"), (ty, access));
+        }
+    }
+}
+
 /// Values given by `setp` anywhere in the config, applied as the pins' and params' initial values so
 /// that no thread ever runs a period with the component's default instead (name → text).
 pub type Presets = HashMap<String, String>;
@@ -372,6 +397,7 @@ impl LoadContext<'_> {
         let name = self.full(suffix);
         self.target
             .function(self.component, &name, Box::new(factory))?;
+        self.declared.function_health(&name);
         self.declared
             .functions
             .insert(name, self.instance.to_string());

@@ -29,6 +29,22 @@ use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, 
 /// Name of the component that owns the thread health objects.
 pub const OWNER: &str = "rtapi";
 
+/// The thread's health pins: suffix, type (all OUT).
+pub const THREAD_PINS: [(&str, rtapi_hal::ValueType); 6] = [
+    ("latency", rtapi_hal::ValueType::S32),
+    ("latency-max", rtapi_hal::ValueType::S32),
+    ("overruns", rtapi_hal::ValueType::U32),
+    ("missed", rtapi_hal::ValueType::U32),
+    ("late", rtapi_hal::ValueType::Bit),
+    ("stalled", rtapi_hal::ValueType::Bit),
+];
+
+/// The health params of a thread and of a function: suffix, type, access.
+pub const TIME_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 2] = [
+    ("time", rtapi_hal::ValueType::S32, ParamAccess::Ro),
+    ("tmax", rtapi_hal::ValueType::S32, ParamAccess::Rw),
+];
+
 /// The keys of one thread's health objects, from [`declare_thread`]. A [`Target`](crate::components::Target)
 /// other than the runtime declares them too, so that configs can `net` them.
 #[derive(Clone, Copy)]
