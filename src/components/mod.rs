@@ -40,6 +40,7 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
+mod conv;
 mod encoder;
 mod harness;
 mod logic;
@@ -212,6 +213,16 @@ impl Registry {
         r.register::<logic::Select8>();
         r.register::<logic::Demux>();
         r.register::<mux::SampleHold>();
+        r.register::<conv::ConvBitS32>();
+        r.register::<conv::ConvBitU32>();
+        r.register::<conv::ConvFloatS32>();
+        r.register::<conv::ConvFloatU32>();
+        r.register::<conv::ConvS32Bit>();
+        r.register::<conv::ConvS32Float>();
+        r.register::<conv::ConvS32U32>();
+        r.register::<conv::ConvU32Bit>();
+        r.register::<conv::ConvU32Float>();
+        r.register::<conv::ConvU32S32>();
         r
     }
 
