@@ -43,6 +43,7 @@
 mod compare;
 mod conv;
 mod encoder;
+mod finite;
 mod harness;
 mod limit;
 mod logic;
@@ -251,6 +252,7 @@ impl Registry {
         r.register::<conv::ConvU32Bit>();
         r.register::<conv::ConvU32Float>();
         r.register::<conv::ConvU32S32>();
+        r.register::<finite::Finite>();
         r.register::<limit::Limit1>();
         r.register::<limit::Limit2>();
         r.register::<math::Scale>();
