@@ -129,23 +129,28 @@ impl Declared {
     /// Records thread `thread`'s health objects (see [`crate::runtime::health`]), which every
     /// [`Target`] declares with the thread.
     pub fn thread_health(&mut self, thread: &str) {
-        use crate::runtime::health::THREAD_PINS;
-        for (suffix, ty) in THREAD_PINS {
+        use crate::runtime::health::{THREAD_PARAMS, THREAD_PINS, TIME_PIN};
+        for (suffix, ty) in THREAD_PINS.into_iter().chain([TIME_PIN]) {
             self.pins
                 .insert(format!("{thread}.{suffix}"), (ty, PinDir::Out));
         }
-        self.time_params(thread);
-    }
-
-    /// Records `<function>.time`/`.tmax`, which every [`Target`] declares with the function.
-    pub fn function_health(&mut self, function: &str) {
-        self.time_params(function);
-    }
-
-    fn time_params(&mut self, owner: &str) {
-        for (suffix, ty, access) in crate::runtime::health::TIME_PARAMS {
+        for (suffix, ty, access) in THREAD_PARAMS {
             self.params
-                .insert(format!("{owner}.{suffix}"), (ty, access));
+                .insert(format!("{thread}.{suffix}"), (ty, access));
+        }
+    }
+
+    /// Records `<function>.time` (pin), `.tmax` and `.tmax-increased` (params), which every
+    /// [`Target`] declares with the function.
+    pub fn function_health(&mut self, function: &str) {
+        use crate::runtime::health::{FUNCTION_PARAMS, TIME_PIN};
+        self.pins.insert(
+            format!("{function}.{}", TIME_PIN.0),
+            (TIME_PIN.1, PinDir::Out),
+        );
+        for (suffix, ty, access) in FUNCTION_PARAMS {
+            self.params
+                .insert(format!("{function}.{suffix}"), (ty, access));
         }
     }
 }

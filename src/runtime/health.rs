@@ -3,7 +3,7 @@
 //!
 //! | name                   | kind  | type | dir/access | written                                         |
 //! |------------------------|-------|------|------------|-------------------------------------------------|
-//! | `<thread>.time`        | param | s32  | ro         | ns its functions took last period (LinuxCNC's)  |
+//! | `<thread>.time`        | pin   | s32  | OUT        | ns its functions took last period (LinuxCNC's)  |
 //! | `<thread>.tmax`        | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
 //! | `<thread>.latency`     | pin   | s32  | OUT        | ns this period's wake came after its deadline   |
 //! | `<thread>.latency-max` | pin   | s32  | OUT        | the most `latency` has been                     |
@@ -11,8 +11,11 @@
 //! | `<thread>.missed`      | pin   | u32  | OUT        | deadlines missed (skipped periods) in all       |
 //! | `<thread>.late`        | pin   | bit  | OUT        | TRUE in the period after a miss                 |
 //! | `<thread>.stalled`     | pin   | bit  | OUT        | TRUE while the watchdog says the thread stalled |
-//! | `<funct>.time`         | param | s32  | ro         | ns the function took last call (LinuxCNC's)     |
+//! | `<funct>.time`         | pin   | s32  | OUT        | ns the function took last call (LinuxCNC's)     |
 //! | `<funct>.tmax`         | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
+//! | `<funct>.tmax-increased` | param | bit | ro        | TRUE when the last call raised `tmax`           |
+//!
+//! Kinds and types are LinuxCNC 2.9's (`time` a pin, `tmax` a param), checked in its halrun.
 //!
 //! The thread objects belong to a component named `rtapi` (created with the first thread); a
 //! function's belong to the function's component. LinuxCNC counts `time`/`tmax` in CPU clocks;
@@ -39,17 +42,24 @@ pub const THREAD_PINS: [(&str, rtapi_hal::ValueType); 6] = [
     ("stalled", rtapi_hal::ValueType::Bit),
 ];
 
-/// The health params of a thread and of a function: suffix, type, access.
-pub const TIME_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 2] = [
-    ("time", rtapi_hal::ValueType::S32, ParamAccess::Ro),
+/// The health pin of a thread and of a function (OUT): suffix, type.
+pub const TIME_PIN: (&str, rtapi_hal::ValueType) = ("time", rtapi_hal::ValueType::S32);
+
+/// The health params of a thread: suffix, type, access.
+pub const THREAD_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 1] =
+    [("tmax", rtapi_hal::ValueType::S32, ParamAccess::Rw)];
+
+/// The health params of a function: suffix, type, access.
+pub const FUNCTION_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 2] = [
     ("tmax", rtapi_hal::ValueType::S32, ParamAccess::Rw),
+    ("tmax-increased", rtapi_hal::ValueType::Bit, ParamAccess::Ro),
 ];
 
 /// The keys of one thread's health objects, from [`declare_thread`]. A [`Target`](crate::components::Target)
 /// other than the runtime declares them too, so that configs can `net` them.
 #[derive(Clone, Copy)]
 pub struct ThreadKeys {
-    time: ParamKey<i32>,
+    time: PinKey<Out, i32>,
     tmax: ParamKey<i32>,
     latency: PinKey<Out, i32>,
     latency_max: PinKey<Out, i32>,
@@ -62,8 +72,9 @@ pub struct ThreadKeys {
 /// The keys of one function's `time`/`tmax`, from [`declare_function`].
 #[derive(Clone, Copy)]
 pub struct FunctionKeys {
-    time: ParamKey<i32>,
+    time: PinKey<Out, i32>,
     tmax: ParamKey<i32>,
+    increased: ParamKey<bool>,
 }
 
 /// Declares `<thread>.*` in `b`, owned by `owner` (the [`OWNER`] component).
@@ -74,7 +85,7 @@ pub fn declare_thread(
 ) -> Result<ThreadKeys, HalError> {
     let n = |s: &str| format!("{thread}.{s}");
     Ok(ThreadKeys {
-        time: b.param(owner, &n("time"), ParamAccess::Ro, 0i32)?,
+        time: b.pin(owner, &n("time"))?,
         tmax: b.param(owner, &n("tmax"), ParamAccess::Rw, 0i32)?,
         latency: b.pin(owner, &n("latency"))?,
         latency_max: b.pin(owner, &n("latency-max"))?,
@@ -92,17 +103,18 @@ pub fn declare_function(
     function: &str,
 ) -> Result<FunctionKeys, HalError> {
     Ok(FunctionKeys {
-        time: b.param(
-            component,
-            &format!("{function}.time"),
-            ParamAccess::Ro,
-            0i32,
-        )?,
+        time: b.pin(component, &format!("{function}.time"))?,
         tmax: b.param(
             component,
             &format!("{function}.tmax"),
             ParamAccess::Rw,
             0i32,
+        )?,
+        increased: b.param(
+            component,
+            &format!("{function}.tmax-increased"),
+            ParamAccess::Ro,
+            false,
         )?,
     })
 }
@@ -124,17 +136,23 @@ fn sat_i32(ns: u64) -> i32 {
     i32::try_from(ns).unwrap_or(i32::MAX)
 }
 
+struct FunctionHealth {
+    time: Pin<Out, i32>,
+    tmax: rtapi_hal::Param<i32>,
+    increased: rtapi_hal::Param<bool>,
+}
+
 /// The handles a thread writes its health through; see the module docs. Built before the thread
 /// starts; every method is a few relaxed loads and stores.
 pub struct ThreadHealth {
-    time: rtapi_hal::Param<i32>,
+    time: Pin<Out, i32>,
     tmax: rtapi_hal::Param<i32>,
     latency: Pin<Out, i32>,
     latency_max: Pin<Out, i32>,
     overruns: Pin<Out, u32>,
     missed: Pin<Out, u32>,
     late: Pin<Out, bool>,
-    functions: Vec<(rtapi_hal::Param<i32>, rtapi_hal::Param<i32>)>,
+    functions: Vec<FunctionHealth>,
     max: i32,
     overrun_count: u32,
     missed_count: u32,
@@ -144,7 +162,7 @@ impl ThreadHealth {
     /// The handles of a built HAL, for a thread whose functions (in run order) have `functions`.
     pub(crate) fn new(hal: &rtapi_hal::Hal, keys: &ThreadKeys, functions: &[FunctionKeys]) -> Self {
         ThreadHealth {
-            time: hal.param(keys.time),
+            time: hal.pin(keys.time),
             tmax: hal.param(keys.tmax),
             latency: hal.pin(keys.latency),
             latency_max: hal.pin(keys.latency_max),
@@ -153,7 +171,11 @@ impl ThreadHealth {
             late: hal.pin(keys.late),
             functions: functions
                 .iter()
-                .map(|f| (hal.param(f.time), hal.param(f.tmax)))
+                .map(|f| FunctionHealth {
+                    time: hal.pin(f.time),
+                    tmax: hal.param(f.tmax),
+                    increased: hal.param(f.increased),
+                })
                 .collect(),
             max: 0,
             overrun_count: 0,
@@ -182,12 +204,14 @@ impl ThreadHealth {
     /// After function `i` (run-order position) took `ns`.
     #[inline]
     pub fn function(&self, i: usize, ns: u64) {
-        if let Some((time, tmax)) = self.functions.get(i) {
+        if let Some(f) = self.functions.get(i) {
             let t = sat_i32(ns);
-            time.set(t);
-            if t > tmax.get() {
-                tmax.set(t);
+            f.time.set(t);
+            let up = t > f.tmax.get();
+            if up {
+                f.tmax.set(t);
             }
+            f.increased.set(up);
         }
     }
 
