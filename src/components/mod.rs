@@ -40,6 +40,7 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
+mod edges;
 mod encoder;
 mod harness;
 mod pid;
@@ -48,6 +49,8 @@ mod siggen;
 mod sim_axis;
 mod stepgen;
 mod target;
+#[cfg(test)]
+mod test_util;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -209,6 +212,9 @@ impl Registry {
         r.register::<safety::EstopLatchComp>();
         r.register::<safety::Watchdog>();
         r.register::<safety::ChargePumpComp>();
+        r.register::<edges::EdgeComp>();
+        r.register::<edges::ToggleComp>();
+        r.register::<edges::FlipflopComp>();
         r
     }
 
