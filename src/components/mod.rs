@@ -51,6 +51,7 @@ mod stepgen;
 mod target;
 #[cfg(test)]
 mod test_util;
+mod timing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -215,6 +216,8 @@ impl Registry {
         r.register::<edges::EdgeComp>();
         r.register::<edges::ToggleComp>();
         r.register::<edges::FlipflopComp>();
+        r.register::<timing::OneshotComp>();
+        r.register::<timing::TimeDelayComp>();
         r
     }
 
