@@ -43,6 +43,7 @@
 mod counters;
 mod edges;
 mod encoder;
+mod filters;
 mod harness;
 mod pid;
 mod safety;
@@ -227,6 +228,9 @@ impl Registry {
         r.register::<timing::TimeDelayComp>();
         r.register::<counters::DebounceComp>();
         r.register::<counters::UpDownComp>();
+        r.register::<filters::Ddt>();
+        r.register::<filters::Integ>();
+        r.register::<filters::Lowpass>();
         r
     }
 
