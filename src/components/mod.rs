@@ -226,6 +226,7 @@ impl Registry {
         r.register::<edges::FlipflopComp>();
         r.register::<timing::OneshotComp>();
         r.register::<timing::TimeDelayComp>();
+        r.register::<timing::TimeDeltaComp>();
         r.register::<counters::DebounceComp>();
         r.register::<counters::UpDownComp>();
         r.register::<filters::Ddt>();
