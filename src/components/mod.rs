@@ -210,7 +210,8 @@ impl Registry {
         Registry::default()
     }
 
-    /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`.
+    /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`, and LinuxCNC's safety chain and
+    /// stateful components (`estop_latch` … `timedelta`).
     pub fn builtin() -> Self {
         let mut r = Registry::new();
         r.register::<siggen::Siggen>();
