@@ -32,6 +32,11 @@
 //! (`pid.0.do-pid-calcs`). One difference: LinuxCNC's stepgen and encoder export one function for all
 //! their channels (`stepgen.make-pulses`); here every instance has its own (`stepgen.0.make-pulses`),
 //! so channels can run in different threads and a component needs no "all instances" hook.
+//! LinuxCNC's other naming rules are kept: halcompile components put `-` for `_` in instance names
+//! ([`Component::PREFIX`]: `loadrt estop_latch` makes `estop-latch.0`) and name their one function as
+//! the instance ([`LoadContext::instance_function`]); singletons have one instance named like the
+//! component (`charge-pump`, `watchdog`: [`Component::SINGLETON`]); `debounce` makes one instance per
+//! value of `cfg=` ([`Component::INSTANCES_ARG`]).
 //!
 //! Per-period closures run on a real-time thread: they read and write pins (one atomic operation
 //! each) and their own captured state, and never allocate, lock, log or do I/O. State shared by two
