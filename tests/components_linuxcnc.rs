@@ -30,6 +30,7 @@ loadrt integ
 loadrt lowpass
 loadrt updown
 loadrt timedelta
+loadrt pwmgen output_type=0,2
 addf charge-pump base
 addf watchdog.process base
 addf watchdog.set-timeouts servo
@@ -45,6 +46,8 @@ addf integ.0 servo
 addf lowpass.0 servo
 addf updown.0 servo
 addf timedelta.0 servo
+addf pwmgen.1.make-pulses base
+addf pwmgen.1.update servo
 setp watchdog.timeout-0 0.01
 setp debounce.1.delay 3
 net heartbeat charge-pump.out => watchdog.input-0
@@ -70,6 +73,10 @@ fn singletons_and_groups_refuse_count() {
         ("loadrt debounce count=2", "one instance per value of cfg="),
         ("loadrt debounce", "needs cfg="),
         ("loadrt watchdog", "num_inputs=1..32"),
+        (
+            "loadrt pwmgen count=2",
+            "one instance per value of output_type=",
+        ),
     ] {
         let hal = format!("{line}\n");
         let machine = Machine::from_texts("m.toml", TOML, &[("m.hal", &hal)]).unwrap();

@@ -51,6 +51,7 @@ mod encoder;
 mod filters;
 mod harness;
 mod pid;
+mod pwmgen;
 mod safety;
 mod siggen;
 mod sim_axis;
@@ -216,7 +217,7 @@ impl Registry {
     }
 
     /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`, and LinuxCNC's safety chain and
-    /// stateful components (`estop_latch` … `timedelta`).
+    /// stateful components (`estop_latch` … `timedelta`, `pwmgen`).
     pub fn builtin() -> Self {
         let mut r = Registry::new();
         r.register::<siggen::Siggen>();
@@ -238,6 +239,7 @@ impl Registry {
         r.register::<filters::Ddt>();
         r.register::<filters::Integ>();
         r.register::<filters::Lowpass>();
+        r.register::<pwmgen::Pwmgen>();
         r
     }
 
