@@ -32,6 +32,11 @@
 //! (`pid.0.do-pid-calcs`). One difference: LinuxCNC's stepgen and encoder export one function for all
 //! their channels (`stepgen.make-pulses`); here every instance has its own (`stepgen.0.make-pulses`),
 //! so channels can run in different threads and a component needs no "all instances" hook.
+//! LinuxCNC's other naming rules are kept: halcompile components put `-` for `_` in instance names
+//! ([`Component::PREFIX`]: `loadrt estop_latch` makes `estop-latch.0`) and name their one function as
+//! the instance ([`LoadContext::instance_function`]); singletons have one instance named like the
+//! component (`charge-pump`, `watchdog`: [`Component::SINGLETON`]); `debounce` makes one instance per
+//! value of `cfg=` ([`Component::INSTANCES_ARG`]).
 //!
 //! Per-period closures run on a real-time thread: they read and write pins (one atomic operation
 //! each) and their own captured state, and never allocate, lock, log or do I/O. State shared by two
@@ -42,7 +47,10 @@
 
 mod compare;
 mod conv;
+mod counters;
+mod edges;
 mod encoder;
+mod filters;
 mod finite;
 mod harness;
 mod limit;
@@ -50,10 +58,15 @@ mod logic;
 mod math;
 mod mux;
 mod pid;
+mod pwmgen;
+mod safety;
 mod siggen;
 mod sim_axis;
 mod stepgen;
 mod target;
+#[cfg(test)]
+mod test_util;
+mod timing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -105,9 +118,16 @@ pub trait Component {
     const SUMMARY: &'static str;
     /// The `key=value` arguments `loadrt` accepts besides `count` and `names`.
     const ARGS: &'static [&'static str] = &[];
-    /// The prefix of `count=` instance names when it is not [`NAME`](Self::NAME): LinuxCNC's
-    /// `loadrt conv_float_s32` makes `conv-float-s32.0`.
+    /// The prefix of instance names when it differs from [`NAME`](Self::NAME): LinuxCNC's halcompile
+    /// components turn `_` into `-` (`loadrt estop_latch` makes `estop-latch.0`).
     const PREFIX: &'static str = Self::NAME;
+    /// One instance only, named [`PREFIX`](Self::PREFIX) itself with no `.0` (LinuxCNC's
+    /// `charge-pump`, `watchdog`); `count=`/`names=` other than `count=1` are refused.
+    const SINGLETON: bool = false;
+    /// The argument whose comma-separated values make one instance each, numbered from 0, instead of
+    /// `count=`/`names=` (LinuxCNC's `loadrt debounce cfg=2,3`: groups `debounce.0`, `debounce.1`).
+    /// Loading without it is an error.
+    const INSTANCES_ARG: Option<&'static str> = None;
 
     /// Declares one instance: its pins, params and functions.
     fn load(ctx: &mut LoadContext<'_>) -> Result<(), LoadError>;
@@ -212,8 +232,12 @@ pub struct Entry {
     pub summary: &'static str,
     /// [`Component::ARGS`]: the `key=value` arguments accepted besides `count` and `names`.
     pub args: &'static [&'static str],
-    /// [`Component::PREFIX`]: how `count=` names its instances.
+    /// [`Component::PREFIX`]: what instance names start with.
     pub prefix: &'static str,
+    /// [`Component::SINGLETON`]: one instance, named `prefix`.
+    pub singleton: bool,
+    /// [`Component::INSTANCES_ARG`]: the argument that gives the instances.
+    pub instances_arg: Option<&'static str>,
     load: LoadFn,
 }
 
@@ -229,7 +253,8 @@ impl Registry {
         Registry::default()
     }
 
-    /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`.
+    /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`, and LinuxCNC's safety chain and
+    /// stateful components (`estop_latch` … `timedelta`, `pwmgen`).
     pub fn builtin() -> Self {
         let mut r = Registry::new();
         r.register::<siggen::Siggen>();
@@ -270,6 +295,21 @@ impl Registry {
         r.register::<compare::Wcomp>();
         r.register::<math::Deadzone>();
         r.register::<math::Constant>();
+        r.register::<safety::EstopLatchComp>();
+        r.register::<safety::Watchdog>();
+        r.register::<safety::ChargePumpComp>();
+        r.register::<edges::EdgeComp>();
+        r.register::<edges::ToggleComp>();
+        r.register::<edges::FlipflopComp>();
+        r.register::<timing::OneshotComp>();
+        r.register::<timing::TimeDelayComp>();
+        r.register::<timing::TimeDeltaComp>();
+        r.register::<counters::DebounceComp>();
+        r.register::<counters::UpDownComp>();
+        r.register::<filters::Ddt>();
+        r.register::<filters::Integ>();
+        r.register::<filters::Lowpass>();
+        r.register::<pwmgen::Pwmgen>();
         r
     }
 
@@ -282,6 +322,8 @@ impl Registry {
                 summary: C::SUMMARY,
                 args: C::ARGS,
                 prefix: C::PREFIX,
+                singleton: C::SINGLETON,
+                instances_arg: C::INSTANCES_ARG,
                 load: C::load,
             },
         );
@@ -314,7 +356,30 @@ impl Registry {
                 known.join(", ")
             ))
         })?;
-        let names = instances.names(entry.prefix);
+        let names = if entry.singleton {
+            if *instances != Instances::Count(1) {
+                return Err(LoadError::new(format!(
+                    "{name} has a single instance '{}'; it takes no count= or names=",
+                    entry.prefix
+                )));
+            }
+            vec![entry.prefix.to_string()]
+        } else if let Some(key) = entry.instances_arg {
+            if *instances != Instances::Count(1) {
+                return Err(LoadError::new(format!(
+                    "{name} makes one instance per value of {key}=; it takes no count= or names="
+                )));
+            }
+            let n = args.args.get(key).map_or(0, |v| v.split(',').count());
+            if n == 0 {
+                return Err(LoadError::new(format!(
+                    "{name} needs {key}= (one value per instance, e.g. {key}=2,3)"
+                )));
+            }
+            Instances::Count(n).names(entry.prefix)
+        } else {
+            instances.names(entry.prefix)
+        };
         if names.is_empty() || names.len() > MAX_INSTANCES {
             return Err(LoadError::new(format!(
                 "{name}: {} instances requested; use count=1..{MAX_INSTANCES}",
@@ -458,6 +523,15 @@ impl LoadContext<'_> {
             .functions
             .insert(name, self.instance.to_string());
         Ok(())
+    }
+
+    /// Exports a function named exactly as the instance (`estop-latch.0`, `charge-pump`): LinuxCNC's
+    /// name for the one function of a halcompile component.
+    pub fn instance_function(
+        &mut self,
+        factory: impl FnOnce(&Hal) -> RtFn + 'static,
+    ) -> Result<(), LoadError> {
+        self.function("", factory)
     }
 
     /// This instance's value of `loadrt` argument `key` (declared in [`Component::ARGS`]), parsed.
