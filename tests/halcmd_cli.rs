@@ -129,7 +129,7 @@ fn show_getp_setp_sets_watch_against_a_live_instance() {
 
     // Signals with their writer and readers; a glob on pins.
     let s = i.json(&["show", "sig", "pos-cmd"]);
-    assert_eq!(s["signals"][0]["writer"], "siggen.0.sine");
+    assert_eq!(s["signals"][0]["writer"], "cmd-limit.out");
     assert!(s["signals"][0]["readers"]
         .as_array()
         .unwrap()
@@ -165,7 +165,7 @@ fn show_getp_setp_sets_watch_against_a_live_instance() {
         (vec!["setp", "stepgen.0.frequency", "3"], "read-only"),
         (
             vec!["sets", "pos-cmd", "1"],
-            "driven by OUT pin 'siggen.0.sine'",
+            "driven by OUT pin 'cmd-limit.out'",
         ),
         (
             vec!["getp", "nothing.here"],
