@@ -55,7 +55,7 @@ pub const FUNCTION_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 2] = [
     ("tmax-increased", rtapi_hal::ValueType::Bit, ParamAccess::Ro),
 ];
 
-/// The keys of one thread's health objects, from [`declare_thread`]. A [`Target`](crate::components::Target)
+/// The keys of one thread's health objects, from [`declare_thread`]. A component `Target`
 /// other than the runtime declares them too, so that configs can `net` them.
 #[derive(Clone, Copy)]
 pub struct ThreadKeys {
