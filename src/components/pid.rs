@@ -174,9 +174,11 @@ impl PidState {
         } else {
             0.0
         };
-        // Conditional integration: never push further into the saturation we are in.
-        let winding_up = (self.saturation > 0 && e > 0.0) || (self.saturation < 0 && e < 0.0);
-        if !winding_up && dt_s > 0.0 {
+        // Conditional integration: never push further into the saturation we are in. Written as
+        // LinuxCNC's product test, so that a non-finite error (∞·0, NaN) is never integrated: one
+        // infinite command must not leave the integrator at ∞ (and the output NaN) for good.
+        let integrate = e * f64::from(self.saturation) <= 0.0;
+        if integrate && dt_s > 0.0 {
             self.error_i = limit(self.error_i + e * dt_s, g.maxerror_i);
         }
         let unclamped = g.bias
