@@ -15,7 +15,7 @@
 //! # Ok::<(), rtapi::components::LoadError>(())
 //! ```
 
-use rtapi_hal::{ComponentKey, Hal, HalBuilder, HalReader, ThreadConfig, Value};
+use rtapi_hal::{ComponentKey, Hal, HalBuilder, HalReader, ThreadConfig, Value, WriteOptions};
 
 use super::{Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target};
 use crate::runtime::function::{Cycle, FunctionFactory, RtFn};
@@ -137,6 +137,13 @@ impl Harness {
     /// `setp` takes it (`1`, `TRUE`, `-2.5`, `nan`).
     pub fn set(&self, name: &str, text: &str) -> Result<Value, LoadError> {
         Ok(self.reader()?.setp(name, text)?)
+    }
+
+    /// [`set`](Self::set) that also writes NaN or an infinity (`setp --force`), for tests of how a
+    /// component handles non-finite inputs.
+    pub fn set_forced(&self, name: &str, text: &str) -> Result<Value, LoadError> {
+        let opts = WriteOptions { force: true };
+        Ok(self.reader()?.setp_with(name, text, opts)?)
     }
 
     /// The value of a pin, param or signal.

@@ -40,8 +40,11 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
+mod conv;
 mod encoder;
 mod harness;
+mod logic;
+mod mux;
 mod pid;
 mod siggen;
 mod sim_axis;
@@ -98,6 +101,9 @@ pub trait Component {
     const SUMMARY: &'static str;
     /// The `key=value` arguments `loadrt` accepts besides `count` and `names`.
     const ARGS: &'static [&'static str] = &[];
+    /// The prefix of `count=` instance names when it is not [`NAME`](Self::NAME): LinuxCNC's
+    /// `loadrt conv_float_s32` makes `conv-float-s32.0`.
+    const PREFIX: &'static str = Self::NAME;
 
     /// Declares one instance: its pins, params and functions.
     fn load(ctx: &mut LoadContext<'_>) -> Result<(), LoadError>;
@@ -172,6 +178,8 @@ pub struct Entry {
     pub summary: &'static str,
     /// [`Component::ARGS`]: the `key=value` arguments accepted besides `count` and `names`.
     pub args: &'static [&'static str],
+    /// [`Component::PREFIX`]: how `count=` names its instances.
+    pub prefix: &'static str,
     load: LoadFn,
 }
 
@@ -195,6 +203,26 @@ impl Registry {
         r.register::<stepgen::Stepgen>();
         r.register::<encoder::Encoder>();
         r.register::<sim_axis::SimAxis>();
+        r.register::<logic::And2>();
+        r.register::<logic::Or2>();
+        r.register::<logic::Xor2>();
+        r.register::<logic::Not>();
+        r.register::<mux::Mux2>();
+        r.register::<mux::Mux4>();
+        r.register::<mux::Mux8>();
+        r.register::<logic::Select8>();
+        r.register::<logic::Demux>();
+        r.register::<mux::SampleHold>();
+        r.register::<conv::ConvBitS32>();
+        r.register::<conv::ConvBitU32>();
+        r.register::<conv::ConvFloatS32>();
+        r.register::<conv::ConvFloatU32>();
+        r.register::<conv::ConvS32Bit>();
+        r.register::<conv::ConvS32Float>();
+        r.register::<conv::ConvS32U32>();
+        r.register::<conv::ConvU32Bit>();
+        r.register::<conv::ConvU32Float>();
+        r.register::<conv::ConvU32S32>();
         r
     }
 
@@ -206,6 +234,7 @@ impl Registry {
                 name: C::NAME,
                 summary: C::SUMMARY,
                 args: C::ARGS,
+                prefix: C::PREFIX,
                 load: C::load,
             },
         );
@@ -238,7 +267,7 @@ impl Registry {
                 known.join(", ")
             ))
         })?;
-        let names = instances.names(name);
+        let names = instances.names(entry.prefix);
         if names.is_empty() || names.len() > MAX_INSTANCES {
             return Err(LoadError::new(format!(
                 "{name}: {} instances requested; use count=1..{MAX_INSTANCES}",
@@ -362,14 +391,19 @@ impl LoadContext<'_> {
         Ok(key)
     }
 
-    /// Exports function `<instance>.<suffix>`. `factory` runs once after the segment is built and
-    /// returns the per-period closure (which must not allocate, lock, log or do I/O).
+    /// Exports function `<instance>.<suffix>`, or with an empty `suffix` one named as the instance
+    /// itself (LinuxCNC's `and2.0`). `factory` runs once after the segment is built and returns the
+    /// per-period closure (which must not allocate, lock, log or do I/O).
     pub fn function(
         &mut self,
         suffix: &str,
         factory: impl FnOnce(&Hal) -> RtFn + 'static,
     ) -> Result<(), LoadError> {
-        let name = self.full(suffix);
+        let name = if suffix.is_empty() {
+            self.instance.to_string()
+        } else {
+            self.full(suffix)
+        };
         self.target
             .function(self.component, &name, Box::new(factory))?;
         self.declared
