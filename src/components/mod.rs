@@ -46,6 +46,7 @@ mod harness;
 mod logic;
 mod mux;
 mod pid;
+mod safety;
 mod siggen;
 mod sim_axis;
 mod stepgen;
@@ -101,9 +102,12 @@ pub trait Component {
     const SUMMARY: &'static str;
     /// The `key=value` arguments `loadrt` accepts besides `count` and `names`.
     const ARGS: &'static [&'static str] = &[];
-    /// The prefix of `count=` instance names when it is not [`NAME`](Self::NAME): LinuxCNC's
-    /// `loadrt conv_float_s32` makes `conv-float-s32.0`.
+    /// The prefix of instance names when it differs from [`NAME`](Self::NAME): LinuxCNC's halcompile
+    /// components turn `_` into `-` (`loadrt estop_latch` makes `estop-latch.0`).
     const PREFIX: &'static str = Self::NAME;
+    /// One instance only, named [`PREFIX`](Self::PREFIX) itself with no `.0` (LinuxCNC's
+    /// `charge-pump`, `watchdog`); `count=`/`names=` other than `count=1` are refused.
+    const SINGLETON: bool = false;
 
     /// Declares one instance: its pins, params and functions.
     fn load(ctx: &mut LoadContext<'_>) -> Result<(), LoadError>;
@@ -178,8 +182,10 @@ pub struct Entry {
     pub summary: &'static str,
     /// [`Component::ARGS`]: the `key=value` arguments accepted besides `count` and `names`.
     pub args: &'static [&'static str],
-    /// [`Component::PREFIX`]: how `count=` names its instances.
+    /// [`Component::PREFIX`]: what instance names start with.
     pub prefix: &'static str,
+    /// [`Component::SINGLETON`]: one instance, named `prefix`.
+    pub singleton: bool,
     load: LoadFn,
 }
 
@@ -223,6 +229,9 @@ impl Registry {
         r.register::<conv::ConvU32Bit>();
         r.register::<conv::ConvU32Float>();
         r.register::<conv::ConvU32S32>();
+        r.register::<safety::EstopLatchComp>();
+        r.register::<safety::Watchdog>();
+        r.register::<safety::ChargePumpComp>();
         r
     }
 
@@ -235,6 +244,7 @@ impl Registry {
                 summary: C::SUMMARY,
                 args: C::ARGS,
                 prefix: C::PREFIX,
+                singleton: C::SINGLETON,
                 load: C::load,
             },
         );
@@ -267,7 +277,17 @@ impl Registry {
                 known.join(", ")
             ))
         })?;
-        let names = instances.names(entry.prefix);
+        let names = if entry.singleton {
+            if *instances != Instances::Count(1) {
+                return Err(LoadError::new(format!(
+                    "{name} has a single instance '{}'; it takes no count= or names=",
+                    entry.prefix
+                )));
+            }
+            vec![entry.prefix.to_string()]
+        } else {
+            instances.names(entry.prefix)
+        };
         if names.is_empty() || names.len() > MAX_INSTANCES {
             return Err(LoadError::new(format!(
                 "{name}: {} instances requested; use count=1..{MAX_INSTANCES}",
@@ -404,6 +424,21 @@ impl LoadContext<'_> {
         } else {
             self.full(suffix)
         };
+        self.target
+            .function(self.component, &name, Box::new(factory))?;
+        self.declared
+            .functions
+            .insert(name, self.instance.to_string());
+        Ok(())
+    }
+
+    /// Exports a function named exactly as the instance (`estop-latch.0`, `charge-pump`): LinuxCNC's
+    /// name for the one function of a halcompile component.
+    pub fn instance_function(
+        &mut self,
+        factory: impl FnOnce(&Hal) -> RtFn + 'static,
+    ) -> Result<(), LoadError> {
+        let name = self.instance.to_string();
         self.target
             .function(self.component, &name, Box::new(factory))?;
         self.declared
