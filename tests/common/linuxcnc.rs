@@ -185,7 +185,8 @@ pub struct Case {
     pub args: String,
     /// More `loadrt` arguments for LinuxCNC only (`debug=1`: pid's internals as pins).
     pub linuxcnc_args: String,
-    /// LinuxCNC's function names to `addf`, in order (ours run all of theirs in load order).
+    /// LinuxCNC's function names to `addf`, in order; empty: ours, in our load order (the names are
+    /// LinuxCNC's, so a function we name differently fails the session loudly).
     pub functions: Vec<String>,
     /// Input pins (full names) driven by the rows, column by column.
     pub inputs: Vec<(String, Ty)>,
@@ -421,7 +422,7 @@ impl Drop for CaseDir {
 }
 
 /// The session file of the recipe (module docs).
-pub fn session_hal(case: &Case, dir: &Path) -> String {
+pub fn session_hal(case: &Case, functions: &[String], dir: &Path) -> String {
     let n = case.rows.len();
     let cfg = |cols: &[(String, Ty)]| cols.iter().map(|c| c.1.letter()).collect::<String>();
     let mut s = String::new();
@@ -457,7 +458,7 @@ pub fn session_hal(case: &Case, dir: &Path) -> String {
     if !case.inputs.is_empty() {
         let _ = writeln!(s, "addf streamer.0 difft");
     }
-    for f in &case.functions {
+    for f in functions {
         let _ = writeln!(s, "addf {f} difft");
     }
     let _ = writeln!(s, "addf sampler.0 difft");
@@ -475,7 +476,7 @@ pub fn session_hal(case: &Case, dir: &Path) -> String {
 }
 
 /// Runs the case through LinuxCNC: one row of outputs per period.
-pub fn run_linuxcnc(case: &Case) -> Vec<Vec<V>> {
+pub fn run_linuxcnc(case: &Case, functions: &[String]) -> Vec<Vec<V>> {
     check_linuxcnc();
     let dir = CaseDir::new(&case.name);
     let mut input = String::new();
@@ -486,7 +487,7 @@ pub fn run_linuxcnc(case: &Case) -> Vec<Vec<V>> {
     }
     dir.write("in.txt", &input);
     dir.write("read.py", READ_PY);
-    let hal = dir.write("session.hal", &session_hal(case, &dir.0));
+    let hal = dir.write("session.hal", &session_hal(case, functions, &dir.0));
     let out_path = dir.0.join("out.txt");
     let output = {
         let _lock = SessionLock::take();
@@ -537,9 +538,9 @@ pub fn run_linuxcnc(case: &Case) -> Vec<Vec<V>> {
     rows
 }
 
-/// Runs the case through our component: one row of outputs per period. A component missing from our
-/// registry fails here (never skipped).
-pub fn run_ours(case: &Case) -> Vec<Vec<V>> {
+/// Runs the case through our component: one row of outputs per period, and our functions in order. A
+/// component missing from our registry fails here (never skipped).
+pub fn run_ours(case: &Case) -> (Vec<Vec<V>>, Vec<String>) {
     let instance = format!("lcdiff-{}-{}", std::process::id(), case.name);
     let mut h = Harness::new(&instance).unwrap();
     let line = format!("{} {}", case.component, case.args);
@@ -550,6 +551,7 @@ pub fn run_ours(case: &Case) -> Vec<Vec<V>> {
         );
     }
     h.start().unwrap();
+    let functions: Vec<String> = h.functions().map(String::from).collect();
     // A second mapping of the same segment, to write NaN and infinities (`setp --force`; the
     // harness's own `set` refuses them, as `rtapi setp` does by default).
     let w = HalReader::open(&instance, Access::ReadWrite).unwrap();
@@ -584,7 +586,7 @@ pub fn run_ours(case: &Case) -> Vec<Vec<V>> {
                 .collect(),
         );
     }
-    out
+    (out, functions)
 }
 
 /// Runs both sides and fails on the first differing period, showing it and the ones before it.
@@ -595,8 +597,13 @@ pub fn check(case: &Case) {
             assert_eq!(v.ty(), *ty, "case {}: row {k}, {pin}", case.name);
         }
     }
-    let ours = run_ours(case);
-    let theirs = run_linuxcnc(case);
+    let (ours, our_functions) = run_ours(case);
+    let functions = if case.functions.is_empty() {
+        &our_functions
+    } else {
+        &case.functions
+    };
+    let theirs = run_linuxcnc(case, functions);
     let (rel, abs) = case.tolerance;
     let same = |a: &V, b: &V| a.matches_within(b, rel, abs);
     let Some(k) =
