@@ -23,7 +23,7 @@
 //! | `demux.N.bargraph` | param   | bit  | RW  | FALSE   | FALSE: only output `sel` is TRUE; TRUE: every output below `sel` is |
 //! | `<instance>`      | function |      |     |         | one update                                |
 //!
-//! `demux` takes `loadrt demux personality=P[,P…]`: the number of outputs of each instance (1…32).
+//! `demux` takes `loadrt demux personality=P[,P…]`: the number of outputs of each instance (0…32, as LinuxCNC accepts).
 //! The selection is `sel-u32` plus the bit number, computed without wrapping (`sel-u32 = 0xffffffff`
 //! with `sel-bit-00` set selects output 2³², i.e. none). In bargraph mode the outputs `out-MM` with
 //! `MM < selection` are TRUE, so selection 0 lights nothing and 3 lights `out-00`…`out-02`, as LinuxCNC
@@ -149,9 +149,9 @@ impl Component for Demux {
     const ARGS: &'static [&'static str] = &["personality"];
     fn load(ctx: &mut LoadContext<'_>) -> Result<(), LoadError> {
         let n: usize = ctx.arg("personality")?.unwrap_or(DEMUX_MAX);
-        if !(1..=DEMUX_MAX).contains(&n) {
+        if n > DEMUX_MAX {
             return Err(LoadError::new(format!(
-                "{}: personality={n}: demux has 1 to {DEMUX_MAX} outputs",
+                "{}: personality={n}: demux has at most {DEMUX_MAX} outputs",
                 ctx.instance()
             )));
         }
@@ -315,11 +315,15 @@ mod tests {
     #[test]
     fn demux_refuses_bad_personalities() {
         let mut h = Harness::new("cat-a-demux-bad").unwrap();
-        for (i, p) in ["0", "33", "x"].iter().enumerate() {
+        for (i, p) in ["33", "x"].iter().enumerate() {
             let e = h
                 .loadrt(&format!("demux names=bad{i} personality={p}"))
                 .unwrap_err();
             assert!(e.message.contains("personality"), "{e}");
         }
+        // LinuxCNC accepts 0: the selection pins and no outputs.
+        h.loadrt("demux names=none personality=0").unwrap();
+        let d = h.declared();
+        assert!(d.pins.contains_key("none.sel-u32") && !d.pins.contains_key("none.out-00"));
     }
 }

@@ -40,10 +40,13 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
+mod compare;
 mod conv;
 mod encoder;
 mod harness;
+mod limit;
 mod logic;
+mod math;
 mod mux;
 mod pid;
 mod safety;
@@ -232,6 +235,18 @@ impl Registry {
         r.register::<safety::EstopLatchComp>();
         r.register::<safety::Watchdog>();
         r.register::<safety::ChargePumpComp>();
+        r.register::<limit::Limit1>();
+        r.register::<limit::Limit2>();
+        r.register::<math::Scale>();
+        r.register::<math::Sum2>();
+        r.register::<math::Mult2>();
+        r.register::<math::Div2>();
+        r.register::<math::Abs>();
+        r.register::<compare::Near>();
+        r.register::<compare::Comp>();
+        r.register::<compare::Wcomp>();
+        r.register::<math::Deadzone>();
+        r.register::<math::Constant>();
         r
     }
 
