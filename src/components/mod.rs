@@ -42,6 +42,8 @@
 
 mod compare;
 mod conv;
+mod counters;
+mod edges;
 mod encoder;
 mod harness;
 mod limit;
@@ -54,6 +56,9 @@ mod siggen;
 mod sim_axis;
 mod stepgen;
 mod target;
+#[cfg(test)]
+mod test_util;
+mod timing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -111,6 +116,10 @@ pub trait Component {
     /// One instance only, named [`PREFIX`](Self::PREFIX) itself with no `.0` (LinuxCNC's
     /// `charge-pump`, `watchdog`); `count=`/`names=` other than `count=1` are refused.
     const SINGLETON: bool = false;
+    /// The argument whose comma-separated values make one instance each, numbered from 0, instead of
+    /// `count=`/`names=` (LinuxCNC's `loadrt debounce cfg=2,3`: groups `debounce.0`, `debounce.1`).
+    /// Loading without it is an error.
+    const INSTANCES_ARG: Option<&'static str> = None;
 
     /// Declares one instance: its pins, params and functions.
     fn load(ctx: &mut LoadContext<'_>) -> Result<(), LoadError>;
@@ -189,6 +198,8 @@ pub struct Entry {
     pub prefix: &'static str,
     /// [`Component::SINGLETON`]: one instance, named `prefix`.
     pub singleton: bool,
+    /// [`Component::INSTANCES_ARG`]: the argument that gives the instances.
+    pub instances_arg: Option<&'static str>,
     load: LoadFn,
 }
 
@@ -247,6 +258,13 @@ impl Registry {
         r.register::<compare::Wcomp>();
         r.register::<math::Deadzone>();
         r.register::<math::Constant>();
+        r.register::<edges::EdgeComp>();
+        r.register::<edges::ToggleComp>();
+        r.register::<edges::FlipflopComp>();
+        r.register::<timing::OneshotComp>();
+        r.register::<timing::TimeDelayComp>();
+        r.register::<counters::DebounceComp>();
+        r.register::<counters::UpDownComp>();
         r
     }
 
@@ -260,6 +278,7 @@ impl Registry {
                 args: C::ARGS,
                 prefix: C::PREFIX,
                 singleton: C::SINGLETON,
+                instances_arg: C::INSTANCES_ARG,
                 load: C::load,
             },
         );
@@ -300,6 +319,19 @@ impl Registry {
                 )));
             }
             vec![entry.prefix.to_string()]
+        } else if let Some(key) = entry.instances_arg {
+            if *instances != Instances::Count(1) {
+                return Err(LoadError::new(format!(
+                    "{name} makes one instance per value of {key}=; it takes no count= or names="
+                )));
+            }
+            let n = args.args.get(key).map_or(0, |v| v.split(',').count());
+            if n == 0 {
+                return Err(LoadError::new(format!(
+                    "{name} needs {key}= (one value per instance, e.g. {key}=2,3)"
+                )));
+            }
+            Instances::Count(n).names(entry.prefix)
         } else {
             instances.names(entry.prefix)
         };
