@@ -37,7 +37,10 @@
 //! * **Stopping.** `halrun -f` unloads everything when the file ends (`read.py` exiting ends it).
 //! * **One session at a time.** LinuxCNC's HAL lives in fixed SysV shared-memory keys: one realtime
 //!   session per machine. Sessions take an exclusive `flock` on `/tmp/rtapi-linuxcnc-diff.lock` (test
-//!   threads and other `cargo test` processes alike) and clear a leftover session with `halrun -U`.
+//!   threads and other `cargo test` processes alike). A session that finds another one running
+//!   ("Realtime already running", "duplicate component": a halrun outside the lock, or the previous
+//!   session still tearing down) waits and retries, up to ~50 s; it never kills the other one
+//!   (a leftover of a killed run needs `halrun -U` by hand, as the failure message says).
 //! * **Not root.** `rtapi_app` refuses root; as root the session runs as `nobody`
 //!   (`runuser -u nobody -- env HOME=<dir> halrun …`; `nobody` has no home, halrun only needs a
 //!   writable `HOME`). The case directory (`/tmp/rtapi-lcdiff-<pid>-<case>`) is world-writable for that.
@@ -373,6 +376,23 @@ fn check_linuxcnc() {
     }
 }
 
+/// Whether an `rtapi_app` (a LinuxCNC realtime session, anyone's) is alive: zombies don't count.
+fn rtapi_app_running() -> bool {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // "<pid> (<comm>) <state> …"
+        match (stat.find('('), stat.rfind(')')) {
+            (Some(a), Some(b)) if a < b => {
+                &stat[a + 1..b] == "rtapi_app" && !stat[b + 1..].trim_start().starts_with('Z')
+            }
+            _ => false,
+        }
+    })
+}
+
 /// An exclusive lock on the one LinuxCNC session of the machine, held until dropped.
 struct SessionLock(fs::File);
 
@@ -491,13 +511,33 @@ pub fn run_linuxcnc(case: &Case, functions: &[String]) -> Vec<Vec<V>> {
     let out_path = dir.0.join("out.txt");
     let output = {
         let _lock = SessionLock::take();
-        // A session left by a killed run would make ours fail with "Realtime already running".
-        let _ = halrun(&dir.0, &["-U"]);
-        halrun(&dir.0, &["-f", hal.to_str().unwrap()])
+        let mut tries = 0;
+        loop {
+            // Starting while another session runs would fail, and halrun's cleanup after the
+            // failure would stop the other session's realtime too: wait for it first.
+            for _ in 0..200 {
+                if !rtapi_app_running() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            let o = halrun(&dir.0, &["-f", hal.to_str().unwrap()]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            // Another LinuxCNC session on the machine (a halrun outside this lock, or the previous
+            // one still tearing down): wait for it, never kill it.
+            let busy =
+                err.contains("Realtime already running") || err.contains("duplicate component");
+            tries += 1;
+            if out_path.exists() || !busy || tries == 20 {
+                break o;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250 * tries));
+        }
     };
     let text = fs::read_to_string(&out_path).unwrap_or_else(|e| {
         panic!(
-            "case {}: LinuxCNC produced no samples ({e}); halrun exit {:?}\nsession:\n{}\nstdout:\n{}\nstderr:\n{}",
+            "case {}: LinuxCNC produced no samples ({e}); halrun exit {:?} (a leftover session? \
+             `halrun -U` as its user clears it)\nsession:\n{}\nstdout:\n{}\nstderr:\n{}",
             case.name,
             output.status.code(),
             fs::read_to_string(&hal).unwrap_or_default(),
