@@ -45,6 +45,7 @@ mod conv;
 mod counters;
 mod edges;
 mod encoder;
+mod filters;
 mod harness;
 mod limit;
 mod logic;
@@ -215,7 +216,8 @@ impl Registry {
         Registry::default()
     }
 
-    /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`.
+    /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`, and LinuxCNC's safety chain and
+    /// stateful components (`estop_latch` … `timedelta`).
     pub fn builtin() -> Self {
         let mut r = Registry::new();
         r.register::<siggen::Siggen>();
@@ -263,8 +265,12 @@ impl Registry {
         r.register::<edges::FlipflopComp>();
         r.register::<timing::OneshotComp>();
         r.register::<timing::TimeDelayComp>();
+        r.register::<timing::TimeDeltaComp>();
         r.register::<counters::DebounceComp>();
         r.register::<counters::UpDownComp>();
+        r.register::<filters::Ddt>();
+        r.register::<filters::Integ>();
+        r.register::<filters::Lowpass>();
         r
     }
 

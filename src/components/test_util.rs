@@ -21,7 +21,7 @@ pub(crate) fn set(h: &Harness, name: &str, value: f64) {
 }
 
 /// Runs one period of `period_ns` per row: sets `ins` to the row's first values, steps, and checks
-/// `outs` against the rest (floats to 1e-12), naming the row on a mismatch.
+/// `outs` against the rest (floats to 1e-12, relative above 1), naming the row on a mismatch.
 pub(crate) fn table(h: &mut Harness, period_ns: u64, ins: &[&str], outs: &[&str], rows: &[&[f64]]) {
     for (i, row) in rows.iter().enumerate() {
         assert_eq!(
@@ -37,7 +37,7 @@ pub(crate) fn table(h: &mut Harness, period_ns: u64, ins: &[&str], outs: &[&str]
         for (name, want) in outs.iter().zip(&row[ins.len()..]) {
             let got = get(h, name);
             assert!(
-                (got - want).abs() < 1e-12,
+                (got - want).abs() <= 1e-12 * want.abs().max(1.0),
                 "row {}: {name} = {got}, LinuxCNC gives {want} (inputs {:?})",
                 i + 1,
                 &row[..ins.len()]

@@ -1,4 +1,4 @@
-//! Timers, as in LinuxCNC: `oneshot` and `timedelay`.
+//! Timers, as in LinuxCNC: `oneshot`, `timedelay` and `timedelta`.
 //!
 //! Names, types, defaults and functions are LinuxCNC 2.9's (one function per instance, named as the
 //! instance: `oneshot.0`). Where the man pages say little, the behaviour was measured period by period
@@ -46,6 +46,31 @@
 //! | `timedelay.N.off-delay`| pin     | float | IN  | 0.5     | s `in` must be FALSE before `out` is |
 //! | `timedelay.N.elapsed` | pin      | float | OUT | 0       | the timer, s                        |
 //! | `timedelay.N`         | function |       |     |         | one step                            |
+//!
+//! # `timedelta` (`loadrt timedelta [count=N|names=…]`)
+//!
+//! Measures the thread's scheduling: each run compares the time since the previous run, `out`, with
+//! the nominal period. The time of a run is the thread's **wake time** (`Cycle::now_ns`, monotonic),
+//! where LinuxCNC reads the clock when the function starts; so here the functions before it in the
+//! thread do not add to the figures. The first run (and the first after a reset) only records the time.
+//! In the runs after that: `current-error = out − period`, `current-jitter = |current-error|`; `min`
+//! and `max` are the shortest and longest `out` and `jitter` the largest `current-jitter` since the
+//! last reset; `err` sums every `current-error` and `avg-err` is `err` over the number of runs.
+//! While `reset` is TRUE, `out`, `max`, `min` and `jitter` are 0 and start afresh at the next run;
+//! `err` and `avg-err` keep going (as measured on LinuxCNC). Values beyond the s32 range saturate.
+//!
+//! | name                        | kind     | type  | dir | default | meaning                        |
+//! |-----------------------------|----------|-------|-----|---------|--------------------------------|
+//! | `timedelta.N.out`           | pin      | s32   | OUT | 0       | ns since the previous run      |
+//! | `timedelta.N.current-error` | pin      | s32   | OUT | 0       | `out − period`, ns             |
+//! | `timedelta.N.current-jitter`| pin      | s32   | OUT | 0       | `|out − period|`, ns           |
+//! | `timedelta.N.min`           | pin      | s32   | OUT | 0       | shortest `out` since reset     |
+//! | `timedelta.N.max`           | pin      | s32   | OUT | 0       | longest `out` since reset      |
+//! | `timedelta.N.jitter`        | pin      | s32   | OUT | 0       | largest `current-jitter` since reset |
+//! | `timedelta.N.err`           | pin      | s32   | OUT | 0       | sum of `current-error`, ns     |
+//! | `timedelta.N.avg-err`       | pin      | float | OUT | 0       | `err` / runs, ns               |
+//! | `timedelta.N.reset`         | pin      | bit   | IN  | FALSE   | TRUE clears min, max, jitter   |
+//! | `timedelta.N`               | function |       |     |         | one measurement                |
 
 use rtapi_hal::{In, Out, ParamAccess};
 
@@ -198,6 +223,107 @@ impl Component for TimeDelayComp {
                     elapsed.set(t);
                 }
                 out.set(relay.out);
+            })
+        })
+    }
+}
+
+/// What `timedelta` shows after a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Delta {
+    pub(crate) out: i64,
+    pub(crate) current_error: i64,
+    pub(crate) min: i64,
+    pub(crate) max: i64,
+    pub(crate) jitter: i64,
+    pub(crate) err: i64,
+    pub(crate) avg_err: f64,
+}
+
+/// The `timedelta` statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct TimeDeltaStats {
+    last: Option<i64>,
+    fresh: bool,
+    runs: u64,
+    /// The figures shown.
+    pub(crate) shown: Delta,
+}
+
+impl TimeDeltaStats {
+    /// One run at `now_ns` on a thread of `period_ns`.
+    pub(crate) fn step(&mut self, now_ns: i64, period_ns: i64, reset: bool) {
+        let d = &mut self.shown;
+        if let Some(last) = self.last {
+            let del = now_ns.saturating_sub(last);
+            let e = del.saturating_sub(period_ns);
+            d.out = del;
+            d.current_error = e;
+            d.err = d.err.saturating_add(e);
+            self.runs += 1;
+            d.avg_err = d.err as f64 / self.runs as f64;
+            if self.fresh {
+                (d.min, d.max, d.jitter) = (del, del, e.saturating_abs());
+                self.fresh = false;
+            } else {
+                d.min = d.min.min(del);
+                d.max = d.max.max(del);
+                d.jitter = d.jitter.max(e.saturating_abs());
+            }
+        } else {
+            self.fresh = true;
+        }
+        if reset {
+            (d.out, d.min, d.max, d.jitter) = (0, 0, 0, 0);
+            self.fresh = true;
+        }
+        self.last = Some(now_ns);
+    }
+}
+
+/// `i64` → s32 pin, saturating.
+fn s32(v: i64) -> i32 {
+    v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+/// The `timedelta` component.
+pub(crate) struct TimeDeltaComp;
+
+impl Component for TimeDeltaComp {
+    const NAME: &'static str = "timedelta";
+    const SUMMARY: &'static str = "measures the time between runs of its thread (jitter, min, max)";
+
+    fn load(ctx: &mut LoadContext<'_>) -> Result<(), LoadError> {
+        let jitter = ctx.pin::<Out, i32>("jitter")?;
+        let current_jitter = ctx.pin::<Out, i32>("current-jitter")?;
+        let current_error = ctx.pin::<Out, i32>("current-error")?;
+        let min = ctx.pin::<Out, i32>("min")?;
+        let max = ctx.pin::<Out, i32>("max")?;
+        let reset = ctx.pin::<In, bool>("reset")?;
+        let out = ctx.pin::<Out, i32>("out")?;
+        let err = ctx.pin::<Out, i32>("err")?;
+        let avg_err = ctx.pin::<Out, f64>("avg-err")?;
+        ctx.instance_function(move |hal| {
+            let (jitter, current_jitter, current_error) = (
+                hal.pin(jitter),
+                hal.pin(current_jitter),
+                hal.pin(current_error),
+            );
+            let (min, max, reset, out) = (hal.pin(min), hal.pin(max), hal.pin(reset), hal.pin(out));
+            let (err, avg_err) = (hal.pin(err), hal.pin(avg_err));
+            let mut stats = TimeDeltaStats::default();
+            Box::new(move |cycle| {
+                let period = i64::try_from(cycle.period_ns).unwrap_or(i64::MAX);
+                stats.step(cycle.now_ns, period, reset.get());
+                let d = stats.shown;
+                out.set(s32(d.out));
+                current_error.set(s32(d.current_error));
+                current_jitter.set(s32(d.current_error.saturating_abs()));
+                min.set(s32(d.min));
+                max.set(s32(d.max));
+                jitter.set(s32(d.jitter));
+                err.set(s32(d.err));
+                avg_err.set(d.avg_err);
             })
         })
     }
@@ -454,6 +580,49 @@ mod tests {
             &["timedelay.0.out", "timedelay.0.elapsed"],
             &rows,
         );
+    }
+
+    #[test]
+    fn timedelta_measures_late_periods_and_resets() {
+        let mut h = bench("timing");
+        h.loadrt("timedelta").unwrap();
+        h.start().unwrap();
+        let g = |h: &crate::components::Harness, p: &str| get(h, &format!("timedelta.0.{p}"));
+        h.step(1_000_000);
+        assert_eq!(g(&h, "out"), 0.0, "the first run only records the time");
+        h.step(1_000_000);
+        assert_eq!(
+            ["out", "current-error", "min", "max", "jitter", "err"].map(|p| g(&h, p)),
+            [1e6, 0.0, 1e6, 1e6, 0.0, 0.0]
+        );
+        // A run 2 periods late: 3 ms since the previous one.
+        h.step_late(1_000_000, 2);
+        assert_eq!(
+            [
+                "out",
+                "current-error",
+                "current-jitter",
+                "min",
+                "max",
+                "jitter",
+                "err"
+            ]
+            .map(|p| g(&h, p)),
+            [3e6, 2e6, 2e6, 1e6, 3e6, 2e6, 2e6]
+        );
+        assert_eq!(g(&h, "avg-err"), 1e6);
+        // Reset clears min, max, jitter, out; err and avg-err go on.
+        set(&h, "timedelta.0.reset", 1.0);
+        h.step(1_000_000);
+        assert_eq!(["out", "min", "max", "jitter"].map(|p| g(&h, p)), [0.0; 4]);
+        assert_eq!(g(&h, "err"), 2e6);
+        set(&h, "timedelta.0.reset", 0.0);
+        h.step(1_000_000);
+        assert_eq!(["min", "max", "jitter"].map(|p| g(&h, p)), [1e6, 1e6, 0.0]);
+        assert_eq!(g(&h, "avg-err"), 2e6 / 4.0);
+        // A run 10 s late saturates the s32 pins instead of wrapping.
+        h.step_late(1_000_000, 9_999);
+        assert_eq!(g(&h, "out"), f64::from(i32::MAX));
     }
 
     #[test]
