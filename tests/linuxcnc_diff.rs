@@ -24,7 +24,14 @@
 //!   history at the very first period: a kick of `command/dt`); ours are 0 on the first enabled period
 //!   (and `commandDD` on the second) and forget the history on disable. The cases hold the command
 //!   and feedback still around the first period and each re-enable, where the two rules agree.
-//!   LinuxCNC's error-derivative and command-derivative limits are compared too.
+//!   LinuxCNC's error-derivative and command-derivative limits are compared too. LinuxCNC's
+//!   `maxoutput` going back to 0 keeps its last saturation state (its `saturated` stays TRUE, its
+//!   integrator frozen): the cases never set it back to 0. Its FF3/`maxcmdDDD` (third derivative) are
+//!   left at 0: ours has none.
+//! * `timedelta` has no case: it measures the wall clock (`rtapi_get_time`), which a uspace LinuxCNC
+//!   without realtime makes anything but deterministic; there is nothing period-exact to compare.
+//! * Settings that are real HAL params (`debounce.N.delay`, `sum2.N.gain0`, `updown.N.max`…) cannot
+//!   change at an exact period in a free-running LinuxCNC thread: each value is its own case.
 
 #[path = "common/linuxcnc.rs"]
 mod linuxcnc;
