@@ -23,11 +23,12 @@
 //! | `demux.N.bargraph` | param   | bit  | RW  | FALSE   | FALSE: only output `sel` is TRUE; TRUE: every output below `sel` is |
 //! | `<instance>`      | function |      |     |         | one update                                |
 //!
-//! `demux` takes `loadrt demux personality=P[,P…]`: the number of outputs of each instance (0…32, as LinuxCNC accepts).
-//! The selection is `sel-u32` plus the bit number, computed without wrapping (`sel-u32 = 0xffffffff`
-//! with `sel-bit-00` set selects output 2³², i.e. none). In bargraph mode the outputs `out-MM` with
-//! `MM < selection` are TRUE, so selection 0 lights nothing and 3 lights `out-00`…`out-02`, as LinuxCNC
-//! does. LinuxCNC's `demux` also exports an undocumented `time` pin with a varying timing value; it is
+//! `demux` takes `loadrt demux personality=P[,P…]`: the number of outputs of each instance (0…32, as
+//! LinuxCNC accepts). The selection is `sel-u32` plus the bit number, as LinuxCNC computes it (checked
+//! in halrun): the sum wraps around 2³² and is then read as an s32, so `sel-u32` ≥ 0x80000000 selects
+//! nothing (a negative selection), while a selection past the last output selects the last one. In
+//! bargraph mode the outputs `out-MM` with `MM < selection` are TRUE, so selection 0 lights nothing and
+//! 3 lights `out-00`…`out-02`. LinuxCNC's `demux` also exports an undocumented `time` pin with a varying timing value; it is
 //! here so that configs and pin listings match, and stays 0.
 
 use rtapi_hal::{In, Out, ParamAccess};
@@ -42,8 +43,16 @@ pub(crate) fn select8(sel: i32, enable: bool) -> u8 {
     }
 }
 
-/// Whether `demux` output `index` is TRUE for selection `selection` (sel-u32 plus the bit number).
-pub(crate) fn demux_out(index: u64, selection: u64, bargraph: bool) -> bool {
+/// `demux`'s selection among `outputs` outputs: `sel_u32 + binary` wrapped to 32 bits and read as
+/// signed (negative selects nothing), capped at the last output.
+pub(crate) fn demux_selection(sel_u32: u32, binary: u32, outputs: usize) -> i64 {
+    let s = i64::from(sel_u32.wrapping_add(binary) as i32);
+    let last = outputs as i64 - 1;
+    s.min(last)
+}
+
+/// Whether `demux` output `index` is TRUE for selection `selection`.
+pub(crate) fn demux_out(index: i64, selection: i64, bargraph: bool) -> bool {
     if bargraph {
         index < selection
     } else {
@@ -171,14 +180,14 @@ impl Component for Demux {
             let outs: Vec<_> = outs.into_iter().map(|k| hal.pin(k)).collect();
             let (sel_u32, bargraph) = (hal.pin(sel_u32), hal.param(bargraph));
             Box::new(move |_| {
-                let binary: u64 = bits
+                let binary: u32 = bits
                     .iter()
                     .enumerate()
-                    .map(|(b, p)| u64::from(p.get()) << b)
+                    .map(|(b, p)| u32::from(p.get()) << b)
                     .sum();
-                let selection = u64::from(sel_u32.get()) + binary;
+                let selection = demux_selection(sel_u32.get(), binary, outs.len());
                 let bargraph = bargraph.get();
-                for (m, o) in (0u64..).zip(outs.iter()) {
+                for (m, o) in (0i64..).zip(outs.iter()) {
                     o.set(demux_out(m, selection, bargraph));
                 }
             })
@@ -272,6 +281,14 @@ mod tests {
     fn demux_adds_bits_to_the_u32_and_draws_bargraphs() {
         assert!(demux_out(3, 3, false) && !demux_out(2, 3, false));
         assert!(demux_out(2, 3, true) && !demux_out(3, 3, true));
+        assert_eq!(demux_selection(3, 4, 32), 7);
+        assert_eq!(demux_selection(7, 0, 5), 4, "capped at the last output");
+        assert_eq!(demux_selection(31, 22, 32), 31);
+        assert_eq!(demux_selection(u32::MAX, 14, 32), 13, "wraps at 2^32");
+        assert_eq!(demux_selection(0x8000_0000, 0, 32), -2_147_483_648);
+        assert_eq!(demux_selection(u32::MAX, 0, 32), -1);
+        assert_eq!(demux_selection(0, 0, 0), -1, "no outputs");
+        assert!((0..32).all(|i| !demux_out(i, -1, false) && !demux_out(i, -1, true)));
         let mut h = Harness::new("cat-a-demux").unwrap();
         h.loadrt("demux names=d,e personality=5,32").unwrap();
         h.loadrt("demux").unwrap();
@@ -293,9 +310,9 @@ mod tests {
         h.step(P);
         assert_eq!(outs(&h), [false, false, false, false, true]);
         h.set("d.sel-bit-00", "0").unwrap();
-        h.set("d.sel-bit-01", "1").unwrap(); // 3 + 2 = 5: past the last output
+        h.set("d.sel-bit-01", "1").unwrap(); // 3 + 2 = 5: past the last output, so the last
         h.step(P);
-        assert_eq!(outs(&h), [false; 5]);
+        assert_eq!(outs(&h), [false, false, false, false, true]);
         h.set("d.sel-bit-01", "0").unwrap();
         h.set("d.bargraph", "1").unwrap();
         h.step(P);
@@ -303,10 +320,19 @@ mod tests {
         h.set("d.sel-u32", "0").unwrap();
         h.step(P);
         assert_eq!(outs(&h), [false; 5]);
-        // No wraparound: 0xffffffff + 1 is 2^32, not 0.
+        // 32-bit wraparound: 0xffffffff + 3 is 2.
         h.set("d.bargraph", "0").unwrap();
         h.set("d.sel-u32", "0xffffffff").unwrap();
         h.set("d.sel-bit-00", "1").unwrap();
+        h.set("d.sel-bit-01", "1").unwrap();
+        h.step(P);
+        assert_eq!(outs(&h), [false, false, true, false, false]);
+        // 0xffffffff alone is −1: nothing, in either mode.
+        h.set("d.sel-bit-00", "0").unwrap();
+        h.set("d.sel-bit-01", "0").unwrap();
+        h.step(P);
+        assert_eq!(outs(&h), [false; 5]);
+        h.set("d.bargraph", "1").unwrap();
         h.step(P);
         assert_eq!(outs(&h), [false; 5]);
         assert_eq!(h.get("d.time").unwrap(), Value::S32(0));

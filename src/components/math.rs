@@ -20,8 +20,8 @@
 //! | `abs.N.in`              | pin      | float | IN  | 0       | input                                |
 //! | `abs.N.out`             | pin      | float | OUT |         | its magnitude                        |
 //! | `abs.N.sign`            | pin      | bit   | OUT |         | TRUE unless `in ≥ 0` (so TRUE for NaN) |
-//! | `abs.N.is-positive`     | pin      | bit   | OUT |         | `in > 0`                             |
-//! | `abs.N.is-negative`     | pin      | bit   | OUT |         | `in < 0`                             |
+//! | `abs.N.is-positive`     | pin      | bit   | OUT |         | `in > 1e-6` (see below)              |
+//! | `abs.N.is-negative`     | pin      | bit   | OUT |         | `in < −1e-6`                         |
 //! | `deadzone.N.in`         | pin      | float | IN  | 0       | input                                |
 //! | `deadzone.N.center`     | param    | float | RW  | 0.0     | middle of the dead zone              |
 //! | `deadzone.N.threshold`  | param    | float | RW  | 1.0     | width of the dead zone               |
@@ -36,7 +36,9 @@
 //!   and the dead band is never taken smaller than 1e-12, so `1 / 0` gives 1e12 rather than infinity.
 //!   A NaN dead band disables this (`1 / 0` is then infinity). LinuxCNC also prints a message each
 //!   time the replacement starts; a real-time function does not log, so here it is silent.
-//! * `abs`: ±0 give +0 with every bit output FALSE; NaN gives NaN with `sign` TRUE.
+//! * `abs`: `is-positive` and `is-negative` ignore magnitudes up to 1e-6 (LinuxCNC's tolerance), while
+//!   `sign` is exact: −1e-9 gives `sign` TRUE and both others FALSE. ±0 give +0 with every bit output
+//!   FALSE; NaN gives NaN with `sign` TRUE.
 //! * `deadzone`: with `h = threshold / 2`, an input below `center − h` gives `in + h`, otherwise one
 //!   above `center + h` gives `in − h`, and anything else (NaN included) gives `center`.
 
@@ -64,6 +66,9 @@ pub(crate) fn div2(num: f64, den: f64, deadband: f64) -> f64 {
     num / den
 }
 
+/// How far from 0 `abs` needs a value to call it positive or negative.
+pub(crate) const ABS_TOLERANCE: f64 = 1e-6;
+
 /// `abs`'s outputs: `(out, sign, is_positive, is_negative)`.
 pub(crate) fn abs(x: f64) -> (f64, bool, bool, bool) {
     let (out, sign) = if x >= 0.0 {
@@ -71,7 +76,7 @@ pub(crate) fn abs(x: f64) -> (f64, bool, bool, bool) {
     } else {
         (-x, true)
     };
-    (out, sign, x > 0.0, x < 0.0)
+    (out, sign, x > ABS_TOLERANCE, x < -ABS_TOLERANCE)
 }
 
 /// `deadzone`'s rule (see the module docs).
@@ -266,6 +271,11 @@ mod tests {
         let (o, s, p, n) = abs(f64::NAN);
         assert!(o.is_nan() && s && !p && !n);
         assert_eq!(abs(f64::NEG_INFINITY).0, f64::INFINITY);
+        // The flags have a ±1e-6 tolerance (limit excluded); sign has none.
+        assert_eq!(abs(1e-6), (1e-6, false, false, false));
+        assert_eq!(abs(1.000001e-6), (1.000001e-6, false, true, false));
+        assert_eq!(abs(-1e-9), (1e-9, true, false, false));
+        assert_eq!(abs(-1.000001e-6), (1.000001e-6, true, false, true));
     }
 
     #[test]

@@ -22,10 +22,10 @@ use rtapi_hal::{In, Out};
 use super::{Component, LoadContext, LoadError};
 
 /// The index that select bits `sel` (least significant first) form.
-pub(crate) fn mux_index(sel: &[bool]) -> usize {
-    sel.iter()
+pub(crate) fn mux_index(sel: impl IntoIterator<Item = bool>) -> usize {
+    sel.into_iter()
         .enumerate()
-        .map(|(b, &s)| usize::from(s) << b)
+        .map(|(b, s)| usize::from(s) << b)
         .sum()
 }
 
@@ -45,12 +45,8 @@ fn mux(ctx: &mut LoadContext<'_>, sel_names: &[&str]) -> Result<(), LoadError> {
         let sels: Vec<_> = sels.into_iter().map(|k| hal.pin(k)).collect();
         let ins: Vec<_> = ins.into_iter().map(|k| hal.pin(k)).collect();
         let out = hal.pin(out);
-        let mut bits = [false; 3];
         Box::new(move |_| {
-            for (b, s) in bits.iter_mut().zip(sels.iter()) {
-                *b = s.get();
-            }
-            let index = mux_index(&bits[..sels.len()]);
+            let index = mux_index(sels.iter().map(|s| s.get()));
             if let Some(input) = ins.get(index) {
                 out.set(input.get());
             }
@@ -123,11 +119,11 @@ mod tests {
 
     #[test]
     fn the_index_is_binary_with_sel0_least_significant() {
-        assert_eq!(mux_index(&[]), 0);
-        assert_eq!(mux_index(&[true]), 1);
-        assert_eq!(mux_index(&[false, true]), 2);
-        assert_eq!(mux_index(&[true, false, true]), 5);
-        assert_eq!(mux_index(&[true, true, true]), 7);
+        assert_eq!(mux_index([]), 0);
+        assert_eq!(mux_index([true]), 1);
+        assert_eq!(mux_index([false, true]), 2);
+        assert_eq!(mux_index([true, false, true]), 5);
+        assert_eq!(mux_index([true, true, true]), 7);
     }
 
     #[test]
