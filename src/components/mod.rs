@@ -32,6 +32,11 @@
 //! (`pid.0.do-pid-calcs`). One difference: LinuxCNC's stepgen and encoder export one function for all
 //! their channels (`stepgen.make-pulses`); here every instance has its own (`stepgen.0.make-pulses`),
 //! so channels can run in different threads and a component needs no "all instances" hook.
+//! LinuxCNC's other naming rules are kept: halcompile components put `-` for `_` in instance names
+//! ([`Component::PREFIX`]: `loadrt estop_latch` makes `estop-latch.0`) and name their one function as
+//! the instance ([`LoadContext::instance_function`]); singletons have one instance named like the
+//! component (`charge-pump`, `watchdog`: [`Component::SINGLETON`]); `debounce` makes one instance per
+//! value of `cfg=` ([`Component::INSTANCES_ARG`]).
 //!
 //! Per-period closures run on a real-time thread: they read and write pins (one atomic operation
 //! each) and their own captured state, and never allocate, lock, log or do I/O. State shared by two
@@ -52,6 +57,7 @@ mod logic;
 mod math;
 mod mux;
 mod pid;
+mod pwmgen;
 mod safety;
 mod siggen;
 mod sim_axis;
@@ -217,7 +223,7 @@ impl Registry {
     }
 
     /// The built-ins: `siggen`, `pid`, `stepgen`, `encoder`, `sim_axis`, and LinuxCNC's safety chain and
-    /// stateful components (`estop_latch` … `timedelta`).
+    /// stateful components (`estop_latch` … `timedelta`, `pwmgen`).
     pub fn builtin() -> Self {
         let mut r = Registry::new();
         r.register::<siggen::Siggen>();
@@ -271,6 +277,7 @@ impl Registry {
         r.register::<filters::Ddt>();
         r.register::<filters::Integ>();
         r.register::<filters::Lowpass>();
+        r.register::<pwmgen::Pwmgen>();
         r
     }
 
