@@ -1096,25 +1096,58 @@ fn cat_updown() {
 #[test]
 fn cat_pwmgen() {
     // LinuxCNC's pwmgen exports one make-pulses and one update for all channels; ours one per
-    // instance: the session adds LinuxCNC's (update first: the duty cycle of this period).
-    let mut c = cat(
-        "pwmgen",
-        "pwmgen",
-        "output_type=0",
-        "pwmgen.0",
-        &[
-            ("value", F, G::Slow(-1.2, 1.2)),
-            ("enable", B, G::Bit(0.01)),
-        ],
-        &[("pwm", B), ("curr-dc", F)],
-        &[
-            ("pwm-freq", "100"),
-            ("scale", "1"),
-            ("max-dc", "0.9"),
-            ("min-dc", "0.1"),
-        ],
-        400,
+    // instance: the session adds LinuxCNC's, in our load order (make-pulses, then update).
+    type Run<'a> = (
+        &'a str,
+        &'a str,
+        &'a [(&'a str, Ty)],
+        &'a [(&'a str, &'a str)],
     );
-    c.functions = vec!["pwmgen.update".into(), "pwmgen.make-pulses".into()];
-    check(&c);
+    let runs: [Run; 3] = [
+        (
+            "pwmgen",
+            "output_type=0",
+            &[("pwm", B), ("curr-dc", F)],
+            &[
+                ("pwm-freq", "100"),
+                ("scale", "1"),
+                ("max-dc", "0.9"),
+                ("min-dc", "0.1"),
+            ],
+        ),
+        (
+            "pwmgen_dir_dither",
+            "output_type=1",
+            &[("pwm", B), ("dir", B), ("curr-dc", F)],
+            &[
+                ("pwm-freq", "70"),
+                ("scale", "2"),
+                ("offset", "0.1"),
+                ("dither-pwm", "1"),
+            ],
+        ),
+        (
+            "pwmgen_pdm_updown",
+            "output_type=2",
+            &[("up", B), ("down", B), ("curr-dc", F)],
+            &[("pwm-freq", "0"), ("scale", "1.5")],
+        ),
+    ];
+    for (name, args, outs, setp) in runs {
+        let mut c = cat(
+            name,
+            "pwmgen",
+            args,
+            "pwmgen.0",
+            &[
+                ("value", F, G::Slow(-1.2, 1.2)),
+                ("enable", B, G::Bit(0.01)),
+            ],
+            outs,
+            setp,
+            400,
+        );
+        c.functions = vec!["pwmgen.make-pulses".into(), "pwmgen.update".into()];
+        check(&c);
+    }
 }
