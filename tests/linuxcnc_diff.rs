@@ -684,7 +684,7 @@ fn cat_conv() {
             true,
         ),
     ];
-    let mut failures = Vec::new();
+    let mut cases = Vec::new();
     for (comp, ty, g, outs, clamp) in convs {
         let inst = format!("{}.0", comp.replace('_', "-"));
         for c in if clamp { &["0", "1"][..] } else { &["0"][..] } {
@@ -699,18 +699,32 @@ fn cat_conv() {
                 &setp,
                 300,
             );
-            // Every converter is tried; the failures are reported together.
-            if let Err(e) = std::panic::catch_unwind(|| check(&case)) {
-                let msg = e
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                failures.push(msg);
-            }
+            cases.push(case);
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    check_all(&cases);
+}
+
+/// Checks every case, then fails with all the failures together (not only the first).
+fn check_all(cases: &[Case]) {
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|case| {
+            std::panic::catch_unwind(|| check(case)).err().map(|e| {
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            })
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -1133,6 +1147,7 @@ fn cat_pwmgen() {
             &[("pwm-freq", "0"), ("scale", "1.5")],
         ),
     ];
+    let mut cases = Vec::new();
     for (name, args, outs, setp) in runs {
         let mut c = cat(
             name,
@@ -1148,6 +1163,7 @@ fn cat_pwmgen() {
             400,
         );
         c.functions = vec!["pwmgen.make-pulses".into(), "pwmgen.update".into()];
-        check(&c);
+        cases.push(c);
     }
+    check_all(&cases);
 }
