@@ -6,7 +6,8 @@
 //!
 //! # `edge` (`loadrt edge [count=N|names=…]`)
 //!
-//! A pulse on `out` for each chosen edge of `in`. In a period with a chosen edge `out` goes TRUE and
+//! A pulse on `out` for each chosen edge of `in` (the first period only reads `in`, so an input TRUE
+//! from the start is no rising edge, as measured on LinuxCNC). In a period with a chosen edge `out` goes TRUE and
 //! `time-left-ns` restarts at `out-width-ns`; in the others `time-left-ns` goes down by the period
 //! (not below 0) and `out` is TRUE while it is still above 0. So a width of 0, or of up to one
 //! period, gives a one-period pulse, and 2.5 periods give three. Time is the thread's nominal period
@@ -67,6 +68,7 @@ pub(crate) struct Edge {
     pub(crate) last_in: bool,
     /// ns left in the pulse.
     pub(crate) time_left_ns: i64,
+    started: bool,
 }
 
 impl Edge {
@@ -79,8 +81,11 @@ impl Edge {
         width_ns: i64,
         elapsed_ns: u64,
     ) -> bool {
-        let rise = input && !self.last_in;
-        let fall = !input && self.last_in;
+        // The first period only takes the input (LinuxCNC: an input TRUE from the start is no edge).
+        let first = !self.started;
+        self.started = true;
+        let rise = !first && input && !self.last_in;
+        let fall = !first && !input && self.last_in;
         let wanted = if both {
             rise || fall
         } else if falling {
@@ -320,12 +325,25 @@ mod tests {
     }
 
     #[test]
+    fn edge_sees_no_edge_in_the_first_period() {
+        // Recorded from LinuxCNC 2.9: rising edges, `in` TRUE from the first period.
+        let mut h = bench("edges");
+        h.loadrt("edge").unwrap();
+        h.start().unwrap();
+        set(&h, "edge.0.in-edge", 0.0);
+        let rows: [[f64; 2]; 4] = [[1., 0.], [1., 0.], [0., 0.], [1., 1.]];
+        let rows: Vec<&[f64]> = rows.iter().map(|r| &r[..]).collect();
+        table(&mut h, 1_000_000, &["edge.0.in"], &["edge.0.out"], &rows);
+    }
+
+    #[test]
     fn edge_width_changes_and_late_periods() {
         let mut h = bench("edges");
         h.loadrt("edge").unwrap();
         h.start().unwrap();
         set(&h, "edge.0.in-edge", 0.0);
         set(&h, "edge.0.out-width-ns", 5_000_000.0);
+        h.step(1_000_000);
         set(&h, "edge.0.in", 1.0);
         h.step(1_000_000);
         assert_eq!(get(&h, "edge.0.time-left-ns"), 5_000_000.0);

@@ -394,6 +394,23 @@ mod tests {
     }
 
     #[test]
+    fn inputs_true_from_the_first_period_are_edges_as_in_linuxcnc() {
+        // Recorded from LinuxCNC 2.9: reset and enable-in TRUE from the first period latch OK at once.
+        let mut h = bench();
+        h.loadrt("estop_latch").unwrap();
+        h.loadrt("watchdog num_inputs=1").unwrap();
+        h.start().unwrap();
+        h.set("watchdog.timeout-0", "0.01").unwrap();
+        set(&h, "estop-latch.0.reset", true);
+        set(&h, "watchdog.enable-in", true);
+        h.call("estop-latch.0", 1_000_000).unwrap();
+        h.call("watchdog.set-timeouts", 1_000_000).unwrap();
+        h.call("watchdog.process", 1_000_000).unwrap();
+        assert!(bit(&h, "estop-latch.0.ok-out") && bit(&h, "estop-latch.0.watchdog"));
+        assert!(bit(&h, "watchdog.ok-out"));
+    }
+
+    #[test]
     fn estop_latch_names_and_counts_make_linuxcnc_instances() {
         let mut h = bench();
         assert_eq!(
