@@ -6,13 +6,14 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtapi::components::{LoadError, Registry, Target};
 use rtapi::config::Machine;
 use rtapi::runtime::function::{Cycle, FunctionFactory, RtFn};
-use rtapi::runtime::ThreadSpec;
+use rtapi::runtime::{health, ThreadSpec};
 use rtapi_hal::{ComponentKey, FunctionKey, Hal, HalBuilder, In, Out, ThreadConfig, ThreadKey};
 use std::time::Duration;
 
 /// Builds the HAL for real and keeps the factories, so a thread's functions can be called by hand.
 struct BenchTarget {
     builder: HalBuilder,
+    health_owner: Option<ComponentKey>,
     factories: Vec<(FunctionKey, FunctionFactory)>,
     threads: Vec<(String, ThreadKey)>,
 }
@@ -28,6 +29,7 @@ impl Target for BenchTarget {
         f: FunctionFactory,
     ) -> Result<(), LoadError> {
         let key = self.builder.function(c, name)?;
+        health::declare_function(&mut self.builder, c, name)?;
         self.factories.push((key, f));
         Ok(())
     }
@@ -35,6 +37,8 @@ impl Target for BenchTarget {
         let key = self
             .builder
             .thread(ThreadConfig::new(&t.name, t.period.as_nanos() as u64))?;
+        let owner = health::owner(&mut self.builder, &mut self.health_owner)?;
+        health::declare_thread(&mut self.builder, owner, &t.name)?;
         self.threads.push((t.name.clone(), key));
         Ok(())
     }
@@ -69,6 +73,7 @@ fn sim_axis_servo_cycle(c: &mut Criterion) {
     let machine = Machine::load(std::path::Path::new(dir)).unwrap();
     let mut target = BenchTarget {
         builder: HalBuilder::new(&instance("sim-axis")).unwrap(),
+        health_owner: None,
         factories: Vec::new(),
         threads: Vec::new(),
     };

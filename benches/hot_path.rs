@@ -45,6 +45,18 @@ fn hot_path(c: &mut Criterion) {
     c.bench_function("clock::now (clock_gettime MONOTONIC)", |b| {
         b.iter(clock::now)
     });
+    let ic = clock::IntervalClock::get();
+    c.bench_function(
+        &format!(
+            "IntervalClock::read ({})",
+            if ic.is_tsc() {
+                "rdtsc"
+            } else {
+                "clock_gettime"
+            }
+        ),
+        |b| b.iter(|| black_box(ic.read())),
+    );
     c.bench_function("missed_periods", |b| {
         let (d, p) = (Nanos::from_millis(5), Nanos::from_micros(25));
         b.iter(|| clock::missed_periods(black_box(d), black_box(d + Nanos::from_micros(80)), p))

@@ -78,6 +78,7 @@ fn raw_pages_decode_to_the_events_the_text_shows() {
     assert_eq!(raw.skipped, 0, "every raw record has a decoder");
     assert_eq!(raw.events.len(), text.events.len());
     let mut comms_compared = 0;
+    let mut comm_mismatches = Vec::new();
     for (i, (t, r)) in text.events.iter().zip(&raw.events).enumerate() {
         // The text has microseconds, rounded.
         assert!(
@@ -91,11 +92,20 @@ fn raw_pages_decode_to_the_events_the_text_shows() {
             "event {i}: {t:?} vs {r:?}"
         );
         if t.comm != "<...>" && r.pid != 0 {
-            assert_eq!(r.comm, t.comm, "event {i}");
             comms_compared += 1;
+            if r.comm != t.comm {
+                comm_mismatches.push(format!("event {i}: raw {} vs text {}", r.comm, t.comm));
+            }
         }
     }
+    // The text names a task by the kernel's saved comm *now*, the raw reader by the comm its events
+    // last carried: a task that exec'd during the trace (`bash` becoming `mkdir`) differs. Rare.
     assert!(comms_compared > 100, "{comms_compared}");
+    assert!(
+        comm_mismatches.len() * 50 <= comms_compared,
+        "{} of {comms_compared} task names differ: {comm_mismatches:?}",
+        comm_mismatches.len()
+    );
     // Both views saw switches, wakeups, the local timer and hrtimer callbacks by name.
     let has = |f: &dyn Fn(&EventKind) -> bool| raw.events.iter().any(|e| f(&e.kind));
     assert!(has(&|k| matches!(k, EventKind::Switch { .. })));

@@ -19,7 +19,7 @@ use rtapi_hal::{ComponentKey, Hal, HalBuilder, HalReader, ThreadConfig, Value, W
 
 use super::{Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target};
 use crate::runtime::function::{Cycle, FunctionFactory, RtFn};
-use crate::runtime::ThreadSpec;
+use crate::runtime::{health, ThreadSpec};
 
 /// Components loaded into a real segment and stepped by hand; see the module docs.
 pub struct Harness {
@@ -32,6 +32,7 @@ pub struct Harness {
     fns: Vec<(String, RtFn)>,
     number: u64,
     now_ns: i64,
+    health_owner: Option<ComponentKey>,
 }
 
 impl Harness {
@@ -47,6 +48,7 @@ impl Harness {
             fns: Vec::new(),
             number: 0,
             now_ns: 0,
+            health_owner: None,
         })
     }
 
@@ -226,15 +228,22 @@ impl Target for Harness {
         name: &str,
         factory: FunctionFactory,
     ) -> Result<(), LoadError> {
-        self.builder_mut()?.function(component, name)?;
+        let b = self.builder_mut()?;
+        b.function(component, name)?;
+        health::declare_function(b, component, name)?;
         self.pending.push((name.to_string(), factory));
         Ok(())
     }
 
     fn thread(&mut self, thread: &ThreadSpec) -> Result<(), LoadError> {
         let period = u64::try_from(thread.period.as_nanos()).unwrap_or(0);
-        self.builder_mut()?
-            .thread(ThreadConfig::new(&thread.name, period))?;
+        let b = self
+            .builder
+            .as_mut()
+            .ok_or_else(|| LoadError::new("the harness is started: declare before start()"))?;
+        b.thread(ThreadConfig::new(&thread.name, period))?;
+        let owner = health::owner(b, &mut self.health_owner)?;
+        health::declare_thread(b, owner, &thread.name)?;
         Ok(())
     }
 

@@ -28,8 +28,8 @@
 //! in halrun): the sum wraps around 2³² and is then read as an s32, so `sel-u32` ≥ 0x80000000 selects
 //! nothing (a negative selection), while a selection past the last output selects the last one. In
 //! bargraph mode the outputs `out-MM` with `MM < selection` are TRUE, so selection 0 lights nothing and
-//! 3 lights `out-00`…`out-02`. LinuxCNC's `demux` also exports an undocumented `time` pin with a varying timing value; it is
-//! here so that configs and pin listings match, and stays 0.
+//! 3 lights `out-00`…`out-02`. `demux.N.time` (LinuxCNC lists it too) is the function's execution
+//! time, which every function has (see `runtime::health`).
 
 use rtapi_hal::{In, Out, ParamAccess};
 
@@ -173,7 +173,6 @@ impl Component for Demux {
         for m in 0..n {
             outs.push(ctx.pin::<Out, bool>(&format!("out-{m:02}"))?);
         }
-        ctx.pin::<Out, i32>("time")?;
         let bargraph = ctx.param::<bool>("bargraph", ParamAccess::Rw, false)?;
         ctx.function("", move |hal| {
             let bits: Vec<_> = bits.into_iter().map(|k| hal.pin(k)).collect();
@@ -335,7 +334,6 @@ mod tests {
         h.set("d.bargraph", "1").unwrap();
         h.step(P);
         assert_eq!(outs(&h), [false; 5]);
-        assert_eq!(h.get("d.time").unwrap(), Value::S32(0));
     }
 
     #[test]

@@ -51,6 +51,7 @@ mod counters;
 mod edges;
 mod encoder;
 mod filters;
+mod finite;
 mod harness;
 mod limit;
 mod logic;
@@ -142,6 +143,36 @@ pub struct Declared {
     pub params: HashMap<String, (ValueType, ParamAccess)>,
     /// Full function name → the instance that exported it.
     pub functions: HashMap<String, String>,
+}
+
+impl Declared {
+    /// Records thread `thread`'s health objects (see [`crate::runtime::health`]), which every
+    /// [`Target`] declares with the thread.
+    pub fn thread_health(&mut self, thread: &str) {
+        use crate::runtime::health::{THREAD_PARAMS, THREAD_PINS, TIME_PIN};
+        for (suffix, ty) in THREAD_PINS.into_iter().chain([TIME_PIN]) {
+            self.pins
+                .insert(format!("{thread}.{suffix}"), (ty, PinDir::Out));
+        }
+        for (suffix, ty, access) in THREAD_PARAMS {
+            self.params
+                .insert(format!("{thread}.{suffix}"), (ty, access));
+        }
+    }
+
+    /// Records `<function>.time` (pin), `.tmax` and `.tmax-increased` (params), which every
+    /// [`Target`] declares with the function.
+    pub fn function_health(&mut self, function: &str) {
+        use crate::runtime::health::{FUNCTION_PARAMS, TIME_PIN};
+        self.pins.insert(
+            format!("{function}.{}", TIME_PIN.0),
+            (TIME_PIN.1, PinDir::Out),
+        );
+        for (suffix, ty, access) in FUNCTION_PARAMS {
+            self.params
+                .insert(format!("{function}.{suffix}"), (ty, access));
+        }
+    }
 }
 
 /// Values given by `setp` anywhere in the config, applied as the pins' and params' initial values so
@@ -254,6 +285,7 @@ impl Registry {
         r.register::<safety::EstopLatchComp>();
         r.register::<safety::Watchdog>();
         r.register::<safety::ChargePumpComp>();
+        r.register::<finite::Finite>();
         r.register::<limit::Limit1>();
         r.register::<limit::Limit2>();
         r.register::<math::Scale>();
@@ -486,6 +518,7 @@ impl LoadContext<'_> {
         };
         self.target
             .function(self.component, &name, Box::new(factory))?;
+        self.declared.function_health(&name);
         self.declared
             .functions
             .insert(name, self.instance.to_string());

@@ -9,6 +9,7 @@ use rtapi_hal::{ComponentKey, HalBuilder, ThreadConfig};
 
 use super::LoadError;
 use crate::runtime::function::FunctionFactory;
+use crate::runtime::health;
 use crate::runtime::{Configuring, Runtime, ThreadSpec};
 
 /// A runtime (or a stand-in) that accepts HAL declarations.
@@ -36,6 +37,8 @@ pub trait Target {
 /// The dry run: records everything in a [`HalBuilder`] that is never built, drops the factories.
 pub struct Validation {
     builder: HalBuilder,
+    /// The `rtapi` component of the threads' health objects, once a thread exists.
+    health_owner: Option<ComponentKey>,
 }
 
 impl Validation {
@@ -44,6 +47,7 @@ impl Validation {
     pub fn new(instance: &str) -> Result<Self, LoadError> {
         Ok(Validation {
             builder: HalBuilder::new(instance)?,
+            health_owner: None,
         })
     }
 }
@@ -60,6 +64,7 @@ impl Target for Validation {
         _factory: FunctionFactory,
     ) -> Result<(), LoadError> {
         self.builder.function(component, name)?;
+        health::declare_function(&mut self.builder, component, name)?;
         Ok(())
     }
 
@@ -67,6 +72,8 @@ impl Target for Validation {
         let period = u64::try_from(thread.period.as_nanos()).unwrap_or(0);
         self.builder
             .thread(ThreadConfig::new(&thread.name, period))?;
+        let owner = health::owner(&mut self.builder, &mut self.health_owner)?;
+        health::declare_thread(&mut self.builder, owner, &thread.name)?;
         Ok(())
     }
 

@@ -62,6 +62,7 @@ impl Machine {
             a.target
                 .thread(t)
                 .map_err(|e| ConfigError::at(&self.file, *line, e.message))?;
+            a.declared.thread_health(&t.name);
             a.threads.push((t.name.clone(), 0));
         }
         // Every setp, in order (the last one for a name wins), before any component loads.

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod function;
+pub mod health;
 pub(crate) mod panic;
 mod start;
 pub mod thread;
@@ -198,6 +199,11 @@ pub struct Configuring {
     addf: Vec<(String, String, Option<usize>)>,
     histogram: HistogramConfig,
     allow_comparison_timers: bool,
+    /// The `rtapi` component owning the threads' health objects, once a thread exists.
+    health_owner: Option<ComponentKey>,
+    /// Each thread's and each function's health objects (see [`health`]).
+    thread_health: std::collections::HashMap<String, health::ThreadKeys>,
+    function_health: std::collections::HashMap<String, health::FunctionKeys>,
 }
 
 /// The running state.
@@ -286,6 +292,9 @@ impl Runtime<Configuring> {
                 hal,
                 threads: Vec::new(),
                 factories: Vec::new(),
+                health_owner: None,
+                thread_health: Default::default(),
+                function_health: Default::default(),
                 addf: Vec::new(),
                 histogram: HistogramConfig::default(),
                 allow_comparison_timers: false,
@@ -344,7 +353,11 @@ impl Runtime<Configuring> {
                 spec.name
             )));
         }
-        self.state.threads.push(spec);
+        let st = &mut self.state;
+        let owner = health::owner(&mut st.hal, &mut st.health_owner)?;
+        let keys = health::declare_thread(&mut st.hal, owner, &spec.name)?;
+        st.thread_health.insert(spec.name.clone(), keys);
+        st.threads.push(spec);
         Ok(())
     }
 
@@ -356,6 +369,8 @@ impl Runtime<Configuring> {
         factory: FunctionFactory,
     ) -> Result<(), RuntimeError> {
         let key = self.state.hal.function(component, name)?;
+        let health = health::declare_function(&mut self.state.hal, component, name)?;
+        self.state.function_health.insert(name.to_string(), health);
         self.state.factories.push((key, name.to_string(), factory));
         Ok(())
     }

@@ -76,9 +76,22 @@ impl Runtime<Configuring> {
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
         let mut bodies = make_bodies(c.factories, &c.addf, &hal);
         let hardening = harden(&c.opts, c.selection.flavor)?;
+        // Calibrated here (20 ms, once per process), not on an RT thread.
+        let _ = crate::rt::clock::IntervalClock::get();
         let stop = Arc::new(AtomicBool::new(false));
-        let (starting, supervision) =
-            spawn(&hal, &placed, &keys, &mut bodies, &stop, c.opts.lock_memory)?;
+        let health = Health {
+            threads: &c.thread_health,
+            functions: &c.function_health,
+        };
+        let (starting, supervision) = spawn(
+            &hal,
+            &placed,
+            &keys,
+            &mut bodies,
+            &stop,
+            c.opts.lock_memory,
+            &health,
+        )?;
         let (threads, origin) = synchronize(starting, &stop)?;
         hal.set_running(true);
 
@@ -267,6 +280,12 @@ fn harden(opts: &super::RuntimeOptions, flavor: flavor::Flavor) -> Result<Harden
     Ok(hardening)
 }
 
+/// The health objects declared while configuring (see [`super::health`]).
+struct Health<'a> {
+    threads: &'a HashMap<String, super::health::ThreadKeys>,
+    functions: &'a HashMap<String, super::health::FunctionKeys>,
+}
+
 /// Phase 5: one OS thread per RT thread, each waiting for the handshakes.
 fn spawn(
     hal: &Hal,
@@ -275,6 +294,7 @@ fn spawn(
     bodies: &mut HashMap<FunctionKey, (String, RtFn)>,
     stop: &Arc<AtomicBool>,
     lock_memory: bool,
+    health: &Health<'_>,
 ) -> Result<(Vec<Starting>, Supervision), RuntimeError> {
     let mut starting = Vec::new();
     let (panic_tx, panics) = mpsc::sync_channel::<PanicReport>(16);
@@ -292,14 +312,25 @@ fn spawn(
             .unzip();
         let (events, consumer) = msg::channel(EVENT_CAPACITY);
         let heartbeat = Arc::new(Heartbeat::default());
-        supervision.watched.push(Watched::new(
-            p.spec.name.clone(),
-            names.clone(),
-            p.spec.period,
-            p.policy,
-            heartbeat.clone(),
-            hal.thread_state_cell(key),
-        ));
+        let thread_health = health.threads.get(&p.spec.name);
+        supervision.watched.push(
+            Watched::new(
+                p.spec.name.clone(),
+                names.clone(),
+                p.spec.period,
+                p.policy,
+                heartbeat.clone(),
+                hal.thread_state_cell(key),
+            )
+            .with_stalled_pin(thread_health.map(|k| hal.pin(k.stalled))),
+        );
+        let function_keys: Vec<super::health::FunctionKeys> = names
+            .iter()
+            .filter_map(|n| health.functions.get(n).copied())
+            .collect();
+        let health = thread_health
+            .filter(|_| function_keys.len() == names.len())
+            .map(|k| super::health::ThreadHealth::new(hal, k, &function_keys));
         let plan = ThreadPlan {
             name: p.spec.name.clone(),
             period: p.spec.period,
@@ -316,6 +347,7 @@ fn spawn(
             },
             heartbeat: heartbeat.clone(),
             panics: panic_tx.clone(),
+            health,
         };
         let (ready_tx, ready) = mpsc::channel();
         let (origin, origin_rx) = mpsc::channel();

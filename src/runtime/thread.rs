@@ -39,6 +39,8 @@ pub(crate) struct ThreadPlan {
     pub heartbeat: Arc<Heartbeat>,
     /// Where a panic's message goes (logged by the non-RT side).
     pub panics: std::sync::mpsc::SyncSender<super::panic::PanicReport>,
+    /// The thread's health pins and params in the HAL.
+    pub health: Option<super::health::ThreadHealth>,
 }
 
 /// What a thread shows of itself to its supervisor, outside the HAL: written with relaxed stores
@@ -190,6 +192,9 @@ fn setup(plan: &ThreadPlan) -> SetupResult {
 fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
     let functions = std::mem::take(&mut plan.functions);
     let mut cycler = Cycler::new(first, plan.period, functions).watched_by(plan.heartbeat.clone());
+    if let Some(h) = plan.health.take() {
+        cycler = cycler.with_health(h);
+    }
     cycler.start_usage_count();
     let mut deadline = first;
     // A stop request also interrupts the wait itself (Runtime::stop signals the thread), so the loop
@@ -238,6 +243,10 @@ pub struct Cycler {
     heartbeat: Arc<Heartbeat>,
     /// The thread's usage at the previous spike sample (or the loop's start).
     usage_base: Option<sched::ThreadUsage>,
+    /// Health pins and params to write, if the thread has them in the HAL.
+    health: Option<super::health::ThreadHealth>,
+    /// Times the functions.
+    clock: clock::IntervalClock,
 }
 
 impl Cycler {
@@ -254,7 +263,15 @@ impl Cycler {
             missed_before: 0,
             heartbeat: Arc::default(),
             usage_base: None,
+            health: None,
+            clock: clock::IntervalClock::get(),
         }
+    }
+
+    /// Writes the thread's health into the HAL each period (see [`super::health`]).
+    pub fn with_health(mut self, health: super::health::ThreadHealth) -> Cycler {
+        self.health = Some(health);
+        self
     }
 
     /// Takes the thread's current usage as the base of the first spike's counts; call it on the
@@ -302,11 +319,17 @@ impl Cycler {
             now_ns: now.as_nanos(),
         };
 
-        // One clock read per function: each function's end is the next one's start.
+        // Health first, so that this period's functions already see a late wake.
+        if let Some(h) = &mut self.health {
+            h.wake(latency, self.missed_before);
+        }
+        // One interval-clock read per function (the TSC where the kernel keeps time with it):
+        // each function's end is the next one's start.
+        let clk = self.clock;
         let mut t0 = if self.functions.is_empty() {
-            now
+            0
         } else {
-            clock::now()
+            clk.read()
         };
         for (i, f) in self.functions.iter_mut().enumerate() {
             if self.faulted[i] {
@@ -316,15 +339,27 @@ impl Cycler {
                 .in_function
                 .store(i as u32 + 1, Ordering::Relaxed);
             let ok = catch_unwind(AssertUnwindSafe(|| f(&cycle))).is_ok();
-            let t1 = clock::now();
+            let t1 = clk.read();
             if !ok {
                 self.faulted[i] = true;
                 events.push(RtEvent::FunctionFaulted { function: i as u16 });
             }
-            stats.record_function(i, (t1 - t0).as_nanos().max(0) as u64, u32::from(!ok));
+            let ns = clk.ns(t0, t1);
+            stats.record_function(i, ns, u32::from(!ok));
+            if let Some(h) = &self.health {
+                h.function(i, ns);
+            }
             t0 = t1;
         }
-        let end = t0;
+        // The end on CLOCK_MONOTONIC, for missed deadlines: one read per period.
+        let end = if self.functions.is_empty() {
+            now
+        } else {
+            clock::now()
+        };
+        if let Some(h) = &self.health {
+            h.done((end - now).as_nanos().max(0) as u64);
+        }
         self.heartbeat.in_function.store(0, Ordering::Relaxed);
 
         // Deadlines that went by while we were late or working are skipped, not run back to back.

@@ -115,6 +115,8 @@ pub(crate) struct Watched {
     seen: Instant,
     stalled_since: Option<Instant>,
     demoted: bool,
+    /// `<thread>.stalled` in the HAL.
+    stalled_pin: Option<rtapi_hal::Pin<rtapi_hal::Out, bool>>,
 }
 
 impl Watched {
@@ -137,7 +139,14 @@ impl Watched {
             seen: Instant::now(),
             stalled_since: None,
             demoted: false,
+            stalled_pin: None,
         }
+    }
+
+    /// Also sets and clears `<thread>.stalled` in the HAL.
+    pub fn with_stalled_pin(mut self, pin: Option<rtapi_hal::Pin<rtapi_hal::Out, bool>>) -> Self {
+        self.stalled_pin = pin;
+        self
     }
 
     fn place(&self, function: Option<u32>) -> String {
@@ -186,6 +195,9 @@ impl Watchdog {
                 } else if let Some(since) = t.stalled_since.filter(|_| moved) {
                     t.stalled_since = None;
                     t.state.set(ThreadState::Running);
+                    if let Some(p) = &t.stalled_pin {
+                        p.set(false);
+                    }
                     log::warn!(
                         "thread {}: periods complete again after a stall of {} ms",
                         t.name,
@@ -210,6 +222,9 @@ impl Watchdog {
             let function = t.heartbeat.in_function();
             t.stalled_since = Some(t.seen);
             t.state.set(ThreadState::Stalled { function });
+            if let Some(p) = &t.stalled_pin {
+                p.set(true);
+            }
             let demote = self.opts.action != StallAction::Report && t.policy != Policy::Other;
             let mut what = String::new();
             if demote {

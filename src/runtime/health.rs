@@ -1,0 +1,227 @@
+//! Thread and function health as HAL objects (issue 12), so that a late or stalled thread can be
+//! wired into a safety chain like any other signal:
+//!
+//! | name                   | kind  | type | dir/access | written                                         |
+//! |------------------------|-------|------|------------|-------------------------------------------------|
+//! | `<thread>.time`        | pin   | s32  | OUT        | ns its functions took last period (LinuxCNC's)  |
+//! | `<thread>.tmax`        | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
+//! | `<thread>.latency`     | pin   | s32  | OUT        | ns this period's wake came after its deadline   |
+//! | `<thread>.latency-max` | pin   | s32  | OUT        | the most `latency` has been                     |
+//! | `<thread>.overruns`    | pin   | u32  | OUT        | periods after which deadlines were missed       |
+//! | `<thread>.missed`      | pin   | u32  | OUT        | deadlines missed (skipped periods) in all       |
+//! | `<thread>.late`        | pin   | bit  | OUT        | TRUE in the period after a miss                 |
+//! | `<thread>.stalled`     | pin   | bit  | OUT        | TRUE while the watchdog says the thread stalled |
+//! | `<funct>.time`         | pin   | s32  | OUT        | ns the function took last call (LinuxCNC's)     |
+//! | `<funct>.tmax`         | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
+//! | `<funct>.tmax-increased` | param | bit | ro        | TRUE when the last call raised `tmax`           |
+//!
+//! Kinds and types are LinuxCNC 2.9's (`time` a pin, `tmax` a param), checked in its halrun.
+//!
+//! The thread objects belong to a component named `rtapi` (created with the first thread); a
+//! function's belong to the function's component. LinuxCNC counts `time`/`tmax` in CPU clocks;
+//! rtapi in nanoseconds. Values saturate at the type's maximum.
+//!
+//! The thread writes its pins at the start of each period, right after it woke and before its
+//! functions run — so a function of the same thread (an `estop_latch` fed by `<thread>.late`) acts in
+//! that same period — and `time`/`tmax` after its functions. They are ordinary HAL cells: one relaxed
+//! store each, no lock, no syscall. They come from the same measurements as the stats block (which
+//! keeps more: sums, histogram, spikes) and can be reset without touching it.
+
+use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, Pin, PinKey};
+
+/// Name of the component that owns the thread health objects.
+pub const OWNER: &str = "rtapi";
+
+/// The thread's health pins: suffix, type (all OUT).
+pub const THREAD_PINS: [(&str, rtapi_hal::ValueType); 6] = [
+    ("latency", rtapi_hal::ValueType::S32),
+    ("latency-max", rtapi_hal::ValueType::S32),
+    ("overruns", rtapi_hal::ValueType::U32),
+    ("missed", rtapi_hal::ValueType::U32),
+    ("late", rtapi_hal::ValueType::Bit),
+    ("stalled", rtapi_hal::ValueType::Bit),
+];
+
+/// The health pin of a thread and of a function (OUT): suffix, type.
+pub const TIME_PIN: (&str, rtapi_hal::ValueType) = ("time", rtapi_hal::ValueType::S32);
+
+/// The health params of a thread: suffix, type, access.
+pub const THREAD_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 1] =
+    [("tmax", rtapi_hal::ValueType::S32, ParamAccess::Rw)];
+
+/// The health params of a function: suffix, type, access.
+pub const FUNCTION_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 2] = [
+    ("tmax", rtapi_hal::ValueType::S32, ParamAccess::Rw),
+    ("tmax-increased", rtapi_hal::ValueType::Bit, ParamAccess::Ro),
+];
+
+/// The keys of one thread's health objects, from [`declare_thread`]. A [`Target`](crate::components::Target)
+/// other than the runtime declares them too, so that configs can `net` them.
+#[derive(Clone, Copy)]
+pub struct ThreadKeys {
+    time: PinKey<Out, i32>,
+    tmax: ParamKey<i32>,
+    latency: PinKey<Out, i32>,
+    latency_max: PinKey<Out, i32>,
+    overruns: PinKey<Out, u32>,
+    missed: PinKey<Out, u32>,
+    late: PinKey<Out, bool>,
+    pub(crate) stalled: PinKey<Out, bool>,
+}
+
+/// The keys of one function's `time`/`tmax`, from [`declare_function`].
+#[derive(Clone, Copy)]
+pub struct FunctionKeys {
+    time: PinKey<Out, i32>,
+    tmax: ParamKey<i32>,
+    increased: ParamKey<bool>,
+}
+
+/// Declares `<thread>.*` in `b`, owned by `owner` (the [`OWNER`] component).
+pub fn declare_thread(
+    b: &mut HalBuilder,
+    owner: ComponentKey,
+    thread: &str,
+) -> Result<ThreadKeys, HalError> {
+    let n = |s: &str| format!("{thread}.{s}");
+    Ok(ThreadKeys {
+        time: b.pin(owner, &n("time"))?,
+        tmax: b.param(owner, &n("tmax"), ParamAccess::Rw, 0i32)?,
+        latency: b.pin(owner, &n("latency"))?,
+        latency_max: b.pin(owner, &n("latency-max"))?,
+        overruns: b.pin(owner, &n("overruns"))?,
+        missed: b.pin(owner, &n("missed"))?,
+        late: b.pin(owner, &n("late"))?,
+        stalled: b.pin(owner, &n("stalled"))?,
+    })
+}
+
+/// Declares `<function>.time` and `.tmax`, owned by the function's component.
+pub fn declare_function(
+    b: &mut HalBuilder,
+    component: ComponentKey,
+    function: &str,
+) -> Result<FunctionKeys, HalError> {
+    Ok(FunctionKeys {
+        time: b.pin(component, &format!("{function}.time"))?,
+        tmax: b.param(
+            component,
+            &format!("{function}.tmax"),
+            ParamAccess::Rw,
+            0i32,
+        )?,
+        increased: b.param(
+            component,
+            &format!("{function}.tmax-increased"),
+            ParamAccess::Ro,
+            false,
+        )?,
+    })
+}
+
+/// The `rtapi` component of `b`, created on first use (`owner` remembers it).
+pub fn owner(
+    b: &mut HalBuilder,
+    owner: &mut Option<ComponentKey>,
+) -> Result<ComponentKey, HalError> {
+    if let Some(k) = *owner {
+        return Ok(k);
+    }
+    let k = b.component(OWNER)?;
+    *owner = Some(k);
+    Ok(k)
+}
+
+fn sat_i32(ns: u64) -> i32 {
+    i32::try_from(ns).unwrap_or(i32::MAX)
+}
+
+struct FunctionHealth {
+    time: Pin<Out, i32>,
+    tmax: rtapi_hal::Param<i32>,
+    increased: rtapi_hal::Param<bool>,
+}
+
+/// The handles a thread writes its health through; see the module docs. Built before the thread
+/// starts; every method is a few relaxed loads and stores.
+pub struct ThreadHealth {
+    time: Pin<Out, i32>,
+    tmax: rtapi_hal::Param<i32>,
+    latency: Pin<Out, i32>,
+    latency_max: Pin<Out, i32>,
+    overruns: Pin<Out, u32>,
+    missed: Pin<Out, u32>,
+    late: Pin<Out, bool>,
+    functions: Vec<FunctionHealth>,
+    max: i32,
+    overrun_count: u32,
+    missed_count: u32,
+}
+
+impl ThreadHealth {
+    /// The handles of a built HAL, for a thread whose functions (in run order) have `functions`.
+    pub(crate) fn new(hal: &rtapi_hal::Hal, keys: &ThreadKeys, functions: &[FunctionKeys]) -> Self {
+        ThreadHealth {
+            time: hal.pin(keys.time),
+            tmax: hal.param(keys.tmax),
+            latency: hal.pin(keys.latency),
+            latency_max: hal.pin(keys.latency_max),
+            overruns: hal.pin(keys.overruns),
+            missed: hal.pin(keys.missed),
+            late: hal.pin(keys.late),
+            functions: functions
+                .iter()
+                .map(|f| FunctionHealth {
+                    time: hal.pin(f.time),
+                    tmax: hal.param(f.tmax),
+                    increased: hal.param(f.increased),
+                })
+                .collect(),
+            max: 0,
+            overrun_count: 0,
+            missed_count: 0,
+        }
+    }
+
+    /// At the wake: this period's latency, and the periods missed just before it.
+    #[inline]
+    pub fn wake(&mut self, latency_ns: i64, missed_before: u64) {
+        let l = sat_i32(latency_ns.max(0) as u64);
+        self.max = self.max.max(l);
+        self.latency.set(l);
+        self.latency_max.set(self.max);
+        if missed_before > 0 {
+            self.overrun_count = self.overrun_count.saturating_add(1);
+            self.missed_count = self
+                .missed_count
+                .saturating_add(u32::try_from(missed_before).unwrap_or(u32::MAX));
+            self.overruns.set(self.overrun_count);
+            self.missed.set(self.missed_count);
+        }
+        self.late.set(missed_before > 0);
+    }
+
+    /// After function `i` (run-order position) took `ns`.
+    #[inline]
+    pub fn function(&self, i: usize, ns: u64) {
+        if let Some(f) = self.functions.get(i) {
+            let t = sat_i32(ns);
+            f.time.set(t);
+            let up = t > f.tmax.get();
+            if up {
+                f.tmax.set(t);
+            }
+            f.increased.set(up);
+        }
+    }
+
+    /// After all functions: the thread's time this period.
+    #[inline]
+    pub fn done(&self, ns: u64) {
+        let t = sat_i32(ns);
+        self.time.set(t);
+        if t > self.tmax.get() {
+            self.tmax.set(t);
+        }
+    }
+}

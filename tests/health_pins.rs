@@ -1,0 +1,153 @@
+//! Thread and function health as HAL objects (issue 12, part 1), on a live sim-axis run in a child
+//! process, read and written from other processes as a user would: `rtapi watch servo.tmax
+//! servo.overruns`, `getp`, `setp servo.tmax 0`; and the process stopped (SIGSTOP) for 300 ms, which
+//! the thread must show as missed periods and a latency of about that much.
+
+mod common;
+use common::{rtapi, text};
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Run {
+    child: Child,
+    instance: String,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Run {
+    fn start(tag: &str) -> Run {
+        let instance = format!("{tag}-{}", std::process::id());
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
+        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+            .args(["run", config.to_str().unwrap(), "--duration", "20s"])
+            .args(["--instance", &instance, "--on-stall", "report"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let run = Run { child, instance };
+        let t0 = Instant::now();
+        while run.try_getp("servo.time").is_none_or(|v| v == 0.0) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        run
+    }
+
+    fn try_getp(&self, name: &str) -> Option<f64> {
+        let out = rtapi(&["getp", name, "--instance", &self.instance]);
+        if !out.status.success() {
+            return None;
+        }
+        let t = text(&out).0;
+        let t = t.trim();
+        Some(match t {
+            "TRUE" => 1.0,
+            "FALSE" => 0.0,
+            n => n.parse().unwrap_or_else(|_| panic!("getp {name}: {t}")),
+        })
+    }
+
+    fn getp(&self, name: &str) -> f64 {
+        self.try_getp(name)
+            .unwrap_or_else(|| panic!("getp {name} failed"))
+    }
+}
+
+#[test]
+fn health_is_readable_resettable_and_shows_a_stopped_process() {
+    let run = Run::start("health");
+    let i = run.instance.as_str();
+
+    // The LinuxCNC names: thread and function time/tmax, in ns here.
+    for name in [
+        "servo.time",
+        "servo.tmax",
+        "base.time",
+        "pid.0.do-pid-calcs.time",
+        "pid.0.do-pid-calcs.tmax",
+    ] {
+        let v = run.getp(name);
+        assert!(v > 0.0 && v < 1e9, "{name} = {v}");
+    }
+    // The thread's time covers its functions'.
+    assert!(run.getp("servo.tmax") >= run.getp("pid.0.do-pid-calcs.tmax"));
+    // `show` lists them with their owner.
+    let (shown, _) = text(&rtapi(&["show", "pin", "servo", "--instance", i]));
+    for pin in [
+        "servo.latency",
+        "servo.latency-max",
+        "servo.overruns",
+        "servo.missed",
+        "servo.late",
+        "servo.stalled",
+    ] {
+        assert!(
+            shown.lines().any(|l| l.contains("rtapi") && l.ends_with(pin)
+                || l.contains(&format!(" {pin} "))),
+            "{pin} in {shown}"
+        );
+    }
+
+    // `rtapi watch servo.tmax servo.overruns` works against the running instance.
+    let w = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["watch", "servo.tmax", "servo.overruns", "--instance", i])
+        .args(["--count", "3"])
+        .output()
+        .unwrap();
+    let (out, err) = text(&w);
+    assert!(w.status.success(), "{err}");
+    assert!(
+        out.lines()
+            .filter(|l| l.contains("servo.tmax=") && l.contains("servo.overruns="))
+            .count()
+            >= 3,
+        "{out}"
+    );
+
+    // tmax is writable: 0 resets it, and it grows back from what the thread does now.
+    let out = rtapi(&["setp", "servo.tmax", "0", "--instance", i]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    // time is read-only.
+    let out = rtapi(&["setp", "servo.time", "0", "--instance", i]);
+    assert!(!out.status.success(), "servo.time must be read-only");
+    std::thread::sleep(Duration::from_millis(50));
+    let tmax = run.getp("servo.tmax");
+    assert!(tmax > 0.0, "tmax grows again after a reset");
+
+    // Stop the whole process for 300 ms: the servo thread's next wake is ~300 ms late and the
+    // deadlines in between are missed, which its pins keep.
+    let missed0 = run.getp("servo.missed");
+    let overruns0 = run.getp("servo.overruns");
+    let pid = nix::unistd::Pid::from_raw(run.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let missed = run.getp("servo.missed") - missed0;
+    let overruns = run.getp("servo.overruns") - overruns0;
+    let latency_max = run.getp("servo.latency-max");
+    assert!(
+        (250.0..=2000.0).contains(&missed),
+        "a 300 ms stop of a 1 ms thread misses ~300 periods: {missed}"
+    );
+    assert!(overruns >= 1.0, "{overruns}");
+    assert!(latency_max >= 250e6, "latency-max {latency_max} ns");
+    // The base thread too.
+    assert!(run.getp("base.missed") >= 250.0 * 20.0);
+    // Not stalled now (the watchdog's pin follows the thread, which runs again).
+    assert_eq!(run.getp("servo.stalled"), 0.0);
+}
