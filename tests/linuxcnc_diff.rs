@@ -216,17 +216,14 @@ fn pid_p_i_d_with_feed_forward() {
 
 #[test]
 fn pid_deadband_limits_and_saturation() {
-    // No D term here: LinuxCNC's errorD is the derivative of the raw error, before maxerror and the
-    // deadband (next test); everything else is compared.
     //       P     I      D    bias FF0  FF1  FF2  db    maxout maxerr maxI  maxD  maxcD maxcDD
     let k = [
-        200.0, 2000.0, 0.0, 0.0, 0.5, 1.0, 0.0, 0.01, 3.0, 0.05, 0.002, 20.0, 8.0, 400.0,
+        200.0, 2000.0, 0.2, 0.0, 0.5, 1.0, 0.0, 0.01, 3.0, 0.05, 0.002, 20.0, 8.0, 400.0,
     ];
-    let internals = ["errorI", "commandD", "commandDD"];
     check(&pid_case(
         "pid_limits",
         pid_rows(500, 12, k, false),
-        &internals,
+        &PID_ALL,
     ));
 }
 
@@ -274,12 +271,15 @@ fn pid_gains_and_limits_change_mid_run() {
                 rng.float(0.0, 1.0),
                 rng.float(0.0, 1.0),
                 rng.float(0.0, 0.01),
-                // No deadband or maxerror: they change LinuxCNC's P and I but not its D (above).
-                0.0,
+                rng.float(0.0, 0.02),
                 // Never back to 0 once limited: LinuxCNC keeps its last saturation state when
                 // maxoutput becomes 0 (its saturated stays TRUE, its integrator frozen).
                 rng.float(0.5, 10.0),
-                0.0,
+                if rng.chance(0.5) {
+                    0.0
+                } else {
+                    rng.float(0.01, 1.0)
+                },
                 if rng.chance(0.5) {
                     0.0
                 } else {
