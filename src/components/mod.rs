@@ -282,9 +282,6 @@ impl Registry {
         r.register::<conv::ConvU32Bit>();
         r.register::<conv::ConvU32Float>();
         r.register::<conv::ConvU32S32>();
-        r.register::<safety::EstopLatchComp>();
-        r.register::<safety::Watchdog>();
-        r.register::<safety::ChargePumpComp>();
         r.register::<finite::Finite>();
         r.register::<limit::Limit1>();
         r.register::<limit::Limit2>();
@@ -298,6 +295,9 @@ impl Registry {
         r.register::<compare::Wcomp>();
         r.register::<math::Deadzone>();
         r.register::<math::Constant>();
+        r.register::<safety::EstopLatchComp>();
+        r.register::<safety::Watchdog>();
+        r.register::<safety::ChargePumpComp>();
         r.register::<edges::EdgeComp>();
         r.register::<edges::ToggleComp>();
         r.register::<edges::FlipflopComp>();
@@ -531,13 +531,7 @@ impl LoadContext<'_> {
         &mut self,
         factory: impl FnOnce(&Hal) -> RtFn + 'static,
     ) -> Result<(), LoadError> {
-        let name = self.instance.to_string();
-        self.target
-            .function(self.component, &name, Box::new(factory))?;
-        self.declared
-            .functions
-            .insert(name, self.instance.to_string());
-        Ok(())
+        self.function("", factory)
     }
 
     /// This instance's value of `loadrt` argument `key` (declared in [`Component::ARGS`]), parsed.
