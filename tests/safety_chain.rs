@@ -1,0 +1,168 @@
+//! The sim-axis safety chain end to end (issue 12, part 2): `rtapi run config/sim-axis.toml` in a
+//! child process, driven from other processes as an operator would. The chain in
+//! `config/sim-axis.hal`: servo latency ≥ 10 ms, a stalled servo thread, |following error| ≥ 1 mm or a
+//! torque command that is not finite → `estop` (estop_latch) → machine-enable (pid, amp, stepgen).
+//!
+//! - Stopping the process for 300 ms (SIGSTOP … SIGCONT) shows in the health pins, latches the
+//!   estop, drops the amp enable, and the axis holds; an operator reset (a rising edge of
+//!   `estop-reset`) brings it back, the command re-synchronised so the axis follows again.
+//! - A NaN in the loop (`setp pid.0.Pgain nan --force`) faults the chain through `finite`.
+
+mod common;
+use common::{rtapi, text};
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The following-error bound documented in config/sim-axis.toml, mm.
+const FOLLOWING_ERROR_BOUND: f64 = 0.25;
+
+struct Run {
+    child: Child,
+    instance: String,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Run {
+    fn start(tag: &str) -> Run {
+        let instance = format!("{tag}-{}", std::process::id());
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
+        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+            .args(["run", config.to_str().unwrap(), "--duration", "30s"])
+            .args(["--instance", &instance, "--on-stall", "report"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let run = Run { child, instance };
+        run.wait_for("the machine enabled", Duration::from_secs(10), |p| {
+            p["estop.ok-out"] == 1.0 && p["machine-enable"] == 1.0
+        });
+        run
+    }
+
+    /// Every pin's and signal's value as f64 (bits as 0/1).
+    fn values(&self) -> HashMap<String, f64> {
+        let mut all = HashMap::new();
+        for (what, key) in [("pin", "pins"), ("sig", "signals")] {
+            let out = rtapi(&["show", what, "--json", "--instance", &self.instance]);
+            if !out.status.success() {
+                return HashMap::new();
+            }
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            for p in v[key].as_array().into_iter().flatten() {
+                let value = match &p["value"] {
+                    serde_json::Value::Bool(b) => f64::from(u8::from(*b)),
+                    other => other.as_f64().unwrap_or(f64::NAN),
+                };
+                all.insert(p["name"].as_str().unwrap().to_string(), value);
+            }
+        }
+        all
+    }
+
+    fn wait_for(
+        &self,
+        what: &str,
+        limit: Duration,
+        ok: impl Fn(&HashMap<String, f64>) -> bool,
+    ) -> HashMap<String, f64> {
+        let t0 = Instant::now();
+        loop {
+            let v = self.values();
+            if !v.is_empty() && ok(&v) {
+                return v;
+            }
+            assert!(t0.elapsed() < limit, "{what}: not within {limit:?}; last {v:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) {
+        let mut all = args.to_vec();
+        all.extend(["--instance", &self.instance]);
+        let out = rtapi(&all);
+        assert!(out.status.success(), "rtapi {args:?}: {}", text(&out).1);
+    }
+
+    fn signal(&self, s: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), s).unwrap();
+    }
+}
+
+#[test]
+fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back() {
+    let run = Run::start("chain");
+    // Running normally: enabled, following.
+    let before = run.wait_for("following within the bound", Duration::from_secs(5), |p| {
+        p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND
+    });
+    assert_eq!(before["estop.fault-out"], 0.0);
+
+    run.signal(nix::sys::signal::Signal::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(300));
+    run.signal(nix::sys::signal::Signal::SIGCONT);
+
+    // The health pins show it, the latch is set, the enable is down.
+    let tripped = run.wait_for("the estop latched", Duration::from_secs(2), |p| {
+        p["estop.fault-out"] == 1.0 && p["machine-enable"] == 0.0
+    });
+    assert!(tripped["servo.missed"] >= 250.0, "{}", tripped["servo.missed"]);
+    assert!(tripped["servo.latency-max"] >= 250e6);
+    assert_eq!(tripped["sim_axis.0.enable"], 0.0);
+    assert_eq!(tripped["pid.0.output"], 0.0, "a disabled loop outputs nothing");
+    // The axis holds: with no torque, friction stops it and it stays.
+    std::thread::sleep(Duration::from_millis(300));
+    let held: Vec<f64> = (0..10)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            run.values()["sim_axis.0.position-fb"]
+        })
+        .collect();
+    let (lo, hi) = held
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+    assert!(hi - lo < 0.01, "the axis moved {} mm while disabled: {held:?}", hi - lo);
+    // Still latched although every input is good again: only a reset clears it.
+    assert_eq!(run.values()["estop.ok-out"], 0.0);
+
+    // The operator resets: a rising edge.
+    run.cmd(&["sets", "estop-reset", "0"]);
+    run.cmd(&["sets", "estop-reset", "1"]);
+    run.wait_for("enabled again", Duration::from_secs(2), |p| {
+        p["estop.ok-out"] == 1.0 && p["machine-enable"] == 1.0
+    });
+    // The command comes back to the sine within the limits and the axis follows it again.
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = run.wait_for("following again", Duration::from_secs(3), |p| {
+        (p["pos-cmd"] - p["sine"]).abs() < 1e-6 && p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND
+    });
+    assert_eq!(after["estop.fault-out"], 0.0, "the reset held");
+}
+
+#[test]
+fn a_nan_in_the_loop_faults_the_chain() {
+    let run = Run::start("chain-nan");
+    // A NaN gain makes the loop's output — the torque command — NaN; the plant shrugs it off (it
+    // keeps its state finite), `wcomp` would let it through (as LinuxCNC's does); `finite` catches it.
+    run.cmd(&["setp", "pid.0.Pgain", "nan", "--force"]);
+    let tripped = run.wait_for("the estop latched", Duration::from_secs(2), |p| {
+        p["estop.fault-out"] == 1.0
+    });
+    assert_eq!(tripped["machine-enable"], 0.0);
+    assert_eq!(tripped["sim_axis.0.enable"], 0.0);
+    assert!(tripped["torque-finite.count"] >= 1.0, "the NaN was seen: {tripped:?}");
+}
