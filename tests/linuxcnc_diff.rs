@@ -1135,7 +1135,10 @@ fn cat_pwmgen() {
             &[("pwm", B), ("dir", B), ("curr-dc", F)],
             &[
                 ("pwm-freq", "70"),
-                ("scale", "2"),
+                // Not 2: with `setp scale 2` before start, LinuxCNC 2.9's curr-dc ignored the
+                // value (curr-dc = offset, dir FALSE) — its scale-change detector apparently starts
+                // at 2 and never computes 1/scale; any other value works.
+                ("scale", "2.5"),
                 ("offset", "0.1"),
                 ("dither-pwm", "1"),
             ],
