@@ -1,6 +1,7 @@
-//! What the HAL side of a machine costs per period: one servo cycle of the sim-axis functions (siggen →
-//! pid → sim_axis → stepgen planning, as `config/sim-axis.hal` wires them), and a net of 1 000 pins
-//! (one writer, 999 readers) updated each cycle.
+//! What the HAL side of a machine costs per period: one servo cycle of the sim-axis functions (the
+//! safety chain, then siggen → command select/limit → pid → sim_axis → stepgen planning, as
+//! `config/sim-axis.hal` wires them), and a net of 1 000 pins (one writer, 999 readers) updated each
+//! cycle.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtapi::components::{LoadError, Registry, Target};

@@ -101,9 +101,18 @@ fn show_getp_setp_sets_watch_against_a_live_instance() {
         .iter()
         .find(|f| f["name"] == "pid.0.do-pid-calcs")
         .unwrap();
+    // Its position is the number of servo functions added before it in config/sim-axis.hal.
+    let hal = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/sim-axis.hal"))
+        .unwrap();
+    let before = hal
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() >= 3 && w[0] == "addf" && w[2] == "servo")
+        .take_while(|w| w[1] != "pid.0.do-pid-calcs")
+        .count() as u64;
     assert_eq!(
         (pid["thread"].as_str(), pid["position"].as_u64()),
-        (Some("servo"), Some(3))
+        (Some("servo"), Some(before))
     );
     assert!(pid["calls"].as_u64().unwrap() > 0 && pid["max_ns"].as_u64().unwrap() > 0);
 
@@ -120,7 +129,7 @@ fn show_getp_setp_sets_watch_against_a_live_instance() {
 
     // Signals with their writer and readers; a glob on pins.
     let s = i.json(&["show", "sig", "pos-cmd"]);
-    assert_eq!(s["signals"][0]["writer"], "siggen.0.sine");
+    assert_eq!(s["signals"][0]["writer"], "cmd-limit.out");
     assert!(s["signals"][0]["readers"]
         .as_array()
         .unwrap()
@@ -156,7 +165,7 @@ fn show_getp_setp_sets_watch_against_a_live_instance() {
         (vec!["setp", "stepgen.0.frequency", "3"], "read-only"),
         (
             vec!["sets", "pos-cmd", "1"],
-            "driven by OUT pin 'siggen.0.sine'",
+            "driven by OUT pin 'cmd-limit.out'",
         ),
         (
             vec!["getp", "nothing.here"],

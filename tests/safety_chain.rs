@@ -86,7 +86,10 @@ impl Run {
             if !v.is_empty() && ok(&v) {
                 return v;
             }
-            assert!(t0.elapsed() < limit, "{what}: not within {limit:?}; last {v:?}");
+            assert!(
+                t0.elapsed() < limit,
+                "{what}: not within {limit:?}; last {v:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -120,10 +123,17 @@ fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back(
     let tripped = run.wait_for("the estop latched", Duration::from_secs(2), |p| {
         p["estop.fault-out"] == 1.0 && p["machine-enable"] == 0.0
     });
-    assert!(tripped["servo.missed"] >= 250.0, "{}", tripped["servo.missed"]);
+    assert!(
+        tripped["servo.missed"] >= 250.0,
+        "{}",
+        tripped["servo.missed"]
+    );
     assert!(tripped["servo.latency-max"] >= 250e6);
     assert_eq!(tripped["sim_axis.0.enable"], 0.0);
-    assert_eq!(tripped["pid.0.output"], 0.0, "a disabled loop outputs nothing");
+    assert_eq!(
+        tripped["pid.0.output"], 0.0,
+        "a disabled loop outputs nothing"
+    );
     // The axis holds: with no torque, friction stops it and it stays.
     std::thread::sleep(Duration::from_millis(300));
     let held: Vec<f64> = (0..10)
@@ -134,8 +144,14 @@ fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back(
         .collect();
     let (lo, hi) = held
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-    assert!(hi - lo < 0.01, "the axis moved {} mm while disabled: {held:?}", hi - lo);
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    assert!(
+        hi - lo < 0.01,
+        "the axis moved {} mm while disabled: {held:?}",
+        hi - lo
+    );
     // Still latched although every input is good again: only a reset clears it.
     assert_eq!(run.values()["estop.ok-out"], 0.0);
 
@@ -164,5 +180,8 @@ fn a_nan_in_the_loop_faults_the_chain() {
     });
     assert_eq!(tripped["machine-enable"], 0.0);
     assert_eq!(tripped["sim_axis.0.enable"], 0.0);
-    assert!(tripped["torque-finite.count"] >= 1.0, "the NaN was seen: {tripped:?}");
+    assert!(
+        tripped["torque-finite.count"] >= 1.0,
+        "the NaN was seen: {tripped:?}"
+    );
 }
