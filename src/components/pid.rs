@@ -3,9 +3,11 @@
 //! Each period, with `e` the error after the `maxerror` limit and the `deadband`:
 //!
 //! ```text
-//! output = bias + Pgain·e + Igain·∫e dt + Dgain·de/dt + FF0·command + FF1·command' + FF2·command''
+//! output = bias + Pgain·e + Igain·∫e dt + Dgain·errorD + FF0·command + FF1·command' + FF2·command''
 //! ```
 //!
+//! where `errorD = command' − feedback'` is the derivative of the raw error (before `maxerror` and the
+//! deadband, which shape only P and I), limited to ±`maxerrorD`, as in LinuxCNC 2.9; the whole is
 //! clamped to ±`maxoutput`. `dt` is the real time since the previous period (several periods after an
 //! overrun), so the integral and the derivatives stay right when the thread is late. Derivatives are 0
 //! on the first enabled period (and `command''` on the second) instead of a spike from stale history.
@@ -126,7 +128,7 @@ pub(crate) fn apply_deadband(e: f64, deadband: f64) -> f64 {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct PidState {
     error_i: f64,
-    prev_error: f64,
+    prev_feedback: f64,
     prev_command: f64,
     prev_command_d: f64,
     /// Enabled periods seen so far, up to 2: how many derivatives have real history.
@@ -163,7 +165,12 @@ impl PidState {
         };
         let (error_d, command_d) = if self.primed >= 1 {
             (
-                limit(rate(e, self.prev_error), g.maxerror_d),
+                // LinuxCNC: the raw error's derivative, command' − feedback', before maxerror and
+                // the deadband (they shape P and I only).
+                limit(
+                    rate(command, self.prev_command) - rate(feedback, self.prev_feedback),
+                    g.maxerror_d,
+                ),
                 limit(rate(command, self.prev_command), g.maxcmd_d),
             )
         } else {
@@ -174,11 +181,16 @@ impl PidState {
         } else {
             0.0
         };
-        // Conditional integration: never push further into the saturation we are in.
-        let winding_up = (self.saturation > 0 && e > 0.0) || (self.saturation < 0 && e < 0.0);
-        if !winding_up && dt_s > 0.0 {
-            self.error_i = limit(self.error_i + e * dt_s, g.maxerror_i);
+        // Conditional integration: never push further into the saturation we are in. Written as
+        // LinuxCNC's product test, so that a non-finite error (∞·0, NaN) is never integrated: one
+        // infinite command must not leave the integrator at ∞ (and the output NaN) for good.
+        let integrate = e * f64::from(self.saturation) <= 0.0;
+        if integrate && dt_s > 0.0 {
+            self.error_i += e * dt_s;
         }
+        // Every enabled period, as LinuxCNC: a lowered maxerrorI takes effect at once, even while
+        // the integrator is frozen by saturation.
+        self.error_i = limit(self.error_i, g.maxerror_i);
         let unclamped = g.bias
             + g.pgain * e
             + g.igain * self.error_i
@@ -197,7 +209,7 @@ impl PidState {
         } else {
             0
         };
-        self.prev_error = e;
+        self.prev_feedback = feedback;
         self.prev_command = command;
         self.prev_command_d = command_d;
         self.primed = (self.primed + 1).min(2);

@@ -223,7 +223,8 @@ impl Component for Watchdog {
             let (enable, ok) = (hal.pin(enable), hal.pin(ok));
             let mut beats = vec![Heartbeat::default(); inputs.len()];
             Box::new(move |cycle| {
-                if !enable.get() {
+                // As LinuxCNC: nothing runs while disabled or once faulted (the timers hold).
+                if !enable.get() || !ok.get() {
                     return;
                 }
                 let elapsed = nominal_ns(cycle);
@@ -252,7 +253,9 @@ impl Component for Watchdog {
                     ns.store(timeout_ns(param.get()), Relaxed);
                 }
                 let en = enable.get();
-                if en && !last_enable {
+                // A rising enable restarts a faulted watchdog only (LinuxCNC): re-enabling one
+                // that is still OK resumes its held timers.
+                if en && !last_enable && !ok.get() {
                     for (t, left) in timeouts_ns.iter().zip(&*left_ns) {
                         left.store(t.load(Relaxed), Relaxed);
                     }
