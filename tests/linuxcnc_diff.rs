@@ -814,21 +814,6 @@ fn cat_limit2() {
 }
 
 #[test]
-fn cat_limit3() {
-    // A smooth-ish command with jumps; limits that change mid-run through their pins.
-    let ins = [
-        ("in", F, G::Slow(-5.0, 5.0)),
-        ("enable", B, G::Bit(0.01)),
-        ("load", B, G::Bit(0.01)),
-        ("min", F, G::Slow(-4.0, -1.0)),
-        ("max", F, G::Slow(1.0, 4.0)),
-        ("maxv", F, G::Slow(50.0, 500.0)),
-        ("maxa", F, G::Slow(1e4, 1e5)),
-    ];
-    simple("limit3", "limit3", &ins, &[("out", F)], &[]);
-}
-
-#[test]
 fn cat_scale_sum2_mult2_div2() {
     simple(
         "scale",

@@ -347,7 +347,7 @@ fn a_sigkilled_owner_is_shown_dead_and_refuses_writes() {
     // setp/sets: exit 1, the owner is gone, how to clean up; nothing written.
     for args in [
         vec!["setp", "pid.0.Pgain", "5"],
-        vec!["sets", "machine-enable", "0"],
+        vec!["sets", "estop-stop", "1"],
     ] {
         let o = run(&args);
         let (_, stderr) = text(&o);
@@ -361,7 +361,7 @@ fn a_sigkilled_owner_is_shown_dead_and_refuses_writes() {
         );
     }
     assert_eq!(text(&run(&["getp", "pid.0.Pgain"])).0.trim(), "2000");
-    assert_eq!(text(&run(&["getp", "machine-enable"])).0.trim(), "TRUE");
+    assert_eq!(text(&run(&["getp", "estop-stop"])).0.trim(), "FALSE");
 
     // watch: nothing to watch.
     let o = run(&["watch", "pid.0.Pgain", "--count", "3"]);
