@@ -5,40 +5,25 @@
 
 mod common;
 use common::{rtapi, text};
+#[path = "common/sim_axis.rs"]
+mod sim_axis;
+use sim_axis::SimAxis;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Run {
-    child: Child,
-    instance: String,
-}
+struct Run(SimAxis);
 
-impl Drop for Run {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let _ = self.child.wait();
-        }
+impl std::ops::Deref for Run {
+    type Target = SimAxis;
+    fn deref(&self) -> &SimAxis {
+        &self.0
     }
 }
 
 impl Run {
     fn start(tag: &str) -> Run {
-        let instance = format!("{tag}-{}", std::process::id());
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
-        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["run", config.to_str().unwrap(), "--duration", "20s"])
-            .args(["--instance", &instance, "--on-stall", "report"])
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let run = Run { child, instance };
+        let run = Run(SimAxis::spawn(tag, "20s"));
         let t0 = Instant::now();
         while run.try_getp("servo.time").is_none_or(|v| v == 0.0) {
             assert!(t0.elapsed() < Duration::from_secs(10), "never came up");
@@ -132,10 +117,9 @@ fn health_is_readable_resettable_and_shows_a_stopped_process() {
     // deadlines in between are missed, which its pins keep.
     let missed0 = run.getp("servo.missed");
     let overruns0 = run.getp("servo.overruns");
-    let pid = nix::unistd::Pid::from_raw(run.child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    run.signal(nix::sys::signal::Signal::SIGSTOP);
     std::thread::sleep(Duration::from_millis(300));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    run.signal(nix::sys::signal::Signal::SIGCONT);
     std::thread::sleep(Duration::from_millis(100));
     let missed = run.getp("servo.missed") - missed0;
     let overruns = run.getp("servo.overruns") - overruns0;

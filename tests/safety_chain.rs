@@ -10,44 +10,28 @@
 
 mod common;
 use common::{rtapi, text};
+#[path = "common/sim_axis.rs"]
+mod sim_axis;
+use sim_axis::SimAxis;
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The following-error bound documented in config/sim-axis.toml, mm.
 const FOLLOWING_ERROR_BOUND: f64 = 0.25;
 
-struct Run {
-    child: Child,
-    instance: String,
-}
+struct Run(SimAxis);
 
-impl Drop for Run {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let _ = self.child.wait();
-        }
+impl std::ops::Deref for Run {
+    type Target = SimAxis;
+    fn deref(&self) -> &SimAxis {
+        &self.0
     }
 }
 
 impl Run {
     fn start(tag: &str) -> Run {
-        let instance = format!("{tag}-{}", std::process::id());
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
-        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["run", config.to_str().unwrap(), "--duration", "30s"])
-            .args(["--instance", &instance, "--on-stall", "report"])
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let run = Run { child, instance };
+        let run = Run(SimAxis::spawn(tag, "30s"));
         run.wait_for("the machine enabled", Duration::from_secs(10), |p| {
             p["estop.ok-out"] == 1.0 && p["machine-enable"] == 1.0
         });
@@ -99,10 +83,6 @@ impl Run {
         all.extend(["--instance", &self.instance]);
         let out = rtapi(&all);
         assert!(out.status.success(), "rtapi {args:?}: {}", text(&out).1);
-    }
-
-    fn signal(&self, s: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), s).unwrap();
     }
 }
 
