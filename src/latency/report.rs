@@ -230,7 +230,7 @@ pub(crate) struct ThreadResult {
     /// Spikes the follower read (all of them unless it fell behind by more than the segment's ring).
     pub(crate) spikes_seen: u64,
     /// Spikes gone from the segment's ring of the latest before they were read (counted, not
-    /// explained): `spikes_seen + spikes_lost = spikes_total` up to the last periods before the stop.
+    /// explained): `spikes_seen + spikes_lost = spikes_total`.
     pub(crate) spikes_lost: u64,
     /// With `--trace`: spikes read but not covered by the trace.
     #[serde(skip_serializing_if = "Option::is_none")]
