@@ -8,6 +8,7 @@
 mod advice;
 mod cpus;
 mod environment;
+mod interrupts;
 mod kconfig;
 mod kernel;
 mod probe;
@@ -19,13 +20,13 @@ mod tuning;
 pub use advice::{Finding, Severity};
 pub use cpus::Cpus;
 pub use environment::Environment;
+pub(crate) use interrupts::{parse_interrupts, parse_softirqs, IrqLine, SoftirqLine};
 pub use kernel::{CoKernel, KernelInfo, Preemption};
 pub use probe::{Limit, LiveProbe, Privileges, Probe};
 pub use sysroot::SysRoot;
 pub use throttling::Throttling;
 pub(crate) use tuning::{
-    format_hex_mask, idle_states as idle_states_of, movability, parse_hex_mask, parse_interrupts,
-    Movability,
+    format_hex_mask, idle_states as idle_states_of, movability, parse_hex_mask, Movability,
 };
 
 use serde::Serialize;

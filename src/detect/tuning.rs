@@ -4,6 +4,7 @@
 //! read through the [`SysRoot`], never written: whether an IRQ is kernel-managed is read from debugfs
 //! when it is mounted, else guessed from the IRQ's name (and said to be a guess).
 
+use super::interrupts::{parse_interrupts, IrqLine};
 use super::sysroot::SysRoot;
 use crate::rt::cpulist;
 use serde::Serialize;
@@ -179,54 +180,21 @@ pub(crate) fn idle_states(root: &SysRoot, cpus: &[usize]) -> Option<Vec<IdleStat
     (!out.is_empty()).then_some(out)
 }
 
-/// One numbered line of `/proc/interrupts`: the IRQ, `(cpu, count)` per column, chip, hwirq, name.
-pub(crate) type InterruptLine = (u32, Vec<(usize, u64)>, String, String, String);
-
-/// Parses `/proc/interrupts`: the header names the CPU of each column (offline CPUs have none); lines
-/// that do not start with a number (`NMI:`, `LOC:`) or are garbled are skipped.
-pub(crate) fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
-    let mut lines = text.lines();
-    let Some(header) = lines.next() else {
-        return Vec::new();
-    };
-    let columns: Vec<usize> = header
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
-        .collect();
-    let mut out = Vec::new();
-    for line in lines {
-        let Some((num, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let Ok(irq) = num.trim().parse::<u32>() else {
-            continue;
-        };
-        let mut words = rest.split_whitespace().peekable();
-        let mut counts = Vec::new();
-        for &cpu in &columns {
-            match words.peek().and_then(|w| w.parse::<u64>().ok()) {
-                Some(n) => {
-                    counts.push((cpu, n));
-                    words.next();
-                }
-                None => break,
-            }
-        }
-        if counts.is_empty() {
-            continue;
-        }
-        let chip = words.next().unwrap_or_default().to_string();
-        let hwirq = words.next().unwrap_or_default().to_string();
-        let name = words.collect::<Vec<_>>().join(" ");
-        out.push((irq, counts, chip, hwirq, name));
-    }
-    out
-}
-
-fn irqs_on(root: &SysRoot, lines: &[InterruptLine], rt_cpus: &[usize]) -> Vec<Irq> {
+fn irqs_on(root: &SysRoot, lines: &[IrqLine], rt_cpus: &[usize]) -> Vec<Irq> {
     let list = |rel: String| root.read(&rel).text().and_then(cpulist::parse);
     let mut out = Vec::new();
-    for (irq, counts, chip, hwirq, name) in lines {
+    for IrqLine {
+        irq,
+        name,
+        counts,
+        chip,
+        hwirq,
+        ..
+    } in lines
+    {
+        let Some(irq) = irq else {
+            continue; // LOC, RES, …: per CPU, no affinity
+        };
         let count_on_rt: u64 = counts
             .iter()
             .filter(|(cpu, _)| rt_cpus.contains(cpu))
@@ -343,19 +311,6 @@ pub(crate) fn format_hex_mask(cpus: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn interrupts_columns_follow_the_header() {
-        let t = "           CPU0       CPU2\n 36:   12  160000  PCI-MSIX-0000:00:05.0  0-edge  virtio1-req.0\n\
-                 NMI: 0 0 Non-maskable interrupts\n 9: x y garbage\n 1: 5 IO-APIC 1-edge i8042\n";
-        let l = parse_interrupts(t);
-        assert_eq!(l.len(), 2);
-        assert_eq!(l[0].0, 36);
-        assert_eq!(l[0].1, vec![(0, 12), (2, 160000)]);
-        assert_eq!(l[0].4, "virtio1-req.0");
-        assert_eq!(l[1].1, vec![(0, 5)]);
-        assert!(parse_interrupts("").is_empty());
-    }
 
     #[test]
     fn managed_guess() {

@@ -535,7 +535,7 @@ impl State {
         let cpus: BTreeSet<usize> = self.threads.iter().map(|t| t.spec.cpu).collect();
         let mut counts = BTreeMap::new();
         if let Ok(text) = std::fs::read_to_string("/proc/interrupts") {
-            for line in super::survey::counters::parse_interrupts(&text) {
+            for line in crate::detect::parse_interrupts(&text) {
                 let label = match line.irq {
                     Some(irq) => format!("IRQ {irq} ({})", line.name),
                     None => format!("{} ({})", line.key, line.name),
@@ -548,7 +548,7 @@ impl State {
             }
         }
         if let Ok(text) = std::fs::read_to_string("/proc/softirqs") {
-            for (vector, per_cpu) in super::survey::counters::parse_softirqs(&text) {
+            for (vector, per_cpu) in crate::detect::parse_softirqs(&text) {
                 for (cpu, n) in per_cpu {
                     if cpus.contains(&cpu) {
                         counts.insert((format!("softirq {vector}"), None, cpu), n);

@@ -388,7 +388,10 @@ fn irqs(
             .find(|i| i.irq == irq)
             .map_or(0, |i| i.count_on_rt)
     };
-    for (irq, counts, _chip, _hw, name) in crate::detect::parse_interrupts(&text) {
+    for line in crate::detect::parse_interrupts(&text) {
+        let (Some(irq), counts, name) = (line.irq, line.counts, line.name) else {
+            continue; // LOC, RES, …: per CPU, no affinity to write
+        };
         let rel = format!("proc/irq/{irq}/smp_affinity_list");
         let Some(current) = root.read_text(&rel) else {
             continue;

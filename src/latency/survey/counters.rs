@@ -5,6 +5,7 @@
 //! difference says where they went while the RT threads were measured, which is what explains the
 //! numbers of that run.
 
+pub(crate) use crate::detect::{parse_interrupts, parse_softirqs, IrqLine, SoftirqLine};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -39,94 +40,6 @@ impl IrqKind {
     pub(crate) fn movable(self) -> bool {
         self == IrqKind::Movable
     }
-}
-
-/// One line of `/proc/interrupts`.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct IrqLine {
-    /// The label before the colon: an IRQ number (`36`) or an architecture name (`LOC`).
-    pub(crate) key: String,
-    /// The IRQ number of a numbered line.
-    pub(crate) irq: Option<u32>,
-    /// The handlers' names (`virtio1-req.0`), or the description of a named line (`Local timer
-    /// interrupts`).
-    pub(crate) name: String,
-    /// `(cpu, count since boot)` for every CPU column.
-    pub(crate) counts: Vec<(usize, u64)>,
-}
-
-/// One line of `/proc/softirqs`: the type (`TIMER`) and `(cpu, count since boot)` per column.
-pub(crate) type SoftirqLine = (String, Vec<(usize, u64)>);
-
-/// The CPU of each column of a header line such as `      CPU0       CPU1`.
-fn columns(header: &str) -> Vec<usize> {
-    header
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
-        .collect()
-}
-
-/// Parses `/proc/interrupts`, numbered and named lines alike. A named line needs a count for every
-/// column (`ERR:` and `MIS:` are one system-wide count and are skipped); a numbered line may have fewer
-/// (the kernel prints what it has). Garbled lines are skipped.
-pub(crate) fn parse_interrupts(text: &str) -> Vec<IrqLine> {
-    let mut lines = text.lines();
-    let cols = lines.next().map(columns).unwrap_or_default();
-    let mut out = Vec::new();
-    for line in lines {
-        let Some((key, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let key = key.trim();
-        if key.is_empty() || key.contains(char::is_whitespace) {
-            continue;
-        }
-        let irq = key.parse::<u32>().ok();
-        let mut words = rest.split_whitespace().peekable();
-        let mut counts = Vec::new();
-        for &cpu in &cols {
-            match words.peek().and_then(|w| w.parse::<u64>().ok()) {
-                Some(n) => {
-                    counts.push((cpu, n));
-                    words.next();
-                }
-                None => break,
-            }
-        }
-        if counts.is_empty() || (irq.is_none() && counts.len() != cols.len()) {
-            continue;
-        }
-        let name = if irq.is_some() {
-            // Chip and hardware IRQ come before the handlers' names.
-            words.skip(2).collect::<Vec<_>>().join(" ")
-        } else {
-            words.collect::<Vec<_>>().join(" ")
-        };
-        out.push(IrqLine {
-            key: key.to_string(),
-            irq,
-            name,
-            counts,
-        });
-    }
-    out
-}
-
-/// Parses `/proc/softirqs` (a header of CPU columns, then `TYPE: count count …`).
-pub(crate) fn parse_softirqs(text: &str) -> Vec<SoftirqLine> {
-    let mut lines = text.lines();
-    let cols = lines.next().map(columns).unwrap_or_default();
-    lines
-        .filter_map(|line| {
-            let (name, rest) = line.split_once(':')?;
-            let counts: Vec<(usize, u64)> = cols
-                .iter()
-                .zip(rest.split_whitespace().map_while(|w| w.parse::<u64>().ok()))
-                .map(|(&c, n)| (c, n))
-                .collect();
-            (!counts.is_empty()).then(|| (name.trim().to_string(), counts))
-        })
-        .collect()
 }
 
 /// Both files at one moment; `None` for a file that could not be read.
