@@ -1,7 +1,7 @@
 //! The binary reader (`trace_pipe_raw`) decodes the same events as the kernel's own text: one real
 //! trace of a busy CPU, read both ways, event by event.
 
-use rtapi::trace::{EventKind, Formats, RawReader, TraceSession};
+use rtapi::trace::{CpuReader, EventKind, Formats, RawReader, TraceSession};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

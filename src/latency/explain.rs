@@ -20,7 +20,7 @@ use std::time::Duration;
 use rtapi_hal::{HalReader, Spike};
 
 use crate::trace::{
-    attribute, Cause, CauseKind, Formats, PipeReader, RawReader, TraceSession, Window,
+    attribute, Cause, CauseKind, CpuReader, Formats, PipeReader, RawReader, TraceSession,
 };
 
 /// Spikes kept per thread, the worst by latency.
@@ -220,63 +220,6 @@ impl Follower {
     }
 }
 
-/// One RT CPU's trace, as binary pages or as text.
-enum CpuTrace {
-    Raw(RawReader),
-    Text(PipeReader),
-}
-
-impl CpuTrace {
-    fn cpu(&self) -> usize {
-        match self {
-            CpuTrace::Raw(r) => r.cpu(),
-            CpuTrace::Text(t) => t.cpu(),
-        }
-    }
-    fn pump(&mut self, max: usize) -> Result<usize, crate::trace::TraceError> {
-        match self {
-            CpuTrace::Raw(r) => r.pump(max),
-            CpuTrace::Text(t) => t.pump(max),
-        }
-    }
-    fn latest_ns(&self) -> Option<u64> {
-        match self {
-            CpuTrace::Raw(r) => r.latest_ns(),
-            CpuTrace::Text(t) => t.latest_ns(),
-        }
-    }
-    fn oldest_ns(&self) -> Option<u64> {
-        match self {
-            CpuTrace::Raw(r) => r.oldest_ns(),
-            CpuTrace::Text(t) => t.oldest_ns(),
-        }
-    }
-    fn forget_before(&mut self, ts: u64) {
-        match self {
-            CpuTrace::Raw(r) => r.forget_before(ts),
-            CpuTrace::Text(t) => t.forget_before(ts),
-        }
-    }
-    fn window(&self, from: u64, to: u64) -> Window {
-        match self {
-            CpuTrace::Raw(r) => r.window(from, to),
-            CpuTrace::Text(t) => t.window(from, to),
-        }
-    }
-    fn lost_events(&self) -> u64 {
-        match self {
-            CpuTrace::Raw(r) => r.lost_events(),
-            CpuTrace::Text(t) => t.lost_events(),
-        }
-    }
-    fn bytes_read(&self) -> u64 {
-        match self {
-            CpuTrace::Raw(r) => r.bytes_read(),
-            CpuTrace::Text(t) => t.bytes_read(),
-        }
-    }
-}
-
 struct PerThread {
     spec: Followed,
     since: u64,
@@ -295,7 +238,7 @@ struct State {
     reader: HalReader,
     threads: Vec<PerThread>,
     session: Option<TraceSession>,
-    pipes: Vec<CpuTrace>,
+    pipes: Vec<Box<dyn CpuReader>>,
     counters: bool,
     samples: VecDeque<Sample>,
     first_sample: Option<Sample>,
@@ -325,8 +268,9 @@ impl State {
                 .ok();
             for &cpu in s.cpus() {
                 let r = match &formats {
-                    Some(f) => RawReader::open(s, cpu, f.clone()).map(CpuTrace::Raw),
-                    None => PipeReader::open(s, cpu).map(CpuTrace::Text),
+                    Some(f) => RawReader::open(s, cpu, f.clone())
+                        .map(|r| Box::new(r) as Box<dyn CpuReader>),
+                    None => PipeReader::open(s, cpu).map(|r| Box::new(r) as Box<dyn CpuReader>),
                 };
                 match r {
                     Ok(p) => pipes.push(p),
@@ -624,8 +568,8 @@ impl State {
         } else {
             "none"
         };
-        let trace_lost_events = self.pipes.iter().map(CpuTrace::lost_events).sum();
-        let trace_bytes = self.pipes.iter().map(CpuTrace::bytes_read).sum();
+        let trace_lost_events = self.pipes.iter().map(|p| p.lost_events()).sum();
+        let trace_bytes = self.pipes.iter().map(|p| p.bytes_read()).sum();
         let missing_events = self
             .session
             .as_ref()

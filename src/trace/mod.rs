@@ -23,4 +23,6 @@ pub mod session;
 pub use attribute::{attribute, Cause, CauseKind};
 pub use parse::{parse_text, Event, EventKind, TaskRef};
 pub use raw::{Formats, RawReader};
-pub use session::{tracefs_root, PipeReader, TraceError, TraceSession, Window};
+pub use session::{
+    tracefs_root, CpuReader, PipeReader, Stretches, TraceError, TraceSession, Window,
+};

@@ -14,14 +14,14 @@
 //! its `format` file gives. Function pointers (hrtimer callbacks, work functions) are named from
 //! `/proc/kallsyms`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::parse::{Event, EventKind, TaskRef};
-use super::session::{TraceError, TraceSession, Window};
+use super::session::{CpuReader, Stretches, TraceError, TraceSession, Window};
 
 const PAGE_DATA: usize = 16;
 const MISSED_EVENTS: u64 = 1 << 31;
@@ -383,14 +383,6 @@ fn records(page: &[u8]) -> (Vec<Record<'_>>, bool) {
     (out, lost)
 }
 
-/// A page as read, with the time of its first and last record.
-#[derive(Debug)]
-struct Page {
-    first_ns: u64,
-    last_ns: u64,
-    bytes: Vec<u8>,
-}
-
 /// One CPU's `trace_pipe_raw`, consumed as it comes (non-blocking), its pages kept as bytes and
 /// decoded for the windows asked for. Same use as [`super::PipeReader`], a fraction of the cost.
 #[derive(Debug)]
@@ -399,7 +391,7 @@ pub struct RawReader {
     path: PathBuf,
     file: fs::File,
     formats: Arc<Formats>,
-    pages: VecDeque<Page>,
+    pages: Stretches,
     /// pid → comm, learned from the events decoded (and `/proc` for the others).
     comms: std::cell::RefCell<HashMap<u32, String>>,
     lost_pages: u64,
@@ -432,21 +424,23 @@ impl RawReader {
             path,
             file,
             formats,
-            pages: VecDeque::new(),
+            pages: Stretches::default(),
             comms: Default::default(),
             lost_pages: 0,
             bytes: 0,
             page_size,
         })
     }
+}
 
+impl CpuReader for RawReader {
     /// The CPU it reads.
-    pub fn cpu(&self) -> usize {
+    fn cpu(&self) -> usize {
         self.cpu
     }
 
     /// Reads the pages the kernel has for this CPU now (at most `max_bytes`); returns the bytes.
-    pub fn pump(&mut self, max_bytes: usize) -> Result<usize, TraceError> {
+    fn pump(&mut self, max_bytes: usize) -> Result<usize, TraceError> {
         let mut got = 0;
         while got < max_bytes {
             let mut buf = vec![0u8; self.page_size];
@@ -463,53 +457,33 @@ impl RawReader {
             self.lost_pages += u64::from(lost);
             if let (Some(f), Some(l)) = (recs.first(), recs.last()) {
                 let (first_ns, last_ns) = (f.ts_ns, l.ts_ns);
-                self.pages.push_back(Page {
-                    first_ns,
-                    last_ns,
-                    bytes: buf,
-                });
+                self.pages.push(first_ns, last_ns, buf);
             }
         }
         self.bytes += got as u64;
         Ok(got)
     }
 
-    /// The newest event's time read so far (CLOCK_MONOTONIC ns).
-    pub fn latest_ns(&self) -> Option<u64> {
-        self.pages.back().map(|p| p.last_ns)
-    }
-
-    /// The oldest event's time still kept.
-    pub fn oldest_ns(&self) -> Option<u64> {
-        self.pages.front().map(|p| p.first_ns)
-    }
-
     /// Pages that said events were lost before them (the reader fell behind the ring).
-    pub fn lost_events(&self) -> u64 {
+    fn lost_events(&self) -> u64 {
         self.lost_pages
     }
 
     /// Bytes read so far.
-    pub fn bytes_read(&self) -> u64 {
+    fn bytes_read(&self) -> u64 {
         self.bytes
     }
 
     /// Drops the pages whose events are all older than `ts_ns`.
-    pub fn forget_before(&mut self, ts_ns: u64) {
-        while self.pages.front().is_some_and(|p| p.last_ns < ts_ns) {
-            self.pages.pop_front();
-        }
+    fn forget_before(&mut self, ts_ns: u64) {
+        self.pages.forget_before(ts_ns);
     }
 
     /// The kept events with `from_ns <= ts_ns <= to_ns`, decoded, in time order.
-    pub fn window(&self, from_ns: u64, to_ns: u64) -> Window {
+    fn window(&self, from_ns: u64, to_ns: u64) -> Window {
         let mut out = Window::default();
-        for p in self
-            .pages
-            .iter()
-            .filter(|p| p.last_ns >= from_ns && p.first_ns <= to_ns)
-        {
-            for r in records(&p.bytes).0 {
+        for p in self.pages.overlapping(from_ns, to_ns) {
+            for r in records(p).0 {
                 if r.ts_ns < from_ns || r.ts_ns > to_ns {
                     continue;
                 }
@@ -522,6 +496,12 @@ impl RawReader {
         out
     }
 
+    fn kept(&self) -> &Stretches {
+        &self.pages
+    }
+}
+
+impl RawReader {
     fn comm_of(&self, pid: u32) -> String {
         if pid == 0 {
             return "<idle>".into();

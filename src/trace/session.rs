@@ -234,6 +234,69 @@ impl TraceSession {
     }
 }
 
+/// One RT CPU's events as they come, kept for a while and cut into windows on demand: what the
+/// spike follower reads, from the binary pages ([`RawReader`](super::RawReader)) or from the text
+/// ([`PipeReader`]).
+pub trait CpuReader: Send {
+    /// The CPU it reads.
+    fn cpu(&self) -> usize;
+    /// Reads what the kernel has for this CPU now (at most `max_bytes`); returns the bytes read.
+    fn pump(&mut self, max_bytes: usize) -> Result<usize, TraceError>;
+    /// The kept events with `from_ns <= ts_ns <= to_ns`, in time order.
+    fn window(&self, from_ns: u64, to_ns: u64) -> Window;
+    /// Times the kernel reported events lost (the reader fell behind its ring) so far.
+    fn lost_events(&self) -> u64;
+    /// Bytes read so far.
+    fn bytes_read(&self) -> u64;
+    /// What is kept.
+    fn kept(&self) -> &Stretches;
+    /// Drops what only holds events older than `ts_ns`.
+    fn forget_before(&mut self, ts_ns: u64);
+    /// The newest event's time read so far (CLOCK_MONOTONIC ns).
+    fn latest_ns(&self) -> Option<u64> {
+        self.kept().latest_ns()
+    }
+    /// The oldest event's time still kept.
+    fn oldest_ns(&self) -> Option<u64> {
+        self.kept().oldest_ns()
+    }
+}
+
+/// Time-ordered stretches of raw trace data (text chunks, binary pages), each with the time of its
+/// first and last event; the store both readers keep.
+#[derive(Debug, Default)]
+pub struct Stretches {
+    items: std::collections::VecDeque<(u64, u64, Vec<u8>)>,
+}
+
+impl Stretches {
+    /// Appends a stretch whose events run from `first_ns` to `last_ns`.
+    pub fn push(&mut self, first_ns: u64, last_ns: u64, data: Vec<u8>) {
+        self.items.push_back((first_ns, last_ns, data));
+    }
+    /// The newest event's time.
+    pub fn latest_ns(&self) -> Option<u64> {
+        self.items.back().map(|s| s.1)
+    }
+    /// The oldest event's time.
+    pub fn oldest_ns(&self) -> Option<u64> {
+        self.items.front().map(|s| s.0)
+    }
+    /// Drops the stretches whose events are all older than `ts_ns`.
+    pub fn forget_before(&mut self, ts_ns: u64) {
+        while self.items.front().is_some_and(|s| s.1 < ts_ns) {
+            self.items.pop_front();
+        }
+    }
+    /// The stretches with an event in `[from_ns, to_ns]`, oldest first.
+    pub fn overlapping(&self, from_ns: u64, to_ns: u64) -> impl Iterator<Item = &[u8]> {
+        self.items
+            .iter()
+            .filter(move |s| s.1 >= from_ns && s.0 <= to_ns)
+            .map(|s| s.2.as_slice())
+    }
+}
+
 /// One CPU's events consumed as they come from `per_cpu/cpuN/trace_pipe` (non-blocking), the text of
 /// the last [`keep`](Self::forget_before) kept in memory and cut into windows on demand. Reading the
 /// pipe frees the kernel's ring as it goes, so a long run is followed from its start; parsing is
@@ -245,16 +308,9 @@ pub struct PipeReader {
     file: fs::File,
     /// The end of the last read, up to its last complete line.
     partial: Vec<u8>,
-    chunks: std::collections::VecDeque<Chunk>,
+    chunks: Stretches,
     lost_events: u64,
     bytes: u64,
-}
-
-#[derive(Debug)]
-struct Chunk {
-    first_ns: u64,
-    last_ns: u64,
-    text: String,
 }
 
 /// The timestamp of the first (`rev` false) or last event line in `text` that parses.
@@ -297,19 +353,21 @@ impl PipeReader {
             path,
             file,
             partial: Vec::new(),
-            chunks: std::collections::VecDeque::new(),
+            chunks: Stretches::default(),
             lost_events: 0,
             bytes: 0,
         })
     }
+}
 
+impl CpuReader for PipeReader {
     /// The CPU it reads.
-    pub fn cpu(&self) -> usize {
+    fn cpu(&self) -> usize {
         self.cpu
     }
 
     /// Reads what the kernel has for this CPU now (at most `max_bytes`); returns the bytes read.
-    pub fn pump(&mut self, max_bytes: usize) -> Result<usize, TraceError> {
+    fn pump(&mut self, max_bytes: usize) -> Result<usize, TraceError> {
         use std::io::Read;
         let mut buf = vec![0u8; 1 << 20];
         let mut got = 0;
@@ -331,53 +389,33 @@ impl PipeReader {
             let text = String::from_utf8_lossy(&whole).into_owned();
             self.lost_events += lost_in(&text);
             if let (Some(first_ns), Some(last_ns)) = (edge_ts(&text, false), edge_ts(&text, true)) {
-                self.chunks.push_back(Chunk {
-                    first_ns,
-                    last_ns,
-                    text,
-                });
+                self.chunks.push(first_ns, last_ns, text.into_bytes());
             }
         }
         self.bytes += got as u64;
         Ok(got)
     }
 
-    /// The newest event's time read so far (CLOCK_MONOTONIC ns).
-    pub fn latest_ns(&self) -> Option<u64> {
-        self.chunks.back().map(|c| c.last_ns)
-    }
-
-    /// The oldest event's time still kept.
-    pub fn oldest_ns(&self) -> Option<u64> {
-        self.chunks.front().map(|c| c.first_ns)
-    }
-
     /// Events the kernel reported lost (the reader fell behind its ring) so far.
-    pub fn lost_events(&self) -> u64 {
+    fn lost_events(&self) -> u64 {
         self.lost_events
     }
 
     /// Bytes of trace text read so far.
-    pub fn bytes_read(&self) -> u64 {
+    fn bytes_read(&self) -> u64 {
         self.bytes
     }
 
     /// Drops the text of events older than `ts_ns`.
-    pub fn forget_before(&mut self, ts_ns: u64) {
-        while self.chunks.front().is_some_and(|c| c.last_ns < ts_ns) {
-            self.chunks.pop_front();
-        }
+    fn forget_before(&mut self, ts_ns: u64) {
+        self.chunks.forget_before(ts_ns);
     }
 
     /// The kept events with `from_ns <= ts_ns <= to_ns`, in time order.
-    pub fn window(&self, from_ns: u64, to_ns: u64) -> Window {
+    fn window(&self, from_ns: u64, to_ns: u64) -> Window {
         let mut out = Window::default();
-        for c in self
-            .chunks
-            .iter()
-            .filter(|c| c.last_ns >= from_ns && c.first_ns <= to_ns)
-        {
-            for line in c.text.lines() {
+        for c in self.chunks.overlapping(from_ns, to_ns) {
+            for line in String::from_utf8_lossy(c).lines() {
                 match parse_line(line) {
                     Line::Event(e) if e.ts_ns > to_ns => break,
                     Line::Event(e) if e.ts_ns >= from_ns => out.events.push(e),
@@ -388,6 +426,10 @@ impl PipeReader {
             }
         }
         out
+    }
+
+    fn kept(&self) -> &Stretches {
+        &self.chunks
     }
 }
 
