@@ -214,6 +214,7 @@ fn bad_arguments_exit_2_with_what_to_do() {
         (vec!["--cpu", "x"], "BASE,SERVO"),
         (vec!["--flavor", "rtai"], "valid flavors"),
         (vec!["--cpu", "4000"], "CPU 4000"),
+        (vec!["--trace=0"], "--trace=50us"),
     ] {
         let out = rtapi("bad", &args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

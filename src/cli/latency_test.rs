@@ -174,6 +174,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
             args.timer
         )));
     }
+    if args.trace.is_some_and(|t| !t.is_positive()) {
+        return Err(Failure::usage(
+            "--trace=THRESHOLD must be positive (every period would be a spike), e.g. --trace=50us",
+        ));
+    }
     let duration = Duration::try_from(args.duration)
         .map_err(|_| Failure::usage("--duration must be positive"))?;
     if args.all_cpus {
