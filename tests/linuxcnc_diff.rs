@@ -814,6 +814,47 @@ fn cat_limit2() {
 }
 
 #[test]
+fn cat_limit3() {
+    // A command that holds, then jumps; bounds, maxv and maxa that change mid-run through their pins.
+    let ins = [
+        ("in", F, G::Slow(-5.0, 5.0)),
+        ("enable", B, G::Bit(0.01)),
+        ("load", B, G::Bit(0.01)),
+        ("min", F, G::Slow(-4.0, -1.0)),
+        ("max", F, G::Slow(1.0, 4.0)),
+        ("maxv", F, G::Slow(50.0, 500.0)),
+        ("maxa", F, G::Slow(1e4, 1e5)),
+    ];
+    simple("limit3", "limit3", &ins, &[("out", F)], &[]);
+}
+
+#[test]
+fn cat_limit3_edges() {
+    // A noisy command with 0, −0 and the bounds as edge values, smooth-steps changing (0 and huge
+    // included), enable toggling often, and crossed bounds now and then.
+    let ins = [
+        ("in", F, G::Fin(-3.0, 3.0)),
+        ("enable", B, G::Bit(0.05)),
+        ("load", B, G::Bit(0.005)),
+        ("min", F, G::Slow(-2.0, 0.5)),
+        ("max", F, G::Slow(-0.5, 2.0)),
+        ("maxv", F, G::Slow(10.0, 300.0)),
+        ("maxa", F, G::Slow(1e3, 1e5)),
+        ("smooth-steps", U, G::U(0, 6)),
+    ];
+    simple("limit3_edges", "limit3", &ins, &[("out", F)], &[]);
+    // NaN, infinities and 1e300 in the command: the state goes non-finite on both sides until `load`
+    // (which ignores a NaN) brings it back.
+    let ins = [
+        ("in", F, G::F(-3.0, 3.0)),
+        ("load", B, G::Bit(0.08)),
+        ("maxv", F, G::Slow(10.0, 300.0)),
+        ("maxa", F, G::Slow(1e3, 1e5)),
+    ];
+    simple("limit3_nonfinite", "limit3", &ins, &[("out", F)], &[]);
+}
+
+#[test]
 fn cat_scale_sum2_mult2_div2() {
     simple(
         "scale",

@@ -1,4 +1,5 @@
-//! Limiters, LinuxCNC's names and pins: `limit1` (range) and `limit2` (range and slew rate).
+//! Limiters, LinuxCNC's names and pins: `limit1` (range), `limit2` (range and slew rate) and
+//! `limit3` (range, velocity and acceleration).
 //!
 //! | name               | kind     | type  | dir | default | meaning                                   |
 //! |--------------------|----------|-------|-----|---------|-------------------------------------------|
@@ -8,7 +9,12 @@
 //! | `limitK.N.max`     | pin      | float | IN  | 1e20    | upper bound                               |
 //! | `limit2.N.maxv`    | pin      | float | IN  | 1e20    | largest change of `out` per second        |
 //! | `limit2.N.load`    | pin      | bit   | IN  | FALSE   | TRUE: `out` jumps to `in` (within min…max), ignoring `maxv` |
+//! | `limit3.N.maxa`    | pin      | float | IN  | 1e20    | largest change of the velocity per second |
+//! | `limit3.N.enable`  | pin      | bit   | IN  | TRUE    | FALSE: `out` heads for 0 instead of `in`, within the same limits |
+//! | `limit3.N.smooth-steps` | pin | u32   | IN  | 2       | periods over which the landing on a goal is eased |
 //! | `<instance>`       | function |       |     |         | one update                                |
+//!
+//! `limit3` has the same `in`, `out`, `load`, `min`, `max` and `maxv` pins as `limit2`.
 //!
 //! The comparisons are LinuxCNC's, which matters only for odd inputs (checked in halrun):
 //!
@@ -23,6 +29,9 @@
 //!   limits nothing.
 
 use rtapi_hal::{In, Out};
+
+mod limit3;
+pub(crate) use limit3::Limit3;
 
 use super::{Component, LoadContext, LoadError};
 

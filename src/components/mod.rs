@@ -285,6 +285,7 @@ impl Registry {
         r.register::<finite::Finite>();
         r.register::<limit::Limit1>();
         r.register::<limit::Limit2>();
+        r.register::<limit::Limit3>();
         r.register::<math::Scale>();
         r.register::<math::Sum2>();
         r.register::<math::Mult2>();
