@@ -306,6 +306,14 @@ impl Cycler {
         stats: &StatsWriter,
         events: &Producer,
     ) -> Nanos {
+        // The interval clock's reading at the wake: the first function starts from it, and the end
+        // of the period is measured from it (one read per function, none extra).
+        let clk = self.clock;
+        let start = if self.functions.is_empty() {
+            0
+        } else {
+            clk.read()
+        };
         let (period, period_ns) = (self.period, self.period.as_nanos() as u64);
         let deadline = self.deadline();
         let latency = (now - deadline).as_nanos();
@@ -325,12 +333,7 @@ impl Cycler {
         }
         // One interval-clock read per function (the TSC where the kernel keeps time with it):
         // each function's end is the next one's start.
-        let clk = self.clock;
-        let mut t0 = if self.functions.is_empty() {
-            0
-        } else {
-            clk.read()
-        };
+        let mut t0 = start;
         for (i, f) in self.functions.iter_mut().enumerate() {
             if self.faulted[i] {
                 continue;
@@ -351,11 +354,12 @@ impl Cycler {
             }
             t0 = t1;
         }
-        // The end on CLOCK_MONOTONIC, for missed deadlines: one read per period.
+        // The end, for missed deadlines: the wake plus the interval clock's time since it. Only the
+        // few instructions between the wake's own clock read and `start` are not counted.
         let end = if self.functions.is_empty() {
             now
         } else {
-            clock::now()
+            now + Nanos::from_nanos(clk.ns(start, t0).min(i64::MAX as u64) as i64)
         };
         if let Some(h) = &self.health {
             h.done((end - now).as_nanos().max(0) as u64);
