@@ -90,10 +90,11 @@ impl Runtime<Configuring> {
             &mut bodies,
             &stop,
             c.opts.lock_memory,
+            c.opts.functions_stopped,
             &health,
         )?;
         let (threads, origin) = synchronize(starting, &stop)?;
-        hal.set_running(true);
+        hal.set_running(!c.opts.functions_stopped);
 
         let housekeeping = housekeeping_cpus(&c.system, &placed);
         let stalled_stop = Arc::new(AtomicBool::new(false));
@@ -294,6 +295,7 @@ fn spawn(
     bodies: &mut HashMap<FunctionKey, (String, RtFn)>,
     stop: &Arc<AtomicBool>,
     lock_memory: bool,
+    functions_stopped: bool,
     health: &Health<'_>,
 ) -> Result<(Vec<Starting>, Supervision), RuntimeError> {
     let mut starting = Vec::new();
@@ -312,6 +314,7 @@ fn spawn(
             .unzip();
         let (events, consumer) = msg::channel(EVENT_CAPACITY);
         let heartbeat = Arc::new(Heartbeat::default());
+        heartbeat.set_functions_running(!functions_stopped);
         let thread_health = health.threads.get(&p.spec.name);
         supervision.watched.push(
             Watched::new(
