@@ -89,8 +89,7 @@ impl Runtime<Configuring> {
             &keys,
             &mut bodies,
             &stop,
-            c.opts.lock_memory,
-            c.opts.functions_stopped,
+            &c.opts,
             &health,
         )?;
         let (threads, origin) = synchronize(starting, &stop)?;
@@ -294,10 +293,10 @@ fn spawn(
     keys: &[ThreadKey],
     bodies: &mut HashMap<FunctionKey, (String, RtFn)>,
     stop: &Arc<AtomicBool>,
-    lock_memory: bool,
-    functions_stopped: bool,
+    opts: &super::RuntimeOptions,
     health: &Health<'_>,
 ) -> Result<(Vec<Starting>, Supervision), RuntimeError> {
+    let (lock_memory, functions_stopped) = (opts.lock_memory, opts.functions_stopped);
     let mut starting = Vec::new();
     let (panic_tx, panics) = mpsc::sync_channel::<PanicReport>(16);
     let mut supervision = Supervision {
