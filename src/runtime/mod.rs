@@ -25,6 +25,7 @@
 pub mod function;
 pub mod health;
 pub(crate) mod panic;
+pub mod runlist;
 mod start;
 pub mod thread;
 pub mod watchdog;

@@ -83,15 +83,8 @@ impl Runtime<Configuring> {
             threads: &c.thread_health,
             functions: &c.function_health,
         };
-        let (starting, supervision) = spawn(
-            &hal,
-            &placed,
-            &keys,
-            &mut bodies,
-            &stop,
-            &c.opts,
-            &health,
-        )?;
+        let (starting, supervision) =
+            spawn(&hal, &placed, &keys, &mut bodies, &stop, &c.opts, &health)?;
         let (threads, origin) = synchronize(starting, &stop)?;
         hal.set_running(!c.opts.functions_stopped);
 
