@@ -83,6 +83,10 @@ impl Image {
     fn u64(&mut self, off: usize, v: u64) {
         self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
     }
+    /// A cell slot holding `bits` of type `ty` (only the type's bytes; the rest 0).
+    fn cell(&mut self, off: usize, ty: crate::value::ValueType, bits: u64) {
+        self.0[off..off + 8].copy_from_slice(&crate::value::cell::image(ty, bits));
+    }
     /// A NUL-padded text field of `field` bytes; `text` was validated to be shorter.
     fn text(&mut self, off: usize, field: usize, text: &str) {
         assert!(text.len() < field, "validated names fit their field");
@@ -139,7 +143,7 @@ pub(crate) fn encode(b: &HalBuilder, plan: &Plan, pid: u32, start_time_ns: u64) 
             x.signal
                 .map_or(0, |s| plan.record(Table::Signals, s) as u64),
         );
-        im.u64(r + pi::VALUE, x.init);
+        im.cell(r + pi::VALUE, x.ty, x.init);
     }
     for (i, x) in b.params.iter().enumerate() {
         let r = plan.record(Table::Params, i);
@@ -147,7 +151,7 @@ pub(crate) fn encode(b: &HalBuilder, plan: &Plan, pid: u32, start_time_ns: u64) 
         im.u32(r + pa::TYPE, x.ty.code());
         im.u32(r + pa::ACCESS, x.access as u32);
         im.u64(r + pa::COMPONENT, comp(x.component));
-        im.u64(r + pa::VALUE, x.init);
+        im.cell(r + pa::VALUE, x.ty, x.init);
     }
     for (i, x) in b.signals.iter().enumerate() {
         let r = plan.record(Table::Signals, i);
@@ -160,7 +164,7 @@ pub(crate) fn encode(b: &HalBuilder, plan: &Plan, pid: u32, start_time_ns: u64) 
             r + sg::WRITER_PIN,
             x.writer.map_or(0, |p| plan.record(Table::Pins, p) as u64),
         );
-        im.u64(r + sg::VALUE, b.signal_init[i]);
+        im.cell(r + sg::VALUE, x.ty, b.signal_init[i]);
     }
     for (i, x) in b.functions.iter().enumerate() {
         let r = plan.record(Table::Functions, i);

@@ -15,8 +15,8 @@ pub const MAGIC: [u8; 8] = *b"RTAPIHAL";
 
 /// Layout version. Readers accept any minor of their major (minor versions only append fields at the end
 /// of records or of the header, and grow the stored record sizes); a new major is a breaking change.
-pub const VERSION_MAJOR: u16 = 1;
-pub const VERSION_MINOR: u16 = 3;
+pub const VERSION_MAJOR: u16 = 2;
+pub const VERSION_MINOR: u16 = 0;
 
 /// Stored as a native-endian u64: a reader on a host of the other byte order sees it reversed.
 pub const BYTE_ORDER_MARK: u64 = 0x0102_0304_0506_0708;
@@ -99,6 +99,16 @@ impl Table {
             Table::Signals => signal::SIZE,
             Table::Functions => function::SIZE,
             Table::Threads => thread::SIZE,
+        }
+    }
+
+    /// Offset of the value cell slot in this table's records, if they have one.
+    pub const fn cell(self) -> Option<usize> {
+        match self {
+            Table::Pins => Some(pin::VALUE),
+            Table::Params => Some(param::VALUE),
+            Table::Signals => Some(signal::VALUE),
+            _ => None,
         }
     }
 
@@ -236,15 +246,6 @@ pub mod stats {
     /// latest spikes).
     pub const fn size(bins: usize) -> usize {
         recent(bins) + RECENT_RING * spike::SIZE
-    }
-
-    /// Block size a segment of layout minor `minor` has: before 1.3 it ended after the bins.
-    pub const fn size_in(bins: usize, minor: u16) -> usize {
-        if minor >= 3 {
-            size(bins)
-        } else {
-            recent(bins)
-        }
     }
 }
 

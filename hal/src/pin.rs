@@ -9,7 +9,6 @@
 //! two pins may see one updated and not the other. Multi-word consistency is what the stats seqlock is for.
 
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering::Relaxed;
 
 use crate::segment::Block;
 use crate::value::HalType;
@@ -133,7 +132,8 @@ impl<D: Direction, T: HalType> Pin<D, T> {
     /// The current value (of the signal, if the pin is on one). One relaxed atomic load.
     #[inline(always)]
     pub fn get(&self) -> T {
-        T::from_bits(self.cell.at(0).load(Relaxed))
+        // SAFETY: the block is a validated, 8-aligned cell slot of the live mapping (kept alive by it).
+        unsafe { T::load_cell(self.cell.ptr(0)) }
     }
 }
 
@@ -141,7 +141,8 @@ impl<D: Writable, T: HalType> Pin<D, T> {
     /// Writes the value (to the signal, if the pin is on one). One relaxed atomic store.
     #[inline(always)]
     pub fn set(&self, value: T) {
-        self.cell.at(0).store(value.to_bits(), Relaxed)
+        // SAFETY: as in `get`; the owner's mapping is writable.
+        unsafe { T::store_cell(self.cell.ptr(0), value) }
     }
 }
 
@@ -163,13 +164,15 @@ impl<T: HalType> Param<T> {
     /// The current value. One relaxed atomic load.
     #[inline(always)]
     pub fn get(&self) -> T {
-        T::from_bits(self.cell.at(0).load(Relaxed))
+        // SAFETY: the block is a validated, 8-aligned cell slot of the live mapping (kept alive by it).
+        unsafe { T::load_cell(self.cell.ptr(0)) }
     }
 
     /// Writes the value (a measured value for an RO param, a setting for an RW one). One relaxed atomic
     /// store; another process's `setp` of an RW param may overwrite it at any time.
     #[inline(always)]
     pub fn set(&self, value: T) {
-        self.cell.at(0).store(value.to_bits(), Relaxed)
+        // SAFETY: as in `get`; the owner's mapping is writable.
+        unsafe { T::store_cell(self.cell.ptr(0), value) }
     }
 }

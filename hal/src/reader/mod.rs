@@ -165,10 +165,6 @@ impl HalReader {
         ValueType::from_code(code).ok_or_else(|| corrupt(format!("unknown value type code {code}")))
     }
 
-    fn load(&self, off: usize) -> u64 {
-        self.v.m.load(off)
-    }
-
     /// The cell a pin reads: its signal's when connected.
     fn pin_cell(&self, r: &Record) -> Result<(usize, Option<usize>)> {
         match self
@@ -202,7 +198,7 @@ impl HalReader {
             dir,
             component: self.required(Table::Components, r.u64(pi::COMPONENT), Table::Pins)?,
             signal: sig.map(|s| self.name_of(Table::Signals, s)).transpose()?,
-            value: Value::from_bits(ty, self.load(cell)),
+            value: Value::from_bits(ty, self.v.m.load_cell(cell, ty)),
         })
     }
 
@@ -215,7 +211,7 @@ impl HalReader {
             access: ParamAccess::from_code(r.u32(pa::ACCESS))
                 .ok_or_else(|| corrupt("unknown param access code"))?,
             component: self.required(Table::Components, r.u64(pa::COMPONENT), Table::Params)?,
-            value: Value::from_bits(ty, self.load(r.offset + pa::VALUE)),
+            value: Value::from_bits(ty, self.v.m.load_cell(r.offset + pa::VALUE, ty)),
         })
     }
 
@@ -228,7 +224,7 @@ impl HalReader {
             writer: self.ref_name(Table::Pins, r.u64(sg::WRITER_PIN), Table::Signals)?,
             readers: r.u32(sg::READERS),
             bidirs: r.u32(sg::BIDIRS),
-            value: Value::from_bits(ty, self.load(r.offset + sg::VALUE)),
+            value: Value::from_bits(ty, self.v.m.load_cell(r.offset + sg::VALUE, ty)),
         })
     }
 
@@ -346,7 +342,10 @@ impl HalReader {
             .map(|i| {
                 let r = self.v.copy_record(Table::Pins, i);
                 let ty = Self::value_type(r.u32(pi::TYPE))?;
-                Ok(Value::from_bits(ty, self.load(self.pin_cell(&r)?.0)))
+                Ok(Value::from_bits(
+                    ty,
+                    self.v.m.load_cell(self.pin_cell(&r)?.0, ty),
+                ))
             })
             .collect()
     }
@@ -402,20 +401,10 @@ impl HalReader {
     /// The spikes `thread` recorded since the reader last saw `since` spikes in total (0 at first),
     /// oldest first, from the ring of the latest [`RECENT_SPIKES`](crate::RECENT_SPIKES) (layout 1.3).
     /// A reader that calls it often enough sees every spike; the ones it was too slow for are counted
-    /// in [`RecentSpikes::lost`](crate::RecentSpikes::lost). A segment of layout 1.2 or older has no
-    /// such ring: every spike since `since` is then counted as lost.
+    /// in [`RecentSpikes::lost`](crate::RecentSpikes::lost).
     pub fn spikes_since(&self, thread: &str, since: u64) -> Result<crate::RecentSpikes> {
-        let (r, name, (off, _, bins)) =
+        let (_, name, (off, _, bins)) =
             self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
-        if self.v.header.version_minor < 3 {
-            let total =
-                stats::read_stats(&self.v.m, off, r.u64(th::PERIOD_NS), &name)?.spikes_total;
-            return Ok(crate::RecentSpikes {
-                total,
-                spikes: Vec::new(),
-                lost: total.saturating_sub(since),
-            });
-        }
         stats::read_recent(&self.v.m, off, bins, since, &name)
     }
 
@@ -446,8 +435,7 @@ impl HalReader {
         }
         self.v
             .m
-            .word(cell)
-            .store(value.to_bits(), Ordering::Relaxed);
+            .store_cell(cell, value.value_type(), value.to_bits());
         Ok(value)
     }
 

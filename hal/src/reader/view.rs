@@ -203,7 +203,15 @@ impl View {
     pub fn copy_record(&self, t: Table, i: usize) -> Record {
         let off = self.record(t, i);
         let mut bytes = vec![0u8; t.record_size()];
-        self.m.copy_out(off, &mut bytes);
+        // The value cell is left out (read as zeros here): it is written with narrower atomics by the
+        // owner's threads, and is read on its own with an atomic of its type's width (`load_cell`).
+        match t.cell() {
+            Some(cell) => {
+                self.m.copy_out(off, &mut bytes[..cell]);
+                self.m.copy_out(off + cell + 8, &mut bytes[cell + 8..]);
+            }
+            None => self.m.copy_out(off, &mut bytes),
+        }
         Record { offset: off, bytes }
     }
 
@@ -247,7 +255,7 @@ impl View {
             return Err(bad("has a spike ring of unexpected length"));
         }
         if !off
-            .checked_add(st::size_in(bins as usize, self.header.version_minor))
+            .checked_add(st::size(bins as usize))
             .fits_within(self.limit)
         {
             return Err(bad("runs past the end of the segment"));
