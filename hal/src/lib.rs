@@ -101,6 +101,7 @@ mod value;
 pub use builder::{HalBuilder, DEFAULT_MAX_SIZE};
 pub use error::{HalError, ObjectKind, Result, WriteRefusal};
 pub use hal::{Hal, ThreadStateCell};
+pub use image::Capacity;
 pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Writable};

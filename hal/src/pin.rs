@@ -9,6 +9,10 @@
 //! two pins may see one updated and not the other. Multi-word consistency is what the stats seqlock is for.
 
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::segment::Mapping;
 
 use crate::segment::Block;
 use crate::value::HalType;
@@ -112,37 +116,79 @@ impl Direction for Io {
 impl Writable for Out {}
 impl Writable for Io {}
 
+/// The pointer slot of one pin (LinuxCNC's `T **`): where the pin's value lives now — its own cell
+/// while unlinked, its signal's cell while linked. [`Hal::link`](crate::Hal::link) and
+/// [`Hal::unlink`](crate::Hal::unlink) re-point it; the component's [`Pin`] handle reads through it and
+/// never notices. It always points at a valid cell slot of the mapping it keeps alive.
+pub(crate) struct PinSlot {
+    ptr: AtomicPtr<u8>,
+    mapping: Arc<Mapping>,
+}
+
+impl PinSlot {
+    /// A slot pointing at the cell slot at byte `cell` of `mapping`.
+    ///
+    /// # Panics
+    /// If `cell` is not an 8-aligned slot inside the mapping.
+    pub(crate) fn new(mapping: &Arc<Mapping>, cell: usize) -> PinSlot {
+        PinSlot {
+            ptr: AtomicPtr::new(Self::address(mapping, cell)),
+            mapping: mapping.clone(),
+        }
+    }
+
+    fn address(mapping: &Mapping, cell: usize) -> *mut u8 {
+        // `word` checks alignment and bounds.
+        (mapping.word(cell) as *const AtomicU64)
+            .cast::<u8>()
+            .cast_mut()
+    }
+
+    /// Makes the pin use the cell slot at byte `cell` (release: the cell's contents written before
+    /// are visible to a handle that loads the new address).
+    pub(crate) fn repoint(&self, cell: usize) {
+        self.ptr
+            .store(Self::address(&self.mapping, cell), Ordering::Release);
+    }
+}
+
 /// A pin of the owning process, e.g. `Pin<In, f64>` or `Pin<Out, bool>`, from [`Hal::pin`](crate::Hal::pin).
 ///
-/// RT-safe: `get` and `set` are one relaxed atomic load or store, no allocation, no lock. It can be sent
-/// to the thread that runs its component; it keeps the mapping alive on its own.
+/// RT-safe: `get` and `set` are two dependent loads (the pin's pointer slot, then the cell) or a load
+/// and a store, no allocation, no lock — and never blocked by a structural change: linking or
+/// unlinking the pin re-points its slot atomically. It can be sent to the thread that runs its
+/// component; it keeps the mapping alive on its own.
 pub struct Pin<D: Direction, T: HalType> {
-    cell: Block,
+    slot: Arc<PinSlot>,
     _marker: PhantomData<fn() -> (D, T)>,
 }
 
 impl<D: Direction, T: HalType> Pin<D, T> {
-    pub(crate) fn new(cell: Block) -> Self {
+    pub(crate) fn new(slot: Arc<PinSlot>) -> Self {
         Pin {
-            cell,
+            slot,
             _marker: PhantomData,
         }
     }
 
-    /// The current value (of the signal, if the pin is on one). One relaxed atomic load.
+    /// The current value (of the signal, if the pin is on one): the pointer slot (acquire), then the
+    /// cell with an atomic of the type's width (relaxed).
     #[inline(always)]
     pub fn get(&self) -> T {
-        // SAFETY: the block is a validated, 8-aligned cell slot of the live mapping (kept alive by it).
-        unsafe { T::load_cell(self.cell.ptr(0)) }
+        let p = self.slot.ptr.load(Ordering::Acquire);
+        // SAFETY: the slot always holds the address of an 8-aligned cell slot inside the mapping that
+        // `PinSlot` keeps alive (checked in `PinSlot::address`); cells are only accessed atomically.
+        unsafe { T::load_cell(p) }
     }
 }
 
 impl<D: Writable, T: HalType> Pin<D, T> {
-    /// Writes the value (to the signal, if the pin is on one). One relaxed atomic store.
+    /// Writes the value (to the signal, if the pin is on one).
     #[inline(always)]
     pub fn set(&self, value: T) {
+        let p = self.slot.ptr.load(Ordering::Acquire);
         // SAFETY: as in `get`; the owner's mapping is writable.
-        unsafe { T::store_cell(self.cell.ptr(0), value) }
+        unsafe { T::store_cell(p, value) }
     }
 }
 
