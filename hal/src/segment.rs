@@ -660,6 +660,17 @@ pub(crate) fn unlink_if_ours(instance: &Instance, fd: &OwnedFd) {
 
 /// Opens an existing segment for a reader: checks that it is trusted and can hold a header, and maps the
 /// whole file. Returns the descriptor too: the reader keeps it to test the owner's lock ([`lock_held`]).
+/// The current size of the file behind `fd` (fstat), if it can be had.
+pub(crate) fn file_size(fd: &OwnedFd) -> Option<u64> {
+    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is an open descriptor we own; st is a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    u64::try_from(st.st_size).ok()
+}
+
 pub(crate) fn open(
     instance: &Instance,
     writable: bool,

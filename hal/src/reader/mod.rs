@@ -484,7 +484,22 @@ impl Scan<'_, '_> {
 
 impl HalReader {
     /// Runs `f` over one consistent structure (retrying reads that overlapped a structural change).
+    ///
+    /// A shm file shrunk under a mapping makes every access past its new end fault (SIGBUS, which
+    /// would kill this process). The owner never resizes its segment, but anyone who may write the
+    /// file (its owner, root) could truncate it; so a reader of a named segment checks the file's
+    /// size with `fstat` on its own descriptor before each read and refuses a file now smaller than
+    /// its mapping. (A truncation racing with a read in progress cannot be caught this way.)
     fn read<T>(&self, f: impl Fn(&Scan<'_, '_>) -> Result<T>) -> Result<T> {
+        if let Owner::Locked(fd) = &self.owner {
+            let size = segment::file_size(fd).unwrap_or(0);
+            if size < self.v.m.len() as u64 {
+                return Err(corrupt(format!(
+                    "the segment file shrank to {size} bytes under a mapping of {} bytes",
+                    self.v.m.len()
+                )));
+            }
+        }
         self.v.consistent(|c| f(&Scan { v: c }))
     }
 
