@@ -127,6 +127,16 @@ impl HalReader {
         }
     }
 
+    /// The structure generation now (LAYOUT.md section 7a): even while the structure is consistent,
+    /// odd while the owner changes it; it grows by 2 with every structural change, so a tool can tell
+    /// that the structure it listed is out of date.
+    pub fn generation(&self) -> u64 {
+        self.v
+            .m
+            .word(crate::layout::header::GENERATION)
+            .load(Ordering::Acquire)
+    }
+
     /// Whether the owner process is alive. For a segment opened by name this is exact: the owner's
     /// `flock` on the file dies with it however it dies, and pid reuse cannot fool it. A segment of a
     /// dead owner stays (with its last values) until a new owner reclaims it or someone removes it.
