@@ -1,10 +1,12 @@
 //! Registering the HAL's structure before the segment exists.
 //!
-//! Why a builder: the structure (components, pins, nets, functions, threads) is fixed before threads start,
-//! so it can be collected in ordinary Rust collections, checked (names, types, net rules), measured, and
-//! then written into a segment of exactly the right size in one go. Readers never see a half-built
-//! structure, nothing in the segment ever moves, and "out of room" can only happen against an explicit
-//! cap — as an error, before anything runs.
+//! Why a builder: most of the structure (components, pins, nets, functions, threads) is known before
+//! threads start, so it is collected in ordinary Rust collections, checked (names, types, net rules),
+//! measured, and written into the segment in one go, with spare room in each table for what the owner
+//! adds while it runs ([`Capacity`](crate::Capacity)). Readers never see a half-built structure,
+//! nothing in the segment ever moves, and "out of room" is an error against an explicit cap. After
+//! [`build`](HalBuilder::build) the same model lives on inside the [`Hal`], which applies run-time
+//! changes with the same rules.
 
 use std::collections::HashMap;
 

@@ -450,9 +450,9 @@ impl Hal {
     /// `linkps PIN SIGNAL` at run time, with `net`'s rules (the signal must exist; types equal; one OUT
     /// pin; OUT and IO never mixed; a pin on one signal at a time).
     ///
-    /// Values: an OUT pin, or the first IO pin of a signal without an OUT pin, brings its current
-    /// value to the signal (the signal does not jump to a stale value); an IN pin, or a later IO pin,
-    /// reads the signal's value from now on. The pin's handle follows at once: its pointer slot is
+    /// Values, as LinuxCNC 2.9's `hal_link`: when nothing drives the signal yet (no OUT and no IO
+    /// pin), an OUT or IO pin brings its current value to the signal, and so does an IN pin if the
+    /// signal has no pins at all; otherwise the pin reads the signal's value from now on. The pin's handle follows at once: its pointer slot is
     /// re-pointed atomically, so an RT thread using it never waits.
     pub fn link(&self, pin_name: &str, signal_name: &str) -> Result<()> {
         let mut m = self.model();
@@ -468,8 +468,10 @@ impl Hal {
                 })?;
         let (dir, ty) = (m.b.pins[p].dir, m.b.pins[p].ty);
         let sig = &m.b.signals[s];
+        // LinuxCNC 2.9's hal_link: the pin's own value becomes the signal's when nothing drives the
+        // signal yet — for an IN pin, only when the signal has no pins at all.
         let brings_value =
-            dir == PinDir::Out || (dir == PinDir::Io && sig.writer.is_none() && sig.bidirs == 0);
+            (dir != PinDir::In || sig.readers == 0) && sig.writer.is_none() && sig.bidirs == 0;
         m.b.net(signal_name, pin_name)?;
         let own = m.plan.record(Table::Pins, p) + pin::VALUE;
         let shared = m.plan.record(Table::Signals, s) + signal::VALUE;

@@ -1,12 +1,15 @@
 //! Typed handles for the owning process: pins with their direction in the type, and params.
 //!
-//! A handle holds a pointer to its cell, resolved when the segment was built (for a pin on a signal, the
-//! signal's cell), so `get`/`set` is one atomic instruction: no lookup, no lock, no allocation — fit for the
-//! real-time path. Reading an IN pin and writing an OUT pin are the only operations the types allow, so a
-//! component cannot write its own input by mistake.
+//! A pin handle reads through the pin's pointer slot (LinuxCNC's `T **`): the slot holds the address of
+//! the cell in use — the pin's own, or its signal's while linked — and [`Hal::link`](crate::Hal::link)
+//! re-points it atomically. So `get`/`set` is two dependent loads (or a load and a store): no lookup, no
+//! lock, no allocation, and never a wait for a structural change — fit for the real-time path. A param
+//! handle points at its cell directly. Reading an IN pin and writing an OUT pin are the only operations
+//! the types allow, so a component cannot write its own input by mistake.
 //!
-//! Ordering: values are independent cells accessed with relaxed atomics, like LinuxCNC's HAL; a reader of
-//! two pins may see one updated and not the other. Multi-word consistency is what the stats seqlock is for.
+//! Ordering: values are independent cells accessed with relaxed atomics of the type's width, like
+//! LinuxCNC's HAL; a reader of two pins may see one updated and not the other. Multi-word consistency
+//! is what the stats seqlock is for.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};

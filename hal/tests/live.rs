@@ -55,6 +55,7 @@ fn link_repoints_handles_and_unlink_keeps_the_signal_value() {
 
     // An OUT pin brings its value to the signal; an IN pin then reads the signal through its slot.
     f.hal.link("c.out", "cmd").unwrap();
+    // (An IN pin that is a signal's first pin brings its value too, as in LinuxCNC: see below.)
     assert_eq!(r.get("cmd").unwrap(), Value::Float(3.5));
     assert_eq!(inp.get(), 7.0, "not linked yet: its own default");
     f.hal.link("c.in", "cmd").unwrap();
@@ -83,6 +84,46 @@ fn link_repoints_handles_and_unlink_keeps_the_signal_value() {
     let rw = HalReader::open(&f.inst, Access::ReadWrite).unwrap();
     rw.setp("c.in", "1.5").unwrap();
     assert_eq!(inp.get(), 1.5);
+}
+
+#[test]
+fn the_first_pin_of_a_signal_gives_it_its_value_like_linuxcnc() {
+    let f = fixture("first");
+    let (out, inp) = (f.hal.pin(f.out), f.hal.pin(f.inp));
+    let r = f.hal.reader().unwrap();
+    // An IN pin alone on a signal: the signal takes the pin's value (7.0, its default).
+    f.hal.new_signal("a", ValueType::Float).unwrap();
+    let rw = HalReader::open(&f.inst, Access::ReadWrite).unwrap();
+    rw.sets("a", "2.5").unwrap();
+    f.hal.link("c.in", "a").unwrap();
+    assert_eq!(r.get("a").unwrap(), Value::Float(7.0));
+    assert_eq!(inp.get(), 7.0);
+    // An OUT pin joining a signal that has readers but no writer still brings its value.
+    out.set(-1.0);
+    f.hal.link("c.out", "a").unwrap();
+    assert_eq!((r.get("a").unwrap(), inp.get()), (Value::Float(-1.0), -1.0));
+    // A second IN pin joining a driven signal reads it, it does not overwrite it.
+    let k = f.hal.add_component("z").unwrap();
+    let z = f.hal.pin(
+        f.hal
+            .add_pin_with_default::<In, f64>(k, "z.in", 99.0)
+            .unwrap(),
+    );
+    f.hal.link("z.in", "a").unwrap();
+    assert_eq!((r.get("a").unwrap(), z.get()), (Value::Float(-1.0), -1.0));
+    // An IN pin joining a signal that already has readers (but no writer) reads it too.
+    f.hal.new_signal("b", ValueType::Float).unwrap();
+    let y = f.hal.pin(
+        f.hal
+            .add_pin_with_default::<In, f64>(k, "z.y", 5.0)
+            .unwrap(),
+    );
+    f.hal
+        .add_pin_with_default::<In, f64>(k, "z.w", 6.0)
+        .unwrap();
+    f.hal.link("z.w", "b").unwrap();
+    f.hal.link("z.y", "b").unwrap();
+    assert_eq!((r.get("b").unwrap(), y.get()), (Value::Float(6.0), 6.0));
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! Access from any process: list, snapshot, read by name, and the `setp`/`sets` writes the rules allow.
 //!
 //! Every number that comes out of the segment is validated before it is used as an offset (see `view`),
-//! so a foreign, truncated, corrupted or newer segment gives a [`HalError`], never a crash. The one thing
-//! no reader can defend against is the file being *shrunk* under a live mapping (the kernel then raises
-//! SIGBUS); only the owner could do that, and it never resizes.
+//! so a foreign, truncated, corrupted or newer segment gives a [`HalError`], never a crash. Every read of
+//! the structure happens inside the owner's structure generation (retrying around changes) and is
+//! checked across records. A file *shrunk* under the mapping would fault (SIGBUS): the reader checks
+//! the file's size before each read and refuses a shrunk one (see `read`).
 
 mod info;
 mod view;
