@@ -564,7 +564,8 @@ impl HalReader {
     }
 
     /// Just the pin values, in table order, without names: the cheap path for a display that already
-    /// has the names from [`pins`](Self::pins).
+    /// has the names from [`pins`](Self::pins). The two line up only while the structure is unchanged:
+    /// compare [`generation`](Self::generation) before and after, and list the pins again if it moved.
     pub fn pin_values(&self) -> Result<Vec<Value>> {
         self.read(|s| {
             s.all(Table::Pins, |s, i| {
