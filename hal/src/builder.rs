@@ -219,6 +219,41 @@ impl HalBuilder {
         }
     }
 
+    /// Index of the (live) component called `name`.
+    pub(crate) fn component_index(&self, name: &str) -> Option<usize> {
+        match self.lookup(Namespace::Component, name) {
+            Some(Entry::Other(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Frees the names of component `index` and of every pin, param and function it owns (the
+    /// component was deleted; its pins were unlinked and its functions removed from their threads).
+    pub(crate) fn forget_component(&mut self, index: usize) {
+        let mut gone = vec![(Namespace::Component, self.components[index].name.clone())];
+        gone.extend(
+            self.pins
+                .iter()
+                .filter(|p| p.component == index)
+                .map(|p| (Namespace::PinOrParam, p.name.clone())),
+        );
+        gone.extend(
+            self.params
+                .iter()
+                .filter(|p| p.component == index)
+                .map(|p| (Namespace::PinOrParam, p.name.clone())),
+        );
+        gone.extend(
+            self.functions
+                .iter()
+                .filter(|f| f.component == index)
+                .map(|f| (Namespace::Function, f.name.clone())),
+        );
+        for key in gone {
+            self.names.remove(&key);
+        }
+    }
+
     /// Frees signal `index`'s name (the signal was deleted; its pins were already taken off it).
     pub(crate) fn forget_signal(&mut self, index: usize) {
         let name = self.signals[index].name.clone();

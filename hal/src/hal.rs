@@ -447,6 +447,58 @@ impl Hal {
         Ok(())
     }
 
+    /// `unloadrt COMPONENT` at run time: removes its functions from their threads, unlinks its pins
+    /// (each keeps its signal's last value, as [`unlink`](Self::unlink)), and deletes the component
+    /// with its pins, params and functions, in one structural change. Their records stay as tombstones
+    /// and their names are free. Handles to its pins and params stay valid memory (they no longer
+    /// appear anywhere); stopping the component's code is the caller's part.
+    pub fn delete_component(&self, name: &str) -> Result<()> {
+        let mut m = self.model();
+        let k =
+            m.b.component_index(name)
+                .ok_or_else(|| HalError::NotFound {
+                    kind: ObjectKind::Component,
+                    name: name.to_string(),
+                })?;
+        let pins: Vec<usize> = (0..m.b.pins.len())
+            .filter(|&p| m.b.pins[p].component == k)
+            .collect();
+        let params: Vec<usize> = (0..m.b.params.len())
+            .filter(|&p| m.b.params[p].component == k)
+            .collect();
+        let functions: Vec<usize> = (0..m.b.functions.len())
+            .filter(|&f| m.b.functions[f].component == k)
+            .collect();
+        let c = Change::begin(&self.mapping);
+        for &f in &functions {
+            if let Some(t) = m.b.functions[f].thread.take() {
+                m.b.threads[t].functions.retain(|&g| g != f);
+                Self::write_run_list(&c, &m, t, Some(f));
+            }
+            c.u32(
+                m.plan.record(Table::Functions, f) + function::FLAGS,
+                flags::DELETED,
+            );
+        }
+        for &p in &pins {
+            self.unlink_locked(&c, &mut m, p);
+            c.u32(m.plan.record(Table::Pins, p) + pin::FLAGS, flags::DELETED);
+        }
+        for &p in &params {
+            c.u32(
+                m.plan.record(Table::Params, p) + param::FLAGS,
+                flags::DELETED,
+            );
+        }
+        c.u32(
+            m.plan.record(Table::Components, k) + component::FLAGS,
+            flags::DELETED,
+        );
+        c.end();
+        m.b.forget_component(k);
+        Ok(())
+    }
+
     /// `linkps PIN SIGNAL` at run time, with `net`'s rules (the signal must exist; types equal; one OUT
     /// pin; OUT and IO never mixed; a pin on one signal at a time).
     ///

@@ -19,7 +19,7 @@
 //!   — no lookup, no lock, no allocation. The direction is in the type: a component cannot write its
 //!   own input. Cells hold exactly LinuxCNC's C widths (bit 1 byte, s32/u32 4, float 8).
 //! - **A live structure** (layout 2.0): while it runs, the owner adds components, pins, params,
-//!   functions and signals, deletes signals, links and unlinks pins, and edits threads' run lists
+//!   functions and signals, deletes signals and components, links and unlinks pins, and edits threads' run lists
 //!   ([`Hal::link`], [`Hal::unlink`], [`Hal::new_signal`], [`Hal::delete_signal`], [`Hal::add_pin`],
 //!   [`Hal::addf`], [`Hal::delf`], …) under a structure generation readers retry around; a link
 //!   re-points the pin's slot, so RT threads never wait.

@@ -355,3 +355,55 @@ fn a_generation_stuck_odd_is_refused_after_the_retry_budget() {
         "retried for {waited:?}"
     );
 }
+
+#[test]
+fn delete_component_takes_its_objects_out_in_one_change() {
+    let f = fixture("unload");
+    let k = f.hal.add_component("tmp").unwrap();
+    let out = f.hal.pin(f.hal.add_pin::<Out, f64>(k, "tmp.out").unwrap());
+    f.hal
+        .add_param(k, "tmp.k", ParamAccess::Rw, 1.0f64)
+        .unwrap();
+    f.hal.add_function(k, "tmp.f").unwrap();
+    f.hal.addf("tmp.f", "servo", Some(0)).unwrap();
+    f.hal.new_signal("t", ValueType::Float).unwrap();
+    f.hal.link("tmp.out", "t").unwrap();
+    f.hal.link("c.in", "t").unwrap();
+    out.set(8.5);
+    let inp = f.hal.pin(f.inp);
+    let r = HalReader::open(&f.inst, Access::ReadOnly).unwrap();
+    assert_eq!(
+        r.function_named("c.f").unwrap().thread,
+        Some(("servo".into(), 1))
+    );
+    let g = f.hal.generation();
+    f.hal.delete_component("tmp").unwrap();
+    assert_eq!(f.hal.generation(), g + 2, "one structural change");
+    // Gone from every listing; the thread's run list closed up; the signal lost its writer.
+    let snap = r.snapshot().unwrap();
+    assert!(snap.components.iter().all(|c| c.name != "tmp"));
+    assert!(snap.pins.iter().all(|p| !p.name.starts_with("tmp.")));
+    assert!(snap.params.iter().all(|p| p.name != "tmp.k"));
+    assert!(snap.functions.iter().all(|x| x.name != "tmp.f"));
+    assert_eq!(
+        r.function_named("c.f").unwrap().thread,
+        Some(("servo".into(), 0))
+    );
+    assert_eq!(r.thread_named("servo").unwrap().functions, 1);
+    let s = r.signal_named("t").unwrap();
+    assert_eq!((s.writer, s.readers, s.value), (None, 1, Value::Float(8.5)));
+    assert_eq!(inp.get(), 8.5);
+    out.set(1.0); // the old handle writes its own (tombstoned) cell, which nothing reads
+    assert_eq!(inp.get(), 8.5);
+    assert_eq!(f.hal.thread_functions(f.servo).len(), 1);
+    // The names are free again.
+    let k = f.hal.add_component("tmp").unwrap();
+    f.hal.add_pin::<Out, f64>(k, "tmp.out").unwrap();
+    f.hal.add_function(k, "tmp.f").unwrap();
+    f.hal.link("tmp.out", "t").unwrap();
+    r.snapshot().unwrap();
+    assert!(matches!(
+        f.hal.delete_component("nosuch"),
+        Err(HalError::NotFound { .. })
+    ));
+}

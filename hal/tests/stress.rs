@@ -1,6 +1,6 @@
 //! A live segment under structural churn: this process makes 1 000 structural changes (signals
-//! created, linked, unlinked and deleted; components and pins added; functions removed from and added
-//! back to a thread) while a real child process reads the whole structure in a loop, and a thread of
+//! created, linked, unlinked and deleted; components and pins added, half of the components deleted
+//! again; functions removed from and added back to a thread) while a real child process reads the whole structure in a loop, and a thread of
 //! this process sets and reads pins through their handles the whole time.
 //!
 //! Asserted: the child never sees a torn or inconsistent structure and gets no error (its reads retry
@@ -185,6 +185,9 @@ fn a_thousand_structural_changes_under_a_reader_process_and_a_pin_thread() {
         change!(hal.unlink("rt.in"));
         change!(hal.unlink("rt.out"));
         change!(hal.delete_signal(&sig));
+        if k % 2 == 0 {
+            change!(hal.delete_component(&comp_name));
+        }
         k += 1;
     }
     assert_eq!(hal.generation(), g0 + 2 * changes as u64);
