@@ -430,3 +430,59 @@ fn the_segment_lives_exactly_as_long_as_the_run() {
     assert!(summary.threads[0].stats.unwrap().cycles >= b);
     let _ = clock::now();
 }
+
+/// halcmd's `stop` and `start`: a runtime started with its functions stopped keeps time (periods are
+/// counted) but calls nothing until `start`; `stop` halts the calls again while periods go on.
+#[test]
+fn functions_stopped_until_start_and_after_stop_while_the_thread_keeps_time() {
+    let calls = Arc::new(AtomicU64::new(0));
+    let c = calls.clone();
+    let mut rt = Runtime::configure(RuntimeOptions {
+        functions_stopped: true,
+        ..options("startstop")
+    })
+    .unwrap();
+    rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))
+        .unwrap();
+    let comp = rt.hal().component("probe").unwrap();
+    rt.function(
+        comp,
+        "probe.run",
+        Box::new(move |_| {
+            Box::new(move |_: &Cycle| {
+                c.fetch_add(1, SeqCst);
+            })
+        }),
+    )
+    .unwrap();
+    rt.addf("probe.run", "servo", None).unwrap();
+    let running = rt.start().unwrap();
+    let reader = running.hal().reader().unwrap();
+    let cycles = || reader.thread_stats("servo").unwrap().cycles;
+    let state = || format!("{:?}", reader.header().state);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!running.functions_running());
+    assert_eq!(calls.load(SeqCst), 0, "no call before start");
+    assert!(
+        cycles() >= 20,
+        "the thread keeps time: {} periods",
+        cycles()
+    );
+    let stopped_state = state();
+
+    running.set_functions_running(true);
+    std::thread::sleep(Duration::from_millis(100));
+    let after_start = calls.load(SeqCst);
+    assert!(after_start >= 20, "calls after start: {after_start}");
+    assert!(running.functions_running());
+    assert_ne!(state(), stopped_state, "the segment's state follows");
+
+    running.set_functions_running(false);
+    std::thread::sleep(Duration::from_millis(20)); // a period to take effect
+    let at_stop = calls.load(SeqCst);
+    let cycles_at_stop = cycles();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(calls.load(SeqCst), at_stop, "no call after stop");
+    assert!(cycles() >= cycles_at_stop + 20, "periods go on after stop");
+    running.stop();
+}

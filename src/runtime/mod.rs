@@ -25,6 +25,7 @@
 pub mod function;
 pub mod health;
 pub(crate) mod panic;
+pub mod runlist;
 mod start;
 pub mod thread;
 pub mod watchdog;
@@ -68,6 +69,9 @@ pub struct RuntimeOptions {
     pub group_readable: bool,
     /// When a thread is stalled and what follows (see [`watchdog`]).
     pub watchdog: WatchdogOptions,
+    /// Start the threads with their functions stopped, as LinuxCNC does until halcmd's `start`
+    /// ([`Runtime::set_functions_running`]); the threads keep time and measure from the start.
+    pub functions_stopped: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -79,6 +83,7 @@ impl Default for RuntimeOptions {
             dma_latency: true,
             group_readable: false,
             watchdog: WatchdogOptions::default(),
+            functions_stopped: false,
         }
     }
 }
@@ -611,6 +616,24 @@ impl Runtime<Running> {
                 log::warn!("cannot move the main thread off the RT CPUs: {e}");
             }
         }
+    }
+
+    /// halcmd's `start` (`true`) and `stop` (`false`) for every thread: from its next period on, a
+    /// thread runs its functions or skips them; its timeline, statistics and health pins go on. The
+    /// segment's state follows (`RUNNING` or `READY`).
+    pub fn set_functions_running(&self, on: bool) {
+        for t in &self.state.threads {
+            t.heartbeat.set_functions_running(on);
+        }
+        self.state.hal.set_running(on);
+    }
+
+    /// Whether the threads run their functions (see [`set_functions_running`](Self::set_functions_running)).
+    pub fn functions_running(&self) -> bool {
+        self.state
+            .threads
+            .iter()
+            .all(|t| t.heartbeat.functions_running())
     }
 
     /// Time since the threads started.

@@ -83,17 +83,10 @@ impl Runtime<Configuring> {
             threads: &c.thread_health,
             functions: &c.function_health,
         };
-        let (starting, supervision) = spawn(
-            &hal,
-            &placed,
-            &keys,
-            &mut bodies,
-            &stop,
-            c.opts.lock_memory,
-            &health,
-        )?;
+        let (starting, supervision) =
+            spawn(&hal, &placed, &keys, &mut bodies, &stop, &c.opts, &health)?;
         let (threads, origin) = synchronize(starting, &stop)?;
-        hal.set_running(true);
+        hal.set_running(!c.opts.functions_stopped);
 
         let housekeeping = housekeeping_cpus(&c.system, &placed);
         let stalled_stop = Arc::new(AtomicBool::new(false));
@@ -293,9 +286,10 @@ fn spawn(
     keys: &[ThreadKey],
     bodies: &mut HashMap<FunctionKey, (String, RtFn)>,
     stop: &Arc<AtomicBool>,
-    lock_memory: bool,
+    opts: &super::RuntimeOptions,
     health: &Health<'_>,
 ) -> Result<(Vec<Starting>, Supervision), RuntimeError> {
+    let (lock_memory, functions_stopped) = (opts.lock_memory, opts.functions_stopped);
     let mut starting = Vec::new();
     let (panic_tx, panics) = mpsc::sync_channel::<PanicReport>(16);
     let mut supervision = Supervision {
@@ -312,6 +306,7 @@ fn spawn(
             .unzip();
         let (events, consumer) = msg::channel(EVENT_CAPACITY);
         let heartbeat = Arc::new(Heartbeat::default());
+        heartbeat.set_functions_running(!functions_stopped);
         let thread_health = health.threads.get(&p.spec.name);
         supervision.watched.push(
             Watched::new(

@@ -55,6 +55,8 @@ pub struct Heartbeat {
     tid: AtomicI32,
     /// Whether the loop runs (after arming, until it ends).
     looping: AtomicBool,
+    /// halcmd's `stop`: the thread keeps its timeline and its statistics but runs no function.
+    paused: AtomicBool,
 }
 
 impl Heartbeat {
@@ -79,6 +81,17 @@ impl Heartbeat {
     /// Whether the cycle loop is running.
     pub fn looping(&self) -> bool {
         self.looping.load(Ordering::Acquire)
+    }
+
+    /// Whether the thread runs its functions (halcmd's `start`) or only keeps time (`stop`).
+    pub fn functions_running(&self) -> bool {
+        !self.paused.load(Ordering::Relaxed)
+    }
+
+    /// halcmd's `start` (`true`) and `stop` (`false`): from the next period on, the thread runs its
+    /// functions or skips them (its wake, latency statistics and health pins go on either way).
+    pub fn set_functions_running(&self, on: bool) {
+        self.paused.store(!on, Ordering::Relaxed);
     }
 }
 
@@ -309,11 +322,8 @@ impl Cycler {
         // The interval clock's reading at the wake: the first function starts from it, and the end
         // of the period is measured from it (one read per function, none extra).
         let clk = self.clock;
-        let start = if self.functions.is_empty() {
-            0
-        } else {
-            clk.read()
-        };
+        let run_functions = !self.functions.is_empty() && self.heartbeat.functions_running();
+        let start = if run_functions { clk.read() } else { 0 };
         let (period, period_ns) = (self.period, self.period.as_nanos() as u64);
         let deadline = self.deadline();
         let latency = (now - deadline).as_nanos();
@@ -334,7 +344,12 @@ impl Cycler {
         // One interval-clock read per function (the TSC where the kernel keeps time with it):
         // each function's end is the next one's start.
         let mut t0 = start;
-        for (i, f) in self.functions.iter_mut().enumerate() {
+        let count = if run_functions {
+            self.functions.len()
+        } else {
+            0
+        };
+        for (i, f) in self.functions.iter_mut().enumerate().take(count) {
             if self.faulted[i] {
                 continue;
             }
@@ -356,7 +371,7 @@ impl Cycler {
         }
         // The end, for missed deadlines: the wake plus the interval clock's time since it. Only the
         // few instructions between the wake's own clock read and `start` are not counted.
-        let end = if self.functions.is_empty() {
+        let end = if !run_functions {
             now
         } else {
             now + Nanos::from_nanos(clk.ns(start, t0).min(i64::MAX as u64) as i64)
