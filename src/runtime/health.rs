@@ -130,6 +130,33 @@ pub fn declare_function(
     })
 }
 
+/// Declares `<function>.time`, `.tmax` and `.tmax-increased` in a running instance (a function
+/// loaded live), and returns the handles its thread writes.
+pub fn add_function(
+    hal: &rtapi_hal::Hal,
+    component: ComponentKey,
+    function: &str,
+) -> Result<super::slots::FunctionHealth, HalError> {
+    let time = hal.add_pin::<Out, i32>(component, &format!("{function}.time"))?;
+    let tmax = hal.add_param(
+        component,
+        &format!("{function}.tmax"),
+        ParamAccess::Rw,
+        0i32,
+    )?;
+    let increased = hal.add_param(
+        component,
+        &format!("{function}.tmax-increased"),
+        ParamAccess::Ro,
+        false,
+    )?;
+    Ok(super::slots::FunctionHealth {
+        time: hal.pin(time),
+        tmax: hal.param(tmax),
+        increased: hal.param(increased),
+    })
+}
+
 /// The `rtapi` component of `b`, created on first use (`owner` remembers it).
 pub fn owner(
     b: &mut HalBuilder,

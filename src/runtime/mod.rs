@@ -234,7 +234,7 @@ pub struct Running {
     slots: Arc<slots::Slots>,
     lists: Vec<Arc<runlist::RunListCell>>,
     thread_keys: Vec<rtapi_hal::ThreadKey>,
-    slot_of: std::collections::HashMap<rtapi_hal::FunctionKey, u32>,
+    slot_of: std::sync::Mutex<std::collections::HashMap<rtapi_hal::FunctionKey, u32>>,
     live: std::sync::Mutex<()>,
 }
 
@@ -689,6 +689,44 @@ impl Runtime<Running> {
         })
     }
 
+    /// A function loaded while the instance runs (halcmd's `loadrt` of a component): registered in
+    /// the segment with its health objects (`<name>.time`, `.tmax`, `.tmax-increased`), its closure
+    /// made from the live HAL at once and put in a free slot. It runs once `addf` adds it.
+    pub fn add_function(
+        &self,
+        component: ComponentKey,
+        name: &str,
+        factory: FunctionFactory,
+    ) -> Result<(), RuntimeError> {
+        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
+        let slots = &self.state.slots;
+        if slots.len() >= slots.capacity() {
+            return Err(RuntimeError::Config(format!(
+                "function {name}: this instance has room for {} functions and all are used;                  restart it to load more",
+                slots.capacity()
+            )));
+        }
+        let hal = &self.state.hal;
+        let key = hal.add_function(component, name)?;
+        let health = health::add_function(hal, component, name)?;
+        let body = factory(hal);
+        let slot = slots::FunctionSlot::new(
+            name.to_string(),
+            body,
+            Some(hal.function_timer(key)),
+            Some(health),
+        );
+        let n = slots
+            .put(slot)
+            .ok_or_else(|| RuntimeError::Config(format!("function {name}: no free slot left")))?;
+        self.state
+            .slot_of
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, n);
+        Ok(())
+    }
+
     fn thread_index(&self, thread: &str) -> Result<usize, RuntimeError> {
         self.state
             .threads
@@ -729,7 +767,14 @@ impl Runtime<Running> {
             .hal
             .thread_functions(self.state.thread_keys[i])
             .iter()
-            .filter_map(|k| self.state.slot_of.get(k).copied())
+            .filter_map(|k| {
+                self.state
+                    .slot_of
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(k)
+                    .copied()
+            })
             .collect();
         let hb = Arc::clone(&self.state.threads[i].heartbeat);
         self.state.lists[i].publish(&list, &move || hb.looping(), TAKE_WAIT)

@@ -132,7 +132,7 @@ impl Runtime<Configuring> {
                 slots,
                 lists,
                 thread_keys: keys,
-                slot_of,
+                slot_of: std::sync::Mutex::new(slot_of),
                 live: std::sync::Mutex::new(()),
             },
         })
