@@ -236,6 +236,15 @@ impl Hal {
         Ok(StatsWriter::new(parts))
     }
 
+    /// The single writer of a function's timing record (execution time, calls, faults), to be moved
+    /// into the thread that runs the function. Each call gives a new handle: the caller keeps one
+    /// per function (the runtime does).
+    pub fn function_timer(&self, key: FunctionKey) -> crate::stats::FunctionTimer {
+        self.check_key(key.builder);
+        let record = self.model().plan.record(Table::Functions, key.index);
+        crate::stats::FunctionTimer::new(Block::new(&self.mapping, record, function::SIZE))
+    }
+
     /// A handle on a thread's published state, for a supervisor outside the thread (the runtime's
     /// watchdog marks a thread stalled and running again through it).
     pub fn thread_state_cell(&self, key: ThreadKey) -> ThreadStateCell {

@@ -117,9 +117,9 @@ pub use reader::{
 };
 pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
-    FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
-    RecentSpikes, Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS, RECENT_SPIKES,
-    SPIKES_KEPT,
+    FunctionTimer, FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles,
+    PeriodSample, RecentSpikes, Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS,
+    RECENT_SPIKES, SPIKES_KEPT,
 };
 pub use thread::{ThreadConfig, ThreadState};
 pub use value::{HalType, Value, ValueType};
