@@ -1070,13 +1070,14 @@ impl Session {
             }
             _ => {}
         }
-        // A new signal takes its first writer's value; an OUT pin owns the value from now on.
+        // As in LinuxCNC: the first pin linked gives the signal its value (a `sets` before it is
+        // replaced); an OUT pin owns the value from then on.
         let own = self.model.value_of(name);
         let s = self.model.signals.get_mut(signal).expect("checked above");
-        match dir {
-            PinDir::Out => s.value = None,
-            PinDir::Io if s.value.is_none() => s.value = Some(own),
-            _ => {}
+        if dir == PinDir::Out {
+            s.value = None;
+        } else if s.pins.is_empty() {
+            s.value = Some(own);
         }
         s.pins.push(name.to_string());
         self.model

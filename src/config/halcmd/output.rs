@@ -242,15 +242,11 @@ fn show_comps(s: &Session, patterns: &[String], out: &mut String) {
         s,
         out,
         "Loaded HAL Components",
-        "  Component            Instance             Loaded by",
+        "  Component            Instance",
     );
     for l in &s.model.loaded {
         for n in l.names.iter().filter(|n| matches(patterns, n)) {
-            let _ = writeln!(
-                out,
-                "  {:<20} {:<20} {}:{}",
-                l.component, n, l.origin.file, l.origin.line
-            );
+            let _ = writeln!(out, "  {:<20} {n}", l.component);
         }
     }
     end(s, out);
