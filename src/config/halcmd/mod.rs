@@ -1,8 +1,8 @@
 //! The `.hal` language as halcmd reads it, and a [`Session`] that executes it.
 //!
-//! - [`lex`]: comments, continuations, `$VAR`/`[SECTION]KEY` substitution, quoting;
+//! - `lex`: comments, continuations, `$VAR`/`[SECTION]KEY` substitution, quoting;
 //! - [`ini`]: LinuxCNC INI files;
-//! - [`parse`]: every halcmd command into a `Command`;
+//! - `parse`: every halcmd command into a `Command`;
 //! - this module: executing commands against a **netlist model** kept in the config layer — which
 //!   components are loaded (their pins, params and functions learnt from a dry load), pin → signal
 //!   links, signal types and values, each thread's function list, aliases. The model can unlink,
@@ -322,9 +322,15 @@ impl Session {
             }
             let result = match &c.command {
                 Command::Source { file: f } => self.run_source(file, dir, f, out),
-                command => self
-                    .exec(file, c.line, command, out)
-                    .map_err(|(line, m)| ConfigError::at(file, line, m)),
+                command => {
+                    // A failed command changes nothing (halcmd checks a whole `net` before
+                    // linking any pin), so an interactive session or `-k` goes on from a clean state.
+                    let before = self.model.clone();
+                    self.exec(file, c.line, command, out).map_err(|(line, m)| {
+                        self.model = before;
+                        ConfigError::at(file, line, m)
+                    })
+                }
             };
             match result {
                 Ok(Flow::Quit) => return Ok(Flow::Quit),

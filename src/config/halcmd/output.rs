@@ -418,10 +418,17 @@ fn show_aliases(s: &Session, patterns: &[String], out: &mut String) {
 
 pub(super) fn list(s: &Session, kind: &Word, patterns: &[String]) -> Result<String, String> {
     use super::NameKind as K;
+    // `-tTYPE` or `-t TYPE` first; `signed`/`unsigned` are s32/u32, as in halcmd.
     let (ty, patterns) = match patterns.first().and_then(|p| p.strip_prefix("-t")) {
+        Some("") if patterns.len() > 1 => (Some(patterns[1].clone()), &patterns[2..]),
         Some(t) => (Some(t.to_string()), &patterns[1..]),
         None => (None, patterns),
     };
+    let ty = ty.map(|t| match t.as_str() {
+        "signed" => "s32".to_string(),
+        "unsigned" => "u32".to_string(),
+        _ => t,
+    });
     let names = match kind.text.as_str() {
         "comp" => s.names(K::Comp),
         "pin" => s.names(K::Pin),

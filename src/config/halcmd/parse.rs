@@ -285,7 +285,7 @@ pub(crate) fn parse(
 type ParseResult<T> = Result<T, (usize, String)>;
 
 fn value_type(w: &Word) -> ParseResult<ValueType> {
-    match w.text.as_str() {
+    match w.text.to_ascii_lowercase().as_str() {
         "bit" => Ok(ValueType::Bit),
         "float" => Ok(ValueType::Float),
         "s32" => Ok(ValueType::S32),

@@ -318,4 +318,9 @@ fn keep_going_collects_every_error() {
     let lines: Vec<Option<usize>> = s.errors().iter().map(|e| e.line).collect();
     assert_eq!(lines, [Some(1), Some(3)]);
     assert_eq!(ok(&mut s, "getp pid.0.Pgain\n"), "2\n");
+    // A failed net links nothing: the whole command is checked first.
+    let e = err(&mut s, "net n pid.0.enable pid.0.nope\n");
+    assert!(e.contains("no pin named 'pid.0.nope'"), "{e}");
+    assert!(s.names(NameKind::Signal).is_empty());
+    assert_eq!(ok(&mut s, "list pin -t bit pid.0.en\n"), "pid.0.enable\n");
 }
