@@ -1,9 +1,12 @@
 //! LinuxCNC INI files, read as halcmd's `-i` reads them for `[SECTION]KEY` substitution.
 //!
-//! Rules (LinuxCNC's): `[NAME]` starts a section; `KEY = VALUE` lines (blanks around `=` and at
-//! the ends dropped); lines starting with `#` or `;` are comments; a key given twice keeps both, and
-//! a lookup returns the **first** (what halcmd's lookup does). `#INCLUDE FILE` (LinuxCNC 2.9, which
-//! expands it before halcmd sees the file) reads FILE, relative to the including file, in its place.
+//! Rules (LinuxCNC's reader, which halcmd's lookup uses): `[NAME]` starts a section; `KEY = VALUE`
+//! lines (blanks around `=` and at the end dropped; nothing after the value is a comment); lines
+//! starting with `#` or `;` are comments; a line ending in `\` continues on the next. A lookup of
+//! `[SECTION]KEY` searches only the **first** `[SECTION]` block and returns the **first** `KEY`
+//! there; `[]KEY` searches the whole file; an empty value counts as missing. `#INCLUDE FILE`
+//! (LinuxCNC 2.9 expands it before halcmd sees the file) reads FILE, relative to the including
+//! file, in its place.
 
 use std::path::Path;
 
@@ -14,6 +17,8 @@ use crate::rt::units::quote;
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     section: String,
+    /// Which `[SECTION]` block of the file (0 before the first header).
+    block: usize,
     key: String,
     value: String,
 }
@@ -24,6 +29,8 @@ pub struct Ini {
     /// As shown in messages.
     pub(crate) name: String,
     entries: Vec<Entry>,
+    /// Section blocks so far (headers seen).
+    blocks: usize,
 }
 
 /// `#INCLUDE` depth beyond which a file is taken to include itself.
@@ -35,6 +42,7 @@ impl Ini {
         let mut ini = Ini {
             name: path.display().to_string(),
             entries: Vec::new(),
+            blocks: 0,
         };
         ini.read(path, 0)?;
         Ok(ini)
@@ -45,6 +53,7 @@ impl Ini {
         let mut ini = Ini {
             name: name.to_string(),
             entries: Vec::new(),
+            blocks: 0,
         };
         ini.add(name, text, None, 0)?;
         Ok(ini)
@@ -65,7 +74,21 @@ impl Ini {
     ) -> Result<(), ConfigError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut section = String::new();
+        let mut block = self.blocks;
+        let mut pending = String::new();
         for (i, raw) in text.lines().enumerate() {
+            // A line ending in `\` continues on the next one.
+            if let Some(head) = raw.strip_suffix('\\') {
+                pending.push_str(head);
+                continue;
+            }
+            let joined;
+            let raw = if pending.is_empty() {
+                raw
+            } else {
+                joined = std::mem::take(&mut pending) + raw;
+                &joined
+            };
             let line = raw.trim();
             if let Some(file) = line.strip_prefix("#INCLUDE") {
                 let file = file.trim();
@@ -78,9 +101,11 @@ impl Ini {
                     ));
                 }
                 let path = dir.join(file);
+                self.blocks = block;
                 self.read(&path, depth + 1).map_err(|e| {
                     ConfigError::at(name, i + 1, format!("#INCLUDE {}: {e}", quote(file)))
                 })?;
+                block = self.blocks;
                 continue;
             }
             if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
@@ -88,28 +113,38 @@ impl Ini {
             }
             if let Some(rest) = line.strip_prefix('[') {
                 if let Some(end) = rest.find(']') {
-                    section = rest[..end].trim().to_string();
+                    section = rest[..end].to_string();
+                    block += 1;
                     continue;
                 }
             }
             if let Some((key, value)) = line.split_once('=') {
                 self.entries.push(Entry {
                     section: section.clone(),
+                    block,
                     key: key.trim().to_string(),
                     value: value.trim().to_string(),
                 });
             }
             // Any other line is ignored, as LinuxCNC's reader ignores it.
         }
+        self.blocks = block;
         Ok(())
     }
 
-    /// The first value of `key` in `section` (any section when `section` is empty).
+    /// The first value of `key` in the first `[section]` block (the whole file when `section` is
+    /// empty); an empty value counts as missing, as in LinuxCNC.
     pub fn get(&self, section: &str, key: &str) -> Option<&str> {
+        let block = if section.is_empty() {
+            None
+        } else {
+            Some(self.entries.iter().find(|e| e.section == section)?.block)
+        };
         self.entries
             .iter()
-            .find(|e| (section.is_empty() || e.section == section) && e.key == key)
+            .find(|e| block.is_none_or(|b| e.block == b) && e.key == key)
             .map(|e| e.value.as_str())
+            .filter(|v| !v.is_empty())
     }
 
     /// Every value of `key` in `section`, in file order (`[HAL]HALFILE` may be given many times).
@@ -144,6 +179,17 @@ mod tests {
         assert_eq!(ini.get("AXIS_Y", "MAX_VELOCITY"), None);
         assert_eq!(ini.all("HAL", "HALFILE"), ["a.hal", "b.hal"]);
         assert!(ini.has_section("HAL") && !ini.has_section("TRAJ"));
+        // Only the first block of a section is searched; continued lines join; empty is missing.
+        let ini = Ini::parse(
+            "m.ini",
+            "[A]\nK = 1 # not a comment\nE =\n[B]\nL = x\\\ny\n[A]\nK = 2\nM = 3\n",
+        )
+        .unwrap();
+        assert_eq!(ini.get("A", "K"), Some("1 # not a comment"));
+        assert_eq!(ini.get("A", "M"), None);
+        assert_eq!(ini.get("", "M"), Some("3"));
+        assert_eq!(ini.get("B", "L"), Some("xy"));
+        assert_eq!(ini.get("A", "E"), None);
     }
 
     #[test]
