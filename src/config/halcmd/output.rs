@@ -458,8 +458,9 @@ pub(super) fn list(s: &Session, kind: &Word, patterns: &[String]) -> Result<Stri
         .into_iter()
         .filter(|n| matches(patterns, n))
         .filter(|n| ty.as_ref().is_none_or(|t| type_of(n).as_ref() == Some(t)))
-        .collect::<Vec<_>>()
-        .join(" "))
+        // Each name followed by a blank, as halcmd prints them.
+        .map(|n| n + " ")
+        .collect::<String>())
 }
 
 /// `save [ITEM]`: halcmd text that recreates the HAL (`all`, the default: threads, comp, alias,
@@ -469,7 +470,34 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
     let m = &s.model;
     let mut out = String::new();
     let all = matches!(item, "all" | "allu");
+    const ITEMS: &[&str] = &[
+        "all",
+        "allu",
+        "comp",
+        "alias",
+        "sig",
+        "signal",
+        "sigu",
+        "net",
+        "neta",
+        "netl",
+        "netla",
+        "netal",
+        "link",
+        "linka",
+        "param",
+        "parameter",
+        "thread",
+        "unconnectedinpins",
+    ];
+    if !ITEMS.contains(&item) {
+        return Err(format!(
+            "save: unknown item {}; use comp, alias, sig, sigu, net, netla, param, thread, unconnectedinpins, all or allu",
+            quote(item)
+        ));
+    }
     if all || item == "comp" {
+        out.push_str("# components\n");
         let threads: Vec<_> = m.threads.iter().filter(|t| t.from_loadrt).collect();
         if !threads.is_empty() {
             for chunk in threads.chunks(3) {
@@ -495,11 +523,17 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
         }
     }
     if all || item == "alias" {
-        for ((kind, alias), orig) in &m.aliases {
-            let _ = writeln!(out, "alias {} {orig} {alias}", kind.as_str());
+        for kind in [AliasKind::Pin, AliasKind::Param] {
+            let _ = writeln!(out, "# {} aliases", kind.as_str());
+            for ((k, alias), orig) in &m.aliases {
+                if *k == kind {
+                    let _ = writeln!(out, "alias {} {orig} {alias}", kind.as_str());
+                }
+            }
         }
     }
     if all || matches!(item, "sig" | "signal" | "sigu") {
+        out.push_str("# signals\n");
         for (name, sig) in &m.signals {
             if item == "sig" || item == "signal" || sig.pins.is_empty() {
                 let _ = writeln!(out, "newsig {name} {}", sig.ty);
@@ -512,6 +546,7 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
             "net" | "neta" | "netl" | "netla" | "netal" | "link" | "linka"
         )
     {
+        out.push_str("# nets\n");
         for (name, sig) in &m.signals {
             if sig.pins.is_empty() {
                 continue;
@@ -538,6 +573,7 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
         }
     }
     if all || matches!(item, "param" | "parameter") {
+        out.push_str("# parameter values\n");
         for (name, p) in &m.params {
             if p.access == rtapi_hal::ParamAccess::Rw && p.owner != "rtapi" {
                 let _ = writeln!(out, "setp {name} {}", m.value_of(name));
@@ -545,6 +581,7 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
         }
     }
     if all || item == "unconnectedinpins" {
+        out.push_str("# unconnected pin values\n");
         for (name, p) in &m.pins {
             let set = m.values.contains_key(name) || item != "all";
             if p.dir == PinDir::In && !m.pin_signal.contains_key(name) && set {
@@ -553,38 +590,12 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
         }
     }
     if all || item == "thread" {
+        out.push_str("# realtime thread/function links\n");
         for t in &m.threads {
             for f in &t.functs {
                 let _ = writeln!(out, "addf {f} {}", t.spec.name);
             }
         }
-    }
-    if out.is_empty()
-        && !all
-        && !matches!(
-            item,
-            "comp"
-                | "alias"
-                | "sig"
-                | "signal"
-                | "sigu"
-                | "net"
-                | "neta"
-                | "netl"
-                | "netla"
-                | "netal"
-                | "link"
-                | "linka"
-                | "param"
-                | "parameter"
-                | "thread"
-                | "unconnectedinpins"
-        )
-    {
-        return Err(format!(
-            "save: unknown item {}; use comp, alias, sig, sigu, net, netla, param, thread, unconnectedinpins, all or allu",
-            quote(item)
-        ));
     }
     if s.started && all {
         out.push_str("start\n");

@@ -87,7 +87,7 @@ fn addf_and_delf_positions() {
     );
     assert_eq!(
         ok(&mut s, "save thread\n"),
-        "addf siggen.1.update servo\naddf siggen.0.update servo\naddf siggen.3.update servo\naddf siggen.2.update servo\n"
+        "# realtime thread/function links\naddf siggen.1.update servo\naddf siggen.0.update servo\naddf siggen.3.update servo\naddf siggen.2.update servo\n"
     );
     ok(&mut s, "delf siggen.0.update servo\n");
     s.script_friendly = true;
@@ -124,7 +124,7 @@ fn one_function_for_all_channels_means_every_instance() {
     );
     let saved = ok(&mut s, "save thread\n");
     assert!(
-        saved.starts_with("addf stepgen.0.make-pulses base\naddf stepgen.1.make-pulses base\naddf stepgen.2.make-pulses base\n"),
+        saved.starts_with("# realtime thread/function links\naddf stepgen.0.make-pulses base\naddf stepgen.1.make-pulses base\naddf stepgen.2.make-pulses base\n"),
         "{saved}"
     );
     assert!(err(&mut s, "loadrt stepgen names=q step_type=2\n")
@@ -185,7 +185,7 @@ fn setp_shorthand_ptype_stype_list_and_echo() {
         ok(&mut s, "getp pid.0.Igain\nptype pid.0.Igain\nstype e\n"),
         "0.5\nfloat\nfloat\n"
     );
-    assert_eq!(ok(&mut s, "list pin -tbit pid.0.en\n"), "pid.0.enable\n");
+    assert_eq!(ok(&mut s, "list pin -tbit pid.0.en\n"), "pid.0.enable \n");
     assert_eq!(
         ok(
             &mut s,
@@ -322,5 +322,5 @@ fn keep_going_collects_every_error() {
     let e = err(&mut s, "net n pid.0.enable pid.0.nope\n");
     assert!(e.contains("no pin named 'pid.0.nope'"), "{e}");
     assert!(s.names(NameKind::Signal).is_empty());
-    assert_eq!(ok(&mut s, "list pin -t bit pid.0.en\n"), "pid.0.enable\n");
+    assert_eq!(ok(&mut s, "list pin -t bit pid.0.en\n"), "pid.0.enable \n");
 }
