@@ -6,7 +6,6 @@
 //! `LINUXCNC DIFFERENTIAL TEST NOT RUN` banner and FAILS.
 
 #[path = "common/linuxcnc.rs"]
-#[allow(dead_code)]
 mod linuxcnc;
 
 use std::process::Command;
