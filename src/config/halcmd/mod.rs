@@ -1206,10 +1206,15 @@ impl Session {
                 Some(toml) => format!("the [[thread]] tables of {toml}"),
                 None => "made by `loadrt threads name1=NAME period1=NS`".to_string(),
             };
+            let linuxcnc = if thread.text.ends_with("-thread") {
+                "; in LinuxCNC the motion controller (loadrt motmod) creates servo-thread and base-thread, which rtapi does not have"
+            } else {
+                ""
+            };
             return Err((
                 thread.line,
                 format!(
-                    "addf {}: no thread named {}; threads are {from}: {}",
+                    "addf {}: no thread named {}; threads are {from}: {}{linuxcnc}",
                     function.text,
                     quote(&thread.text),
                     if known.is_empty() {

@@ -36,7 +36,7 @@ fn link_arrow(dir: PinDir) -> &'static str {
 }
 
 /// Who makes pins and params of this name in LinuxCNC, for objects rtapi has no component for.
-pub(super) fn linuxcnc_creator(name: &str) -> Option<&'static str> {
+pub(super) fn linuxcnc_creator(name: &str) -> Option<String> {
     const CREATORS: &[(&str, &str)] = &[
         ("motion.", "the motion controller (loadrt motmod)"),
         ("axis.", "the motion controller (loadrt motmod)"),
@@ -61,10 +61,17 @@ pub(super) fn linuxcnc_creator(name: &str) -> Option<&'static str> {
         ("tpmod.", "the trajectory planner (tpmod)"),
         ("sim-hardware.", "sim_home_switch / sim-hardware"),
     ];
-    CREATORS
+    if let Some(who) = CREATORS
         .iter()
         .find(|(prefix, _)| name.starts_with(prefix))
         .map(|(_, who)| *who)
+    {
+        return Some(who.to_string());
+    }
+    // Kinematics modules name their pins after themselves: pumakins.A2, genserkins.A-0.
+    let first = name.split('.').next().unwrap_or("");
+    (first.ends_with("kins") && first.len() > 4)
+        .then(|| format!("the kinematics module {first} (loadrt {first})"))
 }
 
 /// `loadrt X` for a component rtapi does not have.
@@ -87,7 +94,8 @@ pub(super) fn not_available(registry: &Registry, name: &str) -> String {
     };
     let mut m = format!("component {}{hint} is not available in rtapi", quote(name));
     if close.is_empty() {
-        m.push_str("; `rtapi halrun --help` tells where the list of components is");
+        let all: Vec<&str> = registry.entries().map(|e| e.name).collect();
+        let _ = write!(m, "; rtapi has: {}", all.join(", "));
     } else {
         let _ = write!(m, "; close: {}", close.join(", "));
     }

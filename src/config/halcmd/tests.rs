@@ -258,6 +258,16 @@ fn what_rtapi_lacks_is_named_at_its_line() {
     assert!(e.starts_with("t.hal:2: net x-vel: no pin named 'joint.0.vel-cmd'; in LinuxCNC it is created by the motion controller (loadrt motmod)"), "{e}");
     let e = err(&mut s, "net y halui.machine.is-on pid.0.enable\n");
     assert!(e.contains("created by halui (loadusr halui)"), "{e}");
+    let e = err(&mut s, "setp pumakins.A2 1\n");
+    assert!(
+        e.contains("created by the kinematics module pumakins (loadrt pumakins)"),
+        "{e}"
+    );
+    let e = err(&mut s, "addf pid.0.do-pid-calcs servo-thread\n");
+    assert!(
+        e.contains("the motion controller (loadrt motmod) creates servo-thread"),
+        "{e}"
+    );
     let e = err(&mut s, "unloadrt nothing\n");
     assert!(e.contains("no component 'nothing' is loaded"), "{e}");
     ok(&mut s, "unloadrt pid\n");
