@@ -174,6 +174,9 @@ pub struct Session {
     echo: bool,
     started: bool,
     depth: usize,
+    /// Whether a failed command must leave the model as it was (interactive use, `-k`): each
+    /// command then runs on a copy kept for the rollback.
+    rollback: bool,
 }
 
 impl Session {
@@ -194,6 +197,7 @@ impl Session {
             echo: false,
             started: false,
             depth: 0,
+            rollback: false,
         })
     }
 
@@ -265,6 +269,8 @@ impl Session {
 
     /// Executes one line of halcmd text (as typed at a prompt: errors name `<command line>:1`).
     pub fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ConfigError> {
+        // A session that takes lines one by one goes on after an error: from the state before it.
+        self.rollback = true;
         self.run_text("<command line>", None, line, out)
     }
 
@@ -325,9 +331,11 @@ impl Session {
                 command => {
                     // A failed command changes nothing (halcmd checks a whole `net` before
                     // linking any pin), so an interactive session or `-k` goes on from a clean state.
-                    let before = self.model.clone();
+                    let before = (self.rollback || self.keep_going).then(|| self.model.clone());
                     self.exec(file, c.line, command, out).map_err(|(line, m)| {
-                        self.model = before;
+                        if let Some(before) = before {
+                            self.model = before;
+                        }
                         ConfigError::at(file, line, m)
                     })
                 }

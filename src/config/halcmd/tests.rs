@@ -333,4 +333,14 @@ fn keep_going_collects_every_error() {
     assert!(e.contains("no pin named 'pid.0.nope'"), "{e}");
     assert!(s.names(NameKind::Signal).is_empty());
     assert_eq!(ok(&mut s, "list pin -t bit pid.0.en\n"), "pid.0.enable \n");
+    // The same from a prompt, line by line.
+    let mut s = session();
+    let mut out = Vec::new();
+    s.execute("loadrt pid", &mut out).unwrap();
+    assert!(s
+        .execute("net n pid.0.enable pid.0.nope", &mut out)
+        .is_err());
+    assert!(s.names(NameKind::Signal).is_empty());
+    s.execute("net n pid.0.enable", &mut out).unwrap();
+    assert_eq!(s.names(NameKind::Signal), ["n"]);
 }
