@@ -1,12 +1,13 @@
 //! Every `.hal` file of LinuxCNC's sample configs through `rtapi halrun --check` (a real child
-//! process), with each INI file that names it in `[HAL]HALFILE` / `POSTGUI_HALFILE`.
+//! process), with each INI file that names it in `[HAL]HALFILE` / `POSTGUI_HALFILE` (a file that no
+//! INI file names and that needs one: with each INI file of its directory).
 //!
 //! Every outcome must be one of: it loads; or it stops with a `file:line` error naming the first
 //! thing rtapi lacks — a component that is not available, a pin/signal/function/thread that another
 //! LinuxCNC program (motion, a GUI, halui…) or another file of the config would create, a `loadusr`,
 //! a name with characters rtapi's HAL names do not allow, `[SECTION]KEY` in a file that no INI
-//! file names, or a key its INI file lacks (old-format INI files that LinuxCNC's `update_ini`
-//! converts before running them). Anything else (a parse error on valid syntax, a panic, an error without `file:line`)
+//! file names, a key its INI file lacks (old-format INI files that LinuxCNC's `update_ini`
+//! converts before running them), or a quote left open (invalid for LinuxCNC's halcmd too). Anything else (a parse error on valid syntax, a panic, an error without `file:line`)
 //! fails the test, listing the files.
 
 use std::collections::BTreeMap;
@@ -68,6 +69,7 @@ enum Outcome {
     UnsupportedName,
     NoIni,
     IniKeyMissing,
+    InvalidSyntax,
     Other,
 }
 
@@ -104,6 +106,9 @@ fn classify(code: Option<i32>, stderr: &str, file: &Path) -> Outcome {
         Outcome::NoIni
     } else if first.contains("has no section [") || first.contains("has no key ") {
         Outcome::IniKeyMissing
+    } else if first.contains("quote is not closed on this line") {
+        // Invalid halcmd too: LinuxCNC 2.9's halcmd stops there with "unterminated quoted string".
+        Outcome::InvalidSyntax
     } else {
         Outcome::Other
     }
@@ -163,6 +168,18 @@ fn every_sample_hal_file_loads_or_names_what_rtapi_lacks() {
             None => vec![None],
         };
         let mut best = Outcome::Other;
+        let mut inis = inis;
+        // A file no INI file names, that needs one: try each INI file of its directory.
+        if inis == [None] && check(hal, None).0 == Outcome::NoIni {
+            let dir = hal.parent().unwrap();
+            let here: Vec<&PathBuf> = files
+                .iter()
+                .filter(|p| p.parent() == Some(dir) && p.extension().is_some_and(|e| e == "ini"))
+                .collect();
+            if !here.is_empty() {
+                inis = here.iter().map(|p| Some(p.as_path())).collect();
+            }
+        }
         for ini in inis {
             let (outcome, stderr) = check(hal, ini);
             runs += 1;
@@ -181,7 +198,7 @@ fn every_sample_hal_file_loads_or_names_what_rtapi_lacks() {
     }
     let show = |c: &BTreeMap<Outcome, usize>| {
         format!(
-            "loaded {}, stopped by a missing component {}, by a missing pin/signal/function/thread {}, by loadusr {}, by a name rtapi's HAL does not allow {}, needing an INI file none names {}, by a key its INI file lacks {}, other {}",
+            "loaded {}, stopped by a missing component {}, by a missing pin/signal/function/thread {}, by loadusr {}, by a name rtapi's HAL does not allow {}, needing an INI file none names {}, by a key its INI file lacks {}, by a quote left open (halcmd refuses it too) {}, other {}",
             c.get(&Outcome::Loaded).unwrap_or(&0),
             c.get(&Outcome::MissingComponent).unwrap_or(&0),
             c.get(&Outcome::MissingPin).unwrap_or(&0),
@@ -189,6 +206,7 @@ fn every_sample_hal_file_loads_or_names_what_rtapi_lacks() {
             c.get(&Outcome::UnsupportedName).unwrap_or(&0),
             c.get(&Outcome::NoIni).unwrap_or(&0),
             c.get(&Outcome::IniKeyMissing).unwrap_or(&0),
+            c.get(&Outcome::InvalidSyntax).unwrap_or(&0),
             c.get(&Outcome::Other).unwrap_or(&0),
         )
     };

@@ -8,7 +8,7 @@
 //! 2. [`Machine::session`] executes the commands into a [`halcmd::Session`]'s netlist model (the
 //!    first error stops it, like halcmd), and [`halcmd::Session::apply_to`] emits the result to a
 //!    [`Validation`](crate::components::Validation) target (a HAL that is never built);
-//! 3. only then does `rtapi run` apply the same machine to the real runtime and start it.
+//! 3. only then does `rtapi run` apply the same session to the real runtime and start it.
 //!
 //! Between 1 and 2, [`Machine::check_cpus`] checks every `cpu =` against this machine's CPUs.
 //!
