@@ -501,24 +501,8 @@ impl Session {
                     ));
                 }
             }
-            Command::Unload { name } => {
-                if name.text == "all" || self.model.loaded.iter().any(|l| l.component == name.text)
-                {
-                    self.unloadrt(name)?;
-                } else if !self.model.threads.iter().any(|t| t.from_loadrt)
-                    || name.text != "threads"
-                {
-                    return Err((
-                        name.line,
-                        format!(
-                            "unload {}: nothing of that name is loaded",
-                            quote(&name.text)
-                        ),
-                    ));
-                } else {
-                    self.unloadrt(name)?;
-                }
-            }
+            // No user-space component can be loaded, so `unload` is `unloadrt`.
+            Command::Unload { name } => self.unloadrt(name)?,
             Command::Newsig { name, ty } => {
                 if let Some(e) = invalid_name("signal", &name.text) {
                     return Err((name.line, format!("newsig: {e}")));

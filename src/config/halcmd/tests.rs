@@ -270,12 +270,17 @@ fn what_rtapi_lacks_is_named_at_its_line() {
     );
     let e = err(&mut s, "unloadrt nothing\n");
     assert!(e.contains("no component 'nothing' is loaded"), "{e}");
+    assert!(err(&mut s, "unload nothing\n").contains("no component 'nothing' is loaded"));
     ok(&mut s, "unloadrt pid\n");
     assert!(s
         .names(NameKind::Pin)
         .iter()
         .all(|p| !p.starts_with("pid.")));
-    ok(&mut s, "loadrt pid\n");
+    ok(
+        &mut s,
+        "loadrt pid\nloadrt threads name1=t period1=1000000\nunload all\n",
+    );
+    assert!(s.names(NameKind::Comp).is_empty() && s.names(NameKind::Thread).is_empty());
 }
 
 #[test]
