@@ -52,7 +52,10 @@ fn signal_values_through_net_sets_unlinkp_delsig_and_linkps() {
          setp pid.0.feedback 4\nnet fb pid.0.feedback\ngets fb\ndelsig fb\ngetp pid.0.feedback\n\
          newsig e bit\nlinkps pid.0.enable e\ngets e\nsets e 1\ngetp pid.0.enable\n\
          pid.0.Pgain = 2\ngetp pid.0.Pgain\nptype pid.0.Pgain\nstype e\n\
-         net out pid.0.output => pid.0.maxoutput\ngets out\n",
+         net out pid.0.output => pid.0.maxoutput\ngets out\n\
+         setp pid.0.Pgain 1e-7\ngetp pid.0.Pgain\nsetp pid.0.Pgain 123456789.123\ngetp pid.0.Pgain\n\
+         setp pid.0.Igain -2.5e12\ngetp pid.0.Igain\nsetp pid.0.Dgain 1.23456789\ngetp pid.0.Dgain\n\
+         newsig f float\nsets f 0.00001234\ngets f\n",
     );
 }
 

@@ -536,7 +536,7 @@ impl Session {
             }
             Command::Sets { signal, value } => self.sets(signal, value)?,
             Command::Gets { signal } => {
-                let v = self.model.signal_value(self.signal(signal, "gets")?);
+                let v = output::shown_value(self.model.signal_value(self.signal(signal, "gets")?));
                 let _ = writeln!(out, "{v}");
             }
             Command::Stype { name } => {
@@ -577,7 +577,7 @@ impl Session {
             Command::Setp { name, value } => self.setp(name, value)?,
             Command::Getp { name } => {
                 let (full, _) = self.pin_or_param(name, "getp")?;
-                let v = self.model.value_of(&full);
+                let v = output::shown_value(self.model.value_of(&full));
                 let _ = writeln!(out, "{v}");
             }
             Command::Ptype { name } => {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use rtapi_hal::PinDir;
+use rtapi_hal::{PinDir, Value};
 
 use super::lex::Word;
 use super::parse::{AliasKind, UsrFlags, COMMANDS};
@@ -32,6 +32,45 @@ fn link_arrow(dir: PinDir) -> &'static str {
         PinDir::In => "<==",
         PinDir::Out => "==>",
         PinDir::Io => "<=>",
+    }
+}
+
+/// A value as halcmd shows it (getp, gets, show): floats as C's `%.7g` (`1.234568e+08`), the rest
+/// as [`Value`]'s text. `save` writes full precision instead, so that it recreates the exact value.
+pub(super) fn shown_value(v: Value) -> String {
+    match v {
+        Value::Float(f) => g7(f),
+        v => v.to_string(),
+    }
+}
+
+/// C's `printf("%.7g", x)`.
+fn g7(x: f64) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    // Rounded to 7 significant digits first: the exponent is the rounded number's.
+    let sci = format!("{x:.6e}");
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("an integer exponent");
+    let trim = |t: &str| -> String {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    if !(-4..7).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    } else {
+        trim(&format!("{x:.*}", (6 - exp) as usize))
     }
 }
 
@@ -292,7 +331,7 @@ fn show_pins(s: &Session, patterns: &[String], out: &mut String) {
             if p.owner.is_empty() { "-" } else { &p.owner },
             p.ty.to_string(),
             dir_short(p.dir),
-            s.model.value_of(name).to_string()
+            shown_value(s.model.value_of(name))
         );
     }
     end(s, out);
@@ -319,7 +358,7 @@ fn show_params(s: &Session, patterns: &[String], out: &mut String) {
             "  {:<20} {:<6} {access:<4} {:<24} {shown}",
             if p.owner.is_empty() { "-" } else { &p.owner },
             p.ty.to_string(),
-            s.model.value_of(name).to_string()
+            shown_value(s.model.value_of(name))
         );
     }
     end(s, out);
@@ -336,7 +375,7 @@ fn show_signals(s: &Session, patterns: &[String], out: &mut String) {
         if !matches(patterns, name) {
             continue;
         }
-        let value = s.model.signal_value(name).to_string();
+        let value = shown_value(s.model.signal_value(name));
         if s.script_friendly {
             let _ = write!(out, "{} {value} {name}", sig.ty);
             for p in &sig.pins {
@@ -685,6 +724,25 @@ pub(super) fn help(command: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floats_show_as_c_percent_7g() {
+        let cases = [
+            (1e-7, "1e-07"),
+            (0.1, "0.1"),
+            (123456789.123, "1.234568e+08"),
+            (-2.5e12, "-2.5e+12"),
+            (1.23456789, "1.234568"),
+            (4.0, "4"),
+            (9999999.5, "1e+07"),
+            (0.0001, "0.0001"),
+            (0.00001234, "1.234e-05"),
+            (1234567.0, "1234567"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(g7(x), want, "{x}");
+        }
+    }
 
     #[test]
     fn globs_and_prefixes() {
