@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use super::{exit, out, Failure};
 use crate::components::{Registry, Validation};
+use crate::config::halcmd::Session;
 use crate::config::{ConfigError, Machine};
 use crate::rt::clock::Nanos;
 use crate::rt::units::parse_duration;
 use crate::runtime::watchdog::StallAction;
-use crate::runtime::{Runtime, StopReason};
+use crate::runtime::{Running, Runtime, RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,14 +37,14 @@ pub struct Args {
 }
 
 /// `--duration`: a positive duration with its unit (0 would stop before the first period).
-fn parse_run_duration(text: &str) -> Result<Nanos, String> {
+pub(crate) fn parse_run_duration(text: &str) -> Result<Nanos, String> {
     match parse_duration(text)? {
         d if d.is_positive() => Ok(d),
         _ => Err("--duration must be positive; omit it to run until Ctrl-C".to_string()),
     }
 }
 
-fn config_failure(errors: &[ConfigError]) -> Failure {
+pub(crate) fn config_failure(errors: &[ConfigError]) -> Failure {
     for e in errors {
         out::eprintln(&e.to_string());
     }
@@ -67,82 +68,97 @@ pub fn run(args: Args) -> Result<(), Failure> {
     machine.check_host_cpus().map_err(|e| config_failure(&e))?;
     let registry = Registry::builtin();
 
-    // The dry run: a HAL that is never built, so a bad config touches nothing.
-    let mut dry =
-        Validation::new(&machine.runtime.instance).map_err(|e| Failure::usage(e.to_string()))?;
-    machine
-        .apply(&mut dry, &registry)
+    // The .hal files run once, into the session's netlist model (output commands print here).
+    let session = machine
+        .session(&registry, &mut std::io::stdout())
         .map_err(|e| config_failure(&[e]))?;
+    start(&session, machine.runtime.clone())?.run(&machine.runtime.instance, args.duration)
+}
 
-    let mut rt = Runtime::configure(machine.runtime.clone()).map_err(Failure::from)?;
-    machine
-        .apply(&mut rt, &registry)
+/// The dry run (a HAL that is never built, so a bad config touches nothing), then the real runtime
+/// configured with the same session, started.
+pub(crate) fn start(session: &Session, options: RuntimeOptions) -> Result<Started, Failure> {
+    let mut dry = Validation::new(&options.instance).map_err(|e| Failure::usage(e.to_string()))?;
+    session
+        .apply_to(&mut dry)
         .map_err(|e| config_failure(&[e]))?;
-    let running = rt.start().map_err(Failure::from)?;
-    let threads: Vec<String> = running
-        .threads()
-        .iter()
-        .map(|t| {
-            format!(
-                "{} {} (cpu {}, prio {})",
-                t.name, t.period, t.cpu, t.priority
-            )
-        })
-        .collect();
-    out::eprintln(&format!(
-        "rtapi: instance '{}' running, flavor {}: {}; {}",
-        machine.runtime.instance,
-        running.flavor(),
-        threads.join(", "),
-        match args.duration {
-            Some(d) => format!("stopping after {d}"),
-            None => "Ctrl-C to stop".to_string(),
+    let mut rt = Runtime::configure(options).map_err(Failure::from)?;
+    session
+        .apply_to(&mut rt)
+        .map_err(|e| config_failure(&[e]))?;
+    Ok(Started(rt.start().map_err(Failure::from)?))
+}
+
+/// A started runtime.
+pub(crate) struct Started(Runtime<Running>);
+
+impl Started {
+    /// Runs until SIGINT/SIGTERM or `duration`, stops, prints the summary; failures as exit codes.
+    pub(crate) fn run(self, instance: &str, duration: Option<Nanos>) -> Result<(), Failure> {
+        let running = self.0;
+        let threads: Vec<String> = running
+            .threads()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} {} (cpu {}, prio {})",
+                    t.name, t.period, t.cpu, t.priority
+                )
+            })
+            .collect();
+        out::eprintln(&format!(
+            "rtapi: instance '{}' running, flavor {}: {}; {}",
+            instance,
+            running.flavor(),
+            threads.join(", "),
+            match duration {
+                Some(d) => format!("stopping after {d}"),
+                None => "Ctrl-C to stop".to_string(),
+            }
+        ));
+        let limit = duration.map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
+        running.keep_caller_off_rt_cpus();
+        let reason = running.wait(limit);
+        let summary = running.stop();
+        let mut text = summary.to_string();
+        if !text.ends_with('\n') {
+            text.push('\n');
         }
-    ));
-    let limit = args
-        .duration
-        .map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
-    running.keep_caller_off_rt_cpus();
-    let reason = running.wait(limit);
-    let summary = running.stop();
-    let mut text = summary.to_string();
-    if !text.ends_with('\n') {
-        text.push('\n');
+        // After the stop: a closed standard output cannot skip the clean-up, only the summary.
+        let printed = out::print(&text);
+        let faulted: Vec<&str> = summary
+            .threads
+            .iter()
+            .flat_map(|t| t.faulted.iter().map(String::as_str))
+            .collect();
+        if !faulted.is_empty() {
+            return Err(Failure::runtime(format!(
+                "functions faulted and were disabled: {}",
+                faulted.join(", ")
+            )));
+        }
+        let stalled: Vec<String> = summary
+            .threads
+            .iter()
+            .filter_map(|t| {
+                t.stalled
+                    .as_ref()
+                    .map(|place| format!("{} ({place})", t.info.name))
+            })
+            .collect();
+        if reason == StopReason::Stalled || !stalled.is_empty() {
+            return Err(Failure::runtime(format!(
+                "stalled thread(s): {}; a function did not return (see the messages above)",
+                stalled.join(", ")
+            )));
+        }
+        if reason == StopReason::ThreadsEnded {
+            return Err(Failure {
+                code: exit::RUNTIME,
+                message: "every thread ended on its own (a timer failed; see the messages above)"
+                    .into(),
+            });
+        }
+        printed
     }
-    // After the stop: a closed standard output cannot skip the clean-up, only the summary.
-    let printed = out::print(&text);
-    let faulted: Vec<&str> = summary
-        .threads
-        .iter()
-        .flat_map(|t| t.faulted.iter().map(String::as_str))
-        .collect();
-    if !faulted.is_empty() {
-        return Err(Failure::runtime(format!(
-            "functions faulted and were disabled: {}",
-            faulted.join(", ")
-        )));
-    }
-    let stalled: Vec<String> = summary
-        .threads
-        .iter()
-        .filter_map(|t| {
-            t.stalled
-                .as_ref()
-                .map(|place| format!("{} ({place})", t.info.name))
-        })
-        .collect();
-    if reason == StopReason::Stalled || !stalled.is_empty() {
-        return Err(Failure::runtime(format!(
-            "stalled thread(s): {}; a function did not return (see the messages above)",
-            stalled.join(", ")
-        )));
-    }
-    if reason == StopReason::ThreadsEnded {
-        return Err(Failure {
-            code: exit::RUNTIME,
-            message: "every thread ended on its own (a timer failed; see the messages above)"
-                .into(),
-        });
-    }
-    printed
 }
