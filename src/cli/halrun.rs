@@ -10,12 +10,16 @@
 
 use std::path::PathBuf;
 
-use super::run::{config_failure, start};
+use std::sync::{Arc, Mutex};
+
+use super::control::{ControlServer, Executor, Flow};
+use super::prompt::{self, Outcome};
+use super::run::{config_failure, finish, serve};
 use super::{out, Failure};
 use crate::components::Registry;
-use crate::config::halcmd::{Ini, Session};
+use crate::config::halcmd::{Ini, NameKind, Session};
 use crate::rt::clock::Nanos;
-use crate::runtime::{Runtime, RuntimeOptions};
+use crate::runtime::{Runtime, RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
 #[command(
@@ -38,6 +42,11 @@ pub struct Args {
     /// Only check the file: run it into the model and a dry-run HAL, start nothing.
     #[arg(long)]
     check: bool,
+    /// Stay at an interactive halcmd prompt after the file (or without one): line editing,
+    /// history, tab completion; `start` starts the instance, later commands change it while it
+    /// runs; `quit` (or Ctrl-D) stops and unloads it.
+    #[arg(short = 'I')]
+    interactive: bool,
     /// The .hal file.
     #[arg(short = 'f', value_name = "FILE", conflicts_with = "file")]
     file_flag: Option<PathBuf>,
@@ -53,11 +62,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let Some(file) = args.file_flag.or(args.file) else {
+    let file = args.file_flag.clone().or(args.file.clone());
+    if file.is_none() && !args.interactive {
         return Err(Failure::usage(
-            "halrun: give the .hal file: rtapi halrun [-i INI] -f FILE",
+            "halrun: give the .hal file (rtapi halrun [-i INI] -f FILE), or -I for a prompt",
         ));
-    };
+    }
+    if args.check && args.interactive {
+        return Err(Failure::usage("halrun: --check and -I do not go together"));
+    }
     if let Some(e) = crate::config::invalid_name("--instance", &args.instance) {
         return Err(Failure::usage(e));
     }
@@ -70,26 +83,43 @@ pub fn run(args: Args) -> Result<(), Failure> {
     session.set_ini(ini);
     session.keep_going = args.keep_going;
     session.script_friendly = args.script_friendly;
-    let mut stdout = std::io::stdout();
-    if let Err(e) = session.source(&file, &mut stdout) {
-        let errors = if session.errors().is_empty() {
-            vec![e]
-        } else {
-            session.errors().to_vec()
-        };
-        return Err(config_failure(&errors));
+    let options = RuntimeOptions {
+        instance: args.instance.clone(),
+        ..RuntimeOptions::default()
+    };
+    if !args.check {
+        // `start` starts the instance where it stands in the file; what follows changes it live.
+        session.start_on_start(options.clone());
     }
+    let mut stdout = std::io::stdout();
+    if let Some(file) = &file {
+        if let Err(e) = session.source(file, &mut stdout) {
+            let errors = if session.errors().is_empty() {
+                vec![e]
+            } else {
+                session.errors().to_vec()
+            };
+            let failure = config_failure(&errors);
+            // A file that failed after its `start`: the instance goes, with its summary.
+            if let Some(running) = session.detach() {
+                let _ = finish(running, StopReason::Elapsed);
+            }
+            return Err(failure);
+        }
+    }
+    if args.interactive {
+        return interactive(session, &args.instance);
+    }
+    let Some(file) = file else {
+        return Ok(());
+    };
     if args.check {
         // The model accepted it; the dry-run HAL must too.
         let mut dry = crate::components::Validation::new(&args.instance)
             .map_err(|e| Failure::usage(e.to_string()))?;
         return session.apply_to(&mut dry).map_err(|e| config_failure(&[e]));
     }
-    let options = RuntimeOptions {
-        instance: args.instance.clone(),
-        ..RuntimeOptions::default()
-    };
-    if !session.started() {
+    if session.runtime().is_none() {
         let mut dry = crate::components::Validation::new(&args.instance)
             .map_err(|e| Failure::usage(e.to_string()))?;
         session
@@ -106,5 +136,62 @@ pub fn run(args: Args) -> Result<(), Failure> {
         ));
         return Ok(());
     }
-    start(&session, options)?.run(&args.instance, args.duration)
+    serve(session, &args.instance, args.duration)
+}
+
+/// halrun -I: the prompt, in this process, and the control socket for other terminals, on one
+/// session; `quit`, Ctrl-D or SIGTERM end it, stopping the instance if it was started.
+fn interactive(session: Session, instance: &str) -> Result<(), Failure> {
+    let shared = Arc::new(Mutex::new(session));
+    let server = ControlServer::start(instance, shared.clone())
+        .map_err(|e| {
+            log::warn!(
+                "instance '{instance}' takes no halcmd commands from other terminals: its \
+                 control socket is taken ({e})"
+            )
+        })
+        .ok();
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    let names = {
+        let shared = shared.clone();
+        Box::new(move || {
+            let s = shared.lock().unwrap_or_else(|p| p.into_inner());
+            [
+                NameKind::Comp,
+                NameKind::Pin,
+                NameKind::Param,
+                NameKind::Signal,
+                NameKind::Funct,
+                NameKind::Thread,
+            ]
+            .into_iter()
+            .flat_map(|k| s.names(k))
+            .collect()
+        })
+    };
+    let result = prompt::interactive("halcmd: ", names, &mut |line| {
+        let mut out = Vec::new();
+        let r = Executor::execute(&mut *lock(), line, &mut out);
+        let out = String::from_utf8_lossy(&out).into_owned();
+        match r {
+            Ok(flow) => Outcome {
+                out,
+                error: None,
+                flow,
+            },
+            Err(e) => Outcome {
+                out,
+                error: Some(e),
+                flow: Flow::Continue,
+            },
+        }
+    });
+    drop(server);
+    let running = lock().detach();
+    let stopped = match running {
+        Some(r) => finish(r, StopReason::Elapsed),
+        None => Ok(()),
+    };
+    result.map_err(|e| Failure::runtime(format!("the prompt failed: {e}")))?;
+    stopped
 }

@@ -1,7 +1,6 @@
 //! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
 
 mod compare_timers;
-#[allow(dead_code)] // wired to the halcmd interpreter next
 pub(crate) mod control;
 mod detect;
 mod getp;

@@ -9,8 +9,10 @@
 //! ([`Machine::check_host_cpus`]), so a wrong CPU is a config error at its line, not a runtime one.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::control::ControlServer;
 use super::{exit, out, Failure};
 use crate::components::{Registry, Validation};
 use crate::config::halcmd::Session;
@@ -69,10 +71,83 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let registry = Registry::builtin();
 
     // The .hal files run once, into the session's netlist model (output commands print here).
-    let session = machine
+    let mut session = machine
         .session(&registry, &mut std::io::stdout())
         .map_err(|e| config_failure(&[e]))?;
-    start(&session, machine.runtime.clone())?.run(&machine.runtime.instance, args.duration)
+    let Started(running) = start(&session, machine.runtime.clone())?;
+    session.attach(running).map_err(Failure::runtime)?;
+    serve(session, &machine.runtime.instance, args.duration)
+}
+
+/// Runs an attached session's instance until SIGINT/SIGTERM, `duration` or the end of its threads,
+/// taking halcmd commands from other terminals meanwhile (`rtapi halcmd`, over the control socket);
+/// then stops it and prints the summary.
+pub(crate) fn serve(
+    session: Session,
+    instance: &str,
+    duration: Option<Nanos>,
+) -> Result<(), Failure> {
+    let shared = Arc::new(Mutex::new(session));
+    let server = match ControlServer::start(instance, shared.clone()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!(
+                "instance '{instance}' takes no halcmd commands from other terminals: its control \
+                 socket is taken ({e})"
+            );
+            None
+        }
+    };
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    {
+        let s = lock();
+        let running = s.runtime().expect("serve takes an attached session");
+        banner(running, instance, duration);
+        running.keep_caller_off_rt_cpus();
+    }
+    let limit = duration.map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
+    let begun = std::time::Instant::now();
+    let reason = loop {
+        // Short waits, so that commands from other terminals get the session in between.
+        let reason = match lock().runtime() {
+            Some(rt) => rt.wait(Some(Duration::from_millis(50))),
+            None => StopReason::ThreadsEnded,
+        };
+        if reason != StopReason::Elapsed {
+            break reason;
+        }
+        if limit.is_some_and(|l| begun.elapsed() >= l) {
+            break StopReason::Elapsed;
+        }
+    };
+    drop(server);
+    let running = lock()
+        .detach()
+        .expect("the session stays attached while serving");
+    finish(running, reason)
+}
+
+fn banner(running: &Runtime<Running>, instance: &str, duration: Option<Nanos>) {
+    let threads: Vec<String> = running
+        .threads()
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {} (cpu {}, prio {})",
+                t.name, t.period, t.cpu, t.priority
+            )
+        })
+        .collect();
+    out::eprintln(&format!(
+        "rtapi: instance '{}' running, flavor {}: {}; {}",
+        instance,
+        running.flavor(),
+        threads.join(", "),
+        match duration {
+            Some(d) => format!("stopping after {d}"),
+            None => "Ctrl-C to stop".to_string(),
+        }
+    ));
 }
 
 /// The dry run (a HAL that is never built, so a bad config touches nothing), then the real runtime
@@ -90,75 +165,49 @@ pub(crate) fn start(session: &Session, options: RuntimeOptions) -> Result<Starte
 }
 
 /// A started runtime.
-pub(crate) struct Started(Runtime<Running>);
+pub(crate) struct Started(pub(crate) Runtime<Running>);
 
-impl Started {
-    /// Runs until SIGINT/SIGTERM or `duration`, stops, prints the summary; failures as exit codes.
-    pub(crate) fn run(self, instance: &str, duration: Option<Nanos>) -> Result<(), Failure> {
-        let running = self.0;
-        let threads: Vec<String> = running
-            .threads()
-            .iter()
-            .map(|t| {
-                format!(
-                    "{} {} (cpu {}, prio {})",
-                    t.name, t.period, t.cpu, t.priority
-                )
-            })
-            .collect();
-        out::eprintln(&format!(
-            "rtapi: instance '{}' running, flavor {}: {}; {}",
-            instance,
-            running.flavor(),
-            threads.join(", "),
-            match duration {
-                Some(d) => format!("stopping after {d}"),
-                None => "Ctrl-C to stop".to_string(),
-            }
-        ));
-        let limit = duration.map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
-        running.keep_caller_off_rt_cpus();
-        let reason = running.wait(limit);
-        let summary = running.stop();
-        let mut text = summary.to_string();
-        if !text.ends_with('\n') {
-            text.push('\n');
-        }
-        // After the stop: a closed standard output cannot skip the clean-up, only the summary.
-        let printed = out::print(&text);
-        let faulted: Vec<&str> = summary
-            .threads
-            .iter()
-            .flat_map(|t| t.faulted.iter().map(String::as_str))
-            .collect();
-        if !faulted.is_empty() {
-            return Err(Failure::runtime(format!(
-                "functions faulted and were disabled: {}",
-                faulted.join(", ")
-            )));
-        }
-        let stalled: Vec<String> = summary
-            .threads
-            .iter()
-            .filter_map(|t| {
-                t.stalled
-                    .as_ref()
-                    .map(|place| format!("{} ({place})", t.info.name))
-            })
-            .collect();
-        if reason == StopReason::Stalled || !stalled.is_empty() {
-            return Err(Failure::runtime(format!(
-                "stalled thread(s): {}; a function did not return (see the messages above)",
-                stalled.join(", ")
-            )));
-        }
-        if reason == StopReason::ThreadsEnded {
-            return Err(Failure {
-                code: exit::RUNTIME,
-                message: "every thread ended on its own (a timer failed; see the messages above)"
-                    .into(),
-            });
-        }
-        printed
+/// Stops the instance, prints the summary, and maps faults, stalls and ended threads to failures.
+pub(crate) fn finish(running: Runtime<Running>, reason: StopReason) -> Result<(), Failure> {
+    let summary = running.stop();
+    let mut text = summary.to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
     }
+    // After the stop: a closed standard output cannot skip the clean-up, only the summary.
+    let printed = out::print(&text);
+    let faulted: Vec<&str> = summary
+        .threads
+        .iter()
+        .flat_map(|t| t.faulted.iter().map(String::as_str))
+        .collect();
+    if !faulted.is_empty() {
+        return Err(Failure::runtime(format!(
+            "functions faulted and were disabled: {}",
+            faulted.join(", ")
+        )));
+    }
+    let stalled: Vec<String> = summary
+        .threads
+        .iter()
+        .filter_map(|t| {
+            t.stalled
+                .as_ref()
+                .map(|place| format!("{} ({place})", t.info.name))
+        })
+        .collect();
+    if reason == StopReason::Stalled || !stalled.is_empty() {
+        return Err(Failure::runtime(format!(
+            "stalled thread(s): {}; a function did not return (see the messages above)",
+            stalled.join(", ")
+        )));
+    }
+    if reason == StopReason::ThreadsEnded {
+        return Err(Failure {
+            code: exit::RUNTIME,
+            message: "every thread ended on its own (a timer failed; see the messages above)"
+                .into(),
+        });
+    }
+    printed
 }

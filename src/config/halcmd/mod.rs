@@ -16,6 +16,7 @@
 
 pub mod ini;
 mod lex;
+mod live;
 mod output;
 pub(crate) mod parse;
 
@@ -177,6 +178,10 @@ pub struct Session {
     /// Whether a failed command must leave the model as it was (interactive use, `-k`): each
     /// command then runs on a copy kept for the rollback.
     rollback: bool,
+    /// The running instance, once `start` started it (or [`Session::attach`]).
+    live: Option<live::Live>,
+    /// Start the instance with these options at the first `start` (halrun's way).
+    start_options: Option<crate::runtime::RuntimeOptions>,
 }
 
 impl Session {
@@ -198,7 +203,14 @@ impl Session {
             started: false,
             depth: 0,
             rollback: false,
+            live: None,
+            start_options: None,
         })
+    }
+
+    /// Takes the INI file out of the session (to put it back later with [`set_ini`](Self::set_ini)).
+    pub fn take_ini(&mut self) -> Option<Ini> {
+        self.ini.take()
     }
 
     /// Uses `ini` for `[SECTION]KEY` substitution from now on.
@@ -220,6 +232,12 @@ impl Session {
         };
         self.add_thread(spec.clone(), origin, false)
             .map_err(|m| ConfigError::at(file, line, m))
+    }
+
+    /// From now on, `start` builds and starts the instance with `options` when it is not running
+    /// yet, and every later command changes the running instance (halrun's way).
+    pub fn start_on_start(&mut self, options: crate::runtime::RuntimeOptions) {
+        self.start_options = Some(options);
     }
 
     /// Whether the script ran `start` (and no `stop` after it): halrun then keeps running.
@@ -331,8 +349,17 @@ impl Session {
                 command => {
                     // A failed command changes nothing (halcmd checks a whole `net` before
                     // linking any pin), so an interactive session or `-k` goes on from a clean state.
-                    let before = (self.rollback || self.keep_going).then(|| self.model.clone());
-                    self.exec(file, c.line, command, out).map_err(|(line, m)| {
+                    let live = self.live.is_some();
+                    let before =
+                        (self.rollback || self.keep_going || live).then(|| self.model.clone());
+                    let mut done = self.exec(file, c.line, command, out);
+                    // Attached to a running instance: make the same change there.
+                    if let (Ok(_), Some(b), true) = (&done, &before, live) {
+                        if let Err(m) = self.sync(b) {
+                            done = Err((c.line, m));
+                        }
+                    }
+                    done.map_err(|(line, m)| {
                         if let Some(before) = before {
                             self.model = before;
                         }
@@ -536,7 +563,7 @@ impl Session {
             }
             Command::Sets { signal, value } => self.sets(signal, value)?,
             Command::Gets { signal } => {
-                let v = output::shown_value(self.model.signal_value(self.signal(signal, "gets")?));
+                let v = output::shown_value(self.signal_value(self.signal(signal, "gets")?));
                 let _ = writeln!(out, "{v}");
             }
             Command::Stype { name } => {
@@ -577,7 +604,7 @@ impl Session {
             Command::Setp { name, value } => self.setp(name, value)?,
             Command::Getp { name } => {
                 let (full, _) = self.pin_or_param(name, "getp")?;
-                let v = output::shown_value(self.model.value_of(&full));
+                let v = output::shown_value(self.value_of(&full));
                 let _ = writeln!(out, "{v}");
             }
             Command::Ptype { name } => {
@@ -644,8 +671,20 @@ impl Session {
                 let _ = out.write_all(output::status(self).as_bytes());
             }
             Command::Lock | Command::Unlock | Command::Debug => {}
-            Command::Start => self.started = true,
-            Command::Stop => self.started = false,
+            Command::Start => {
+                if self.live.is_none() {
+                    if let Some(options) = self.start_options.clone() {
+                        self.start_live(options)
+                            .map_err(|m| (line, format!("start: {m}")))?;
+                    }
+                }
+                self.run_functions(true);
+                self.started = true;
+            }
+            Command::Stop => {
+                self.run_functions(false);
+                self.started = false;
+            }
             Command::Help { command } => {
                 let _ = out.write_all(output::help(command.as_deref()).as_bytes());
             }

@@ -331,7 +331,7 @@ fn show_pins(s: &Session, patterns: &[String], out: &mut String) {
             if p.owner.is_empty() { "-" } else { &p.owner },
             p.ty.to_string(),
             dir_short(p.dir),
-            shown_value(s.model.value_of(name))
+            shown_value(s.value_of(name))
         );
     }
     end(s, out);
@@ -358,7 +358,7 @@ fn show_params(s: &Session, patterns: &[String], out: &mut String) {
             "  {:<20} {:<6} {access:<4} {:<24} {shown}",
             if p.owner.is_empty() { "-" } else { &p.owner },
             p.ty.to_string(),
-            shown_value(s.model.value_of(name))
+            shown_value(s.value_of(name))
         );
     }
     end(s, out);
@@ -375,7 +375,7 @@ fn show_signals(s: &Session, patterns: &[String], out: &mut String) {
         if !matches(patterns, name) {
             continue;
         }
-        let value = shown_value(s.model.signal_value(name));
+        let value = shown_value(s.signal_value(name));
         if s.script_friendly {
             let _ = write!(out, "{} {value} {name}", sig.ty);
             for p in &sig.pins {
@@ -623,7 +623,7 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
         out.push_str("# parameter values\n");
         for (name, p) in &m.params {
             if p.access == rtapi_hal::ParamAccess::Rw && p.owner != "rtapi" {
-                let _ = writeln!(out, "setp {name} {}", m.value_of(name));
+                let _ = writeln!(out, "setp {name} {}", s.value_of(name));
             }
         }
     }
@@ -632,7 +632,7 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
         for (name, p) in &m.pins {
             let set = m.values.contains_key(name) || item != "all";
             if p.dir == PinDir::In && !m.pin_signal.contains_key(name) && set {
-                let _ = writeln!(out, "setp {name} {}", m.value_of(name));
+                let _ = writeln!(out, "setp {name} {}", s.value_of(name));
             }
         }
     }
