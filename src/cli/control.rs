@@ -200,7 +200,12 @@ fn accept_loop(listener: UnixListener, executor: SharedExecutor, stop: Arc<Atomi
                     .spawn(move || serve(stream, executor, stop));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
+                // Asleep in the kernel until a client comes (or a look at the stop flag is due).
+                let mut fds = [nix::poll::PollFd::new(
+                    listener.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(250u16));
             }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }

@@ -87,6 +87,10 @@ pub(crate) fn serve(
     instance: &str,
     duration: Option<Nanos>,
 ) -> Result<(), Failure> {
+    // Off the RT CPUs first: the control thread started next inherits it.
+    if let Some(rt) = session.runtime() {
+        rt.keep_caller_off_rt_cpus();
+    }
     let shared = Arc::new(Mutex::new(session));
     let server = match ControlServer::start(instance, shared.clone()) {
         Ok(s) => Some(s),
@@ -103,22 +107,22 @@ pub(crate) fn serve(
         let s = lock();
         let running = s.runtime().expect("serve takes an attached session");
         banner(running, instance, duration);
-        running.keep_caller_off_rt_cpus();
     }
     let limit = duration.map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
     let begun = std::time::Instant::now();
     let reason = loop {
-        // Short waits, so that commands from other terminals get the session in between.
-        let reason = match lock().runtime() {
-            Some(rt) => rt.wait(Some(Duration::from_millis(50))),
-            None => StopReason::ThreadsEnded,
+        // The session is locked only for a look: commands from other terminals take it meanwhile.
+        let stop = match lock().runtime() {
+            Some(rt) => rt.poll_stop(),
+            None => Some(StopReason::ThreadsEnded),
         };
-        if reason != StopReason::Elapsed {
+        if let Some(reason) = stop {
             break reason;
         }
         if limit.is_some_and(|l| begun.elapsed() >= l) {
             break StopReason::Elapsed;
         }
+        std::thread::sleep(Duration::from_millis(20));
     };
     drop(server);
     let running = lock()

@@ -38,6 +38,8 @@ impl Session {
         let mut rt = Runtime::configure(options).map_err(|e| e.to_string())?;
         self.apply_to(&mut rt).map_err(|e| e.to_string())?;
         let running = rt.start().map_err(|e| e.to_string())?;
+        // The thread that asked (a prompt, a control connection) does not belong on an RT CPU.
+        running.keep_caller_off_rt_cpus();
         self.attach(running)
     }
 
