@@ -7,8 +7,11 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtapi::rt::clock::{self, Nanos};
 use rtapi::rt::msg::{self, RtEvent};
 use rtapi::runtime::function::{Cycle, RtFn};
+use rtapi::runtime::runlist::RunListCell;
+use rtapi::runtime::slots::{FunctionSlot, Slots};
 use rtapi::runtime::thread::Cycler;
 use rtapi_hal::{HalBuilder, ThreadConfig};
+use std::sync::Arc;
 
 /// One period's bookkeeping with `n` trivial functions, on a real HAL segment.
 fn bookkeeping(c: &mut Criterion, n: usize) {
@@ -22,14 +25,22 @@ fn bookkeeping(c: &mut Criterion, n: usize) {
     let hal = b.build().unwrap();
     let stats = hal.stats_writer(thread).unwrap();
     let (events, _drain) = msg::channel(16);
-    let functions: Vec<RtFn> = (0..n)
-        .map(|_| {
-            let mut x = 0u64;
-            Box::new(move |c: &Cycle| x = black_box(x.wrapping_add(c.number))) as RtFn
-        })
-        .collect();
+    // As the runtime runs them: each function in a slot with its timing record writer.
+    let slots = Slots::with_capacity(n);
+    for (i, key) in hal.thread_functions(thread).into_iter().enumerate() {
+        let mut x = 0u64;
+        let body = Box::new(move |c: &Cycle| x = black_box(x.wrapping_add(c.number))) as RtFn;
+        let timer = Some(hal.function_timer(key));
+        slots.put(FunctionSlot::new(format!("bench.f{i}"), body, timer, None));
+    }
+    let list: Vec<u32> = (0..n as u32).collect();
     let period = Nanos::from_millis(1);
-    let mut cycler = Cycler::new(clock::now(), period, functions);
+    let mut cycler = Cycler::with_slots(
+        clock::now(),
+        period,
+        Arc::new(slots),
+        Arc::new(RunListCell::new(&list).unwrap()),
+    );
     c.bench_function(&format!("period bookkeeping, {n} functions"), |bench| {
         bench.iter(|| {
             // Woken 20 µs late each time: a normal period, nothing missed.

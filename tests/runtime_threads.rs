@@ -430,3 +430,149 @@ fn the_segment_lives_exactly_as_long_as_the_run() {
     assert!(summary.threads[0].stats.unwrap().cycles >= b);
     let _ = clock::now();
 }
+
+/// halcmd's `stop` and `start`: a runtime started with its functions stopped keeps time (periods are
+/// counted) but calls nothing until `start`; `stop` halts the calls again while periods go on.
+#[test]
+fn functions_stopped_until_start_and_after_stop_while_the_thread_keeps_time() {
+    let calls = Arc::new(AtomicU64::new(0));
+    let c = calls.clone();
+    let mut rt = Runtime::configure(RuntimeOptions {
+        functions_stopped: true,
+        ..options("startstop")
+    })
+    .unwrap();
+    rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))
+        .unwrap();
+    let comp = rt.hal().component("probe").unwrap();
+    rt.function(
+        comp,
+        "probe.run",
+        Box::new(move |_| {
+            Box::new(move |_: &Cycle| {
+                c.fetch_add(1, SeqCst);
+            })
+        }),
+    )
+    .unwrap();
+    rt.addf("probe.run", "servo", None).unwrap();
+    let running = rt.start().unwrap();
+    let reader = running.hal().reader().unwrap();
+    let cycles = || reader.thread_stats("servo").unwrap().cycles;
+    let state = || format!("{:?}", reader.header().state);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!running.functions_running());
+    assert_eq!(calls.load(SeqCst), 0, "no call before start");
+    assert!(
+        cycles() >= 20,
+        "the thread keeps time: {} periods",
+        cycles()
+    );
+    let stopped_state = state();
+
+    running.set_functions_running(true);
+    std::thread::sleep(Duration::from_millis(100));
+    let after_start = calls.load(SeqCst);
+    assert!(after_start >= 20, "calls after start: {after_start}");
+    assert!(running.functions_running());
+    assert_ne!(state(), stopped_state, "the segment's state follows");
+
+    running.set_functions_running(false);
+    std::thread::sleep(Duration::from_millis(20)); // a period to take effect
+    let at_stop = calls.load(SeqCst);
+    let cycles_at_stop = cycles();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(calls.load(SeqCst), at_stop, "no call after stop");
+    assert!(cycles() >= cycles_at_stop + 20, "periods go on after stop");
+    running.stop();
+}
+
+/// halcmd's `addf`/`delf` on a running instance: a function loaded but not added starts running
+/// when added (at the position asked), stops when removed, and can move to another thread; the
+/// segment's run lists follow, and a function in one thread cannot be added to a second.
+#[test]
+fn functions_are_added_removed_and_moved_while_threads_run() {
+    let counters: Vec<Arc<AtomicU64>> = (0..3).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let mut rt = Runtime::configure(options("liveaddf")).unwrap();
+    rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))
+        .unwrap();
+    rt.thread(ThreadSpec::new("slow", Nanos::from_millis(2)))
+        .unwrap();
+    let comp = rt.hal().component("probe").unwrap();
+    for (i, c) in counters.iter().enumerate() {
+        let c = c.clone();
+        rt.function(
+            comp,
+            &format!("probe.f{i}"),
+            Box::new(move |_| {
+                Box::new(move |_: &Cycle| {
+                    c.fetch_add(1, SeqCst);
+                })
+            }),
+        )
+        .unwrap();
+    }
+    rt.addf("probe.f0", "servo", None).unwrap();
+    let running = rt.start().unwrap();
+    let reader = running.hal().reader().unwrap();
+    let count = |i: usize| counters[i].load(SeqCst);
+    let segment_list = |t: &str| -> Vec<String> {
+        let mut fs: Vec<_> = reader
+            .functions()
+            .unwrap()
+            .into_iter()
+            .filter(|f| f.thread.as_ref().is_some_and(|(n, _)| n == t))
+            .collect();
+        fs.sort_by_key(|f| f.thread.as_ref().map(|(_, p)| *p));
+        fs.into_iter().map(|f| f.name).collect()
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(count(0) > 10);
+    assert_eq!((count(1), count(2)), (0, 0), "not added: never called");
+
+    // Add f1 first and f2 last in servo.
+    running.addf("probe.f1", "servo", Some(0)).unwrap();
+    running.addf("probe.f2", "servo", None).unwrap();
+    assert_eq!(
+        running.thread_functions("servo").unwrap(),
+        ["probe.f1", "probe.f0", "probe.f2"]
+    );
+    assert_eq!(segment_list("servo"), ["probe.f1", "probe.f0", "probe.f2"]);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(count(1) > 10 && count(2) > 10, "{} {}", count(1), count(2));
+
+    // Twice is refused; so is an unknown thread; nothing changes.
+    assert!(running.addf("probe.f1", "slow", None).is_err());
+    assert!(running.addf("probe.f1", "nosuch", None).is_err());
+    assert_eq!(
+        running.thread_functions("slow").unwrap(),
+        Vec::<String>::new()
+    );
+
+    // Remove f0: once delf returns, it is not called again.
+    running.delf("probe.f0", "servo").unwrap();
+    let at = count(0);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(count(0), at, "f0 called after delf returned");
+
+    // Move f2 to the slow thread: it keeps running, at the slow rate, in one thread only.
+    running.delf("probe.f2", "servo").unwrap();
+    running.addf("probe.f2", "slow", None).unwrap();
+    assert_eq!(segment_list("servo"), ["probe.f1"]);
+    assert_eq!(segment_list("slow"), ["probe.f2"]);
+    let (a1, a2) = (count(1), count(2));
+    std::thread::sleep(Duration::from_millis(200));
+    let (d1, d2) = (count(1) - a1, count(2) - a2);
+    assert!(d2 > 20, "f2 runs in slow: {d2}");
+    assert!(
+        d1 > d2,
+        "servo (1 ms) calls f1 more often than slow (2 ms) calls f2: {d1} vs {d2}"
+    );
+    let summary = running.stop();
+    let slow = summary
+        .threads
+        .iter()
+        .find(|t| t.info.name == "slow")
+        .unwrap();
+    assert_eq!(slow.info.functions, ["probe.f2"]);
+}

@@ -21,6 +21,12 @@ fn pins(c: &mut Criterion) {
     c.bench_function("pin get (f64)", |bench| {
         bench.iter(|| black_box(input.get()))
     });
+    // The value is not loop-carried through memory here: the variant below keeps `x` in a captured
+    // variable, which the compiler must store and reload around a store through a pointer it cannot
+    // prove distinct (the pin's slot), and so also measures that store-to-load round trip.
+    c.bench_function("pin set (f64, fresh value)", |bench| {
+        bench.iter(|| output.set(black_box(2.5)))
+    });
     let mut x = 0.0;
     c.bench_function("pin set (f64)", |bench| {
         bench.iter(|| {

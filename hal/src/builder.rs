@@ -1,10 +1,12 @@
 //! Registering the HAL's structure before the segment exists.
 //!
-//! Why a builder: the structure (components, pins, nets, functions, threads) is fixed before threads start,
-//! so it can be collected in ordinary Rust collections, checked (names, types, net rules), measured, and
-//! then written into a segment of exactly the right size in one go. Readers never see a half-built
-//! structure, nothing in the segment ever moves, and "out of room" can only happen against an explicit
-//! cap — as an error, before anything runs.
+//! Why a builder: most of the structure (components, pins, nets, functions, threads) is known before
+//! threads start, so it is collected in ordinary Rust collections, checked (names, types, net rules),
+//! measured, and written into the segment in one go, with spare room in each table for what the owner
+//! adds while it runs ([`Capacity`](crate::Capacity)). Readers never see a half-built structure,
+//! nothing in the segment ever moves, and "out of room" is an error against an explicit cap. After
+//! [`build`](HalBuilder::build) the same model lives on inside the [`Hal`], which applies run-time
+//! changes with the same rules.
 
 use std::collections::HashMap;
 
@@ -108,6 +110,7 @@ pub struct HalBuilder {
     pub(crate) instance: Instance,
     pub(crate) permissions: Permissions,
     pub(crate) max_size: usize,
+    pub(crate) capacity: crate::image::Capacity,
     pub(crate) components: Vec<ComponentDef>,
     pub(crate) pins: Vec<PinDef>,
     pub(crate) params: Vec<ParamDef>,
@@ -129,6 +132,7 @@ impl HalBuilder {
             instance: Instance::new(instance)?,
             permissions: Permissions::default(),
             max_size: DEFAULT_MAX_SIZE,
+            capacity: crate::image::Capacity::default(),
             components: Vec::new(),
             pins: Vec::new(),
             params: Vec::new(),
@@ -153,6 +157,14 @@ impl HalBuilder {
         self
     }
 
+    /// How much room each table keeps for objects added while the segment runs ([`Hal::add_pin`] and
+    /// friends). Default: 4 × the built structure, at least 64 records more per table. Threads are
+    /// fixed at build.
+    pub fn capacity(mut self, capacity: crate::image::Capacity) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
     /// The instance the segment will be created for.
     pub fn instance(&self) -> &Instance {
         &self.instance
@@ -173,6 +185,116 @@ impl HalBuilder {
 
     fn lookup(&self, ns: Namespace, name: &str) -> Option<Entry> {
         self.names.get(&(ns, name.to_string())).copied()
+    }
+
+    /// Index of the pin called `name`.
+    pub(crate) fn pin_index(&self, name: &str) -> Option<usize> {
+        match self.lookup(Namespace::PinOrParam, name) {
+            Some(Entry::Pin(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Index of the (live) signal called `name`.
+    pub(crate) fn signal_index(&self, name: &str) -> Option<usize> {
+        match self.lookup(Namespace::Signal, name) {
+            Some(Entry::Other(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Index of the function called `name`.
+    pub(crate) fn function_index(&self, name: &str) -> Option<usize> {
+        match self.lookup(Namespace::Function, name) {
+            Some(Entry::Other(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Index of the thread called `name`.
+    pub(crate) fn thread_index(&self, name: &str) -> Option<usize> {
+        match self.lookup(Namespace::Thread, name) {
+            Some(Entry::Other(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Index of the (live) component called `name`.
+    pub(crate) fn component_index(&self, name: &str) -> Option<usize> {
+        match self.lookup(Namespace::Component, name) {
+            Some(Entry::Other(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Frees the names of component `index` and of every pin, param and function it owns (the
+    /// component was deleted; its pins were unlinked and its functions removed from their threads).
+    pub(crate) fn forget_component(&mut self, index: usize) {
+        let mut gone = vec![(Namespace::Component, self.components[index].name.clone())];
+        gone.extend(
+            self.pins
+                .iter()
+                .filter(|p| p.component == index)
+                .map(|p| (Namespace::PinOrParam, p.name.clone())),
+        );
+        gone.extend(
+            self.params
+                .iter()
+                .filter(|p| p.component == index)
+                .map(|p| (Namespace::PinOrParam, p.name.clone())),
+        );
+        gone.extend(
+            self.functions
+                .iter()
+                .filter(|f| f.component == index)
+                .map(|f| (Namespace::Function, f.name.clone())),
+        );
+        for key in gone {
+            self.names.remove(&key);
+        }
+    }
+
+    /// Frees signal `index`'s name (the signal was deleted; its pins were already taken off it).
+    pub(crate) fn forget_signal(&mut self, index: usize) {
+        let name = self.signals[index].name.clone();
+        self.names.remove(&(Namespace::Signal, name));
+    }
+
+    /// Takes pin `pin` off its signal (`unlinkp`); returns the signal's index.
+    pub(crate) fn unnet(&mut self, pin: usize) -> Option<usize> {
+        let s = self.pins[pin].signal.take()?;
+        let sig = &mut self.signals[s];
+        match self.pins[pin].dir {
+            PinDir::In => sig.readers -= 1,
+            PinDir::Out => sig.writer = None,
+            PinDir::Io => sig.bidirs -= 1,
+        }
+        Some(s)
+    }
+
+    /// Removes function `function` from thread `thread` (`delf`); returns both indices.
+    pub(crate) fn delf(&mut self, function: &str, thread: &str) -> Result<(usize, usize)> {
+        let f = self
+            .function_index(function)
+            .ok_or_else(|| HalError::NotFound {
+                kind: ObjectKind::Function,
+                name: function.to_string(),
+            })?;
+        let t = self
+            .thread_index(thread)
+            .ok_or_else(|| HalError::NotFound {
+                kind: ObjectKind::Thread,
+                name: thread.to_string(),
+            })?;
+        if self.functions[f].thread != Some(t) {
+            return Err(HalError::InvalidConfig {
+                what: "delf",
+                reason: format!("function '{function}' is not in thread '{thread}'"),
+            });
+        }
+        self.threads[t].functions.retain(|&g| g != f);
+        self.functions[f].thread = None;
+        Ok((f, t))
     }
 
     fn check_key(&self, builder: u32, what: &str) {

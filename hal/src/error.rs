@@ -245,6 +245,19 @@ pub enum HalError {
         /// The major version this reader reads.
         supported_major: u16,
     },
+    /// A table of the live segment is full: no room to add another record at run time.
+    TableFull {
+        /// Which table, e.g. `pin`.
+        table: &'static str,
+        /// Records it has room for.
+        capacity: usize,
+    },
+    /// The segment's structure generation stayed odd (mid-change) for longer than any real change
+    /// takes (`stuck`), or kept changing for the whole retry budget.
+    StructureBusy {
+        /// Odd the whole time: the owner probably died in the middle of a change.
+        stuck: bool,
+    },
     /// A seqlocked record stayed mid-update for longer than any real writer takes.
     Busy {
         /// What was being read, e.g. `the stats of thread 'servo'`.
@@ -393,7 +406,21 @@ impl fmt::Display for HalError {
             }
             Corrupt { reason } => write!(
                 f,
-                "the HAL segment is corrupt: {reason}; restart the owning rtapi process"
+                "the HAL segment is corrupt, refused: {reason}; restart the owning rtapi process"
+            ),
+            TableFull { table, capacity } => write!(
+                f,
+                "the HAL segment has no room for another {table} (its {table} table holds \
+                 {capacity}); build it with more spare capacity (HalBuilder::capacity)"
+            ),
+            StructureBusy { stuck: true } => write!(
+                f,
+                "refused: structure being changed for too long (owner died mid-change?); restart \
+                 the owning rtapi process"
+            ),
+            StructureBusy { stuck: false } => write!(
+                f,
+                "refused: structure changing continuously, no consistent read possible; try again"
             ),
             UnsupportedVersion { found_major, found_minor, supported_major } => write!(
                 f,

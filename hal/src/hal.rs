@@ -5,49 +5,99 @@
 //! that outlives the `Hal` by a few periods writes into valid memory, merely no longer visible by name.
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::builder::HalBuilder;
-use crate::error::{HalError, Result};
+use crate::error::{HalError, ObjectKind, Result};
 use crate::image::{self, Plan};
-use crate::keys::{FunctionKey, ParamKey, PinKey, ThreadKey};
-use crate::layout::{function, header, param, pin, signal, state, stats, thread, Table};
+use crate::keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
+use crate::layout::{
+    component, flags, function, header, param, pin, signal, state, stats, table, thread, Table,
+};
 use crate::name::Instance;
-use crate::pin::{Direction, Param, Pin};
+use crate::pin::{Direction, Param, ParamAccess, Pin, PinDir, PinSlot};
 use crate::reader::HalReader;
 use crate::segment::{self, Block, Mapping};
-use crate::stats::{HistogramConfig, StatsWriter, StatsWriterParts};
+use crate::stats::{StatsWriter, StatsWriterParts};
 use crate::thread::ThreadState;
-use crate::value::HalType;
+use crate::value::{HalType, ValueType};
 
-struct ThreadSlot {
-    name: String,
-    record: usize,
-    stats: usize,
-    period_ns: u64,
-    histogram: HistogramConfig,
-    spike_threshold_ns: i64,
-    functions: Vec<FunctionKey>,
-    function_records: Vec<usize>,
-    writer_taken: AtomicBool,
+/// The owner's model of the structure: the builder's collections (names, nets, run lists), grown and
+/// changed by the structural operations, plus where everything is in the segment.
+struct Model {
+    b: HalBuilder,
+    plan: Plan,
+    /// Pointer slot of every pin, by pin index.
+    slots: Vec<Arc<PinSlot>>,
+    signal_deleted: Vec<bool>,
+    writer_taken: Vec<bool>,
 }
 
 /// The owner of a live HAL segment, from [`HalBuilder::build`](crate::HalBuilder::build).
 ///
 /// It holds the segment's owner lock for as long as it lives and hands out the RT handles ([`Pin`],
-/// [`Param`], [`StatsWriter`]); the handles keep the mapping alive on their own. Dropping it marks the
+/// [`Param`], [`StatsWriter`]); the handles keep the mapping alive on its own. Dropping it marks the
 /// segment stopped and removes its name; readers that still have it mapped see the last values.
+///
+/// **Structure that changes while it runs** (layout 2.0): components, pins, params, functions and
+/// signals can be added, signals deleted, pins linked and unlinked, functions added to and removed from
+/// threads, with halcmd's rules. Each change is one *structural change*: the owner takes its own mutex
+/// (never taken by a real-time thread), makes the header's structure generation odd, writes the records,
+/// and makes it even again; readers retry a read that overlapped one (LAYOUT.md section 7a). Pin handles
+/// read through a pointer slot that a link re-points atomically, so RT threads never wait for a change.
 pub struct Hal {
     instance: Instance,
     mapping: Arc<Mapping>,
     /// Holds the owner `flock` for as long as we live (see `segment`).
     fd: OwnedFd,
     builder_id: u32,
-    /// Cell offset of every pin: its own VALUE, or its signal's VALUE when netted.
-    pin_cells: Vec<usize>,
-    param_cells: Vec<usize>,
-    threads: Vec<ThreadSlot>,
+    model: Mutex<Model>,
+}
+
+/// An open structural change: the generation is odd until [`end`](Change::end).
+struct Change<'a> {
+    m: &'a Mapping,
+    odd: u64,
+}
+
+impl<'a> Change<'a> {
+    fn begin(m: &'a Mapping) -> Self {
+        let g = m.word(header::GENERATION).load(Ordering::Relaxed);
+        let odd = if g % 2 == 0 { g + 1 } else { g + 2 };
+        m.word(header::GENERATION).store(odd, Ordering::Relaxed);
+        // The odd generation is visible before any record store below.
+        fence(Ordering::Release);
+        Change { m, odd }
+    }
+
+    fn u64(&self, off: usize, v: u64) {
+        self.m.word(off).store(v, Ordering::Relaxed);
+    }
+
+    /// A u32 field: its 8-byte word is read, half replaced, stored (we are the only structural writer).
+    fn u32(&self, off: usize, v: u32) {
+        let word = off & !7;
+        let mut bytes = self.m.load(word).to_ne_bytes();
+        bytes[off & 7..(off & 7) + 4].copy_from_slice(&v.to_ne_bytes());
+        self.u64(word, u64::from_ne_bytes(bytes));
+    }
+
+    /// A whole record image (only for records nobody holds a handle to yet).
+    fn bytes(&self, off: usize, bytes: &[u8]) {
+        for (i, c) in bytes.chunks_exact(8).enumerate() {
+            self.u64(
+                off + i * 8,
+                u64::from_ne_bytes(c.try_into().expect("chunks_exact")),
+            );
+        }
+    }
+
+    fn end(self) {
+        self.m
+            .word(header::GENERATION)
+            .store(self.odd + 1, Ordering::Release);
+    }
 }
 
 impl Hal {
@@ -62,53 +112,30 @@ impl Hal {
             .word(header::STATE)
             .store(state::READY, Ordering::Release);
 
-        let pin_cells = b
+        let slots = b
             .pins
             .iter()
             .enumerate()
-            .map(|(i, p)| match p.signal {
-                Some(s) => plan.record(Table::Signals, s) + signal::VALUE,
-                None => plan.record(Table::Pins, i) + pin::VALUE,
-            })
-            .collect();
-        let param_cells = (0..b.params.len())
-            .map(|i| plan.record(Table::Params, i) + param::VALUE)
-            .collect();
-        let threads = b
-            .threads
-            .iter()
-            .enumerate()
-            .map(|(i, t)| ThreadSlot {
-                name: t.config.name.clone(),
-                record: plan.record(Table::Threads, i),
-                stats: plan.stats[i],
-                period_ns: t.config.period_ns,
-                histogram: t.config.histogram,
-                spike_threshold_ns: t.config.effective_spike_threshold(),
-                functions: t
-                    .functions
-                    .iter()
-                    .map(|&f| FunctionKey {
-                        builder: b.id,
-                        index: f,
-                    })
-                    .collect(),
-                function_records: t
-                    .functions
-                    .iter()
-                    .map(|&f| plan.record(Table::Functions, f))
-                    .collect(),
-                writer_taken: AtomicBool::new(false),
+            .map(|(i, p)| {
+                let cell = match p.signal {
+                    Some(s) => plan.record(Table::Signals, s) + signal::VALUE,
+                    None => plan.record(Table::Pins, i) + pin::VALUE,
+                };
+                Arc::new(PinSlot::new(&mapping, cell))
             })
             .collect();
         Ok(Hal {
-            instance: b.instance,
+            instance: b.instance.clone(),
             mapping,
             fd: owned.fd,
             builder_id: b.id,
-            pin_cells,
-            param_cells,
-            threads,
+            model: Mutex::new(Model {
+                signal_deleted: vec![false; b.signals.len()],
+                writer_taken: vec![false; b.threads.len()],
+                slots,
+                plan,
+                b,
+            }),
         })
     }
 
@@ -117,6 +144,12 @@ impl Hal {
             builder, self.builder_id,
             "key from another HalBuilder used with this Hal"
         );
+    }
+
+    fn model(&self) -> MutexGuard<'_, Model> {
+        // A panic mid-change leaves the generation odd (readers then refuse); the model is still the
+        // best description of what was written, so keep using it.
+        self.model.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The instance this segment is for.
@@ -129,13 +162,14 @@ impl Hal {
         self.mapping.len()
     }
 
-    /// The typed handle of a registered pin (a pin on a signal reads/writes the signal's cell).
+    /// The typed handle of a registered pin. It reads and writes its signal's cell while linked, its
+    /// own cell otherwise, and follows [`link`](Self::link)/[`unlink`](Self::unlink) on its own.
     ///
     /// # Panics
     /// If `key` came from another builder.
     pub fn pin<D: Direction, T: HalType>(&self, key: PinKey<D, T>) -> Pin<D, T> {
         self.check_key(key.builder);
-        Pin::new(Block::new(&self.mapping, self.pin_cells[key.index], 8))
+        Pin::new(self.model().slots[key.index].clone())
     }
 
     /// The typed handle of a registered param.
@@ -144,50 +178,80 @@ impl Hal {
     /// If `key` came from another builder.
     pub fn param<T: HalType>(&self, key: ParamKey<T>) -> Param<T> {
         self.check_key(key.builder);
-        Param::new(Block::new(&self.mapping, self.param_cells[key.index], 8))
+        let cell = self.model().plan.record(Table::Params, key.index) + param::VALUE;
+        Param::new(Block::new(&self.mapping, cell, 8))
     }
 
-    /// The functions of a thread in run order; `position` arguments of
-    /// [`StatsWriter::record_function`] index this list.
-    pub fn thread_functions(&self, key: ThreadKey) -> &[FunctionKey] {
+    /// The functions of a thread in run order now (a copy: [`addf`](Self::addf) and
+    /// [`delf`](Self::delf) change it); `position` arguments of [`StatsWriter::record_function`]
+    /// index the list as it was when the stats writer was taken.
+    pub fn thread_functions(&self, key: ThreadKey) -> Vec<FunctionKey> {
         self.check_key(key.builder);
-        &self.threads[key.index].functions
+        self.model().b.threads[key.index]
+            .functions
+            .iter()
+            .map(|&f| FunctionKey {
+                builder: self.builder_id,
+                index: f,
+            })
+            .collect()
     }
 
-    /// The single writer of a thread's stats, to be moved into that thread. Handed out once.
+    /// The single writer of a thread's stats, to be moved into that thread. Handed out once. Its
+    /// function positions are the thread's run order at this call.
     pub fn stats_writer(&self, key: ThreadKey) -> Result<StatsWriter> {
         self.check_key(key.builder);
-        let t = &self.threads[key.index];
-        if t.writer_taken.swap(true, Ordering::AcqRel) {
+        let mut m = self.model();
+        let t = &m.b.threads[key.index];
+        if m.writer_taken[key.index] {
             return Err(HalError::StatsWriterTaken {
-                thread: t.name.clone(),
+                thread: t.config.name.clone(),
             });
         }
-        Ok(StatsWriter::new(StatsWriterParts {
-            stats: Block::new(&self.mapping, t.stats, stats::size(t.histogram.bins)),
-            running: Block::new(&self.mapping, t.record + thread::RUNNING, 8),
+        let record = m.plan.record(Table::Threads, key.index);
+        let parts = StatsWriterParts {
+            stats: Block::new(
+                &self.mapping,
+                m.plan.stats[key.index],
+                stats::size(t.config.histogram.bins),
+            ),
+            running: Block::new(&self.mapping, record + thread::RUNNING, 8),
             functions: t
-                .function_records
+                .functions
                 .iter()
-                .map(|&r| Block::new(&self.mapping, r, function::SIZE))
+                .map(|&f| {
+                    Block::new(
+                        &self.mapping,
+                        m.plan.record(Table::Functions, f),
+                        function::SIZE,
+                    )
+                })
                 .collect(),
-            period_ns: t.period_ns,
-            bin_ns: t.histogram.bin_ns,
-            bins: t.histogram.bins,
-            spike_threshold_ns: t.spike_threshold_ns,
-        }))
+            period_ns: t.config.period_ns,
+            bin_ns: t.config.histogram.bin_ns,
+            bins: t.config.histogram.bins,
+            spike_threshold_ns: t.config.effective_spike_threshold(),
+        };
+        m.writer_taken[key.index] = true;
+        Ok(StatsWriter::new(parts))
+    }
+
+    /// The single writer of a function's timing record (execution time, calls, faults), to be moved
+    /// into the thread that runs the function. Each call gives a new handle: the caller keeps one
+    /// per function (the runtime does).
+    pub fn function_timer(&self, key: FunctionKey) -> crate::stats::FunctionTimer {
+        self.check_key(key.builder);
+        let record = self.model().plan.record(Table::Functions, key.index);
+        crate::stats::FunctionTimer::new(Block::new(&self.mapping, record, function::SIZE))
     }
 
     /// A handle on a thread's published state, for a supervisor outside the thread (the runtime's
     /// watchdog marks a thread stalled and running again through it).
     pub fn thread_state_cell(&self, key: ThreadKey) -> ThreadStateCell {
         self.check_key(key.builder);
+        let record = self.model().plan.record(Table::Threads, key.index);
         ThreadStateCell {
-            cell: Block::new(
-                &self.mapping,
-                self.threads[key.index].record + thread::RUNNING,
-                8,
-            ),
+            cell: Block::new(&self.mapping, record + thread::RUNNING, 8),
         }
     }
 
@@ -204,6 +268,335 @@ impl Hal {
     /// A reader over this process's own mapping (no second `mmap`): the same API other processes use.
     pub fn reader(&self) -> Result<HalReader> {
         HalReader::from_mapping(self.mapping.clone(), self.instance.clone())
+    }
+
+    /// The structure generation now (even: consistent; it grows by 2 with every structural change).
+    pub fn generation(&self) -> u64 {
+        self.mapping
+            .word(header::GENERATION)
+            .load(Ordering::Acquire)
+    }
+
+    // ---- structural changes ------------------------------------------------------------------------
+
+    fn room(m: &Model, t: Table, used: usize) -> Result<()> {
+        let capacity = m.plan.capacity[t as usize];
+        if used >= capacity {
+            return Err(HalError::TableFull {
+                table: t.as_str(),
+                capacity,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes record `i` of `t` afresh and the table's count (inside a change).
+    fn write_new(c: &Change<'_>, m: &Model, t: Table, i: usize) {
+        c.bytes(m.plan.record(t, i), &image::record(&m.b, &m.plan, t, i));
+        c.u32(t.descriptor() + table::COUNT, (i + 1) as u32);
+    }
+
+    /// Rewrites a component record's counts (inside a change).
+    fn write_component_counts(c: &Change<'_>, m: &Model, comp: usize) {
+        let r = m.plan.record(Table::Components, comp);
+        let x = &m.b.components[comp];
+        c.u32(r + component::PINS, x.pins);
+        c.u32(r + component::PARAMS, x.params);
+        c.u32(r + component::FUNCTIONS, x.functions);
+    }
+
+    /// Rewrites a signal's connection fields and a pin's `signal` field (inside a change).
+    fn write_links(c: &Change<'_>, m: &Model, sig: usize, pin_index: usize) {
+        let r = m.plan.record(Table::Signals, sig);
+        let s = &m.b.signals[sig];
+        c.u32(r + signal::WRITERS, u32::from(s.writer.is_some()));
+        c.u32(r + signal::READERS, s.readers);
+        c.u32(r + signal::BIDIRS, s.bidirs);
+        c.u64(
+            r + signal::WRITER_PIN,
+            s.writer.map_or(0, |p| m.plan.record(Table::Pins, p) as u64),
+        );
+        c.u64(
+            m.plan.record(Table::Pins, pin_index) + pin::SIGNAL,
+            m.b.pins[pin_index]
+                .signal
+                .map_or(0, |s| m.plan.record(Table::Signals, s) as u64),
+        );
+    }
+
+    /// Rewrites a thread's run list: every function's thread and position, and the count.
+    fn write_run_list(c: &Change<'_>, m: &Model, t: usize, removed: Option<usize>) {
+        for (pos, &f) in m.b.threads[t].functions.iter().enumerate() {
+            let r = m.plan.record(Table::Functions, f);
+            c.u64(
+                r + function::THREAD,
+                m.plan.record(Table::Threads, t) as u64,
+            );
+            c.u32(r + function::POSITION, pos as u32);
+        }
+        if let Some(f) = removed {
+            let r = m.plan.record(Table::Functions, f);
+            c.u64(r + function::THREAD, 0);
+            c.u32(r + function::POSITION, u32::MAX);
+        }
+        c.u32(
+            m.plan.record(Table::Threads, t) + thread::FUNCTIONS,
+            m.b.threads[t].functions.len() as u32,
+        );
+    }
+
+    /// Loads a component at run time (`loadrt`): a new component record.
+    pub fn add_component(&self, name: &str) -> Result<ComponentKey> {
+        let mut m = self.model();
+        Self::room(&m, Table::Components, m.b.components.len())?;
+        let key = m.b.component(name)?;
+        let c = Change::begin(&self.mapping);
+        Self::write_new(&c, &m, Table::Components, key.index);
+        c.end();
+        Ok(key)
+    }
+
+    /// A new pin of `component` at run time, starting at the type's zero value.
+    pub fn add_pin<D: Direction, T: HalType>(
+        &self,
+        component: ComponentKey,
+        name: &str,
+    ) -> Result<PinKey<D, T>> {
+        self.add_pin_with_default(component, name, T::from_bits(0))
+    }
+
+    /// A new pin of `component` at run time, starting at `init`.
+    pub fn add_pin_with_default<D: Direction, T: HalType>(
+        &self,
+        component: ComponentKey,
+        name: &str,
+        init: T,
+    ) -> Result<PinKey<D, T>> {
+        self.check_key(component.builder);
+        let mut m = self.model();
+        Self::room(&m, Table::Pins, m.b.pins.len())?;
+        let key = m.b.pin_with_default::<D, T>(component, name, init)?;
+        let cell = m.plan.record(Table::Pins, key.index) + pin::VALUE;
+        let slot = Arc::new(PinSlot::new(&self.mapping, cell));
+        m.slots.push(slot);
+        let c = Change::begin(&self.mapping);
+        Self::write_new(&c, &m, Table::Pins, key.index);
+        Self::write_component_counts(&c, &m, component.index);
+        c.end();
+        Ok(key)
+    }
+
+    /// A new param of `component` at run time.
+    pub fn add_param<T: HalType>(
+        &self,
+        component: ComponentKey,
+        name: &str,
+        access: ParamAccess,
+        init: T,
+    ) -> Result<ParamKey<T>> {
+        self.check_key(component.builder);
+        let mut m = self.model();
+        Self::room(&m, Table::Params, m.b.params.len())?;
+        let key = m.b.param(component, name, access, init)?;
+        let c = Change::begin(&self.mapping);
+        Self::write_new(&c, &m, Table::Params, key.index);
+        Self::write_component_counts(&c, &m, component.index);
+        c.end();
+        Ok(key)
+    }
+
+    /// A new function of `component` at run time (not yet in any thread: [`addf`](Self::addf)).
+    pub fn add_function(&self, component: ComponentKey, name: &str) -> Result<FunctionKey> {
+        self.check_key(component.builder);
+        let mut m = self.model();
+        Self::room(&m, Table::Functions, m.b.functions.len())?;
+        let key = m.b.function(component, name)?;
+        let c = Change::begin(&self.mapping);
+        Self::write_new(&c, &m, Table::Functions, key.index);
+        Self::write_component_counts(&c, &m, component.index);
+        c.end();
+        Ok(key)
+    }
+
+    /// `newsig NAME TYPE` at run time: a signal with no pins, value zero.
+    pub fn new_signal(&self, name: &str, ty: ValueType) -> Result<()> {
+        let mut m = self.model();
+        Self::room(&m, Table::Signals, m.b.signals.len())?;
+        m.b.signal(name, ty)?;
+        m.signal_deleted.push(false);
+        let i = m.b.signals.len() - 1;
+        let c = Change::begin(&self.mapping);
+        Self::write_new(&c, &m, Table::Signals, i);
+        c.end();
+        Ok(())
+    }
+
+    /// `delsig NAME`: unlinks every pin of the signal (each keeps reading the signal's last value,
+    /// as [`unlink`](Self::unlink)) and deletes it; its record stays as a tombstone and its name is free.
+    pub fn delete_signal(&self, name: &str) -> Result<()> {
+        let mut m = self.model();
+        let s = m.b.signal_index(name).ok_or_else(|| HalError::NotFound {
+            kind: ObjectKind::Signal,
+            name: name.to_string(),
+        })?;
+        let pins: Vec<usize> = (0..m.b.pins.len())
+            .filter(|&p| m.b.pins[p].signal == Some(s))
+            .collect();
+        let c = Change::begin(&self.mapping);
+        for p in pins {
+            self.unlink_locked(&c, &mut m, p);
+        }
+        c.u32(
+            m.plan.record(Table::Signals, s) + signal::FLAGS,
+            flags::DELETED,
+        );
+        c.end();
+        m.b.forget_signal(s);
+        m.signal_deleted[s] = true;
+        Ok(())
+    }
+
+    /// `unloadrt COMPONENT` at run time: removes its functions from their threads, unlinks its pins
+    /// (each keeps its signal's last value, as [`unlink`](Self::unlink)), and deletes the component
+    /// with its pins, params and functions, in one structural change. Their records stay as tombstones
+    /// and their names are free. Handles to its pins and params stay valid memory (they no longer
+    /// appear anywhere); stopping the component's code is the caller's part.
+    pub fn delete_component(&self, name: &str) -> Result<()> {
+        let mut m = self.model();
+        let k =
+            m.b.component_index(name)
+                .ok_or_else(|| HalError::NotFound {
+                    kind: ObjectKind::Component,
+                    name: name.to_string(),
+                })?;
+        let pins: Vec<usize> = (0..m.b.pins.len())
+            .filter(|&p| m.b.pins[p].component == k)
+            .collect();
+        let params: Vec<usize> = (0..m.b.params.len())
+            .filter(|&p| m.b.params[p].component == k)
+            .collect();
+        let functions: Vec<usize> = (0..m.b.functions.len())
+            .filter(|&f| m.b.functions[f].component == k)
+            .collect();
+        let c = Change::begin(&self.mapping);
+        for &f in &functions {
+            if let Some(t) = m.b.functions[f].thread.take() {
+                m.b.threads[t].functions.retain(|&g| g != f);
+                Self::write_run_list(&c, &m, t, Some(f));
+            }
+            c.u32(
+                m.plan.record(Table::Functions, f) + function::FLAGS,
+                flags::DELETED,
+            );
+        }
+        for &p in &pins {
+            self.unlink_locked(&c, &mut m, p);
+            c.u32(m.plan.record(Table::Pins, p) + pin::FLAGS, flags::DELETED);
+        }
+        for &p in &params {
+            c.u32(
+                m.plan.record(Table::Params, p) + param::FLAGS,
+                flags::DELETED,
+            );
+        }
+        c.u32(
+            m.plan.record(Table::Components, k) + component::FLAGS,
+            flags::DELETED,
+        );
+        c.end();
+        m.b.forget_component(k);
+        Ok(())
+    }
+
+    /// `linkps PIN SIGNAL` at run time, with `net`'s rules (the signal must exist; types equal; one OUT
+    /// pin; OUT and IO never mixed; a pin on one signal at a time).
+    ///
+    /// Values, as LinuxCNC 2.9's `hal_link`: when nothing drives the signal yet (no OUT and no IO
+    /// pin), an OUT or IO pin brings its current value to the signal, and so does an IN pin if the
+    /// signal has no pins at all; otherwise the pin reads the signal's value from now on. The pin's handle follows at once: its pointer slot is
+    /// re-pointed atomically, so an RT thread using it never waits.
+    pub fn link(&self, pin_name: &str, signal_name: &str) -> Result<()> {
+        let mut m = self.model();
+        let p = m.b.pin_index(pin_name).ok_or_else(|| HalError::NotFound {
+            kind: ObjectKind::Pin,
+            name: pin_name.to_string(),
+        })?;
+        let s =
+            m.b.signal_index(signal_name)
+                .ok_or_else(|| HalError::NotFound {
+                    kind: ObjectKind::Signal,
+                    name: signal_name.to_string(),
+                })?;
+        let (dir, ty) = (m.b.pins[p].dir, m.b.pins[p].ty);
+        let sig = &m.b.signals[s];
+        // LinuxCNC 2.9's hal_link: the pin's own value becomes the signal's when nothing drives the
+        // signal yet — for an IN pin, only when the signal has no pins at all.
+        let brings_value =
+            (dir != PinDir::In || sig.readers == 0) && sig.writer.is_none() && sig.bidirs == 0;
+        m.b.net(signal_name, pin_name)?;
+        let own = m.plan.record(Table::Pins, p) + pin::VALUE;
+        let shared = m.plan.record(Table::Signals, s) + signal::VALUE;
+        let c = Change::begin(&self.mapping);
+        if brings_value {
+            let v = self.mapping.load_cell(own, ty);
+            self.mapping.store_cell(shared, ty, v);
+        }
+        m.slots[p].repoint(shared);
+        Self::write_links(&c, &m, s, p);
+        c.end();
+        Ok(())
+    }
+
+    /// `unlinkp PIN`: takes the pin off its signal (nothing to do if it is on none). Like LinuxCNC,
+    /// the signal's current value is copied into the pin's own cell first, so the pin keeps reading
+    /// the value it last saw rather than a stale one from before it was linked.
+    pub fn unlink(&self, pin_name: &str) -> Result<()> {
+        let mut m = self.model();
+        let p = m.b.pin_index(pin_name).ok_or_else(|| HalError::NotFound {
+            kind: ObjectKind::Pin,
+            name: pin_name.to_string(),
+        })?;
+        if m.b.pins[p].signal.is_none() {
+            return Ok(());
+        }
+        let c = Change::begin(&self.mapping);
+        self.unlink_locked(&c, &mut m, p);
+        c.end();
+        Ok(())
+    }
+
+    fn unlink_locked(&self, c: &Change<'_>, m: &mut Model, p: usize) {
+        let Some(s) = m.b.unnet(p) else { return };
+        let ty = m.b.pins[p].ty;
+        let own = m.plan.record(Table::Pins, p) + pin::VALUE;
+        let shared = m.plan.record(Table::Signals, s) + signal::VALUE;
+        let v = self.mapping.load_cell(shared, ty);
+        self.mapping.store_cell(own, ty, v);
+        m.slots[p].repoint(own);
+        Self::write_links(c, m, s, p);
+    }
+
+    /// `addf FUNCTION THREAD [POSITION]` at run time (0 = first; `None` = last). The segment's run
+    /// list changes at once; making the thread call the function is the runtime's part (it learns the
+    /// list from [`thread_functions`](Self::thread_functions)).
+    pub fn addf(&self, function: &str, thread: &str, position: Option<usize>) -> Result<()> {
+        let mut m = self.model();
+        m.b.addf(function, thread, position)?;
+        let t = m.b.thread_index(thread).expect("addf found it");
+        let c = Change::begin(&self.mapping);
+        Self::write_run_list(&c, &m, t, None);
+        c.end();
+        Ok(())
+    }
+
+    /// `delf FUNCTION THREAD` at run time: removes the function from the thread's run list.
+    pub fn delf(&self, function: &str, thread: &str) -> Result<()> {
+        let mut m = self.model();
+        let (f, t) = m.b.delf(function, thread)?;
+        let c = Change::begin(&self.mapping);
+        Self::write_run_list(&c, &m, t, Some(f));
+        c.end();
+        Ok(())
     }
 }
 

@@ -16,8 +16,40 @@ use crate::stats::HistogramConfig;
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     tables: [usize; 6],
+    /// Records each table has room for (2.0): the built ones plus spare room for run-time additions.
+    pub capacity: [usize; 6],
     pub stats: Vec<usize>,
     pub total: usize,
+}
+
+/// How much room the segment keeps for objects added while it runs (see
+/// [`HalBuilder::capacity`](crate::HalBuilder::capacity)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// Each table (but threads, which are fixed) gets room for `factor` × the built records…
+    pub factor: usize,
+    /// …and at least `floor` records more than built.
+    pub floor: usize,
+}
+
+impl Default for Capacity {
+    /// 4 × the built structure, at least 64 spare records per table.
+    fn default() -> Self {
+        Capacity {
+            factor: 4,
+            floor: 64,
+        }
+    }
+}
+
+impl Capacity {
+    fn of(self, table: Table, n: usize) -> Option<usize> {
+        if table == Table::Threads {
+            return Some(n);
+        }
+        let scaled = n.checked_mul(self.factor.max(1))?;
+        Some(scaled.max(n.checked_add(self.floor)?))
+    }
 }
 
 impl Plan {
@@ -26,28 +58,26 @@ impl Plan {
         self.tables[table as usize] + index * table.record_size()
     }
 
-    /// Lays out the builder's objects: header, the six tables in header order, then the stats blocks.
+    /// Lays out the builder's objects: header, the six tables (each with its spare capacity) in header
+    /// order, then the stats blocks.
     pub fn new(b: &HalBuilder) -> Result<Plan> {
-        let counts = [
-            b.components.len(),
-            b.pins.len(),
-            b.params.len(),
-            b.signals.len(),
-            b.functions.len(),
-            b.threads.len(),
-        ];
+        let counts = counts(b);
         let too_big = || HalError::SegmentFull {
             needed: u64::MAX,
             cap: b.max_size as u64,
         };
-        if counts.iter().any(|&n| u32::try_from(n).is_err()) {
-            return Err(too_big());
-        }
         let mut tables = [0; 6];
+        let mut capacity = [0; 6];
         let mut off = h::SIZE;
         for t in Table::ALL {
+            let cap = b
+                .capacity
+                .of(t, counts[t as usize])
+                .filter(|&c| u32::try_from(c).is_ok())
+                .ok_or_else(too_big)?;
             tables[t as usize] = off;
-            off = counts[t as usize]
+            capacity[t as usize] = cap;
+            off = cap
                 .checked_mul(t.record_size())
                 .and_then(|n| off.checked_add(n))
                 .ok_or_else(too_big)?;
@@ -67,14 +97,26 @@ impl Plan {
         }
         Ok(Plan {
             tables,
+            capacity,
             stats,
             total: off,
         })
     }
 }
 
+fn counts(b: &HalBuilder) -> [usize; 6] {
+    [
+        b.components.len(),
+        b.pins.len(),
+        b.params.len(),
+        b.signals.len(),
+        b.functions.len(),
+        b.threads.len(),
+    ]
+}
+
 /// A byte image with typed field writers.
-struct Image(Vec<u8>);
+pub(crate) struct Image(pub Vec<u8>);
 
 impl Image {
     fn u32(&mut self, off: usize, v: u32) {
@@ -82,6 +124,10 @@ impl Image {
     }
     fn u64(&mut self, off: usize, v: u64) {
         self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+    /// A cell slot holding `bits` of type `ty` (only the type's bytes; the rest 0).
+    fn cell(&mut self, off: usize, ty: crate::value::ValueType, bits: u64) {
+        self.0[off..off + 8].copy_from_slice(&crate::value::cell::image(ty, bits));
     }
     /// A NUL-padded text field of `field` bytes; `text` was validated to be shorter.
     fn text(&mut self, off: usize, field: usize, text: &str) {
@@ -105,100 +151,115 @@ pub(crate) fn encode(b: &HalBuilder, plan: &Plan, pid: u32, start_time_ns: u64) 
     im.u64(h::STATE, layout::state::BUILDING);
     im.u64(h::START_TIME_NS, start_time_ns);
     im.text(h::INSTANCE, NAME_FIELD, b.instance.as_str());
-    let counts = [
-        b.components.len(),
-        b.pins.len(),
-        b.params.len(),
-        b.signals.len(),
-        b.functions.len(),
-        b.threads.len(),
-    ];
+    let counts = counts(b);
     for t in Table::ALL {
         let d = t.descriptor();
         im.u64(d + table::OFFSET, plan.tables[t as usize] as u64);
         im.u32(d + table::COUNT, counts[t as usize] as u32);
         im.u32(d + table::RECORD_SIZE, t.record_size() as u32);
+        im.u32(t.capacity_field(), plan.capacity[t as usize] as u32);
     }
-
-    let comp = |i: usize| plan.record(Table::Components, i) as u64;
-    for (i, x) in b.components.iter().enumerate() {
-        let r = plan.record(Table::Components, i);
-        im.text(r + c::NAME, NAME_FIELD, &x.name);
-        im.u32(r + c::PINS, x.pins);
-        im.u32(r + c::PARAMS, x.params);
-        im.u32(r + c::FUNCTIONS, x.functions);
-    }
-    for (i, x) in b.pins.iter().enumerate() {
-        let r = plan.record(Table::Pins, i);
-        im.text(r + pi::NAME, NAME_FIELD, &x.name);
-        im.u32(r + pi::TYPE, x.ty.code());
-        im.u32(r + pi::DIR, x.dir as u32);
-        im.u64(r + pi::COMPONENT, comp(x.component));
-        im.u64(
-            r + pi::SIGNAL,
-            x.signal
-                .map_or(0, |s| plan.record(Table::Signals, s) as u64),
-        );
-        im.u64(r + pi::VALUE, x.init);
-    }
-    for (i, x) in b.params.iter().enumerate() {
-        let r = plan.record(Table::Params, i);
-        im.text(r + pa::NAME, NAME_FIELD, &x.name);
-        im.u32(r + pa::TYPE, x.ty.code());
-        im.u32(r + pa::ACCESS, x.access as u32);
-        im.u64(r + pa::COMPONENT, comp(x.component));
-        im.u64(r + pa::VALUE, x.init);
-    }
-    for (i, x) in b.signals.iter().enumerate() {
-        let r = plan.record(Table::Signals, i);
-        im.text(r + sg::NAME, NAME_FIELD, &x.name);
-        im.u32(r + sg::TYPE, x.ty.code());
-        im.u32(r + sg::WRITERS, u32::from(x.writer.is_some()));
-        im.u32(r + sg::READERS, x.readers);
-        im.u32(r + sg::BIDIRS, x.bidirs);
-        im.u64(
-            r + sg::WRITER_PIN,
-            x.writer.map_or(0, |p| plan.record(Table::Pins, p) as u64),
-        );
-        im.u64(r + sg::VALUE, b.signal_init[i]);
-    }
-    for (i, x) in b.functions.iter().enumerate() {
-        let r = plan.record(Table::Functions, i);
-        im.text(r + f::NAME, NAME_FIELD, &x.name);
-        im.u64(r + f::COMPONENT, comp(x.component));
-        let (thread, position) = match x.thread {
-            Some(t) => {
-                let pos = b.threads[t]
-                    .functions
-                    .iter()
-                    .position(|&g| g == i)
-                    .expect("addf keeps both sides");
-                (plan.record(Table::Threads, t) as u64, pos as u32)
-            }
-            None => (0, u32::MAX),
-        };
-        im.u64(r + f::THREAD, thread);
-        im.u32(r + f::POSITION, position);
+    for t in Table::ALL {
+        for i in 0..counts[t as usize] {
+            let r = plan.record(t, i);
+            let rec = record(b, plan, t, i);
+            im.0[r..r + rec.len()].copy_from_slice(&rec);
+        }
     }
     for (i, x) in b.threads.iter().enumerate() {
-        let r = plan.record(Table::Threads, i);
-        let cfg = &x.config;
-        im.text(r + th::NAME, NAME_FIELD, &cfg.name);
-        im.u64(r + th::PERIOD_NS, cfg.period_ns);
-        im.u32(r + th::CPU, cfg.cpu.map_or(-1, |c| c as i32) as u32);
-        im.u32(r + th::PRIORITY, cfg.priority as u32);
-        im.text(r + th::FLAVOR, LABEL_FIELD, &cfg.flavor);
-        im.text(r + th::TIMER, LABEL_FIELD, &cfg.timer);
-        im.u64(r + th::STATS, plan.stats[i] as u64);
-        im.u32(r + th::FUNCTIONS, x.functions.len() as u32);
         encode_stats(
             &mut im,
             plan.stats[i],
-            cfg.histogram,
-            cfg.effective_spike_threshold(),
+            x.config.histogram,
+            x.config.effective_spike_threshold(),
         );
     }
     im.0
+}
+
+/// The bytes of record `i` of table `t` as the builder's model describes it now (flags 0: live).
+pub(crate) fn record(b: &HalBuilder, plan: &Plan, t: Table, i: usize) -> Vec<u8> {
+    let mut im = Image(vec![0; t.record_size()]);
+    let comp = |i: usize| plan.record(Table::Components, i) as u64;
+    match t {
+        Table::Components => {
+            let x = &b.components[i];
+            im.text(c::NAME, NAME_FIELD, &x.name);
+            im.u32(c::PINS, x.pins);
+            im.u32(c::PARAMS, x.params);
+            im.u32(c::FUNCTIONS, x.functions);
+        }
+        Table::Pins => {
+            let x = &b.pins[i];
+            im.text(pi::NAME, NAME_FIELD, &x.name);
+            im.u32(pi::TYPE, x.ty.code());
+            im.u32(pi::DIR, x.dir as u32);
+            im.u64(pi::COMPONENT, comp(x.component));
+            im.u64(
+                pi::SIGNAL,
+                x.signal
+                    .map_or(0, |s| plan.record(Table::Signals, s) as u64),
+            );
+            im.cell(pi::VALUE, x.ty, x.init);
+        }
+        Table::Params => {
+            let x = &b.params[i];
+            im.text(pa::NAME, NAME_FIELD, &x.name);
+            im.u32(pa::TYPE, x.ty.code());
+            im.u32(pa::ACCESS, x.access as u32);
+            im.u64(pa::COMPONENT, comp(x.component));
+            im.cell(pa::VALUE, x.ty, x.init);
+        }
+        Table::Signals => {
+            let x = &b.signals[i];
+            im.text(sg::NAME, NAME_FIELD, &x.name);
+            im.u32(sg::TYPE, x.ty.code());
+            im.u32(sg::WRITERS, u32::from(x.writer.is_some()));
+            im.u32(sg::READERS, x.readers);
+            im.u32(sg::BIDIRS, x.bidirs);
+            im.u64(
+                sg::WRITER_PIN,
+                x.writer.map_or(0, |p| plan.record(Table::Pins, p) as u64),
+            );
+            im.cell(sg::VALUE, x.ty, b.signal_init[i]);
+        }
+        Table::Functions => {
+            let x = &b.functions[i];
+            im.text(f::NAME, NAME_FIELD, &x.name);
+            im.u64(f::COMPONENT, comp(x.component));
+            let (thread, position) = function_place(b, plan, i);
+            im.u64(f::THREAD, thread);
+            im.u32(f::POSITION, position);
+        }
+        Table::Threads => {
+            let x = &b.threads[i];
+            let cfg = &x.config;
+            im.text(th::NAME, NAME_FIELD, &cfg.name);
+            im.u64(th::PERIOD_NS, cfg.period_ns);
+            im.u32(th::CPU, cfg.cpu.map_or(-1, |c| c as i32) as u32);
+            im.u32(th::PRIORITY, cfg.priority as u32);
+            im.text(th::FLAVOR, LABEL_FIELD, &cfg.flavor);
+            im.text(th::TIMER, LABEL_FIELD, &cfg.timer);
+            im.u64(th::STATS, plan.stats[i] as u64);
+            im.u32(th::FUNCTIONS, x.functions.len() as u32);
+        }
+    }
+    im.0
+}
+
+/// A function's `(thread record, position)` fields: `(0, u32::MAX)` when not added.
+pub(crate) fn function_place(b: &HalBuilder, plan: &Plan, i: usize) -> (u64, u32) {
+    match b.functions[i].thread {
+        Some(t) => {
+            let pos = b.threads[t]
+                .functions
+                .iter()
+                .position(|&g| g == i)
+                .expect("addf keeps both sides");
+            (plan.record(Table::Threads, t) as u64, pos as u32)
+        }
+        None => (0, u32::MAX),
+    }
 }
 
 fn encode_stats(im: &mut Image, base: usize, hist: HistogramConfig, spike_threshold_ns: i64) {

@@ -15,8 +15,8 @@ pub const MAGIC: [u8; 8] = *b"RTAPIHAL";
 
 /// Layout version. Readers accept any minor of their major (minor versions only append fields at the end
 /// of records or of the header, and grow the stored record sizes); a new major is a breaking change.
-pub const VERSION_MAJOR: u16 = 1;
-pub const VERSION_MINOR: u16 = 3;
+pub const VERSION_MAJOR: u16 = 2;
+pub const VERSION_MINOR: u16 = 0;
 
 /// Stored as a native-endian u64: a reader on a host of the other byte order sees it reversed.
 pub const BYTE_ORDER_MARK: u64 = 0x0102_0304_0506_0708;
@@ -53,6 +53,8 @@ pub mod header {
     pub const START_TIME_NS: usize = 48; // u64 CLOCK_REALTIME at creation
     pub const INSTANCE: usize = 56; // name field
     pub const TABLES: usize = 104; // TABLE_COUNT descriptors
+    pub const CAPACITIES: usize = 200; // 2.0: TABLE_COUNT u32 capacities (records each table has room for)
+    pub const GENERATION: usize = 224; // 2.0: u64 structure generation (odd while the owner changes it)
     pub const SIZE: usize = 256;
 }
 
@@ -62,6 +64,12 @@ pub mod table {
     pub const COUNT: usize = 8; // u32
     pub const RECORD_SIZE: usize = 12; // u32
     pub const SIZE: usize = 16;
+}
+
+/// Record flags (2.0), in a record's u32 `flags` field.
+pub mod flags {
+    /// The record was deleted: readers skip it; nothing live refers to it; its name may be reused.
+    pub const DELETED: u32 = 1;
 }
 
 /// The tables, in header order.
@@ -102,6 +110,33 @@ impl Table {
         }
     }
 
+    /// Offset of the u32 flags word of this table's records (2.0), if they can be deleted.
+    pub const fn flags(self) -> Option<usize> {
+        match self {
+            Table::Components => Some(component::FLAGS),
+            Table::Pins => Some(pin::FLAGS),
+            Table::Params => Some(param::FLAGS),
+            Table::Signals => Some(signal::FLAGS),
+            Table::Functions => Some(function::FLAGS),
+            Table::Threads => None,
+        }
+    }
+
+    /// Byte offset of this table's capacity (u32) in the header (2.0).
+    pub const fn capacity_field(self) -> usize {
+        header::CAPACITIES + self as usize * 4
+    }
+
+    /// Offset of the value cell slot in this table's records, if they have one.
+    pub const fn cell(self) -> Option<usize> {
+        match self {
+            Table::Pins => Some(pin::VALUE),
+            Table::Params => Some(param::VALUE),
+            Table::Signals => Some(signal::VALUE),
+            _ => None,
+        }
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Table::Components => "component",
@@ -119,6 +154,7 @@ pub mod component {
     pub const PINS: usize = 48; // u32 number of pins
     pub const PARAMS: usize = 52; // u32
     pub const FUNCTIONS: usize = 56; // u32
+    pub const FLAGS: usize = 60; // u32 (2.0) record flags
     pub const SIZE: usize = 64;
 }
 
@@ -128,8 +164,9 @@ pub mod pin {
     pub const DIR: usize = 52; // u32 1 in, 2 out, 3 io
     pub const COMPONENT: usize = 56; // u64 offset
     pub const SIGNAL: usize = 64; // u64 offset or 0
-    pub const VALUE: usize = 72; // u64 cell: the pin's own value while not on a signal
-    pub const SIZE: usize = 80;
+    pub const VALUE: usize = 72; // cell slot: the pin's own value while not on a signal
+    pub const FLAGS: usize = 80; // u32 (2.0) record flags + u32 reserved
+    pub const SIZE: usize = 88;
 }
 
 pub mod param {
@@ -137,7 +174,8 @@ pub mod param {
     pub const TYPE: usize = 48; // u32
     pub const ACCESS: usize = 52; // u32 1 ro, 2 rw
     pub const COMPONENT: usize = 56; // u64 offset
-    pub const VALUE: usize = 64; // u64 cell
+    pub const VALUE: usize = 64; // cell slot
+    pub const FLAGS: usize = 72; // u32 (2.0) record flags + u32 reserved
     pub const SIZE: usize = 80;
 }
 
@@ -148,16 +186,18 @@ pub mod signal {
     pub const READERS: usize = 56; // u32 IN pins
     pub const BIDIRS: usize = 60; // u32 IO pins
     pub const WRITER_PIN: usize = 64; // u64 offset of the OUT pin, or 0
-    pub const VALUE: usize = 72; // u64 cell shared by every pin on the signal
-    pub const SIZE: usize = 80;
+    pub const VALUE: usize = 72; // cell slot shared by every pin on the signal
+    pub const FLAGS: usize = 80; // u32 (2.0) record flags + u32 reserved
+    pub const SIZE: usize = 88;
 }
 
 pub mod function {
     pub const NAME: usize = 0;
     pub const COMPONENT: usize = 48; // u64 offset
     pub const THREAD: usize = 56; // u64 offset or 0 (not added)
-    pub const POSITION: usize = 64; // u32 index in the thread (u32::MAX if not added) + u32 reserved
-                                    // Timing, written by the thread's RT loop under its own seqlock:
+    pub const POSITION: usize = 64; // u32 index in the thread (u32::MAX if not added)
+    pub const FLAGS: usize = 68; // u32 (2.0) record flags
+                                 // Timing, written by the thread's RT loop under its own seqlock:
     pub const SEQ: usize = 72;
     pub const LAST_NS: usize = 80;
     pub const MAX_NS: usize = 88;
@@ -237,15 +277,6 @@ pub mod stats {
     pub const fn size(bins: usize) -> usize {
         recent(bins) + RECENT_RING * spike::SIZE
     }
-
-    /// Block size a segment of layout minor `minor` has: before 1.3 it ended after the bins.
-    pub const fn size_in(bins: usize, minor: u16) -> usize {
-        if minor >= 3 {
-            size(bins)
-        } else {
-            recent(bins)
-        }
-    }
 }
 
 // Compile-time checks of the invariants above.
@@ -255,7 +286,9 @@ const _: () = {
         assert!(Table::ALL[i].record_size() % ALIGN == 0);
         i += 1;
     }
-    assert!(header::TABLES + Table::ALL.len() * table::SIZE <= header::SIZE);
+    assert!(header::TABLES + Table::ALL.len() * table::SIZE <= header::CAPACITIES);
+    assert!(header::CAPACITIES + Table::ALL.len() * 4 <= header::GENERATION);
+    assert!(header::GENERATION + 8 <= header::SIZE);
     assert!(header::INSTANCE + NAME_FIELD <= header::TABLES);
     assert!(thread::TIMER + LABEL_FIELD <= thread::RUNNING);
     assert!(stats::BINS == 496 && stats::BINS % ALIGN == 0);

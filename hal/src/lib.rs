@@ -7,16 +7,22 @@
 //! threads; any number of others read it.
 //!
 //! - **The segment** ([`HalBuilder`] → [`Hal`]): the structure is registered first, then written in one
-//!   go into a segment of exactly the right size, so nothing in it ever moves and readers never see a
-//!   half-built structure. The owner holds an `flock` on it that dies with the process: a stale segment
+//!   go into a segment with spare room in every table ([`Capacity`]), so nothing in it ever moves and
+//!   readers never see a half-built structure. The owner holds an `flock` on it that dies with the process: a stale segment
 //!   is reclaimed, a live one is a clear error naming its pid. Dropping the [`Hal`] unlinks it.
 //! - **The object model**: components own pins, params and functions; signals connect pins (one OUT
 //!   pin, or any number of IO pins, and any number of IN pins, all of one [`ValueType`]); functions are
 //!   added to periodic threads in run order. Every reference inside the segment is a byte offset; the
 //!   byte layout is the contract in `hal/LAYOUT.md`, for readers in any language.
 //! - **Typed handles** ([`Pin<In, f64>`](Pin), [`Param`]): resolved at build, so `get`/`set` on the
-//!   real-time path is one relaxed atomic load or store — no lookup, no lock, no allocation. The
-//!   direction is in the type: a component cannot write its own input.
+//!   real-time path is two dependent loads (a pin's pointer slot, then its cell) or a load and a store
+//!   — no lookup, no lock, no allocation. The direction is in the type: a component cannot write its
+//!   own input. Cells hold exactly LinuxCNC's C widths (bit 1 byte, s32/u32 4, float 8).
+//! - **A live structure** (layout 2.0): while it runs, the owner adds components, pins, params,
+//!   functions and signals, deletes signals and components, links and unlinks pins, and edits threads' run lists
+//!   ([`Hal::link`], [`Hal::unlink`], [`Hal::new_signal`], [`Hal::delete_signal`], [`Hal::add_pin`],
+//!   [`Hal::addf`], [`Hal::delf`], …) under a structure generation readers retry around; a link
+//!   re-points the pin's slot, so RT threads never wait.
 //! - **Thread stats** ([`StatsWriter`]): each thread's latency, jitter, execution times, overruns and its
 //!   [`SPIKES_KEPT`] worst spikes, written once per period under a single-writer seqlock the RT thread
 //!   never waits on (readers retry); latency sums in 128 bits; a histogram with percentiles.
@@ -101,6 +107,7 @@ mod value;
 pub use builder::{HalBuilder, DEFAULT_MAX_SIZE};
 pub use error::{HalError, ObjectKind, Result, WriteRefusal};
 pub use hal::{Hal, ThreadStateCell};
+pub use image::Capacity;
 pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Writable};
@@ -110,9 +117,9 @@ pub use reader::{
 };
 pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
-    FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles, PeriodSample,
-    RecentSpikes, Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS, RECENT_SPIKES,
-    SPIKES_KEPT,
+    FunctionTimer, FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles,
+    PeriodSample, RecentSpikes, Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS,
+    RECENT_SPIKES, SPIKES_KEPT,
 };
 pub use thread::{ThreadConfig, ThreadState};
 pub use value::{HalType, Value, ValueType};

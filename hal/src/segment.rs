@@ -67,6 +67,30 @@ impl Mapping {
         self.word(offset).load(Ordering::Relaxed)
     }
 
+    /// The value of type `ty` in the cell slot at `offset`, read with an atomic of the type's width
+    /// (LAYOUT.md section 3), as canonical bits.
+    ///
+    /// # Panics
+    /// As [`word`](Self::word).
+    pub(crate) fn load_cell(&self, offset: usize, ty: crate::value::ValueType) -> u64 {
+        let p = (self.word(offset) as *const AtomicU64).cast::<u8>();
+        // SAFETY: `word` checked that the 8-byte slot is aligned and inside the live mapping, which is
+        // only ever accessed atomically.
+        unsafe { crate::value::cell::load(p, ty) }
+    }
+
+    /// Stores canonical `bits` of type `ty` into the cell slot at `offset`, touching only the type's
+    /// bytes. The mapping must be writable (callers check [`writable`](Self::writable)).
+    ///
+    /// # Panics
+    /// As [`word`](Self::word).
+    pub(crate) fn store_cell(&self, offset: usize, ty: crate::value::ValueType, bits: u64) {
+        assert!(self.writable, "store into a read-only mapping");
+        let p = (self.word(offset) as *const AtomicU64).cast::<u8>();
+        // SAFETY: as in `load_cell`; the mapping is writable (asserted above).
+        unsafe { crate::value::cell::store(p, ty, bits) }
+    }
+
     /// Copies `dst.len()` bytes starting at `offset` out of the segment, word by word.
     pub(crate) fn copy_out(&self, offset: usize, dst: &mut [u8]) {
         assert!(dst.len() % 8 == 0);
@@ -636,6 +660,17 @@ pub(crate) fn unlink_if_ours(instance: &Instance, fd: &OwnedFd) {
 
 /// Opens an existing segment for a reader: checks that it is trusted and can hold a header, and maps the
 /// whole file. Returns the descriptor too: the reader keeps it to test the owner's lock ([`lock_held`]).
+/// The current size of the file behind `fd` (fstat), if it can be had.
+pub(crate) fn file_size(fd: &OwnedFd) -> Option<u64> {
+    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is an open descriptor we own; st is a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    u64::try_from(st.st_size).ok()
+}
+
 pub(crate) fn open(
     instance: &Instance,
     writable: bool,
@@ -708,6 +743,12 @@ impl Block {
             len,
             _mapping: mapping.clone(),
         }
+    }
+
+    /// The address of the cell slot at byte `offset` inside the block (for width-exact cell access).
+    #[inline(always)]
+    pub(crate) fn ptr(&self, offset: usize) -> *const u8 {
+        (self.at(offset) as *const AtomicU64).cast::<u8>()
     }
 
     /// The cell at byte `offset` inside the block.

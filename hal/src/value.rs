@@ -1,9 +1,14 @@
-//! Value types and their 64-bit cell encoding.
+//! Value types and their cell encoding.
 //!
-//! Every HAL value lives in one naturally aligned 64-bit cell so that a read or a write is a single atomic
-//! instruction in every process, whatever the type: no torn floats, no locks. The encoding is fixed by
-//! `hal/LAYOUT.md`: bit = 0/1, float = IEEE-754 f64 bits, s32/s64 = two's complement sign-extended to 64
-//! bits, u32/u64 = zero-extended.
+//! Every HAL value lives in one 8-byte, 8-aligned cell slot, so a read or a write is a single atomic
+//! instruction in every process, whatever the type: no torn floats, no locks. Inside the slot a value
+//! occupies exactly the bytes a LinuxCNC C component expects behind its `hal_*_t *` (fixed by
+//! `hal/LAYOUT.md` section 3): bit = the low-addressed byte (0/1), s32/u32 = the low-addressed 4 bytes,
+//! float/s64/u64 = all 8. Writers and readers use an atomic of exactly that width at the slot start
+//! ([`cell`]), so a C writer storing 4 bytes is read right.
+//!
+//! In memory (a [`Value`] or [`HalType::to_bits`]) values use one canonical 64-bit encoding: bit = 0/1,
+//! float = IEEE-754 bits, s32/s64 sign-extended, u32/u64 zero-extended.
 
 use std::fmt;
 
@@ -192,6 +197,66 @@ impl fmt::Display for Value {
     }
 }
 
+/// Width-exact atomic access to a cell slot (LAYOUT.md section 3).
+pub(crate) mod cell {
+    use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+    use super::ValueType;
+
+    /// Loads the value of type `ty` from the slot at `p`, as canonical bits ([`super::Value::to_bits`]).
+    ///
+    /// # Safety
+    /// `p` must point to a live, 8-aligned 8-byte cell slot that every party accesses only atomically.
+    #[inline(always)]
+    pub(crate) unsafe fn load(p: *const u8, ty: ValueType) -> u64 {
+        match ty {
+            // SAFETY: the caller guarantees a live aligned slot; a u8 needs no alignment beyond 1.
+            ValueType::Bit => u64::from(unsafe { &*p.cast::<AtomicU8>() }.load(Relaxed) != 0),
+            ValueType::S32 => {
+                // SAFETY: the slot is 8-aligned, so its first 4 bytes are a 4-aligned u32.
+                let v = unsafe { &*p.cast::<AtomicU32>() }.load(Relaxed);
+                v as i32 as i64 as u64
+            }
+            // SAFETY: as above.
+            ValueType::U32 => u64::from(unsafe { &*p.cast::<AtomicU32>() }.load(Relaxed)),
+            // SAFETY: the slot is 8-aligned and 8 bytes long.
+            _ => unsafe { &*p.cast::<AtomicU64>() }.load(Relaxed),
+        }
+    }
+
+    /// Stores canonical bits of type `ty` into the slot at `p`, touching only the type's bytes.
+    ///
+    /// # Safety
+    /// As [`load`]; the memory must be writable.
+    #[inline(always)]
+    pub(crate) unsafe fn store(p: *const u8, ty: ValueType, bits: u64) {
+        match ty {
+            // SAFETY: the caller guarantees a live, writable, aligned slot.
+            ValueType::Bit => unsafe { &*p.cast::<AtomicU8>() }.store(u8::from(bits != 0), Relaxed),
+            ValueType::S32 | ValueType::U32 => {
+                // SAFETY: as above; the first 4 bytes of an 8-aligned slot are 4-aligned.
+                unsafe { &*p.cast::<AtomicU32>() }.store(bits as u32, Relaxed)
+            }
+            // SAFETY: as above.
+            _ => unsafe { &*p.cast::<AtomicU64>() }.store(bits, Relaxed),
+        }
+    }
+
+    /// The bytes of a slot holding `bits` of type `ty`, as the owner writes it at creation (unused
+    /// bytes 0), for composing a segment image.
+    pub(crate) fn image(ty: ValueType, bits: u64) -> [u8; 8] {
+        let mut out = [0u8; 8];
+        match ty {
+            ValueType::Bit => out[0] = u8::from(bits != 0),
+            ValueType::S32 | ValueType::U32 => {
+                out[..4].copy_from_slice(&(bits as u32).to_ne_bytes())
+            }
+            _ => out = bits.to_ne_bytes(),
+        }
+        out
+    }
+}
+
 /// A Rust type that can live in a HAL cell. Implemented for exactly the six HAL types, so a typed handle
 /// like `Pin<In, f64>` fixes the HAL type at compile time.
 pub trait HalType: Copy + Send + Sync + 'static + sealed::Sealed {
@@ -201,6 +266,26 @@ pub trait HalType: Copy + Send + Sync + 'static + sealed::Sealed {
     fn to_bits(self) -> u64;
     /// Decodes a cell of this type.
     fn from_bits(bits: u64) -> Self;
+
+    /// Loads a value from a cell slot with an atomic of this type's width (LAYOUT.md section 3).
+    ///
+    /// # Safety
+    /// `p` must point to a live, 8-aligned 8-byte cell slot accessed only atomically.
+    #[inline(always)]
+    unsafe fn load_cell(p: *const u8) -> Self {
+        // SAFETY: forwarded from our caller.
+        Self::from_bits(unsafe { cell::load(p, Self::TYPE) })
+    }
+
+    /// Stores a value into a cell slot with an atomic of this type's width.
+    ///
+    /// # Safety
+    /// As [`load_cell`](Self::load_cell); the memory must be writable.
+    #[inline(always)]
+    unsafe fn store_cell(p: *const u8, value: Self) {
+        // SAFETY: forwarded from our caller.
+        unsafe { cell::store(p, Self::TYPE, value.to_bits()) }
+    }
 }
 
 mod sealed {
@@ -311,6 +396,47 @@ mod tests {
             round_trip(v);
         }
         assert!(f64::from_bits(f64::NAN.to_bits()).is_nan());
+    }
+
+    #[test]
+    fn cells_hold_exactly_the_c_width_at_the_slot_start() {
+        use std::sync::atomic::AtomicU64;
+        let slot = AtomicU64::new(0);
+        let p = (&slot as *const AtomicU64).cast::<u8>();
+        let bytes = |s: &AtomicU64| s.load(std::sync::atomic::Ordering::Relaxed).to_ne_bytes();
+        // A slot pre-filled with garbage: a narrow store must touch only its own bytes.
+        slot.store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: `slot` is a live, aligned 8-byte atomic.
+        unsafe { bool::store_cell(p, false) };
+        assert_eq!(bytes(&slot), [0, 255, 255, 255, 255, 255, 255, 255]);
+        // SAFETY: as above.
+        assert!(!unsafe { bool::load_cell(p) });
+        slot.store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { i32::store_cell(p, -2) };
+        let mut want = [255u8; 8];
+        want[..4].copy_from_slice(&(-2i32).to_ne_bytes());
+        assert_eq!(bytes(&slot), want);
+        // SAFETY: as above.
+        assert_eq!(unsafe { i32::load_cell(p) }, -2);
+        // A C writer storing 4 bytes of a u32 over a slot whose upper half is garbage is read right.
+        slot.store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+        let mut c_bytes = [0xAAu8; 8];
+        c_bytes[..4].copy_from_slice(&7u32.to_ne_bytes());
+        slot.store(
+            u64::from_ne_bytes(c_bytes),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        // SAFETY: as above.
+        assert_eq!(unsafe { u32::load_cell(p) }, 7);
+        assert_eq!(
+            cell::image(ValueType::S32, (-1i32).to_bits()),
+            [255, 255, 255, 255, 0, 0, 0, 0]
+        );
+        assert_eq!(cell::image(ValueType::Bit, 5), [1, 0, 0, 0, 0, 0, 0, 0]);
+        // SAFETY: as above.
+        unsafe { f64::store_cell(p, -1.25) };
+        assert_eq!(u64::from_ne_bytes(bytes(&slot)), (-1.25f64).to_bits());
     }
 
     #[test]

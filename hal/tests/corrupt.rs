@@ -205,22 +205,29 @@ fn every_truncation_is_an_error_or_complete() {
 fn header_problems_have_specific_errors() {
     let img = valid_image();
     let mut newer = img.clone();
-    newer[header::VERSION..header::VERSION + 4].copy_from_slice(&((2u32 << 16) | 3).to_ne_bytes());
+    newer[header::VERSION..header::VERSION + 4].copy_from_slice(&((3u32 << 16) | 3).to_ne_bytes());
     let e = HalReader::from_bytes(&newer).err().unwrap();
     assert!(
         matches!(
             e,
             HalError::UnsupportedVersion {
-                found_major: 2,
+                found_major: 3,
                 found_minor: 3,
                 ..
             }
         ),
         "{e}"
     );
+    // A 1.x segment (64-bit cells, fixed structure) is refused by a 2.0 reader.
+    let mut older = img.clone();
+    older[header::VERSION..header::VERSION + 4].copy_from_slice(&((1u32 << 16) | 3).to_ne_bytes());
+    assert!(matches!(
+        HalReader::from_bytes(&older),
+        Err(HalError::UnsupportedVersion { found_major: 1, .. })
+    ));
 
     let mut minor = img.clone();
-    minor[header::VERSION..header::VERSION + 4].copy_from_slice(&((1u32 << 16) | 9).to_ne_bytes());
+    minor[header::VERSION..header::VERSION + 4].copy_from_slice(&((2u32 << 16) | 9).to_ne_bytes());
     assert!(
         HalReader::from_bytes(&minor).is_ok(),
         "a newer minor is readable"
@@ -251,12 +258,9 @@ fn header_problems_have_specific_errors() {
     let pins =
         u64::from_ne_bytes(img[Table::Pins.descriptor()..][..8].try_into().unwrap()) as usize;
     put_u64(&mut bad_ref, pins + layout::pin::COMPONENT, pins as u64 + 4);
-    let e = HalReader::from_bytes(&bad_ref)
-        .unwrap()
-        .pins()
-        .err()
-        .unwrap();
+    let e = HalReader::from_bytes(&bad_ref).err().unwrap();
     assert!(e.to_string().contains("not a component record"), "{e}");
+    assert!(e.to_string().contains("refused: "), "{e}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::{shm_path, unique_instance, Cleanup};
+use rtapi_hal::layout;
 use rtapi_hal::*;
 
 /// The demo HAL and the keys the tests use.
@@ -390,7 +391,32 @@ fn size_cap_and_group_permissions() {
         std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
         0o640
     );
-    assert_eq!(hal.size(), 256, "an empty HAL is just the header");
+    // An empty HAL is the header plus the default spare room: 64 records in each table but threads.
+    let spare: usize = [
+        layout::component::SIZE,
+        layout::pin::SIZE,
+        layout::param::SIZE,
+        layout::signal::SIZE,
+        layout::function::SIZE,
+    ]
+    .iter()
+    .map(|r| 64 * r)
+    .sum();
+    assert_eq!(hal.size(), 256 + spare);
+    drop(hal);
+    let hal = HalBuilder::new(&inst)
+        .unwrap()
+        .capacity(Capacity {
+            factor: 1,
+            floor: 0,
+        })
+        .build()
+        .unwrap();
+    assert_eq!(
+        hal.size(),
+        256,
+        "without spare room an empty HAL is just the header"
+    );
 }
 
 #[test]

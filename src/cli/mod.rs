@@ -1,13 +1,17 @@
 //! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
 
 mod compare_timers;
+#[allow(dead_code)] // wired to the halcmd interpreter next
+pub(crate) mod control;
 mod detect;
 mod getp;
+mod halcmd;
 mod halrun;
 mod instance;
 mod latency_survey;
 mod latency_test;
 mod out;
+pub(crate) mod prompt;
 mod run;
 mod setp;
 mod show;
@@ -125,6 +129,8 @@ enum Command {
     Sets(setp::Args),
     /// Watch values live, like halmeter.
     Watch(watch::Args),
+    /// Run halcmd commands in a running instance: one, a file (-f), or an interactive prompt.
+    Halcmd(halcmd::Args),
     /// Apply detect's run-time fixes to the RT CPUs (IRQs, workqueues, watchdogs, idle states…) with a
     /// revert file, print the boot parameters for the rest; --revert undoes it.
     Tune(tune::Args),
@@ -180,6 +186,7 @@ pub fn main() -> ExitCode {
         Command::Setp(args) => setp::setp(args),
         Command::Sets(args) => setp::sets(args),
         Command::Watch(args) => watch::run(args),
+        Command::Halcmd(args) => halcmd::run(args),
         Command::Tune(args) => tune::run(args),
     };
     match result {

@@ -79,7 +79,7 @@ use rtapi_hal::{
 
 use crate::runtime::function::RtFn;
 pub use harness::Harness;
-pub use target::{Target, Validation};
+pub use target::{HalSide, LiveTarget, Target, Validation};
 
 /// Why a component could not be loaded (or a target refused a declaration).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -409,7 +409,7 @@ impl Registry {
             }
         }
         for (index, instance) in names.iter().enumerate() {
-            let component = target.hal().component(instance)?;
+            let component = target.hal_side().component(instance)?;
             let mut ctx = LoadContext {
                 target: &mut *target,
                 declared: &mut *declared,
@@ -483,7 +483,7 @@ impl LoadContext<'_> {
         let init = self.preset(&name).unwrap_or(init);
         let key = self
             .target
-            .hal()
+            .hal_side()
             .pin_with_default::<D, T>(self.component, &name, init)?;
         self.declared
             .values
@@ -503,7 +503,7 @@ impl LoadContext<'_> {
         let init = self.preset(&name).unwrap_or(init);
         let key = self
             .target
-            .hal()
+            .hal_side()
             .param(self.component, &name, access, init)?;
         self.declared
             .values

@@ -5,17 +5,71 @@
 //! never built. Only if that succeeds is the same config applied to the real runtime. Both go through
 //! this one interface, so the check cannot drift from what the run does.
 
-use rtapi_hal::{ComponentKey, HalBuilder, ThreadConfig};
+use rtapi_hal::{
+    ComponentKey, Direction, Hal, HalBuilder, HalError, HalType, ParamAccess, ParamKey, PinKey,
+    ThreadConfig,
+};
 
 use super::LoadError;
 use crate::runtime::function::FunctionFactory;
 use crate::runtime::health;
-use crate::runtime::{Configuring, Runtime, ThreadSpec};
+use crate::runtime::{Configuring, Running, Runtime, ThreadSpec};
+
+/// Where a component's HAL objects go: a HAL being built (start-up, dry run) or a running one
+/// (`loadrt` in a live instance).
+pub enum HalSide<'a> {
+    /// Before the segment exists.
+    Building(&'a mut HalBuilder),
+    /// Into the running instance's segment.
+    Live(&'a Hal),
+}
+
+impl HalSide<'_> {
+    /// A component record.
+    pub fn component(&mut self, name: &str) -> Result<ComponentKey, HalError> {
+        match self {
+            HalSide::Building(b) => b.component(name),
+            HalSide::Live(h) => h.add_component(name),
+        }
+    }
+
+    /// A pin of `component` starting at `init`.
+    pub fn pin_with_default<D: Direction, T: HalType>(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        init: T,
+    ) -> Result<PinKey<D, T>, HalError> {
+        match self {
+            HalSide::Building(b) => b.pin_with_default::<D, T>(component, name, init),
+            HalSide::Live(h) => h.add_pin_with_default::<D, T>(component, name, init),
+        }
+    }
+
+    /// A param of `component`.
+    pub fn param<T: HalType>(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        access: ParamAccess,
+        init: T,
+    ) -> Result<ParamKey<T>, HalError> {
+        match self {
+            HalSide::Building(b) => b.param(component, name, access, init),
+            HalSide::Live(h) => h.add_param(component, name, access, init),
+        }
+    }
+}
 
 /// A runtime (or a stand-in) that accepts HAL declarations.
 pub trait Target {
     /// The HAL under construction: components, pins, params, signals.
     fn hal(&mut self) -> &mut HalBuilder;
+    /// Where components declare their objects: the HAL under construction unless the target loads
+    /// into a running instance.
+    fn hal_side(&mut self) -> HalSide<'_> {
+        HalSide::Building(self.hal())
+    }
     /// Registers HAL function `name` of `component` and the factory of its per-period closure.
     fn function(
         &mut self,
@@ -116,6 +170,65 @@ impl Target for Runtime<Configuring> {
         position: Option<usize>,
     ) -> Result<(), LoadError> {
         Runtime::<Configuring>::addf(self, function, thread, position)
+            .map_err(|e| LoadError::new(e.to_string()))
+    }
+}
+
+/// `loadrt` into a running instance: components declare into the live segment, their functions are
+/// made at once (ready for `addf`). Threads cannot be created while running.
+pub struct LiveTarget<'a> {
+    running: &'a Runtime<Running>,
+    /// Never built: what [`Target::hal`] hands out. Component loading goes through
+    /// [`Target::hal_side`], which is the live segment; nothing uses this builder.
+    unused: HalBuilder,
+}
+
+impl<'a> LiveTarget<'a> {
+    /// A target for `running`.
+    pub fn new(running: &'a Runtime<Running>) -> Result<Self, LoadError> {
+        Ok(LiveTarget {
+            running,
+            unused: HalBuilder::new(running.hal().instance().as_str())?,
+        })
+    }
+}
+
+impl Target for LiveTarget<'_> {
+    fn hal(&mut self) -> &mut HalBuilder {
+        &mut self.unused
+    }
+
+    fn hal_side(&mut self) -> HalSide<'_> {
+        HalSide::Live(self.running.hal())
+    }
+
+    fn function(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        factory: FunctionFactory,
+    ) -> Result<(), LoadError> {
+        self.running
+            .add_function(component, name, factory)
+            .map_err(|e| LoadError::new(e.to_string()))
+    }
+
+    fn thread(&mut self, thread: &ThreadSpec) -> Result<(), LoadError> {
+        Err(LoadError::new(format!(
+            "thread {}: threads cannot be created in a running instance yet; declare it before \
+             `start` (or in the machine TOML)",
+            thread.name
+        )))
+    }
+
+    fn addf(
+        &mut self,
+        function: &str,
+        thread: &str,
+        position: Option<usize>,
+    ) -> Result<(), LoadError> {
+        self.running
+            .addf(function, thread, position)
             .map_err(|e| LoadError::new(e.to_string()))
     }
 }

@@ -201,6 +201,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
         dma_latency: r.dma_latency.unwrap_or(true),
         group_readable: r.group_readable.unwrap_or(false),
         watchdog,
+        functions_stopped: false,
     };
 
     let mut threads: Vec<ThreadSpec> = Vec::new();

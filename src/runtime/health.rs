@@ -77,6 +77,17 @@ pub struct FunctionKeys {
     increased: ParamKey<bool>,
 }
 
+impl FunctionKeys {
+    /// The handles a thread writes a function's health through.
+    pub fn handles(&self, hal: &rtapi_hal::Hal) -> super::slots::FunctionHealth {
+        super::slots::FunctionHealth {
+            time: hal.pin(self.time),
+            tmax: hal.param(self.tmax),
+            increased: hal.param(self.increased),
+        }
+    }
+}
+
 /// Declares `<thread>.*` in `b`, owned by `owner` (the [`OWNER`] component).
 pub fn declare_thread(
     b: &mut HalBuilder,
@@ -119,6 +130,33 @@ pub fn declare_function(
     })
 }
 
+/// Declares `<function>.time`, `.tmax` and `.tmax-increased` in a running instance (a function
+/// loaded live), and returns the handles its thread writes.
+pub fn add_function(
+    hal: &rtapi_hal::Hal,
+    component: ComponentKey,
+    function: &str,
+) -> Result<super::slots::FunctionHealth, HalError> {
+    let time = hal.add_pin::<Out, i32>(component, &format!("{function}.time"))?;
+    let tmax = hal.add_param(
+        component,
+        &format!("{function}.tmax"),
+        ParamAccess::Rw,
+        0i32,
+    )?;
+    let increased = hal.add_param(
+        component,
+        &format!("{function}.tmax-increased"),
+        ParamAccess::Ro,
+        false,
+    )?;
+    Ok(super::slots::FunctionHealth {
+        time: hal.pin(time),
+        tmax: hal.param(tmax),
+        increased: hal.param(increased),
+    })
+}
+
 /// The `rtapi` component of `b`, created on first use (`owner` remembers it).
 pub fn owner(
     b: &mut HalBuilder,
@@ -136,12 +174,6 @@ fn sat_i32(ns: u64) -> i32 {
     i32::try_from(ns).unwrap_or(i32::MAX)
 }
 
-struct FunctionHealth {
-    time: Pin<Out, i32>,
-    tmax: rtapi_hal::Param<i32>,
-    increased: rtapi_hal::Param<bool>,
-}
-
 /// The handles a thread writes its health through; see the module docs. Built before the thread
 /// starts; every method is a few relaxed loads and stores.
 pub struct ThreadHealth {
@@ -152,15 +184,14 @@ pub struct ThreadHealth {
     overruns: Pin<Out, u32>,
     missed: Pin<Out, u32>,
     late: Pin<Out, bool>,
-    functions: Vec<FunctionHealth>,
     max: i32,
     overrun_count: u32,
     missed_count: u32,
 }
 
 impl ThreadHealth {
-    /// The handles of a built HAL, for a thread whose functions (in run order) have `functions`.
-    pub(crate) fn new(hal: &rtapi_hal::Hal, keys: &ThreadKeys, functions: &[FunctionKeys]) -> Self {
+    /// The handles of a built HAL.
+    pub(crate) fn new(hal: &rtapi_hal::Hal, keys: &ThreadKeys) -> Self {
         ThreadHealth {
             time: hal.pin(keys.time),
             tmax: hal.param(keys.tmax),
@@ -169,14 +200,6 @@ impl ThreadHealth {
             overruns: hal.pin(keys.overruns),
             missed: hal.pin(keys.missed),
             late: hal.pin(keys.late),
-            functions: functions
-                .iter()
-                .map(|f| FunctionHealth {
-                    time: hal.pin(f.time),
-                    tmax: hal.param(f.tmax),
-                    increased: hal.param(f.increased),
-                })
-                .collect(),
             max: 0,
             overrun_count: 0,
             missed_count: 0,
@@ -199,20 +222,6 @@ impl ThreadHealth {
             self.missed.set(self.missed_count);
         }
         self.late.set(missed_before > 0);
-    }
-
-    /// After function `i` (run-order position) took `ns`.
-    #[inline]
-    pub fn function(&self, i: usize, ns: u64) {
-        if let Some(f) = self.functions.get(i) {
-            let t = sat_i32(ns);
-            f.time.set(t);
-            let up = t > f.tmax.get();
-            if up {
-                f.tmax.set(t);
-            }
-            f.increased.set(up);
-        }
     }
 
     /// After all functions: the thread's time this period.

@@ -25,6 +25,8 @@
 pub mod function;
 pub mod health;
 pub(crate) mod panic;
+pub mod runlist;
+pub mod slots;
 mod start;
 pub mod thread;
 pub mod watchdog;
@@ -68,6 +70,9 @@ pub struct RuntimeOptions {
     pub group_readable: bool,
     /// When a thread is stalled and what follows (see [`watchdog`]).
     pub watchdog: WatchdogOptions,
+    /// Start the threads with their functions stopped, as LinuxCNC does until halcmd's `start`
+    /// ([`Runtime::set_functions_running`]); the threads keep time and measure from the start.
+    pub functions_stopped: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -79,6 +84,7 @@ impl Default for RuntimeOptions {
             dma_latency: true,
             group_readable: false,
             watchdog: WatchdogOptions::default(),
+            functions_stopped: false,
         }
     }
 }
@@ -223,7 +229,17 @@ pub struct Running {
     origin: Nanos,
     housekeeping: Vec<usize>,
     _hardening: Hardening,
+    /// Every function's code (slot table), each thread's published run list (same order as
+    /// `threads`), the slot of each function key; structural changes hold `live`.
+    slots: Arc<slots::Slots>,
+    lists: Vec<Arc<runlist::RunListCell>>,
+    thread_keys: Vec<rtapi_hal::ThreadKey>,
+    slot_of: std::sync::Mutex<std::collections::HashMap<rtapi_hal::FunctionKey, u32>>,
+    live: std::sync::Mutex<()>,
 }
+
+/// How long a structural change waits for a thread to take its new run list.
+const TAKE_WAIT: Duration = Duration::from_secs(1);
 
 /// A thread as it was started.
 #[derive(Debug, Clone)]
@@ -452,7 +468,7 @@ pub(super) fn join_bounded(threads: Vec<RunningThread>) -> Vec<String> {
 
 /// Empties the RT threads' event rings and logs, one line per second at most for overruns.
 pub(super) fn drain(
-    consumers: Vec<(String, Vec<String>, Consumer)>,
+    consumers: Vec<(String, Arc<slots::Slots>, Consumer)>,
     panics: mpsc::Receiver<PanicReport>,
     reader: Option<rtapi_hal::HalReader>,
     stop: &AtomicBool,
@@ -476,7 +492,7 @@ pub(super) fn drain(
             while let Some(e) = c.pop() {
                 match e {
                     RtEvent::FunctionFaulted { function } => {
-                        let name = functions.get(function as usize).map_or("?", String::as_str);
+                        let name = functions.name(u32::from(function));
                         let report = reports
                             .iter()
                             .position(|r| {
@@ -524,8 +540,7 @@ pub(super) fn drain(
                         consumers
                             .iter()
                             .find(|(t, _, _)| *t == r.thread)
-                            .and_then(|(_, fs, _)| fs.get(f as usize).cloned())
-                            .unwrap_or_else(|| "?".into())
+                            .map_or_else(|| "?".into(), |(_, fs, _)| fs.name(f).to_string())
                     });
                 let thread = r.thread.clone();
                 log_fault(&thread, &name, Some(r));
@@ -591,8 +606,14 @@ impl Runtime<Running> {
         self.state
             .threads
             .iter()
-            .map(|t| StartedThread {
+            .zip(&self.state.lists)
+            .map(|(t, list)| StartedThread {
                 tid: t.heartbeat.tid(),
+                functions: list
+                    .current()
+                    .into_iter()
+                    .map(|n| self.state.slots.name(n).to_string())
+                    .collect(),
                 ..t.info.clone()
             })
             .collect()
@@ -611,6 +632,170 @@ impl Runtime<Running> {
                 log::warn!("cannot move the main thread off the RT CPUs: {e}");
             }
         }
+    }
+
+    /// halcmd's `start` (`true`) and `stop` (`false`) for every thread: from its next period on, a
+    /// thread runs its functions or skips them; its timeline, statistics and health pins go on. The
+    /// segment's state follows (`RUNNING` or `READY`).
+    pub fn set_functions_running(&self, on: bool) {
+        for t in &self.state.threads {
+            t.heartbeat.set_functions_running(on);
+        }
+        self.state.hal.set_running(on);
+    }
+
+    /// halcmd's `addf FUNCTION THREAD [POSITION]` on the running instance (`position` 0 = first,
+    /// `None` = last): the segment's run list changes, and the thread runs the function from its next
+    /// period on. Refused, with nothing changed, if the function is in a thread already, or if a
+    /// thread has not taken its previous change (stalled or stopped).
+    pub fn addf(
+        &self,
+        function: &str,
+        thread: &str,
+        position: Option<usize>,
+    ) -> Result<(), RuntimeError> {
+        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
+        let i = self.thread_index(thread)?;
+        self.check_taken()?;
+        self.state.hal.addf(function, thread, position)?;
+        match self.publish(i) {
+            Err(runlist::PublishError::PreviousNotTaken)
+            | Err(runlist::PublishError::TooLong(_)) => {
+                let _ = self.state.hal.delf(function, thread);
+                Err(RuntimeError::Config(format!(
+                    "addf {function} {thread}: {}",
+                    self.publish_error(i)
+                )))
+            }
+            Err(runlist::PublishError::NotTakenYet) => {
+                log::warn!("addf {function} {thread}: the thread has not taken the change yet");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// halcmd's `delf FUNCTION THREAD` on the running instance: once this returns Ok, the thread
+    /// no longer calls the function (the function may be added to another thread).
+    pub fn delf(&self, function: &str, thread: &str) -> Result<(), RuntimeError> {
+        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
+        let i = self.thread_index(thread)?;
+        self.check_taken()?;
+        self.state.hal.delf(function, thread)?;
+        self.publish(i).map_err(|e| {
+            RuntimeError::Config(format!(
+                "delf {function} {thread}: the segment no longer lists it, but {e}"
+            ))
+        })
+    }
+
+    /// A function loaded while the instance runs (halcmd's `loadrt` of a component): registered in
+    /// the segment with its health objects (`<name>.time`, `.tmax`, `.tmax-increased`), its closure
+    /// made from the live HAL at once and put in a free slot. It runs once `addf` adds it.
+    pub fn add_function(
+        &self,
+        component: ComponentKey,
+        name: &str,
+        factory: FunctionFactory,
+    ) -> Result<(), RuntimeError> {
+        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
+        let slots = &self.state.slots;
+        if slots.len() >= slots.capacity() {
+            return Err(RuntimeError::Config(format!(
+                "function {name}: this instance has room for {} functions and all are used;                  restart it to load more",
+                slots.capacity()
+            )));
+        }
+        let hal = &self.state.hal;
+        let key = hal.add_function(component, name)?;
+        let health = health::add_function(hal, component, name)?;
+        let body = factory(hal);
+        let slot = slots::FunctionSlot::new(
+            name.to_string(),
+            body,
+            Some(hal.function_timer(key)),
+            Some(health),
+        );
+        let n = slots
+            .put(slot)
+            .ok_or_else(|| RuntimeError::Config(format!("function {name}: no free slot left")))?;
+        self.state
+            .slot_of
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, n);
+        Ok(())
+    }
+
+    fn thread_index(&self, thread: &str) -> Result<usize, RuntimeError> {
+        self.state
+            .threads
+            .iter()
+            .position(|t| t.info.name == thread)
+            .ok_or_else(|| {
+                RuntimeError::Hal(HalError::NotFound {
+                    kind: rtapi_hal::ObjectKind::Thread,
+                    name: thread.to_string(),
+                })
+            })
+    }
+
+    /// Every looping thread has taken its last run list (so a function removed from one is free).
+    fn check_taken(&self) -> Result<(), RuntimeError> {
+        for (t, list) in self.state.threads.iter().zip(&self.state.lists) {
+            if t.heartbeat.looping() && !list.taken() {
+                return Err(RuntimeError::Config(format!(
+                    "thread {} has not taken its previous function list yet (stalled or stopped?);                      nothing changed",
+                    t.info.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn publish_error(&self, i: usize) -> String {
+        format!(
+            "thread {} has not taken its previous function list (stalled or stopped?); nothing changed",
+            self.state.threads[i].info.name
+        )
+    }
+
+    /// Publishes thread `i`'s run list as the segment has it now.
+    fn publish(&self, i: usize) -> Result<(), runlist::PublishError> {
+        let list: Vec<u32> = self
+            .state
+            .hal
+            .thread_functions(self.state.thread_keys[i])
+            .iter()
+            .filter_map(|k| {
+                self.state
+                    .slot_of
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(k)
+                    .copied()
+            })
+            .collect();
+        let hb = Arc::clone(&self.state.threads[i].heartbeat);
+        self.state.lists[i].publish(&list, &move || hb.looping(), TAKE_WAIT)
+    }
+
+    /// The functions a thread runs now, in order.
+    pub fn thread_functions(&self, thread: &str) -> Result<Vec<String>, RuntimeError> {
+        let i = self.thread_index(thread)?;
+        Ok(self.state.lists[i]
+            .current()
+            .into_iter()
+            .map(|n| self.state.slots.name(n).to_string())
+            .collect())
+    }
+
+    /// Whether the threads run their functions (see [`set_functions_running`](Self::set_functions_running)).
+    pub fn functions_running(&self) -> bool {
+        self.state
+            .threads
+            .iter()
+            .all(|t| t.heartbeat.functions_running())
     }
 
     /// Time since the threads started.
@@ -660,7 +845,20 @@ impl Runtime<Running> {
     pub fn stop(self) -> Summary {
         let s = self.state;
         s.stop.store(true, Ordering::Relaxed);
-        let infos: Vec<StartedThread> = s.threads.iter().map(|t| t.info.clone()).collect();
+        // Each thread with the functions it ran last (addf/delf may have changed them).
+        let infos: Vec<StartedThread> = s
+            .threads
+            .iter()
+            .zip(&s.lists)
+            .map(|(t, list)| StartedThread {
+                functions: list
+                    .current()
+                    .into_iter()
+                    .map(|n| s.slots.name(n).to_string())
+                    .collect(),
+                ..t.info.clone()
+            })
+            .collect();
         let abandoned = join_bounded(s.threads);
         s.hal.set_running(false);
         s.drainer_stop.store(true, Ordering::Relaxed);

@@ -3,8 +3,9 @@
 //! 1. [`place`]: every thread's CPU and priority (rate-monotonic unless given), checked against the
 //!    machine (CPU online and allowed; `spin` only on an isolated CPU of its own);
 //! 2. [`build_segment`]: the threads and their run order into the HAL, which is built and published;
-//! 3. [`make_bodies`]: every added function's per-period closure, made from the finished HAL — the
-//!    last allocation a function makes;
+//! 3. [`make_slots`]: every function's per-period closure, made from the finished HAL — the last
+//!    allocation a function makes — in the slot table with its timing record writer and health
+//!    handles (functions not added to a thread get theirs too: `addf` may add them while running);
 //! 4. [`harden`]: lock memory, prefault, hold `/dev/cpu_dma_latency` (fatal or not by the flavor);
 //! 5. [`spawn`]: one OS thread per RT thread with its plan (timer, functions, stats writer, heartbeat);
 //! 6. [`synchronize`]: two handshakes — every thread set up (policy, CPU, stack), then every timer armed
@@ -14,8 +15,9 @@
 //! Any failure before phase 7 returns a [`RuntimeError`] and leaves nothing running: the segment is
 //! unlinked when the `Hal` drops, spawned threads are told to abort and joined.
 
-use super::function::RtFn;
 use super::panic::{self, PanicReport};
+use super::runlist::RunListCell;
+use super::slots::{FunctionSlot, Slots};
 use super::thread::{self, Heartbeat, SetupError, ThreadPlan};
 use super::watchdog::{Watchdog, WatchdogOptions, Watched};
 use super::{
@@ -54,7 +56,7 @@ struct Starting {
 
 /// Per-thread pieces the housekeeping threads take over.
 struct Supervision {
-    consumers: Vec<(String, Vec<String>, Consumer)>,
+    consumers: Vec<(String, Arc<Slots>, Consumer)>,
     watched: Vec<Watched>,
     panics: mpsc::Receiver<PanicReport>,
 }
@@ -74,26 +76,30 @@ impl Runtime<Configuring> {
         let fifo = c.selection.flavor.real_time();
         let placed = place(&c.system, &c.threads, fifo)?;
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
-        let mut bodies = make_bodies(c.factories, &c.addf, &hal);
+        let (slots, slot_of) = make_slots(c.factories, &hal, &c.function_health);
+        let slots = Arc::new(slots);
         let hardening = harden(&c.opts, c.selection.flavor)?;
         // Calibrated here (20 ms, once per process), not on an RT thread.
         let _ = crate::rt::clock::IntervalClock::get();
         let stop = Arc::new(AtomicBool::new(false));
         let health = Health {
             threads: &c.thread_health,
-            functions: &c.function_health,
         };
-        let (starting, supervision) = spawn(
+        let Spawned {
+            starting,
+            supervision,
+            lists,
+        } = spawn(
             &hal,
             &placed,
             &keys,
-            &mut bodies,
+            (&slots, &slot_of),
             &stop,
-            c.opts.lock_memory,
+            &c.opts,
             &health,
         )?;
         let (threads, origin) = synchronize(starting, &stop)?;
-        hal.set_running(true);
+        hal.set_running(!c.opts.functions_stopped);
 
         let housekeeping = housekeeping_cpus(&c.system, &placed);
         let stalled_stop = Arc::new(AtomicBool::new(false));
@@ -123,6 +129,11 @@ impl Runtime<Configuring> {
                 origin,
                 housekeeping,
                 _hardening: hardening,
+                slots,
+                lists,
+                thread_keys: keys,
+                slot_of: std::sync::Mutex::new(slot_of),
+                live: std::sync::Mutex::new(()),
             },
         })
     }
@@ -248,17 +259,27 @@ fn build_segment(
     Ok((hal.build().map_err(RuntimeError::Segment)?, keys))
 }
 
-/// Phase 3: the per-period closure of every function that was added to a thread.
-fn make_bodies(
+/// Room in the slot table for functions loaded while the instance runs.
+pub(super) const SPARE_SLOTS: usize = 1024;
+
+/// Phase 3: every function's per-period closure, with its timing writer and health handles, in the
+/// slot table; and each function's slot number.
+fn make_slots(
     factories: Vec<(FunctionKey, String, super::function::FunctionFactory)>,
-    addf: &[(String, String, Option<usize>)],
     hal: &Hal,
-) -> HashMap<FunctionKey, (String, RtFn)> {
-    factories
-        .into_iter()
-        .filter(|(_, name, _)| addf.iter().any(|(f, _, _)| f == name))
-        .map(|(key, name, factory)| (key, (name, factory(hal))))
-        .collect()
+    health: &HashMap<String, super::health::FunctionKeys>,
+) -> (Slots, HashMap<FunctionKey, u32>) {
+    let slots = Slots::with_capacity(factories.len() + SPARE_SLOTS);
+    let mut slot_of = HashMap::new();
+    for (key, name, factory) in factories {
+        let body = factory(hal);
+        let timer = hal.function_timer(key);
+        let handles = health.get(&name).map(|k| k.handles(hal));
+        if let Some(n) = slots.put(FunctionSlot::new(name, body, Some(timer), handles)) {
+            slot_of.insert(key, n);
+        }
+    }
+    (slots, slot_of)
 }
 
 /// Phase 4: hardening; an essential step that failed is fatal when the flavor says so.
@@ -283,7 +304,6 @@ fn harden(opts: &super::RuntimeOptions, flavor: flavor::Flavor) -> Result<Harden
 /// The health objects declared while configuring (see [`super::health`]).
 struct Health<'a> {
     threads: &'a HashMap<String, super::health::ThreadKeys>,
-    functions: &'a HashMap<String, super::health::FunctionKeys>,
 }
 
 /// Phase 5: one OS thread per RT thread, each waiting for the handshakes.
@@ -291,11 +311,12 @@ fn spawn(
     hal: &Hal,
     placed: &[Placement],
     keys: &[ThreadKey],
-    bodies: &mut HashMap<FunctionKey, (String, RtFn)>,
+    (slots, slot_of): (&Arc<Slots>, &HashMap<FunctionKey, u32>),
     stop: &Arc<AtomicBool>,
-    lock_memory: bool,
+    opts: &super::RuntimeOptions,
     health: &Health<'_>,
-) -> Result<(Vec<Starting>, Supervision), RuntimeError> {
+) -> Result<Spawned, RuntimeError> {
+    let (lock_memory, functions_stopped) = (opts.lock_memory, opts.functions_stopped);
     let mut starting = Vec::new();
     let (panic_tx, panics) = mpsc::sync_channel::<PanicReport>(16);
     let mut supervision = Supervision {
@@ -303,20 +324,27 @@ fn spawn(
         watched: Vec::new(),
         panics,
     };
+    let mut lists = Vec::new();
     for (p, &key) in placed.iter().zip(keys) {
-        let (functions, names): (Vec<RtFn>, Vec<String>) = hal
+        let list: Vec<u32> = hal
             .thread_functions(key)
             .iter()
-            .filter_map(|k| bodies.remove(k))
-            .map(|(n, f)| (f, n))
-            .unzip();
+            .filter_map(|k| slot_of.get(k).copied())
+            .collect();
+        let names: Vec<String> = list.iter().map(|&n| slots.name(n).to_string()).collect();
+        let list = Arc::new(
+            RunListCell::new(&list)
+                .map_err(|e| RuntimeError::Config(format!("thread {}: {e}", p.spec.name)))?,
+        );
+        lists.push(Arc::clone(&list));
         let (events, consumer) = msg::channel(EVENT_CAPACITY);
         let heartbeat = Arc::new(Heartbeat::default());
+        heartbeat.set_functions_running(!functions_stopped);
         let thread_health = health.threads.get(&p.spec.name);
         supervision.watched.push(
             Watched::new(
                 p.spec.name.clone(),
-                names.clone(),
+                Arc::clone(slots),
                 p.spec.period,
                 p.policy,
                 heartbeat.clone(),
@@ -324,20 +352,15 @@ fn spawn(
             )
             .with_stalled_pin(thread_health.map(|k| hal.pin(k.stalled))),
         );
-        let function_keys: Vec<super::health::FunctionKeys> = names
-            .iter()
-            .filter_map(|n| health.functions.get(n).copied())
-            .collect();
-        let health = thread_health
-            .filter(|_| function_keys.len() == names.len())
-            .map(|k| super::health::ThreadHealth::new(hal, k, &function_keys));
+        let health = thread_health.map(|k| super::health::ThreadHealth::new(hal, k));
         let plan = ThreadPlan {
             name: p.spec.name.clone(),
             period: p.spec.period,
             policy: p.policy,
             cpu: Some(p.cpu),
             timer: CycleTimer::new(p.spec.timer, p.spec.wake),
-            functions,
+            slots: Arc::clone(slots),
+            list,
             stats: hal.stats_writer(key)?,
             events,
             stack_prefault: if lock_memory {
@@ -371,7 +394,7 @@ fn spawn(
         };
         supervision
             .consumers
-            .push((p.spec.name.clone(), names, consumer));
+            .push((p.spec.name.clone(), Arc::clone(slots), consumer));
         starting.push(Starting {
             thread: RunningThread {
                 info,
@@ -382,7 +405,19 @@ fn spawn(
             origin,
         });
     }
-    Ok((starting, supervision))
+    Ok(Spawned {
+        starting,
+        supervision,
+        lists,
+    })
+}
+
+/// What [`spawn`] made: the threads in their handshakes, what housekeeping takes over, and each
+/// thread's run list.
+struct Spawned {
+    starting: Vec<Starting>,
+    supervision: Supervision,
+    lists: Vec<Arc<RunListCell>>,
 }
 
 /// Phase 6: every thread set up, then every timer armed on one origin; or abort them all.

@@ -12,6 +12,8 @@
 //! atomic stores into the HAL segment, and — only in a spike period — one `getrusage`.
 
 use super::function::{Cycle, RtFn};
+use super::runlist::RunListCell;
+use super::slots::{Called, FunctionSlot, Slots};
 use crate::rt::clock::{self, Nanos};
 use crate::rt::harden::HardenError;
 use crate::rt::msg::{Producer, RtEvent};
@@ -19,7 +21,6 @@ use crate::rt::sched::{self, Policy, SchedError};
 use crate::rt::wake::{CycleTimer, TimerDriver, TimerKind, WakeError};
 use crate::rt::SysError;
 use rtapi_hal::{PeriodSample, StatsWriter, ThreadRusage};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -31,7 +32,9 @@ pub(crate) struct ThreadPlan {
     pub policy: Policy,
     pub cpu: Option<usize>,
     pub timer: CycleTimer,
-    pub functions: Vec<RtFn>,
+    /// The instance's functions, and this thread's run list of slot numbers.
+    pub slots: Arc<Slots>,
+    pub list: Arc<RunListCell>,
     pub stats: StatsWriter,
     pub events: Producer,
     pub stack_prefault: usize,
@@ -55,6 +58,8 @@ pub struct Heartbeat {
     tid: AtomicI32,
     /// Whether the loop runs (after arming, until it ends).
     looping: AtomicBool,
+    /// halcmd's `stop`: the thread keeps its timeline and its statistics but runs no function.
+    paused: AtomicBool,
 }
 
 impl Heartbeat {
@@ -79,6 +84,17 @@ impl Heartbeat {
     /// Whether the cycle loop is running.
     pub fn looping(&self) -> bool {
         self.looping.load(Ordering::Acquire)
+    }
+
+    /// Whether the thread runs its functions (halcmd's `start`) or only keeps time (`stop`).
+    pub fn functions_running(&self) -> bool {
+        !self.paused.load(Ordering::Relaxed)
+    }
+
+    /// halcmd's `start` (`true`) and `stop` (`false`): from the next period on, the thread runs its
+    /// functions or skips them (its wake, latency statistics and health pins go on either way).
+    pub fn set_functions_running(&self, on: bool) {
+        self.paused.store(!on, Ordering::Relaxed);
     }
 }
 
@@ -190,8 +206,13 @@ fn setup(plan: &ThreadPlan) -> SetupResult {
 
 /// The loop itself. `first` is the deadline of period 0.
 fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
-    let functions = std::mem::take(&mut plan.functions);
-    let mut cycler = Cycler::new(first, plan.period, functions).watched_by(plan.heartbeat.clone());
+    let mut cycler = Cycler::with_slots(
+        first,
+        plan.period,
+        Arc::clone(&plan.slots),
+        Arc::clone(&plan.list),
+    )
+    .watched_by(plan.heartbeat.clone());
     if let Some(h) = plan.health.take() {
         cycler = cycler.with_health(h);
     }
@@ -232,8 +253,13 @@ fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
 pub struct Cycler {
     first: Nanos,
     period: Nanos,
-    functions: Vec<RtFn>,
-    faulted: Vec<bool>,
+    /// The functions (the instance's slot table) and this thread's published run list.
+    slots: Arc<Slots>,
+    list: Arc<RunListCell>,
+    /// The run list this thread took last (slot numbers; capacity reserved: adopting never allocates).
+    local: Vec<u32>,
+    /// The published word of `local`.
+    seen: u64,
     /// Latencies of the last [`DRIFT_WINDOW`] periods, for the drift estimate.
     recent: [i64; DRIFT_WINDOW],
     /// Period number of the current deadline.
@@ -250,13 +276,36 @@ pub struct Cycler {
 }
 
 impl Cycler {
-    /// A timeline whose period 0 is due at `first`. Allocates here, never in [`Cycler::period`].
+    /// A timeline whose period 0 is due at `first`, running `functions` in this order (untimed in
+    /// the HAL: no timing records). Allocates here, never in [`Cycler::period`].
     pub fn new(first: Nanos, period: Nanos, functions: Vec<RtFn>) -> Cycler {
+        let slots = Slots::with_capacity(functions.len());
+        let list: Vec<u32> = functions
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, f)| slots.put(FunctionSlot::new(format!("f{i}"), f, None, None)))
+            .collect();
+        let cell = RunListCell::new(&list).expect("a run list longer than MAX_RUN_LIST");
+        Cycler::with_slots(first, period, Arc::new(slots), Arc::new(cell))
+    }
+
+    /// A timeline whose period 0 is due at `first`, running the run list published in `list` from
+    /// `slots` (changes to the list are taken at the start of a period).
+    pub fn with_slots(
+        first: Nanos,
+        period: Nanos,
+        slots: Arc<Slots>,
+        list: Arc<RunListCell>,
+    ) -> Cycler {
+        let mut local = Vec::with_capacity(super::runlist::MAX_RUN_LIST);
+        local.extend(list.current());
         Cycler {
             first,
             period,
-            faulted: vec![false; functions.len()],
-            functions,
+            slots,
+            list,
+            local,
+            seen: 0,
             recent: [i64::MAX; DRIFT_WINDOW],
             k: 0,
             prev_wake: None,
@@ -309,11 +358,10 @@ impl Cycler {
         // The interval clock's reading at the wake: the first function starts from it, and the end
         // of the period is measured from it (one read per function, none extra).
         let clk = self.clock;
-        let start = if self.functions.is_empty() {
-            0
-        } else {
-            clk.read()
-        };
+        // A run list changed by addf/delf is taken here, whole (no allocation, no wait).
+        self.list.adopt(&mut self.seen, &mut self.local);
+        let run_functions = !self.local.is_empty() && self.heartbeat.functions_running();
+        let start = if run_functions { clk.read() } else { 0 };
         let (period, period_ns) = (self.period, self.period.as_nanos() as u64);
         let deadline = self.deadline();
         let latency = (now - deadline).as_nanos();
@@ -334,29 +382,33 @@ impl Cycler {
         // One interval-clock read per function (the TSC where the kernel keeps time with it):
         // each function's end is the next one's start.
         let mut t0 = start;
-        for (i, f) in self.functions.iter_mut().enumerate() {
-            if self.faulted[i] {
-                continue;
+        if run_functions {
+            for &n in &self.local {
+                let Some(slot) = self.slots.get(n) else {
+                    continue;
+                };
+                self.heartbeat.in_function.store(n + 1, Ordering::Relaxed);
+                // SAFETY: this thread's adopted run list holds `n`: the slot is this thread's alone
+                // (slots.rs, ownership).
+                let called = unsafe { slot.call(&cycle) };
+                if called == Called::Disabled {
+                    continue;
+                }
+                let t1 = clk.read();
+                let faulted = called == Called::Panicked;
+                if faulted {
+                    events.push(RtEvent::FunctionFaulted {
+                        function: n.min(u32::from(u16::MAX)) as u16,
+                    });
+                }
+                // SAFETY: as above.
+                unsafe { slot.record(clk.ns(t0, t1), faulted) };
+                t0 = t1;
             }
-            self.heartbeat
-                .in_function
-                .store(i as u32 + 1, Ordering::Relaxed);
-            let ok = catch_unwind(AssertUnwindSafe(|| f(&cycle))).is_ok();
-            let t1 = clk.read();
-            if !ok {
-                self.faulted[i] = true;
-                events.push(RtEvent::FunctionFaulted { function: i as u16 });
-            }
-            let ns = clk.ns(t0, t1);
-            stats.record_function(i, ns, u32::from(!ok));
-            if let Some(h) = &self.health {
-                h.function(i, ns);
-            }
-            t0 = t1;
         }
         // The end, for missed deadlines: the wake plus the interval clock's time since it. Only the
         // few instructions between the wake's own clock read and `start` are not counted.
-        let end = if self.functions.is_empty() {
+        let end = if !run_functions {
             now
         } else {
             now + Nanos::from_nanos(clk.ns(start, t0).min(i64::MAX as u64) as i64)

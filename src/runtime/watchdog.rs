@@ -105,7 +105,8 @@ impl WatchdogOptions {
 /// One watched thread.
 pub(crate) struct Watched {
     pub name: String,
-    pub functions: Vec<String>,
+    /// The instance's functions: the heartbeat's function number is a slot number.
+    pub functions: std::sync::Arc<super::slots::Slots>,
     pub period: Nanos,
     /// The policy to give back after a demotion.
     pub policy: Policy,
@@ -122,7 +123,7 @@ pub(crate) struct Watched {
 impl Watched {
     pub fn new(
         name: String,
-        functions: Vec<String>,
+        functions: std::sync::Arc<super::slots::Slots>,
         period: Nanos,
         policy: Policy,
         heartbeat: Arc<Heartbeat>,
@@ -151,10 +152,7 @@ impl Watched {
 
     fn place(&self, function: Option<u32>) -> String {
         match function {
-            Some(i) => format!(
-                "in function {}",
-                self.functions.get(i as usize).map_or("?", String::as_str)
-            ),
+            Some(i) => format!("in function {}", self.functions.name(i)),
             None => "outside its functions (in its timer wait or bookkeeping)".to_string(),
         }
     }

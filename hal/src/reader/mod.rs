@@ -1,9 +1,10 @@
 //! Access from any process: list, snapshot, read by name, and the `setp`/`sets` writes the rules allow.
 //!
 //! Every number that comes out of the segment is validated before it is used as an offset (see `view`),
-//! so a foreign, truncated, corrupted or newer segment gives a [`HalError`], never a crash. The one thing
-//! no reader can defend against is the file being *shrunk* under a live mapping (the kernel then raises
-//! SIGBUS); only the owner could do that, and it never resizes.
+//! so a foreign, truncated, corrupted or newer segment gives a [`HalError`], never a crash. Every read of
+//! the structure happens inside the owner's structure generation (retrying around changes) and is
+//! checked across records. A file *shrunk* under the mapping would fault (SIGBUS): the reader checks
+//! the file's size before each read and refuses a shrunk one (see `read`).
 
 mod info;
 mod view;
@@ -28,7 +29,7 @@ use crate::pin::{ParamAccess, PinDir};
 use crate::segment::{self, Mapping, Trust};
 use crate::stats::{self, HistogramSnapshot, ThreadStatsSnapshot};
 use crate::value::{Value, ValueType};
-use view::{Record, View};
+use view::{Counted, Record, View};
 
 /// How a reader maps the segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,10 +89,11 @@ impl HalReader {
         let instance = Instance::new(instance)?;
         let (m, fd) = segment::open(&instance, access == Access::ReadWrite, trust)?;
         let v = View::new(Arc::new(m), &segment::display_path(&instance))?;
-        Ok(HalReader {
+        HalReader {
             v,
             owner: Owner::Locked(fd),
-        })
+        }
+        .checked()
     }
 
     /// Reads a copy of a segment's bytes (e.g. saved from `/dev/shm`), for offline inspection. Writes go
@@ -101,19 +103,21 @@ impl HalReader {
             Arc::new(Mapping::from_bytes(bytes, true)),
             "the segment copy",
         )?;
-        Ok(HalReader {
+        HalReader {
             v,
             owner: Owner::Copy,
-        })
+        }
+        .checked()
     }
 
     /// A reader over the owner's own mapping.
     pub(crate) fn from_mapping(m: Arc<Mapping>, instance: Instance) -> Result<Self> {
         let v = View::new(m, &segment::display_path(&instance))?;
-        Ok(HalReader {
+        HalReader {
             v,
             owner: Owner::Ourselves,
-        })
+        }
+        .checked()
     }
 
     /// The header as validated at open, with the state as it is now.
@@ -122,6 +126,16 @@ impl HalReader {
             state: self.v.state(),
             ..self.v.header.clone()
         }
+    }
+
+    /// The structure generation now (LAYOUT.md section 7a): even while the structure is consistent,
+    /// odd while the owner changes it; it grows by 2 with every structural change, so a tool can tell
+    /// that the structure it listed is out of date.
+    pub fn generation(&self) -> u64 {
+        self.v
+            .m
+            .word(crate::layout::header::GENERATION)
+            .load(Ordering::Acquire)
     }
 
     /// Whether the owner process is alive. For a segment opened by name this is exact: the owner's
@@ -137,12 +151,20 @@ impl HalReader {
         }
     }
 
-    // ---- decoding helpers -------------------------------------------------------------------------------
+    // (decoding lives in `Scan`, below)
+}
 
+/// Decoding over one consistent structure (the counts of one generation, see `View::consistent`).
+struct Scan<'a, 'b> {
+    v: &'a Counted<'b>,
+}
+
+impl Scan<'_, '_> {
     fn name_of(&self, t: Table, i: usize) -> Result<String> {
         self.v.copy_record(t, i).name()
     }
 
+    #[allow(dead_code)]
     fn ref_name(&self, target: Table, off: u64, from: Table) -> Result<Option<String>> {
         self.v
             .resolve(target, off, from)?
@@ -163,10 +185,6 @@ impl HalReader {
 
     fn value_type(code: u32) -> Result<ValueType> {
         ValueType::from_code(code).ok_or_else(|| corrupt(format!("unknown value type code {code}")))
-    }
-
-    fn load(&self, off: usize) -> u64 {
-        self.v.m.load(off)
     }
 
     /// The cell a pin reads: its signal's when connected.
@@ -196,13 +214,23 @@ impl HalReader {
         let dir = PinDir::from_code(r.u32(pi::DIR))
             .ok_or_else(|| corrupt("unknown pin direction code"))?;
         let (cell, sig) = self.pin_cell(&r)?;
+        let name = r.name()?;
+        if let Some(s) = sig {
+            let sr = self.v.copy_record(Table::Signals, s);
+            if Self::value_type(sr.u32(sg::TYPE))? != ty {
+                return Err(corrupt(format!(
+                    "pin '{name}' ({ty}) is linked to signal '{}' of another type",
+                    sr.name()?
+                )));
+            }
+        }
         Ok(PinInfo {
-            name: r.name()?,
+            name,
             ty,
             dir,
             component: self.required(Table::Components, r.u64(pi::COMPONENT), Table::Pins)?,
             signal: sig.map(|s| self.name_of(Table::Signals, s)).transpose()?,
-            value: Value::from_bits(ty, self.load(cell)),
+            value: Value::from_bits(ty, self.v.m.load_cell(cell, ty)),
         })
     }
 
@@ -215,33 +243,69 @@ impl HalReader {
             access: ParamAccess::from_code(r.u32(pa::ACCESS))
                 .ok_or_else(|| corrupt("unknown param access code"))?,
             component: self.required(Table::Components, r.u64(pa::COMPONENT), Table::Params)?,
-            value: Value::from_bits(ty, self.load(r.offset + pa::VALUE)),
+            value: Value::from_bits(ty, self.v.m.load_cell(r.offset + pa::VALUE, ty)),
         })
     }
 
     fn signal(&self, i: usize) -> Result<SignalInfo> {
         let r = self.v.copy_record(Table::Signals, i);
         let ty = Self::value_type(r.u32(sg::TYPE))?;
+        let name = r.name()?;
+        let writer = self
+            .v
+            .resolve(Table::Pins, r.u64(sg::WRITER_PIN), Table::Signals)?;
+        if let Some(w) = writer {
+            let pr = self.v.copy_record(Table::Pins, w);
+            let on = self
+                .v
+                .resolve(Table::Signals, pr.u64(pi::SIGNAL), Table::Pins)?;
+            if pr.u32(pi::DIR) != PinDir::Out as u32 || on != Some(i) {
+                return Err(corrupt(format!(
+                    "signal '{name}' names writer pin '{}', which is not an OUT pin of it",
+                    pr.name()?
+                )));
+            }
+        }
+        if r.u32(sg::WRITERS) != u32::from(writer.is_some()) {
+            return Err(corrupt(format!(
+                "signal '{name}' counts {} writers but its writer_pin says {}",
+                r.u32(sg::WRITERS),
+                u32::from(writer.is_some())
+            )));
+        }
         Ok(SignalInfo {
-            name: r.name()?,
+            name,
             ty,
-            writer: self.ref_name(Table::Pins, r.u64(sg::WRITER_PIN), Table::Signals)?,
+            writer: writer.map(|w| self.name_of(Table::Pins, w)).transpose()?,
             readers: r.u32(sg::READERS),
             bidirs: r.u32(sg::BIDIRS),
-            value: Value::from_bits(ty, self.load(r.offset + sg::VALUE)),
+            value: Value::from_bits(ty, self.v.m.load_cell(r.offset + sg::VALUE, ty)),
         })
     }
 
     fn function(&self, i: usize) -> Result<FunctionInfo> {
         let r = self.v.copy_record(Table::Functions, i);
         let name = r.name()?;
-        let thread = self
-            .ref_name(Table::Threads, r.u64(f::THREAD), Table::Functions)?
-            .map(|t| (t, r.u32(f::POSITION)));
+        let thread = match self
+            .v
+            .resolve(Table::Threads, r.u64(f::THREAD), Table::Functions)?
+        {
+            Some(t) => {
+                let pos = r.u32(f::POSITION);
+                let listed = self.v.copy_record(Table::Threads, t).u32(th::FUNCTIONS);
+                if pos >= listed {
+                    return Err(corrupt(format!(
+                        "function '{name}' is at position {pos} of a thread that runs {listed}"
+                    )));
+                }
+                Some((self.name_of(Table::Threads, t)?, pos))
+            }
+            None => None,
+        };
         Ok(FunctionInfo {
             component: self.required(Table::Components, r.u64(f::COMPONENT), Table::Functions)?,
             thread,
-            timing: stats::read_function(&self.v.m, r.offset, &name)?,
+            timing: stats::read_function(self.v.m, r.offset, &name)?,
             name,
         })
     }
@@ -274,18 +338,24 @@ impl HalReader {
             running: state.is_running(),
             state,
             functions: r.u32(th::FUNCTIONS),
-            stats: stats::read_stats(&self.v.m, stats_off, period_ns, &name)?,
+            stats: stats::read_stats(self.v.m, stats_off, period_ns, &name)?,
             name,
         })
     }
 
     fn all<T>(&self, t: Table, one: impl Fn(&Self, usize) -> Result<T>) -> Result<Vec<T>> {
-        (0..self.v.count(t)).map(|i| one(self, i)).collect()
+        let mut out = Vec::new();
+        for i in 0..self.v.count(t) {
+            if !self.v.deleted(t, i)? {
+                out.push(one(self, i)?);
+            }
+        }
+        Ok(out)
     }
 
     fn find(&self, t: Table, name: &str) -> Result<Option<usize>> {
         for i in 0..self.v.count(t) {
-            if self.name_of(t, i)? == name {
+            if !self.v.deleted(t, i)? && self.name_of(t, i)? == name {
                 return Ok(Some(i));
             }
         }
@@ -299,131 +369,288 @@ impl HalReader {
         })
     }
 
+    /// The checks that span records (LAYOUT.md section 5, "Consistency"): names unique per namespace
+    /// (pins and params share one), every signal's writer/reader/bidir counts equal to its pins, each
+    /// thread's run list numbered 0..n exactly once, component counts equal to what they own, stats
+    /// blocks apart. Run at open and by `snapshot`.
+    fn check(&self) -> Result<()> {
+        use std::collections::{HashMap, HashSet};
+        let dup = |kind: &str, name: &str| corrupt(format!("two live {kind}s are named '{name}'"));
+        let components = self.all(Table::Components, Self::component)?;
+        let pins = self.all(Table::Pins, Self::pin)?;
+        let params = self.all(Table::Params, Self::param)?;
+        let signals = self.all(Table::Signals, Self::signal)?;
+        let functions = self.all(Table::Functions, Self::function)?;
+        let threads = self.all(Table::Threads, |s, i| {
+            s.thread_record(i).map(|x| (x.0, x.1, x.2))
+        })?;
+        let mut seen = HashSet::new();
+        for n in components.iter().map(|c| &c.name) {
+            if !seen.insert(n) {
+                return Err(dup("component", n));
+            }
+        }
+        let mut seen = HashSet::new();
+        for n in pins
+            .iter()
+            .map(|p| &p.name)
+            .chain(params.iter().map(|p| &p.name))
+        {
+            if !seen.insert(n) {
+                return Err(dup("pin or param", n));
+            }
+        }
+        for (kind, names) in [
+            (
+                "signal",
+                signals.iter().map(|x| &x.name).collect::<Vec<_>>(),
+            ),
+            ("function", functions.iter().map(|x| &x.name).collect()),
+            ("thread", threads.iter().map(|x| &x.1).collect()),
+        ] {
+            let mut seen = HashSet::new();
+            for n in names {
+                if !seen.insert(n) {
+                    return Err(dup(kind, n));
+                }
+            }
+        }
+        let mut links: HashMap<&str, (u32, u32, u32)> = HashMap::new();
+        for p in &pins {
+            if let Some(s) = &p.signal {
+                let e = links.entry(s.as_str()).or_default();
+                match p.dir {
+                    PinDir::Out => e.0 += 1,
+                    PinDir::In => e.1 += 1,
+                    PinDir::Io => e.2 += 1,
+                }
+            }
+        }
+        for s in &signals {
+            let have = links.get(s.name.as_str()).copied().unwrap_or_default();
+            let says = (u32::from(s.writer.is_some()), s.readers, s.bidirs);
+            if have != says {
+                return Err(corrupt(format!(
+                    "signal '{}' counts {} writer(s), {} reader(s), {} bidir(s) but its pins are {} OUT, \
+                     {} IN, {} IO",
+                    s.name, says.0, says.1, says.2, have.0, have.1, have.2
+                )));
+            }
+            if have.0 > 0 && have.2 > 0 {
+                return Err(corrupt(format!(
+                    "signal '{}' has both an OUT pin and IO pins",
+                    s.name
+                )));
+            }
+        }
+        let mut owned: HashMap<&str, (u32, u32, u32)> = HashMap::new();
+        for p in &pins {
+            owned.entry(p.component.as_str()).or_default().0 += 1;
+        }
+        for p in &params {
+            owned.entry(p.component.as_str()).or_default().1 += 1;
+        }
+        for f in &functions {
+            owned.entry(f.component.as_str()).or_default().2 += 1;
+        }
+        for c in &components {
+            let have = owned.get(c.name.as_str()).copied().unwrap_or_default();
+            if have != (c.pins, c.params, c.functions) {
+                return Err(corrupt(format!(
+                    "component '{}' counts {} pins, {} params, {} functions but owns {}, {}, {}",
+                    c.name, c.pins, c.params, c.functions, have.0, have.1, have.2
+                )));
+            }
+        }
+        let mut positions: HashMap<&str, Vec<u32>> = HashMap::new();
+        for f in &functions {
+            if let Some((t, pos)) = &f.thread {
+                positions.entry(t.as_str()).or_default().push(*pos);
+            }
+        }
+        let mut blocks = Vec::new();
+        for (r, name, (off, _, bins)) in &threads {
+            let mut have = positions.remove(name.as_str()).unwrap_or_default();
+            have.sort_unstable();
+            let listed = r.u32(th::FUNCTIONS);
+            if have != (0..listed).collect::<Vec<_>>() {
+                return Err(corrupt(format!(
+                    "thread '{name}' runs {listed} functions but its functions' positions are {have:?}"
+                )));
+            }
+            blocks.push((*off, *off + crate::layout::stats::size(*bins), name));
+        }
+        blocks.sort();
+        for w in blocks.windows(2) {
+            if w[0].1 > w[1].0 {
+                return Err(corrupt(format!(
+                    "the stats blocks of threads '{}' and '{}' overlap",
+                    w[0].2, w[1].2
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HalReader {
+    /// Runs `f` over one consistent structure (retrying reads that overlapped a structural change).
+    ///
+    /// A shm file shrunk under a mapping makes every access past its new end fault (SIGBUS, which
+    /// would kill this process). The owner never resizes its segment, but anyone who may write the
+    /// file (its owner, root) could truncate it; so a reader of a named segment checks the file's
+    /// size with `fstat` on its own descriptor before each read and refuses a file now smaller than
+    /// its mapping. (A truncation racing with a read in progress cannot be caught this way.)
+    fn read<T>(&self, f: impl Fn(&Scan<'_, '_>) -> Result<T>) -> Result<T> {
+        if let Owner::Locked(fd) = &self.owner {
+            let size = segment::file_size(fd).unwrap_or(0);
+            if size < self.v.m.len() as u64 {
+                return Err(corrupt(format!(
+                    "the segment file shrank to {size} bytes under a mapping of {} bytes",
+                    self.v.m.len()
+                )));
+            }
+        }
+        self.v.consistent(|c| f(&Scan { v: c }))
+    }
+
+    /// Validates the whole structure once (at open).
+    fn checked(self) -> Result<Self> {
+        self.read(|s| s.check())?;
+        Ok(self)
+    }
+
     // ---- listing ----------------------------------------------------------------------------------------
 
     /// Every component, in registration order. Allocates; for tools, not for an RT thread.
     pub fn components(&self) -> Result<Vec<ComponentInfo>> {
-        self.all(Table::Components, Self::component)
+        self.read(|s| s.all(Table::Components, Scan::component))
     }
     /// Every pin with its connection and current value, in registration order.
     pub fn pins(&self) -> Result<Vec<PinInfo>> {
-        self.all(Table::Pins, Self::pin)
+        self.read(|s| s.all(Table::Pins, Scan::pin))
     }
     /// Every param with its current value, in registration order.
     pub fn params(&self) -> Result<Vec<ParamInfo>> {
-        self.all(Table::Params, Self::param)
+        self.read(|s| s.all(Table::Params, Scan::param))
     }
     /// Every signal with its connections and current value, in creation order.
     pub fn signals(&self) -> Result<Vec<SignalInfo>> {
-        self.all(Table::Signals, Self::signal)
+        self.read(|s| s.all(Table::Signals, Scan::signal))
     }
     /// Every function with its thread and timing, in registration order.
     pub fn functions(&self) -> Result<Vec<FunctionInfo>> {
-        self.all(Table::Functions, Self::function)
+        self.read(|s| s.all(Table::Functions, Scan::function))
     }
     /// Every thread with its configuration, state and stats, in registration order.
     pub fn threads(&self) -> Result<Vec<ThreadInfo>> {
-        self.all(Table::Threads, Self::thread)
+        self.read(|s| s.all(Table::Threads, Scan::thread))
     }
 
     /// Everything, for `rtapi show` and `--json`.
     pub fn snapshot(&self) -> Result<HalSnapshot> {
-        Ok(HalSnapshot {
-            header: self.header(),
-            components: self.components()?,
-            pins: self.pins()?,
-            params: self.params()?,
-            signals: self.signals()?,
-            functions: self.functions()?,
-            threads: self.threads()?,
+        self.read(|s| {
+            s.check()?;
+            Ok(HalSnapshot {
+                header: self.header(),
+                components: s.all(Table::Components, Scan::component)?,
+                pins: s.all(Table::Pins, Scan::pin)?,
+                params: s.all(Table::Params, Scan::param)?,
+                signals: s.all(Table::Signals, Scan::signal)?,
+                functions: s.all(Table::Functions, Scan::function)?,
+                threads: s.all(Table::Threads, Scan::thread)?,
+            })
         })
     }
 
     /// Just the pin values, in table order, without names: the cheap path for a display that already
-    /// has the names from [`pins`](Self::pins).
+    /// has the names from [`pins`](Self::pins). The two line up only while the structure is unchanged:
+    /// compare [`generation`](Self::generation) before and after, and list the pins again if it moved.
     pub fn pin_values(&self) -> Result<Vec<Value>> {
-        (0..self.v.count(Table::Pins))
-            .map(|i| {
-                let r = self.v.copy_record(Table::Pins, i);
-                let ty = Self::value_type(r.u32(pi::TYPE))?;
-                Ok(Value::from_bits(ty, self.load(self.pin_cell(&r)?.0)))
+        self.read(|s| {
+            s.all(Table::Pins, |s, i| {
+                let r = s.v.copy_record(Table::Pins, i);
+                let ty = Scan::value_type(r.u32(pi::TYPE))?;
+                Ok(Value::from_bits(ty, s.v.m.load_cell(s.pin_cell(&r)?.0, ty)))
             })
-            .collect()
+        })
     }
 
     // ---- by name ----------------------------------------------------------------------------------------
 
     /// The pin called `name` ([`HalError::NotFound`] if none).
     pub fn pin_named(&self, name: &str) -> Result<PinInfo> {
-        self.pin(self.find_or(Table::Pins, ObjectKind::Pin, name)?)
+        self.read(|s| s.pin(s.find_or(Table::Pins, ObjectKind::Pin, name)?))
     }
     /// The param called `name` ([`HalError::NotFound`] if none).
     pub fn param_named(&self, name: &str) -> Result<ParamInfo> {
-        self.param(self.find_or(Table::Params, ObjectKind::Param, name)?)
+        self.read(|s| s.param(s.find_or(Table::Params, ObjectKind::Param, name)?))
     }
     /// The signal called `name` ([`HalError::NotFound`] if none).
     pub fn signal_named(&self, name: &str) -> Result<SignalInfo> {
-        self.signal(self.find_or(Table::Signals, ObjectKind::Signal, name)?)
+        self.read(|s| s.signal(s.find_or(Table::Signals, ObjectKind::Signal, name)?))
     }
     /// The function called `name` ([`HalError::NotFound`] if none).
     pub fn function_named(&self, name: &str) -> Result<FunctionInfo> {
-        self.function(self.find_or(Table::Functions, ObjectKind::Function, name)?)
+        self.read(|s| s.function(s.find_or(Table::Functions, ObjectKind::Function, name)?))
     }
     /// The thread called `name` ([`HalError::NotFound`] if none).
     pub fn thread_named(&self, name: &str) -> Result<ThreadInfo> {
-        self.thread(self.find_or(Table::Threads, ObjectKind::Thread, name)?)
+        self.read(|s| s.thread(s.find_or(Table::Threads, ObjectKind::Thread, name)?))
     }
 
     /// The value of a pin, param or signal (`getp`; pins and params first, like halcmd).
     pub fn get(&self, name: &str) -> Result<Value> {
-        if let Some(i) = self.find(Table::Pins, name)? {
-            return Ok(self.pin(i)?.value);
-        }
-        if let Some(i) = self.find(Table::Params, name)? {
-            return Ok(self.param(i)?.value);
-        }
-        if let Some(i) = self.find(Table::Signals, name)? {
-            return Ok(self.signal(i)?.value);
-        }
-        Err(HalError::NotFound {
-            kind: ObjectKind::Any,
-            name: name.to_string(),
+        self.read(|s| {
+            if let Some(i) = s.find(Table::Pins, name)? {
+                return Ok(s.pin(i)?.value);
+            }
+            if let Some(i) = s.find(Table::Params, name)? {
+                return Ok(s.param(i)?.value);
+            }
+            if let Some(i) = s.find(Table::Signals, name)? {
+                return Ok(s.signal(i)?.value);
+            }
+            Err(HalError::NotFound {
+                kind: ObjectKind::Any,
+                name: name.to_string(),
+            })
         })
     }
 
     /// A consistent copy of a thread's stats (one seqlock read: all fields from the same period). Fails
     /// with [`HalError::Busy`] only if the writer stayed mid-update far longer than a real one takes.
     pub fn thread_stats(&self, thread: &str) -> Result<ThreadStatsSnapshot> {
-        let (r, name, (off, _, _)) =
-            self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
-        stats::read_stats(&self.v.m, off, r.u64(th::PERIOD_NS), &name)
+        let (period, name, off) = self.read(|s| {
+            let (r, name, (off, _, _)) =
+                s.thread_record(s.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
+            Ok((r.u64(th::PERIOD_NS), name, off))
+        })?;
+        stats::read_stats(&self.v.m, off, period, &name)
     }
 
     /// The spikes `thread` recorded since the reader last saw `since` spikes in total (0 at first),
     /// oldest first, from the ring of the latest [`RECENT_SPIKES`](crate::RECENT_SPIKES) (layout 1.3).
     /// A reader that calls it often enough sees every spike; the ones it was too slow for are counted
-    /// in [`RecentSpikes::lost`](crate::RecentSpikes::lost). A segment of layout 1.2 or older has no
-    /// such ring: every spike since `since` is then counted as lost.
+    /// in [`RecentSpikes::lost`](crate::RecentSpikes::lost).
     pub fn spikes_since(&self, thread: &str, since: u64) -> Result<crate::RecentSpikes> {
-        let (r, name, (off, _, bins)) =
-            self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
-        if self.v.header.version_minor < 3 {
-            let total =
-                stats::read_stats(&self.v.m, off, r.u64(th::PERIOD_NS), &name)?.spikes_total;
-            return Ok(crate::RecentSpikes {
-                total,
-                spikes: Vec::new(),
-                lost: total.saturating_sub(since),
-            });
-        }
+        let (name, off, bins) = self.read(|s| {
+            let (_, name, (off, _, bins)) =
+                s.thread_record(s.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
+            Ok((name, off, bins))
+        })?;
         stats::read_recent(&self.v.m, off, bins, since, &name)
     }
 
     /// A thread's latency histogram. The bins are independent counters read one by one, so their sum may
     /// be a period ahead of or behind [`thread_stats`](Self::thread_stats)' cycle count.
     pub fn histogram(&self, thread: &str) -> Result<HistogramSnapshot> {
-        let (_, _, (off, bin_ns, bins)) =
-            self.thread_record(self.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
+        let (off, bin_ns, bins) = self.read(|s| {
+            Ok(
+                s.thread_record(s.find_or(Table::Threads, ObjectKind::Thread, thread)?)?
+                    .2,
+            )
+        })?;
         Ok(stats::read_histogram(&self.v.m, off, bin_ns, bins))
     }
 
@@ -446,8 +673,7 @@ impl HalReader {
         }
         self.v
             .m
-            .word(cell)
-            .store(value.to_bits(), Ordering::Relaxed);
+            .store_cell(cell, value.value_type(), value.to_bits());
         Ok(value)
     }
 
@@ -471,14 +697,24 @@ impl HalReader {
 
     /// [`setp`](Self::setp) with options (`force`: also write NaN or an infinity).
     pub fn setp_with(&self, name: &str, text: &str, opts: WriteOptions) -> Result<Value> {
+        self.read(|s| self.setp_in(s, name, text, opts))
+    }
+
+    fn setp_in(
+        &self,
+        s: &Scan<'_, '_>,
+        name: &str,
+        text: &str,
+        opts: WriteOptions,
+    ) -> Result<Value> {
         let refuse = |reason| {
             Err(HalError::NotWritable {
                 name: name.to_string(),
                 reason,
             })
         };
-        if let Some(i) = self.find(Table::Pins, name)? {
-            let p = self.pin(i)?;
+        if let Some(i) = s.find(Table::Pins, name)? {
+            let p = s.pin(i)?;
             if p.dir == PinDir::Out {
                 return refuse(WriteRefusal::OutputPin {
                     component: p.component,
@@ -488,15 +724,15 @@ impl HalReader {
                 return refuse(WriteRefusal::ConnectedPin { signal });
             }
             let value = Self::parse(p.ty, name, text, opts)?;
-            return self.store(name, self.v.record(Table::Pins, i) + pi::VALUE, value);
+            return self.store(name, s.v.record(Table::Pins, i) + pi::VALUE, value);
         }
-        if let Some(i) = self.find(Table::Params, name)? {
-            let p = self.param(i)?;
+        if let Some(i) = s.find(Table::Params, name)? {
+            let p = s.param(i)?;
             if p.access == ParamAccess::Ro {
                 return refuse(WriteRefusal::ReadOnlyParam);
             }
             let value = Self::parse(p.ty, name, text, opts)?;
-            return self.store(name, self.v.record(Table::Params, i) + pa::VALUE, value);
+            return self.store(name, s.v.record(Table::Params, i) + pa::VALUE, value);
         }
         Err(HalError::NotFound {
             kind: ObjectKind::PinOrParam,
@@ -512,15 +748,17 @@ impl HalReader {
 
     /// [`sets`](Self::sets) with options (`force`: also write NaN or an infinity).
     pub fn sets_with(&self, name: &str, text: &str, opts: WriteOptions) -> Result<Value> {
-        let i = self.find_or(Table::Signals, ObjectKind::Signal, name)?;
-        let s = self.signal(i)?;
-        if let Some(writer) = s.writer {
-            return Err(HalError::NotWritable {
-                name: name.to_string(),
-                reason: WriteRefusal::SignalHasWriter { writer },
-            });
-        }
-        let value = Self::parse(s.ty, name, text, opts)?;
-        self.store(name, self.v.record(Table::Signals, i) + sg::VALUE, value)
+        self.read(|s| {
+            let i = s.find_or(Table::Signals, ObjectKind::Signal, name)?;
+            let sig = s.signal(i)?;
+            if let Some(writer) = sig.writer {
+                return Err(HalError::NotWritable {
+                    name: name.to_string(),
+                    reason: WriteRefusal::SignalHasWriter { writer },
+                });
+            }
+            let value = Self::parse(sig.ty, name, text, opts)?;
+            self.store(name, s.v.record(Table::Signals, i) + sg::VALUE, value)
+        })
     }
 }

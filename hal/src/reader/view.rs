@@ -6,7 +6,7 @@
 //! `HalError::Corrupt`; the `Mapping` accessors additionally assert bounds, so a bug here would panic,
 //! never read outside the mapping.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use crate::error::{HalError, Result};
@@ -15,13 +15,20 @@ use crate::name;
 use crate::segment::Mapping;
 use crate::stats::MAX_BINS;
 
-/// A validated table: `count` records of `stride` bytes at `offset`, all inside the segment.
+/// A validated table: room for `capacity` records of `stride` bytes at `offset`, all inside the segment
+/// (fixed from READY on). How many are in use (`count`) changes with the structure: see [`Counted`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TableView {
     pub offset: usize,
-    pub count: usize,
+    pub capacity: usize,
     pub stride: usize,
 }
+
+/// How long a reader retries a structure generation that stays odd (the owner mid-change; a real
+/// change takes microseconds) before refusing: the owner probably died in the middle of one.
+pub const STUCK_CHANGE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a reader keeps retrying a structure that changes under every read attempt.
+pub const CHANGING_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The lifecycle state published in the header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,11 +162,29 @@ impl View {
         let instance = name::decode(&inst)?;
         let mut tables = [TableView {
             offset: 0,
-            count: 0,
+            capacity: 0,
             stride: 0,
         }; 6];
         for t in Table::ALL {
             tables[t as usize] = table_view(&m, t, header_size, limit)?;
+        }
+        // Tables must not overlap one another (each has its own records).
+        let mut extents: Vec<(usize, usize, &str)> = Table::ALL
+            .iter()
+            .map(|&t| {
+                let tv = tables[t as usize];
+                (tv.offset, tv.offset + tv.capacity * tv.stride, t.as_str())
+            })
+            .filter(|e| e.0 < e.1)
+            .collect();
+        extents.sort();
+        for w in extents.windows(2) {
+            if w[0].1 > w[1].0 {
+                return Err(corrupt(format!(
+                    "the {} table and the {} table overlap",
+                    w[0].2, w[1].2
+                )));
+            }
         }
         let header = HeaderInfo {
             instance,
@@ -188,37 +213,137 @@ impl View {
         }
     }
 
+    /// Runs `f` over a consistent structure (LAYOUT.md section 7a): waits out an odd generation, reads
+    /// the table counts, runs `f`, and keeps the result only if the generation did not move meanwhile
+    /// (an error from a torn read is discarded too). Refuses a generation stuck odd for
+    /// [`STUCK_CHANGE`] or a structure that changed under every attempt for [`CHANGING_BUDGET`].
+    pub fn consistent<T>(&self, mut f: impl FnMut(&Counted<'_>) -> Result<T>) -> Result<T> {
+        let gen = self.m.word(h::GENERATION);
+        let start = std::time::Instant::now();
+        let mut odd_since: Option<std::time::Instant> = None;
+        let mut spins = 0u32;
+        loop {
+            let g1 = gen.load(Ordering::Acquire);
+            if g1 % 2 == 1 {
+                let since = *odd_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > STUCK_CHANGE {
+                    return Err(HalError::StructureBusy { stuck: true });
+                }
+                spins += 1;
+                if spins < 100 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+                continue;
+            }
+            odd_since = None;
+            let result = self.counts().and_then(|counts| {
+                f(&Counted {
+                    view: self,
+                    counts,
+                    m: &self.m,
+                })
+            });
+            fence(Ordering::Acquire);
+            if gen.load(Ordering::Relaxed) == g1 {
+                return result;
+            }
+            if start.elapsed() > CHANGING_BUDGET {
+                return Err(HalError::StructureBusy { stuck: false });
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The number of records in use in each table (read inside a generation; ≤ capacity).
+    fn counts(&self) -> Result<[usize; 6]> {
+        let mut counts = [0; 6];
+        for t in Table::ALL {
+            let n = load_u32(&self.m, t.descriptor() + table::COUNT) as usize;
+            let cap = self.tables[t as usize].capacity;
+            if n > cap {
+                return Err(corrupt(format!(
+                    "the {} table says {n} records are in use but it has room for {cap}",
+                    t.as_str()
+                )));
+            }
+            counts[t as usize] = n;
+        }
+        Ok(counts)
+    }
+}
+
+/// A view whose table counts were read inside one structure generation (see [`View::consistent`]).
+pub(crate) struct Counted<'a> {
+    view: &'a View,
+    counts: [usize; 6],
+    pub m: &'a Arc<Mapping>,
+}
+
+impl Counted<'_> {
     pub fn count(&self, t: Table) -> usize {
-        self.tables[t as usize].count
+        self.counts[t as usize]
     }
 
     /// Offset of record `i` of `t` (`i < count`).
     pub fn record(&self, t: Table, i: usize) -> usize {
-        let tv = self.tables[t as usize];
-        assert!(i < tv.count);
+        let tv = self.view.tables[t as usize];
+        assert!(i < self.count(t));
         tv.offset + i * tv.stride
+    }
+
+    /// Whether record `i` of `t` is a tombstone (2.0 record flags; unknown flag bits are corruption).
+    pub fn deleted(&self, t: Table, i: usize) -> Result<bool> {
+        let Some(fl) = t.flags() else {
+            return Ok(false);
+        };
+        match load_u32(self.m, self.record(t, i) + fl) {
+            0 => Ok(false),
+            layout::flags::DELETED => Ok(true),
+            other => Err(corrupt(format!(
+                "a {} record has unknown flags {other:#x}",
+                t.as_str()
+            ))),
+        }
     }
 
     /// Copies the fields this version knows of record `i` of `t`.
     pub fn copy_record(&self, t: Table, i: usize) -> Record {
         let off = self.record(t, i);
         let mut bytes = vec![0u8; t.record_size()];
-        self.m.copy_out(off, &mut bytes);
+        // The value cell is left out (read as zeros here): it is written with narrower atomics by the
+        // owner's threads, and is read on its own with an atomic of its type's width (`load_cell`).
+        match t.cell() {
+            Some(cell) => {
+                self.m.copy_out(off, &mut bytes[..cell]);
+                self.m.copy_out(off + cell + 8, &mut bytes[cell + 8..]);
+            }
+            None => self.m.copy_out(off, &mut bytes),
+        }
         Record { offset: off, bytes }
     }
 
     /// Which record of `target` the reference `off` (read from a `from` record) points at; 0 = none.
+    /// A reference to a deleted record is corruption: the owner clears them in the same change.
     pub fn resolve(&self, target: Table, off: u64, from: Table) -> Result<Option<usize>> {
         if off == 0 {
             return Ok(None);
         }
-        let tv = self.tables[target as usize];
+        let tv = self.view.tables[target as usize];
+        let count = self.count(target);
         let rel = off.checked_sub(tv.offset as u64);
         match rel {
-            Some(rel)
-                if rel % tv.stride as u64 == 0 && rel / (tv.stride as u64) < tv.count as u64 =>
-            {
-                Ok(Some((rel / tv.stride as u64) as usize))
+            Some(rel) if rel % tv.stride as u64 == 0 && rel / (tv.stride as u64) < count as u64 => {
+                let i = (rel / tv.stride as u64) as usize;
+                if self.deleted(target, i)? {
+                    return Err(corrupt(format!(
+                        "a {} record refers to a deleted {} record",
+                        from.as_str(),
+                        target.as_str()
+                    )));
+                }
+                Ok(Some(i))
             }
             _ => Err(corrupt(format!(
                 "a {} record refers to offset {off}, which is not a {} record",
@@ -229,6 +354,14 @@ impl View {
     }
 
     /// Validates the stats block at `off` and returns its histogram shape `(bin_ns, bins)`.
+    pub fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
+        self.view.stats_block(off, thread)
+    }
+}
+
+impl View {
+    /// Validates the stats block at `off` and returns its histogram shape `(bin_ns, bins)`: inside the
+    /// segment, and outside every table (a stats block never overlaps records).
     pub fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
         let bad = |why: &str| corrupt(format!("the stats block of thread '{thread}' {why}"));
         let off = usize::try_from(off).map_err(|_| bad("is out of bounds"))?;
@@ -246,11 +379,18 @@ impl View {
         if self.m.load(off + st::SPIKE_RING_LEN) != st::SPIKE_RING as u64 {
             return Err(bad("has a spike ring of unexpected length"));
         }
-        if !off
-            .checked_add(st::size_in(bins as usize, self.header.version_minor))
-            .fits_within(self.limit)
-        {
+        let Some(end) = off
+            .checked_add(st::size(bins as usize))
+            .filter(|&e| e <= self.limit)
+        else {
             return Err(bad("runs past the end of the segment"));
+        };
+        for t in Table::ALL {
+            let tv = self.tables[t as usize];
+            let t_end = tv.offset + tv.capacity * tv.stride;
+            if off < t_end && tv.offset < end {
+                return Err(bad(&format!("overlaps the {} table", t.as_str())));
+            }
         }
         Ok((bin_ns, bins as usize))
     }
@@ -266,7 +406,7 @@ fn instance_hint(m: &Mapping) -> String {
 fn table_view(m: &Mapping, t: Table, header_size: usize, limit: usize) -> Result<TableView> {
     let d = t.descriptor();
     let offset = m.load(d + table::OFFSET);
-    let count = load_u32(m, d + table::COUNT) as usize;
+    let capacity = load_u32(m, t.capacity_field()) as usize;
     let stride = load_u32(m, d + table::RECORD_SIZE) as usize;
     let bad = |why: String| corrupt(format!("the {} table {why}", t.as_str()));
     if stride < t.record_size() || stride % ALIGN != 0 {
@@ -282,17 +422,17 @@ fn table_view(m: &Mapping, t: Table, header_size: usize, limit: usize) -> Result
             "offset {offset} is misaligned or inside the header"
         )));
     }
-    let end = count
+    let end = capacity
         .checked_mul(stride)
         .and_then(|len| offset.checked_add(len));
     if !end.fits_within(limit) {
         return Err(bad(format!(
-            "({count} records at {offset}) runs past the end of the segment ({limit})"
+            "(room for {capacity} records at {offset}) runs past the end of the segment ({limit})"
         )));
     }
     Ok(TableView {
         offset,
-        count,
+        capacity,
         stride,
     })
 }

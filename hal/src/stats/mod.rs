@@ -9,7 +9,7 @@ pub use histogram::{HistogramSnapshot, Percentile, Percentiles};
 pub(crate) use snapshot::{read_function, read_histogram, read_recent, read_stats};
 pub use snapshot::{FunctionTiming, RecentSpikes, Spike, ThreadStatsSnapshot};
 pub(crate) use writer::StatsWriterParts;
-pub use writer::{PeriodSample, StatsWriter, ThreadRusage};
+pub use writer::{FunctionTimer, PeriodSample, StatsWriter, ThreadRusage};
 
 /// Histogram shape of a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

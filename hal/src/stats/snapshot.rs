@@ -159,6 +159,16 @@ pub(crate) fn read_stats(
     .ok_or_else(|| HalError::Busy {
         what: format!("the stats of thread '{what}'"),
     })
+    .and_then(|snap| {
+        // Every recorded cycle updates both: min ≤ max once there is one (LAYOUT.md section 6).
+        if snap.cycles > 0 && snap.latency_min_ns > snap.latency_max_ns {
+            return Err(HalError::corrupt(format!(
+                "the stats of thread '{what}' have latency min {} > max {}",
+                snap.latency_min_ns, snap.latency_max_ns
+            )));
+        }
+        Ok(snap)
+    })
 }
 
 /// The spikes a thread recorded since a count a reader saw before, from the ring of the latest

@@ -248,18 +248,7 @@ impl StatsWriter {
             );
             return;
         };
-        let get = |off: usize| b.at(off).load(Relaxed);
-        let set = |off: usize, v: u64| b.at(off).store(v, Relaxed);
-        seqlock::write(b.at(f::SEQ), || {
-            set(f::LAST_NS, exec_ns);
-            set(f::MAX_NS, get(f::MAX_NS).max(exec_ns));
-            set(f::SUM_NS, get(f::SUM_NS).saturating_add(exec_ns));
-            set(f::CALLS, get(f::CALLS).saturating_add(1));
-            if fault_code != 0 {
-                set(f::FAULTS, get(f::FAULTS).saturating_add(1));
-            }
-            set(f::FAULT_CODE, fault_code as u64);
-        });
+        record_call(b, exec_ns, fault_code);
     }
 
     /// Clears the thread's and its functions' statistics (e.g. after a warm-up), keeping the config.
@@ -285,5 +274,46 @@ impl StatsWriter {
                 }
             });
         }
+    }
+}
+
+/// One function call into a function record's seqlocked timing fields.
+#[inline]
+fn record_call(b: &Block, exec_ns: u64, fault_code: u32) {
+    let get = |off: usize| b.at(off).load(Relaxed);
+    let set = |off: usize, v: u64| b.at(off).store(v, Relaxed);
+    seqlock::write(b.at(f::SEQ), || {
+        set(f::LAST_NS, exec_ns);
+        set(f::MAX_NS, get(f::MAX_NS).max(exec_ns));
+        set(f::SUM_NS, get(f::SUM_NS).saturating_add(exec_ns));
+        set(f::CALLS, get(f::CALLS).saturating_add(1));
+        if fault_code != 0 {
+            set(f::FAULTS, get(f::FAULTS).saturating_add(1));
+        }
+        set(f::FAULT_CODE, fault_code as u64);
+    });
+}
+
+/// The single writer of one function's timing record, from
+/// [`Hal::function_timer`](crate::Hal::function_timer): moved into whichever thread runs the function.
+/// A function runs in at most one thread at a time (the runtime hands it over only after the thread
+/// that ran it has let go), so the record keeps exactly one writer. RT-safe like [`StatsWriter`].
+pub struct FunctionTimer {
+    record: Block,
+    _single_writer: PhantomData<Cell<()>>,
+}
+
+impl FunctionTimer {
+    pub(crate) fn new(record: Block) -> Self {
+        FunctionTimer {
+            record,
+            _single_writer: PhantomData,
+        }
+    }
+
+    /// Records one call: its execution time and its fault code (0 = ok).
+    #[inline]
+    pub fn record(&self, exec_ns: u64, fault_code: u32) {
+        record_call(&self.record, exec_ns, fault_code);
     }
 }

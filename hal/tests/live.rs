@@ -1,0 +1,409 @@
+//! The live segment (layout 2.0): structure that changes while the owner runs — pins linked and
+//! unlinked through their pointer slots, signals created and deleted, components, pins, params and
+//! functions added, run lists edited — seen by readers consistently, with halcmd's rules and values.
+
+mod common;
+
+use common::{shm_path, unique_instance, Cleanup};
+use rtapi_hal::layout::{header, Table};
+use rtapi_hal::*;
+
+struct Fixture {
+    _c: Cleanup,
+    inst: String,
+    hal: Hal,
+    comp: ComponentKey,
+    out: PinKey<Out, f64>,
+    inp: PinKey<In, f64>,
+    servo: ThreadKey,
+}
+
+fn fixture(tag: &str) -> Fixture {
+    let inst = unique_instance(tag);
+    let c = Cleanup(inst.clone());
+    let mut b = HalBuilder::new(&inst).unwrap();
+    let comp = b.component("c").unwrap();
+    let out = b.pin::<Out, f64>(comp, "c.out").unwrap();
+    let inp = b.pin_with_default::<In, f64>(comp, "c.in", 7.0).unwrap();
+    b.function(comp, "c.f").unwrap();
+    let servo = b.thread(ThreadConfig::new("servo", 1_000_000)).unwrap();
+    b.addf("c.f", "servo", None).unwrap();
+    let hal = b.build().unwrap();
+    Fixture {
+        _c: c,
+        inst,
+        hal,
+        comp,
+        out,
+        inp,
+        servo,
+    }
+}
+
+#[test]
+fn link_repoints_handles_and_unlink_keeps_the_signal_value() {
+    let f = fixture("link");
+    let (out, inp) = (f.hal.pin(f.out), f.hal.pin(f.inp));
+    let r = HalReader::open(&f.inst, Access::ReadOnly).unwrap();
+    let g0 = f.hal.generation();
+    assert_eq!(g0 % 2, 0);
+
+    f.hal.new_signal("cmd", ValueType::Float).unwrap();
+    assert_eq!(f.hal.generation(), g0 + 2, "one change, generation +2");
+    assert_eq!(r.signal_named("cmd").unwrap().value, Value::Float(0.0));
+    out.set(3.5); // written into the OUT pin's own cell while unlinked
+
+    // An OUT pin brings its value to the signal; an IN pin then reads the signal through its slot.
+    f.hal.link("c.out", "cmd").unwrap();
+    // (An IN pin that is a signal's first pin brings its value too, as in LinuxCNC: see below.)
+    assert_eq!(r.get("cmd").unwrap(), Value::Float(3.5));
+    assert_eq!(inp.get(), 7.0, "not linked yet: its own default");
+    f.hal.link("c.in", "cmd").unwrap();
+    assert_eq!(inp.get(), 3.5, "the same handle now reads the signal");
+    out.set(4.25);
+    assert_eq!(inp.get(), 4.25);
+    let s = r.signal_named("cmd").unwrap();
+    assert_eq!(
+        (s.writer.as_deref(), s.readers, s.bidirs),
+        (Some("c.out"), 1, 0)
+    );
+    assert_eq!(r.pin_named("c.in").unwrap().signal.as_deref(), Some("cmd"));
+    assert_eq!(r.pin_named("c.in").unwrap().value, Value::Float(4.25));
+
+    // Unlink (LinuxCNC): the pin's own cell takes the signal's value, so it keeps reading 4.25.
+    f.hal.unlink("c.in").unwrap();
+    assert_eq!(inp.get(), 4.25);
+    out.set(9.0);
+    assert_eq!(inp.get(), 4.25, "unlinked: no longer follows the signal");
+    let p = r.pin_named("c.in").unwrap();
+    assert_eq!((p.signal, p.value), (None, Value::Float(4.25)));
+    assert_eq!(r.signal_named("cmd").unwrap().readers, 0);
+    // Unlinking a pin on no signal is not an error (nothing to do), like halcmd.
+    f.hal.unlink("c.in").unwrap();
+    // A reader may now setp the unlinked IN pin, and the handle sees it.
+    let rw = HalReader::open(&f.inst, Access::ReadWrite).unwrap();
+    rw.setp("c.in", "1.5").unwrap();
+    assert_eq!(inp.get(), 1.5);
+}
+
+#[test]
+fn the_first_pin_of_a_signal_gives_it_its_value_like_linuxcnc() {
+    let f = fixture("first");
+    let (out, inp) = (f.hal.pin(f.out), f.hal.pin(f.inp));
+    let r = f.hal.reader().unwrap();
+    // An IN pin alone on a signal: the signal takes the pin's value (7.0, its default).
+    f.hal.new_signal("a", ValueType::Float).unwrap();
+    let rw = HalReader::open(&f.inst, Access::ReadWrite).unwrap();
+    rw.sets("a", "2.5").unwrap();
+    f.hal.link("c.in", "a").unwrap();
+    assert_eq!(r.get("a").unwrap(), Value::Float(7.0));
+    assert_eq!(inp.get(), 7.0);
+    // An OUT pin joining a signal that has readers but no writer still brings its value.
+    out.set(-1.0);
+    f.hal.link("c.out", "a").unwrap();
+    assert_eq!((r.get("a").unwrap(), inp.get()), (Value::Float(-1.0), -1.0));
+    // A second IN pin joining a driven signal reads it, it does not overwrite it.
+    let k = f.hal.add_component("z").unwrap();
+    let z = f.hal.pin(
+        f.hal
+            .add_pin_with_default::<In, f64>(k, "z.in", 99.0)
+            .unwrap(),
+    );
+    f.hal.link("z.in", "a").unwrap();
+    assert_eq!((r.get("a").unwrap(), z.get()), (Value::Float(-1.0), -1.0));
+    // An IN pin joining a signal that already has readers (but no writer) reads it too.
+    f.hal.new_signal("b", ValueType::Float).unwrap();
+    let y = f.hal.pin(
+        f.hal
+            .add_pin_with_default::<In, f64>(k, "z.y", 5.0)
+            .unwrap(),
+    );
+    f.hal
+        .add_pin_with_default::<In, f64>(k, "z.w", 6.0)
+        .unwrap();
+    f.hal.link("z.w", "b").unwrap();
+    f.hal.link("z.y", "b").unwrap();
+    assert_eq!((r.get("b").unwrap(), y.get()), (Value::Float(6.0), 6.0));
+}
+
+#[test]
+fn link_follows_halcmd_rules() {
+    let f = fixture("rules");
+    let c2 = f.hal.add_component("d").unwrap();
+    f.hal.add_pin::<Out, f64>(c2, "d.out").unwrap();
+    f.hal.add_pin::<Io, f64>(c2, "d.io").unwrap();
+    f.hal.add_pin::<In, bool>(c2, "d.bit").unwrap();
+    f.hal.new_signal("s", ValueType::Float).unwrap();
+    f.hal.new_signal("s2", ValueType::Float).unwrap();
+    f.hal.link("c.out", "s").unwrap();
+    let e = f.hal.link("d.out", "s").unwrap_err();
+    assert!(matches!(e, HalError::SecondWriter { .. }), "{e}");
+    let e = f.hal.link("d.bit", "s").unwrap_err();
+    assert!(matches!(e, HalError::TypeMismatch { .. }), "{e}");
+    let e = f.hal.link("d.io", "s").unwrap_err();
+    assert!(matches!(e, HalError::OutWithIo { .. }), "{e}");
+    let e = f.hal.link("c.out", "s2").unwrap_err();
+    assert!(matches!(e, HalError::AlreadyNetted { .. }), "{e}");
+    let e = f.hal.link("c.in", "nosuch").unwrap_err();
+    assert!(matches!(e, HalError::NotFound { .. }), "{e}");
+    let e = f.hal.link("nosuch", "s").unwrap_err();
+    assert!(matches!(e, HalError::NotFound { .. }), "{e}");
+    let e = f.hal.new_signal("s", ValueType::Bit).unwrap_err();
+    assert!(matches!(e, HalError::Duplicate { .. }), "{e}");
+    // A refused change changes nothing a reader sees.
+    let r = f.hal.reader().unwrap();
+    let s = r.signal_named("s").unwrap();
+    assert_eq!(
+        (s.writer.as_deref(), s.readers, s.bidirs),
+        (Some("c.out"), 0, 0)
+    );
+    assert_eq!(r.pin_named("d.io").unwrap().signal, None);
+    // IO pins share a signal without an OUT pin; the first brings its value.
+    let io = f.hal.pin(f.hal.add_pin::<Io, f64>(c2, "d.io2").unwrap());
+    io.set(2.0);
+    f.hal.link("d.io2", "s2").unwrap();
+    f.hal.link("d.io", "s2").unwrap();
+    assert_eq!(r.get("s2").unwrap(), Value::Float(2.0));
+    assert_eq!(r.signal_named("s2").unwrap().bidirs, 2);
+    r.snapshot().unwrap(); // every cross-record check passes on the changed structure
+}
+
+#[test]
+fn delete_signal_unlinks_its_pins_tombstones_it_and_frees_the_name() {
+    let f = fixture("delsig");
+    let (out, inp) = (f.hal.pin(f.out), f.hal.pin(f.inp));
+    f.hal.new_signal("x", ValueType::Float).unwrap();
+    f.hal.link("c.out", "x").unwrap();
+    f.hal.link("c.in", "x").unwrap();
+    out.set(6.0);
+    let r = HalReader::open(&f.inst, Access::ReadOnly).unwrap();
+    f.hal.delete_signal("x").unwrap();
+    assert_eq!(
+        inp.get(),
+        6.0,
+        "the pin keeps the deleted signal's last value"
+    );
+    out.set(1.0);
+    assert_eq!(inp.get(), 6.0);
+    assert!(matches!(
+        r.signal_named("x"),
+        Err(HalError::NotFound { .. })
+    ));
+    assert!(r.signals().unwrap().is_empty(), "the tombstone is skipped");
+    assert_eq!(r.pin_named("c.out").unwrap().signal, None);
+    // The record is still in the table (count 1) with the deleted flag.
+    let bytes = std::fs::read(shm_path(&f.inst)).unwrap();
+    let d = Table::Signals.descriptor();
+    assert_eq!(
+        u32::from_ne_bytes(bytes[d + 8..d + 12].try_into().unwrap()),
+        1
+    );
+    // The name is free again: a new record, the old one stays a tombstone.
+    f.hal.new_signal("x", ValueType::Bit).unwrap();
+    assert_eq!(r.signal_named("x").unwrap().ty, ValueType::Bit);
+    assert_eq!(r.signals().unwrap().len(), 1);
+    r.snapshot().unwrap();
+    let e = f.hal.delete_signal("nosuch").unwrap_err();
+    assert!(matches!(e, HalError::NotFound { .. }), "{e}");
+    assert_eq!(
+        u64::from_ne_bytes(bytes[header::GENERATION..][..8].try_into().unwrap()) % 2,
+        0
+    );
+}
+
+#[test]
+fn objects_added_at_run_time_are_usable_and_visible() {
+    let f = fixture("add");
+    let r = HalReader::open(&f.inst, Access::ReadWrite).unwrap();
+    let k = f.hal.add_component("late").unwrap();
+    let p = f
+        .hal
+        .add_pin_with_default::<In, i32>(k, "late.in", -3)
+        .unwrap();
+    let q = f.hal.add_param(k, "late.k", ParamAccess::Rw, 2u32).unwrap();
+    f.hal.add_function(k, "late.f").unwrap();
+    let (p, q) = (f.hal.pin(p), f.hal.param(q));
+    assert_eq!(p.get(), -3);
+    let c = r
+        .components()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "late")
+        .unwrap();
+    assert_eq!((c.pins, c.params, c.functions), (1, 1, 1));
+    r.setp("late.in", "-9").unwrap();
+    r.setp("late.k", "5").unwrap();
+    assert_eq!((p.get(), q.get()), (-9, 5));
+    // Names stay unique across build-time and run-time objects.
+    assert!(matches!(
+        f.hal.add_pin::<In, f64>(k, "c.in"),
+        Err(HalError::Duplicate { .. })
+    ));
+    assert!(matches!(
+        f.hal.add_component("c"),
+        Err(HalError::Duplicate { .. })
+    ));
+    let _ = f.comp;
+}
+
+#[test]
+fn addf_and_delf_keep_the_run_list_consistent() {
+    let f = fixture("addf");
+    let k = f.hal.add_component("m").unwrap();
+    for n in ["m.a", "m.b"] {
+        f.hal.add_function(k, n).unwrap();
+    }
+    f.hal.addf("m.a", "servo", Some(0)).unwrap();
+    f.hal.addf("m.b", "servo", None).unwrap();
+    let names = |hal: &Hal| {
+        let r = hal.reader().unwrap();
+        let mut v: Vec<(u32, String)> = r
+            .functions()
+            .unwrap()
+            .into_iter()
+            .filter_map(|x| x.thread.map(|(_, p)| (p, x.name)))
+            .collect();
+        v.sort();
+        v.into_iter().map(|x| x.1).collect::<Vec<_>>()
+    };
+    assert_eq!(names(&f.hal), ["m.a", "c.f", "m.b"]);
+    assert_eq!(f.hal.thread_functions(f.servo).len(), 3);
+    f.hal.delf("c.f", "servo").unwrap();
+    assert_eq!(names(&f.hal), ["m.a", "m.b"]);
+    let r = f.hal.reader().unwrap();
+    assert_eq!(r.thread_named("servo").unwrap().functions, 2);
+    assert_eq!(r.function_named("c.f").unwrap().thread, None);
+    assert!(
+        f.hal.delf("c.f", "servo").is_err(),
+        "not in the thread any more"
+    );
+    assert!(matches!(
+        f.hal.addf("m.a", "servo", None),
+        Err(HalError::AlreadyAdded { .. })
+    ));
+    assert!(
+        f.hal.addf("c.f", "servo", Some(9)).is_err(),
+        "position past the end"
+    );
+    f.hal.addf("c.f", "servo", Some(1)).unwrap();
+    assert_eq!(names(&f.hal), ["m.a", "c.f", "m.b"]);
+    r.snapshot().unwrap();
+}
+
+#[test]
+fn a_full_table_is_a_clear_error_and_changes_nothing() {
+    let inst = unique_instance("full");
+    let _c = Cleanup(inst.clone());
+    let mut b = HalBuilder::new(&inst).unwrap().capacity(Capacity {
+        factor: 1,
+        floor: 2,
+    });
+    b.component("c").unwrap();
+    let hal = b.build().unwrap();
+    hal.new_signal("a", ValueType::Bit).unwrap();
+    hal.new_signal("b", ValueType::Bit).unwrap();
+    let g = hal.generation();
+    let e = hal.new_signal("c", ValueType::Bit).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HalError::TableFull {
+                table: "signal",
+                capacity: 2
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("HalBuilder::capacity"), "{e}");
+    assert_eq!(
+        hal.generation(),
+        g,
+        "a refused change does not touch the segment"
+    );
+    // Deleting leaves a tombstone: the room is not reused.
+    hal.delete_signal("a").unwrap();
+    assert!(matches!(
+        hal.new_signal("c", ValueType::Bit),
+        Err(HalError::TableFull { .. })
+    ));
+    hal.add_component("d").unwrap();
+    hal.add_component("e").unwrap();
+    assert!(matches!(
+        hal.add_component("f"),
+        Err(HalError::TableFull { .. })
+    ));
+}
+
+#[test]
+fn a_generation_stuck_odd_is_refused_after_the_retry_budget() {
+    let f = fixture("stuck");
+    let mut bytes = std::fs::read(shm_path(&f.inst)).unwrap();
+    assert!(HalReader::from_bytes(&bytes).is_ok());
+    bytes[header::GENERATION..header::GENERATION + 8].copy_from_slice(&7u64.to_ne_bytes());
+    let start = std::time::Instant::now();
+    let e = HalReader::from_bytes(&bytes).err().unwrap();
+    let waited = start.elapsed();
+    assert!(matches!(e, HalError::StructureBusy { stuck: true }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("refused: structure being changed for too long (owner died mid-change?)"),
+        "{e}"
+    );
+    assert!(
+        waited >= std::time::Duration::from_millis(900)
+            && waited < std::time::Duration::from_secs(5),
+        "retried for {waited:?}"
+    );
+}
+
+#[test]
+fn delete_component_takes_its_objects_out_in_one_change() {
+    let f = fixture("unload");
+    let k = f.hal.add_component("tmp").unwrap();
+    let out = f.hal.pin(f.hal.add_pin::<Out, f64>(k, "tmp.out").unwrap());
+    f.hal
+        .add_param(k, "tmp.k", ParamAccess::Rw, 1.0f64)
+        .unwrap();
+    f.hal.add_function(k, "tmp.f").unwrap();
+    f.hal.addf("tmp.f", "servo", Some(0)).unwrap();
+    f.hal.new_signal("t", ValueType::Float).unwrap();
+    f.hal.link("tmp.out", "t").unwrap();
+    f.hal.link("c.in", "t").unwrap();
+    out.set(8.5);
+    let inp = f.hal.pin(f.inp);
+    let r = HalReader::open(&f.inst, Access::ReadOnly).unwrap();
+    assert_eq!(
+        r.function_named("c.f").unwrap().thread,
+        Some(("servo".into(), 1))
+    );
+    let g = f.hal.generation();
+    f.hal.delete_component("tmp").unwrap();
+    assert_eq!(f.hal.generation(), g + 2, "one structural change");
+    // Gone from every listing; the thread's run list closed up; the signal lost its writer.
+    let snap = r.snapshot().unwrap();
+    assert!(snap.components.iter().all(|c| c.name != "tmp"));
+    assert!(snap.pins.iter().all(|p| !p.name.starts_with("tmp.")));
+    assert!(snap.params.iter().all(|p| p.name != "tmp.k"));
+    assert!(snap.functions.iter().all(|x| x.name != "tmp.f"));
+    assert_eq!(
+        r.function_named("c.f").unwrap().thread,
+        Some(("servo".into(), 0))
+    );
+    assert_eq!(r.thread_named("servo").unwrap().functions, 1);
+    let s = r.signal_named("t").unwrap();
+    assert_eq!((s.writer, s.readers, s.value), (None, 1, Value::Float(8.5)));
+    assert_eq!(inp.get(), 8.5);
+    out.set(1.0); // the old handle writes its own (tombstoned) cell, which nothing reads
+    assert_eq!(inp.get(), 8.5);
+    assert_eq!(f.hal.thread_functions(f.servo).len(), 1);
+    // The names are free again.
+    let k = f.hal.add_component("tmp").unwrap();
+    f.hal.add_pin::<Out, f64>(k, "tmp.out").unwrap();
+    f.hal.add_function(k, "tmp.f").unwrap();
+    f.hal.link("tmp.out", "t").unwrap();
+    r.snapshot().unwrap();
+    assert!(matches!(
+        f.hal.delete_component("nosuch"),
+        Err(HalError::NotFound { .. })
+    ));
+}

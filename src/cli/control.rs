@@ -1,0 +1,452 @@
+//! The control socket of a running instance: halcmd lines from other processes (`rtapi halcmd`).
+//!
+//! The owner of an instance (`rtapi run`, `rtapi halrun`) listens on the abstract Unix socket
+//! `@rtapi-control-<instance>` (no file to squat or leave behind; it vanishes with the process). Both
+//! ends check who is on the other side with `SO_PEERCRED`:
+//!
+//! * the owner serves only root and its own user;
+//! * the client believes the socket only if the process behind it is the owner recorded in the
+//!   instance's segment (which the client has opened with the usual trust rules), so a process that
+//!   bound the name first cannot answer for the instance.
+//!
+//! Protocol: one JSON object per line each way. A request is `{"line": "show pin"}` (one halcmd
+//! command) or `{"source": "/abs/file.hal", "ini": "/abs/machine.ini", "keep_going": false}` (a whole
+//! file, read by the owner); the answer is `{"ok": true, "out": "…"}`, or `{"ok": false, "out": "…",
+//! "error": "…"}`, with `"quit": true` when the command ends the session. Commands from all clients
+//! and the owner's own prompt go through one [`Executor`] behind a mutex, one at a time, outside the
+//! real-time threads.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::AsFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a command asks of the session after it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on reading commands.
+    Continue,
+    /// `quit`/`exit`: end this session (a client's connection, or the prompt).
+    Quit,
+}
+
+/// Runs halcmd commands against an instance. Implemented by the halcmd interpreter's session.
+pub trait Executor: Send {
+    /// One command line; its output goes to `out`. `Err` carries the message of a failed command.
+    fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String>;
+    /// A whole file, with `[SECTION]KEY` taken from `ini`; `keep_going` runs past failed commands
+    /// (their messages are joined in the error).
+    fn source(
+        &mut self,
+        file: &Path,
+        ini: Option<&Path>,
+        keep_going: bool,
+        out: &mut dyn Write,
+    ) -> Result<Flow, String>;
+}
+
+/// The shared executor of an instance.
+pub type SharedExecutor = Arc<Mutex<dyn Executor>>;
+
+/// The socket name of an instance's control socket (abstract namespace).
+pub fn socket_name(instance: &str) -> String {
+    format!("rtapi-control-{instance}")
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+enum Request {
+    Line {
+        line: String,
+    },
+    Source {
+        source: PathBuf,
+        #[serde(default)]
+        ini: Option<PathBuf>,
+        #[serde(default)]
+        keep_going: bool,
+    },
+}
+
+/// The owner's answer to one request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Reply {
+    /// Whether the command succeeded.
+    pub ok: bool,
+    /// What it printed.
+    #[serde(default)]
+    pub out: String,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether it ended the session.
+    #[serde(default)]
+    pub quit: bool,
+}
+
+/// The listening side, in the instance's owner. Dropping it stops listening; connections being served
+/// end after their current command.
+pub struct ControlServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The credentials of the process at the other end of a Unix stream socket.
+fn peer(stream: &UnixStream) -> io::Result<nix::libc::ucred> {
+    let cred =
+        nix::sys::socket::getsockopt(&stream.as_fd(), nix::sys::socket::sockopt::PeerCredentials)
+            .map_err(io::Error::from)?;
+    Ok(nix::libc::ucred {
+        pid: cred.pid(),
+        uid: cred.uid(),
+        gid: cred.gid(),
+    })
+}
+
+impl ControlServer {
+    /// Listens for `instance`'s clients and serves them with `executor`. Fails when another process
+    /// already holds the name (another owner of the same instance, or a squatter: either way this
+    /// instance cannot be controlled from outside, which the caller reports).
+    pub fn start(instance: &str, executor: SharedExecutor) -> io::Result<ControlServer> {
+        let addr = SocketAddr::from_abstract_name(socket_name(instance).as_bytes())?;
+        let listener = UnixListener::bind_addr(&addr)?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("rtapi-control".into())
+            .spawn(move || accept_loop(listener, executor, stop_flag))?;
+        Ok(ControlServer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept_loop(listener: UnixListener, executor: SharedExecutor, stop: Arc<AtomicBool>) {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { nix::libc::geteuid() };
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let allowed = peer(&stream).is_ok_and(|c| c.uid == 0 || c.uid == me);
+                if !allowed {
+                    let _ = refuse(stream);
+                    continue;
+                }
+                let (executor, stop) = (Arc::clone(&executor), Arc::clone(&stop));
+                let _ = std::thread::Builder::new()
+                    .name("rtapi-control-client".into())
+                    .spawn(move || serve(stream, executor, stop));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn refuse(mut stream: UnixStream) -> io::Result<()> {
+    let reply = Reply {
+        ok: false,
+        out: String::new(),
+        error: Some(
+            "refused: this instance takes commands only from root and the user that runs it".into(),
+        ),
+        quit: true,
+    };
+    writeln!(
+        stream,
+        "{}",
+        serde_json::to_string(&reply).unwrap_or_default()
+    )
+}
+
+/// One client: requests in, replies out, until it hangs up, quits, or the server stops.
+fn serve(stream: UnixStream, executor: SharedExecutor, stop: Arc<AtomicBool>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    while !stop.load(Ordering::Relaxed) {
+        match reader.read_line(&mut line) {
+            Ok(0) => return,
+            Ok(_) if !line.ends_with('\n') => continue, // a timeout cut the line; read the rest
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => return,
+        }
+        let reply = answer(line.trim_end(), &executor);
+        line.clear();
+        let quit = reply.quit;
+        let text = serde_json::to_string(&reply).unwrap_or_default();
+        if writeln!(writer, "{text}").is_err() || quit {
+            return;
+        }
+    }
+}
+
+fn answer(request: &str, executor: &SharedExecutor) -> Reply {
+    let request: Request = match serde_json::from_str(request) {
+        Ok(r) => r,
+        Err(e) => {
+            return Reply {
+                ok: false,
+                out: String::new(),
+                error: Some(format!(
+                    "bad request ({e}); expected {{\"line\": \"COMMAND\"}}"
+                )),
+                quit: false,
+            }
+        }
+    };
+    let mut out = Vec::new();
+    let result = {
+        // A command that panicked poisoned nothing we rely on: the interpreter checks its own state.
+        let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
+        match &request {
+            Request::Line { line } => exec.execute(line, &mut out),
+            Request::Source {
+                source,
+                ini,
+                keep_going,
+            } => exec.source(source, ini.as_deref(), *keep_going, &mut out),
+        }
+    };
+    let out = String::from_utf8_lossy(&out).into_owned();
+    match result {
+        Ok(flow) => Reply {
+            ok: true,
+            out,
+            error: None,
+            quit: flow == Flow::Quit,
+        },
+        Err(error) => Reply {
+            ok: false,
+            out,
+            error: Some(error),
+            quit: false,
+        },
+    }
+}
+
+/// A connection to an instance's owner.
+pub struct ControlClient {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+/// Why a client could not talk to an instance.
+#[derive(Debug)]
+pub enum ClientError {
+    /// Nothing listens: the owner is not running, or it is an owner without a control socket.
+    NotListening(io::Error),
+    /// Something else holds the name: not the instance's owner.
+    Impostor { pid: i32, owner: u32 },
+    /// The connection failed while talking.
+    Io(io::Error),
+    /// The owner refused us, or answered nonsense.
+    Refused(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::NotListening(e) => write!(f, "the instance takes no commands ({e})"),
+            ClientError::Impostor { pid, owner } => write!(
+                f,
+                "refused: the control socket is held by pid {pid}, not by the instance's owner (pid \
+                 {owner}); do not trust that process"
+            ),
+            ClientError::Io(e) => write!(f, "lost the connection to the instance: {e}"),
+            ClientError::Refused(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl ControlClient {
+    /// Connects to `instance`'s control socket and checks that the process behind it is `owner_pid`
+    /// (the pid in the instance's trusted segment).
+    pub fn connect(instance: &str, owner_pid: u32) -> Result<ControlClient, ClientError> {
+        let addr = SocketAddr::from_abstract_name(socket_name(instance).as_bytes())
+            .map_err(ClientError::NotListening)?;
+        let stream = UnixStream::connect_addr(&addr).map_err(ClientError::NotListening)?;
+        let cred = peer(&stream).map_err(ClientError::Io)?;
+        if u32::try_from(cred.pid).ok() != Some(owner_pid) {
+            return Err(ClientError::Impostor {
+                pid: cred.pid,
+                owner: owner_pid,
+            });
+        }
+        let reader = BufReader::new(stream.try_clone().map_err(ClientError::Io)?);
+        Ok(ControlClient {
+            writer: stream,
+            reader,
+        })
+    }
+
+    fn request(&mut self, request: &Request) -> Result<Reply, ClientError> {
+        let text =
+            serde_json::to_string(request).map_err(|e| ClientError::Refused(e.to_string()))?;
+        writeln!(self.writer, "{text}").map_err(ClientError::Io)?;
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).map_err(ClientError::Io)?;
+        if n == 0 {
+            return Err(ClientError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the instance closed the connection (it stopped?)",
+            )));
+        }
+        let reply: Reply = serde_json::from_str(line.trim_end()).map_err(|e| {
+            ClientError::Refused(format!("unreadable answer from the instance: {e}"))
+        })?;
+        Ok(reply)
+    }
+
+    /// Runs one command line in the instance.
+    pub fn execute(&mut self, line: &str) -> Result<Reply, ClientError> {
+        self.request(&Request::Line { line: line.into() })
+    }
+
+    /// Runs a whole file in the instance (the owner reads it).
+    pub fn source(
+        &mut self,
+        file: &Path,
+        ini: Option<&Path>,
+        keep_going: bool,
+    ) -> Result<Reply, ClientError> {
+        self.request(&Request::Source {
+            source: file.to_path_buf(),
+            ini: ini.map(Path::to_path_buf),
+            keep_going,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records what it was asked; `fail` fails, `quit` quits, anything else echoes.
+    struct Echo {
+        seen: Vec<String>,
+    }
+
+    impl Executor for Echo {
+        fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String> {
+            self.seen.push(line.to_string());
+            match line {
+                "fail" => Err("it failed".into()),
+                "quit" => Ok(Flow::Quit),
+                _ => {
+                    writeln!(out, "did {line}").unwrap();
+                    Ok(Flow::Continue)
+                }
+            }
+        }
+        fn source(
+            &mut self,
+            file: &Path,
+            ini: Option<&Path>,
+            keep_going: bool,
+            out: &mut dyn Write,
+        ) -> Result<Flow, String> {
+            write!(out, "{} {:?} {keep_going}", file.display(), ini).unwrap();
+            Ok(Flow::Continue)
+        }
+    }
+
+    fn unique(tag: &str) -> String {
+        format!("ctl-{tag}-{}", std::process::id())
+    }
+
+    #[test]
+    fn commands_go_through_one_executor_and_answers_come_back() {
+        let name = unique("echo");
+        let exec = Arc::new(Mutex::new(Echo { seen: Vec::new() }));
+        let server = ControlServer::start(&name, exec.clone()).unwrap();
+        let me = std::process::id();
+        let mut a = ControlClient::connect(&name, me).unwrap();
+        let mut b = ControlClient::connect(&name, me).unwrap();
+        let r = a.execute("show pin").unwrap();
+        assert!(r.ok && r.out == "did show pin\n" && !r.quit, "{r:?}");
+        let r = b.execute("fail").unwrap();
+        assert!(!r.ok && r.error.as_deref() == Some("it failed"), "{r:?}");
+        let r = b
+            .source(Path::new("/x/y.hal"), Some(Path::new("/x/m.ini")), true)
+            .unwrap();
+        assert_eq!(r.out, "/x/y.hal Some(\"/x/m.ini\") true");
+        let r = a.execute("quit").unwrap();
+        assert!(r.ok && r.quit);
+        // The server hung up on a, b still works.
+        assert!(a.execute("show").is_err());
+        assert!(b.execute("list pin").unwrap().ok);
+        assert_eq!(
+            exec.lock().unwrap().seen,
+            ["show pin", "fail", "quit", "list pin"]
+        );
+        drop(server);
+        assert!(matches!(
+            ControlClient::connect(&name, me),
+            Err(ClientError::NotListening(_))
+        ));
+    }
+
+    #[test]
+    fn a_socket_not_held_by_the_owner_is_refused() {
+        let name = unique("impostor");
+        let exec = Arc::new(Mutex::new(Echo { seen: Vec::new() }));
+        let _server = ControlServer::start(&name, exec.clone()).unwrap();
+        // The segment says the owner is pid 1: we (the server) are an impostor.
+        match ControlClient::connect(&name, 1) {
+            Err(ClientError::Impostor { pid, owner: 1 }) => {
+                assert_eq!(pid as u32, std::process::id())
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        assert!(exec.lock().unwrap().seen.is_empty());
+        // A second owner of the same name cannot listen.
+        assert!(ControlServer::start(&name, exec).is_err());
+    }
+
+    #[test]
+    fn garbage_gets_an_error_not_a_hang() {
+        let name = unique("garbage");
+        let exec = Arc::new(Mutex::new(Echo { seen: Vec::new() }));
+        let _server = ControlServer::start(&name, exec).unwrap();
+        let addr = SocketAddr::from_abstract_name(socket_name(&name).as_bytes()).unwrap();
+        let mut s = UnixStream::connect_addr(&addr).unwrap();
+        writeln!(s, "show pin").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        let r: Reply = serde_json::from_str(&line).unwrap();
+        assert!(!r.ok && r.error.unwrap().contains("bad request"));
+    }
+}

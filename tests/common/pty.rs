@@ -1,0 +1,180 @@
+//! A child process on a pseudo-terminal, driven like a person at a keyboard: type, wait for text.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A child whose stdin, stdout and stderr are the slave side of a new pseudo-terminal.
+pub struct Pty {
+    child: Child,
+    master: std::fs::File,
+    /// Everything the child wrote so far (escape sequences included).
+    seen: Arc<Mutex<Vec<u8>>>,
+    /// Where the next `expect` starts looking.
+    cursor: usize,
+}
+
+impl Pty {
+    /// Starts `rtapi ARGS` on a new terminal (80×24), errors-only logging, HOME in `home`.
+    pub fn rtapi(args: &[&str], home: &std::path::Path) -> Pty {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+        cmd.args(args)
+            .env("RUST_LOG", "error")
+            .env("HOME", home)
+            .env("TERM", "xterm");
+        Pty::spawn(cmd)
+    }
+
+    /// Starts `cmd` on a new terminal.
+    pub fn spawn(mut cmd: Command) -> Pty {
+        let winsize = nix::pty::Winsize {
+            ws_row: 24,
+            ws_col: 80,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&winsize), None).expect("openpty");
+        let slave: OwnedFd = pty.slave;
+        let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup slave"));
+        cmd.stdin(io(&slave)).stdout(io(&slave)).stderr(io(&slave));
+        // SAFETY: setsid and ioctl(TIOCSCTTY) are async-signal-safe and touch only the child: a new
+        // session whose controlling terminal is the pty (stdin, fd 0, after the redirection).
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if nix::libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn on the pty");
+        drop(slave);
+        let master = std::fs::File::from(pty.master);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (mut reader, sink) = (master.try_clone().unwrap(), seen.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO when the child side closes: the end.
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let _ = master.as_raw_fd();
+        Pty {
+            child,
+            master,
+            seen,
+            cursor: 0,
+        }
+    }
+
+    /// Types `text` (use "\r" for Enter, "\t" for Tab).
+    pub fn send(&mut self, text: &str) {
+        self.master.write_all(text.as_bytes()).unwrap();
+        self.master.flush().unwrap();
+    }
+
+    /// Everything seen so far, as text with escape sequences removed.
+    pub fn screen(&self) -> String {
+        strip_escapes(&String::from_utf8_lossy(&self.seen.lock().unwrap()))
+    }
+
+    /// Waits until `what` appears after the previous match (escape sequences ignored); returns the
+    /// text from the previous match to the end of this one. Panics with the whole transcript on
+    /// timeout.
+    pub fn expect(&mut self, what: &str, timeout: Duration) -> String {
+        let until = Instant::now() + timeout;
+        loop {
+            let raw = self.seen.lock().unwrap().clone();
+            let text = strip_escapes(&String::from_utf8_lossy(&raw));
+            if let Some(i) = text.get(self.cursor..).and_then(|t| t.find(what)) {
+                let end = self.cursor + i + what.len();
+                let part = text[self.cursor..end].to_string();
+                self.cursor = end;
+                return part;
+            }
+            if Instant::now() >= until {
+                panic!(
+                    "did not see {what:?} within {timeout:?}; transcript after the last match:\n{}",
+                    text.get(self.cursor..).unwrap_or("")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the child to exit (bounded), killing it on timeout.
+    pub fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            if self.wait(Duration::from_secs(5)).is_none() {
+                let _ = self.child.kill();
+            }
+        }
+    }
+}
+
+/// Removes ANSI escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL`, two-byte `ESC x`) and
+/// carriage returns.
+pub fn strip_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                Some('[') => {
+                    while let Some(&n) = chars.peek() {
+                        chars.next();
+                        if ('@'..='~').contains(&n) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    for n in chars.by_ref() {
+                        if n == '\u{7}' {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
