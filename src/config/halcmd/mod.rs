@@ -573,14 +573,26 @@ impl Session {
             Command::Link { pin, signal } => {
                 let sig = self.signal(signal, "linkps")?.to_string();
                 let p = self.pin(pin, "linkps")?;
-                if self.model.pin_signal.get(&p) != Some(&sig) {
-                    self.model.unlink(&p);
+                // LinuxCNC 2.9 refuses to move a linked pin (whatever its man page says).
+                if let Some(on) = self.model.pin_signal.get(&p).filter(|on| **on != sig) {
+                    return Err((
+                        pin.line,
+                        format!("linkps: pin '{p}' is linked to '{on}'; unlinkp it first to link it to '{sig}'"),
+                    ));
                 }
                 self.link(&sig, &p, None, None, pin.line)?;
             }
             Command::Linkpp { first, second } => {
                 let a = self.pin(first, "linkpp")?;
                 let b = self.pin(second, "linkpp")?;
+                for (p, w) in [(&a, first), (&b, second)] {
+                    if let Some(on) = self.model.pin_signal.get(p).filter(|on| **on != a) {
+                        return Err((
+                            w.line,
+                            format!("linkpp: pin '{p}' is linked to '{on}'; unlinkp it first"),
+                        ));
+                    }
+                }
                 let ty = self.model.pins[&a].ty;
                 if !self.model.signals.contains_key(&a) {
                     self.model.signals.insert(

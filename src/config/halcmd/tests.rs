@@ -336,6 +336,19 @@ fn keep_going_collects_every_error() {
     // A failed net links nothing: the whole command is checked first.
     let e = err(&mut s, "net n pid.0.enable pid.0.nope\n");
     assert!(e.contains("no pin named 'pid.0.nope'"), "{e}");
+    ok(
+        &mut s,
+        "newsig a float\nnewsig b float\nlinkps pid.0.command a\nlinksp a pid.0.command\n",
+    );
+    let e = err(&mut s, "linkps pid.0.command b\n");
+    assert!(
+        e.contains("pin 'pid.0.command' is linked to 'a'; unlinkp it first"),
+        "{e}"
+    );
+    ok(
+        &mut s,
+        "unlinkp pid.0.command\nlinkps pid.0.command => b\ndelsig all\n",
+    );
     assert!(s.names(NameKind::Signal).is_empty());
     assert_eq!(ok(&mut s, "list pin -t bit pid.0.en\n"), "pid.0.enable \n");
     // The same from a prompt, line by line.
