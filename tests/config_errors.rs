@@ -43,7 +43,7 @@ fn cases() -> Vec<Case> {
             toml: TOML,
             hal: hal("loadrt frobnicator count=2"),
             place: "m.hal:5: ",
-            says: "unknown component 'frobnicator'",
+            says: "component 'frobnicator' is not available in rtapi",
         },
         Case {
             name: "unknown pin",
@@ -153,9 +153,9 @@ fn cases() -> Vec<Case> {
         Case {
             name: "unknown command",
             toml: TOML,
-            hal: hal("linkps a b"),
+            hal: hal("frobnicate a b"),
             place: "m.hal:5: ",
-            says: "unknown command 'linkps'",
+            says: "unknown command 'frobnicate'",
         },
         Case {
             name: "unknown loadrt argument",
@@ -427,7 +427,8 @@ fn echoed_input_is_escaped_and_cut_once() {
     // Control characters never reach the terminal raw, from a .hal file or the TOML.
     let (code, stderr, _, _) = run_bytes(
         TOML.as_bytes(),
-        format!("{PRELUDE}setp pid.0.Pgain \u{1b}[2J\u{7}\n").as_bytes(),
+        // (No `[` in it: `[SECTION]KEY` is INI substitution syntax.)
+        format!("{PRELUDE}setp pid.0.Pgain \u{1b}x2J\u{7}\n").as_bytes(),
         &[],
     );
     assert_eq!(code, Some(2));
@@ -435,7 +436,7 @@ fn echoed_input_is_escaped_and_cut_once() {
         !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
         "{stderr:?}"
     );
-    assert!(stderr.contains("\\u{1b}[2J\\u{7}"), "{stderr}");
+    assert!(stderr.contains("\\u{1b}x2J\\u{7}"), "{stderr}");
     let toml = "hal = [\"m.hal\"]\n[[thread]]\nname = \"a\\u001b[31mb\"\nperiod = \"1ms\"\ntimer = \"\\u001b\"\n";
     let (code, stderr, _, _) = run_bytes(toml.as_bytes(), PRELUDE.as_bytes(), &[]);
     assert_eq!(code, Some(2));
@@ -569,7 +570,7 @@ fn files_are_named_as_given_relative_to_the_working_directory() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.starts_with("cfg/m.hal:1: loadrt nothing: unknown component"),
+        stderr.starts_with("cfg/m.hal:1: component 'nothing' is not available in rtapi"),
         "{stderr}"
     );
     let out = Command::new(env!("CARGO_BIN_EXE_rtapi"))
@@ -638,9 +639,19 @@ fn addf_positions_count_like_halcmd() {
         addf: Vec::new(),
     };
     machine.apply(&mut r, &Registry::builtin()).unwrap();
-    // 1 = first; -1 = append; -2 = before the last of the 3 already there.
-    let positions: Vec<Option<usize>> = r.addf.iter().map(|(_, p)| *p).collect();
-    assert_eq!(positions, [None, Some(0), None, Some(2)]);
+    // 1 = first; -1 = append; -2 = before the last of the 3 already there. The session keeps the
+    // run list and emits it in its final order once the files are done.
+    let order: Vec<&str> = r.addf.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        order,
+        [
+            "siggen.1.update",
+            "siggen.0.update",
+            "siggen.3.update",
+            "siggen.2.update"
+        ]
+    );
+    assert!(r.addf.iter().all(|(_, p)| p.is_none()));
     let too_far = "loadrt siggen\naddf siggen.0.update servo 3\n";
     let machine = Machine::from_texts("m.toml", TOML, &[("m.hal", too_far)]).unwrap();
     let e = machine

@@ -55,6 +55,50 @@ pub trait Executor: Send {
 /// The shared executor of an instance.
 pub type SharedExecutor = Arc<Mutex<dyn Executor>>;
 
+/// The halcmd interpreter's session is what runs the commands of an instance.
+impl Executor for crate::config::halcmd::Session {
+    fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String> {
+        use crate::config::halcmd::Flow as F;
+        match crate::config::halcmd::Session::execute(self, line, out) {
+            Ok(F::Quit) => Ok(Flow::Quit),
+            Ok(F::Continue) => Ok(Flow::Continue),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn source(
+        &mut self,
+        file: &Path,
+        ini: Option<&Path>,
+        keep_going: bool,
+        out: &mut dyn Write,
+    ) -> Result<Flow, String> {
+        use crate::config::halcmd::{Flow as F, Ini};
+        let ini = match ini {
+            Some(p) => Some(Ini::load(p).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        // The file's own INI and -k, for this file only.
+        let saved = (self.take_ini(), self.keep_going);
+        self.set_ini(ini);
+        self.keep_going = keep_going;
+        let errors_before = self.errors().len();
+        let result = crate::config::halcmd::Session::source(self, file, out);
+        let errors: Vec<String> = self.errors()[errors_before..]
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        self.set_ini(saved.0);
+        self.keep_going = saved.1;
+        match result {
+            Ok(F::Quit) => Ok(Flow::Quit),
+            Ok(F::Continue) => Ok(Flow::Continue),
+            Err(_) if errors.len() > 1 => Err(errors.join("\n")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 /// The socket name of an instance's control socket (abstract namespace).
 pub fn socket_name(instance: &str) -> String {
     format!("rtapi-control-{instance}")
@@ -156,7 +200,12 @@ fn accept_loop(listener: UnixListener, executor: SharedExecutor, stop: Arc<Atomi
                     .spawn(move || serve(stream, executor, stop));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
+                // Asleep in the kernel until a client comes (or a look at the stop flag is due).
+                let mut fds = [nix::poll::PollFd::new(
+                    listener.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(250u16));
             }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }

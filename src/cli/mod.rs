@@ -1,11 +1,11 @@
 //! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
 
 mod compare_timers;
-#[allow(dead_code)] // wired to the halcmd interpreter next
 pub(crate) mod control;
 mod detect;
 mod getp;
 mod halcmd;
+mod halrun;
 mod instance;
 mod latency_survey;
 mod latency_test;
@@ -116,6 +116,8 @@ enum Command {
     CompareTimers(compare_timers::Args),
     /// Run a machine configuration (TOML + .hal files) until Ctrl-C or --duration.
     Run(run::Args),
+    /// Run a .hal file as LinuxCNC's halrun -f does (--check: only validate it).
+    Halrun(halrun::Args),
     /// List a running instance's components, pins, params, signals, functions and threads.
     Show(show::Args),
     /// Print the value of a pin, param or signal of a running instance.
@@ -166,7 +168,7 @@ pub fn main() -> ExitCode {
     .init();
     if matches!(
         cli.command,
-        Command::Run(_) | Command::LatencyTest(_) | Command::CompareTimers(_)
+        Command::Run(_) | Command::Halrun(_) | Command::LatencyTest(_) | Command::CompareTimers(_)
     ) {
         // Before anything else: a Ctrl-C or SIGTERM from now on is a stop request the command answers
         // (stop, report, remove the segment), not the default action that leaves the segment behind.
@@ -177,6 +179,7 @@ pub fn main() -> ExitCode {
         Command::LatencyTest(args) => latency_test::run(args),
         Command::CompareTimers(args) => compare_timers::run(args),
         Command::Run(args) => run::run(args),
+        Command::Halrun(args) => halrun::run(args),
         Command::Show(args) => show::run(args),
         Command::Getp(args) => getp::run(args),
         Command::Setp(args) => setp::setp(args),

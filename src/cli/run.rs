@@ -9,15 +9,18 @@
 //! ([`Machine::check_host_cpus`]), so a wrong CPU is a config error at its line, not a runtime one.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::control::ControlServer;
 use super::{exit, out, Failure};
 use crate::components::{Registry, Validation};
+use crate::config::halcmd::Session;
 use crate::config::{ConfigError, Machine};
 use crate::rt::clock::Nanos;
 use crate::rt::units::parse_duration;
 use crate::runtime::watchdog::StallAction;
-use crate::runtime::{Runtime, StopReason};
+use crate::runtime::{Running, Runtime, RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,14 +39,14 @@ pub struct Args {
 }
 
 /// `--duration`: a positive duration with its unit (0 would stop before the first period).
-fn parse_run_duration(text: &str) -> Result<Nanos, String> {
+pub(crate) fn parse_run_duration(text: &str) -> Result<Nanos, String> {
     match parse_duration(text)? {
         d if d.is_positive() => Ok(d),
         _ => Err("--duration must be positive; omit it to run until Ctrl-C".to_string()),
     }
 }
 
-fn config_failure(errors: &[ConfigError]) -> Failure {
+pub(crate) fn config_failure(errors: &[ConfigError]) -> Failure {
     for e in errors {
         out::eprintln(&e.to_string());
     }
@@ -67,18 +70,68 @@ pub fn run(args: Args) -> Result<(), Failure> {
     machine.check_host_cpus().map_err(|e| config_failure(&e))?;
     let registry = Registry::builtin();
 
-    // The dry run: a HAL that is never built, so a bad config touches nothing.
-    let mut dry =
-        Validation::new(&machine.runtime.instance).map_err(|e| Failure::usage(e.to_string()))?;
-    machine
-        .apply(&mut dry, &registry)
+    // The .hal files run once, into the session's netlist model (output commands print here).
+    let mut session = machine
+        .session(&registry, &mut std::io::stdout())
         .map_err(|e| config_failure(&[e]))?;
+    let Started(running) = start(&session, machine.runtime.clone())?;
+    session.attach(running).map_err(Failure::runtime)?;
+    serve(session, &machine.runtime.instance, args.duration)
+}
 
-    let mut rt = Runtime::configure(machine.runtime.clone()).map_err(Failure::from)?;
-    machine
-        .apply(&mut rt, &registry)
-        .map_err(|e| config_failure(&[e]))?;
-    let running = rt.start().map_err(Failure::from)?;
+/// Runs an attached session's instance until SIGINT/SIGTERM, `duration` or the end of its threads,
+/// taking halcmd commands from other terminals meanwhile (`rtapi halcmd`, over the control socket);
+/// then stops it and prints the summary.
+pub(crate) fn serve(
+    session: Session,
+    instance: &str,
+    duration: Option<Nanos>,
+) -> Result<(), Failure> {
+    // Off the RT CPUs first: the control thread started next inherits it.
+    if let Some(rt) = session.runtime() {
+        rt.keep_caller_off_rt_cpus();
+    }
+    let shared = Arc::new(Mutex::new(session));
+    let server = match ControlServer::start(instance, shared.clone()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!(
+                "instance '{instance}' takes no halcmd commands from other terminals: its control \
+                 socket is taken ({e})"
+            );
+            None
+        }
+    };
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    {
+        let s = lock();
+        let running = s.runtime().expect("serve takes an attached session");
+        banner(running, instance, duration);
+    }
+    let limit = duration.map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
+    let begun = std::time::Instant::now();
+    let reason = loop {
+        // The session is locked only for a look: commands from other terminals take it meanwhile.
+        let stop = match lock().runtime() {
+            Some(rt) => rt.poll_stop(),
+            None => Some(StopReason::ThreadsEnded),
+        };
+        if let Some(reason) = stop {
+            break reason;
+        }
+        if limit.is_some_and(|l| begun.elapsed() >= l) {
+            break StopReason::Elapsed;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(server);
+    let running = lock()
+        .detach()
+        .expect("the session stays attached while serving");
+    finish(running, reason)
+}
+
+fn banner(running: &Runtime<Running>, instance: &str, duration: Option<Nanos>) {
     let threads: Vec<String> = running
         .threads()
         .iter()
@@ -91,19 +144,35 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .collect();
     out::eprintln(&format!(
         "rtapi: instance '{}' running, flavor {}: {}; {}",
-        machine.runtime.instance,
+        instance,
         running.flavor(),
         threads.join(", "),
-        match args.duration {
+        match duration {
             Some(d) => format!("stopping after {d}"),
             None => "Ctrl-C to stop".to_string(),
         }
     ));
-    let limit = args
-        .duration
-        .map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
-    running.keep_caller_off_rt_cpus();
-    let reason = running.wait(limit);
+}
+
+/// The dry run (a HAL that is never built, so a bad config touches nothing), then the real runtime
+/// configured with the same session, started.
+pub(crate) fn start(session: &Session, options: RuntimeOptions) -> Result<Started, Failure> {
+    let mut dry = Validation::new(&options.instance).map_err(|e| Failure::usage(e.to_string()))?;
+    session
+        .apply_to(&mut dry)
+        .map_err(|e| config_failure(&[e]))?;
+    let mut rt = Runtime::configure(options).map_err(Failure::from)?;
+    session
+        .apply_to(&mut rt)
+        .map_err(|e| config_failure(&[e]))?;
+    Ok(Started(rt.start().map_err(Failure::from)?))
+}
+
+/// A started runtime.
+pub(crate) struct Started(pub(crate) Runtime<Running>);
+
+/// Stops the instance, prints the summary, and maps faults, stalls and ended threads to failures.
+pub(crate) fn finish(running: Runtime<Running>, reason: StopReason) -> Result<(), Failure> {
     let summary = running.stop();
     let mut text = summary.to_string();
     if !text.ends_with('\n') {

@@ -143,6 +143,8 @@ pub struct Declared {
     pub params: HashMap<String, (ValueType, ParamAccess)>,
     /// Full function name → the instance that exported it.
     pub functions: HashMap<String, String>,
+    /// Full pin or param name → the value it starts at (its default, or the config's `setp` value).
+    pub values: HashMap<String, Value>,
 }
 
 impl Declared {
@@ -483,6 +485,9 @@ impl LoadContext<'_> {
             .target
             .hal_side()
             .pin_with_default::<D, T>(self.component, &name, init)?;
+        self.declared
+            .values
+            .insert(name.clone(), Value::from_bits(T::TYPE, init.to_bits()));
         self.declared.pins.insert(name, (T::TYPE, D::DIR));
         Ok(key)
     }
@@ -500,6 +505,9 @@ impl LoadContext<'_> {
             .target
             .hal_side()
             .param(self.component, &name, access, init)?;
+        self.declared
+            .values
+            .insert(name.clone(), Value::from_bits(T::TYPE, init.to_bits()));
         self.declared.params.insert(name, (T::TYPE, access));
         Ok(key)
     }

@@ -2,6 +2,7 @@
 //!
 //! ```toml
 //! hal = ["sim-axis.hal"]          # relative to this file, run in order
+//! # ini = "machine.ini"           # [SECTION]KEY in the .hal files comes from it (relative too)
 //!
 //! [runtime]
 //! instance = "sim"                # segment /rtapi-sim (default "default"; --instance overrides)
@@ -50,6 +51,7 @@ pub(crate) const MAX_THREADS: usize = 64;
 struct RawMachine {
     #[serde(default)]
     hal: Vec<Spanned<String>>,
+    ini: Option<Spanned<String>>,
     #[serde(default)]
     runtime: RawRuntime,
     #[serde(default)]
@@ -90,6 +92,8 @@ pub(crate) struct HalRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MachineToml {
     pub(crate) hal: Vec<HalRef>,
+    /// `ini = "FILE"`: the INI file for `[SECTION]KEY` substitution.
+    pub(crate) ini: Option<HalRef>,
     pub(crate) runtime: RuntimeOptions,
     pub(crate) threads: Vec<ThreadSpec>,
     /// The line of each `[[thread]]` table.
@@ -130,6 +134,17 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
             path: h.get_ref().clone(),
             line: at(h.span()),
         });
+    }
+
+    let ini = raw.ini.as_ref().map(|i| HalRef {
+        path: i.get_ref().clone(),
+        line: at(i.span()),
+    });
+    if ini.as_ref().is_some_and(|i| i.path.trim().is_empty()) {
+        err(
+            raw.ini.as_ref().expect("some").span(),
+            "ini: an empty file name".into(),
+        );
     }
 
     let r = &raw.runtime;
@@ -295,6 +310,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
     if errors.is_empty() {
         Ok(MachineToml {
             hal,
+            ini,
             runtime,
             threads,
             thread_lines,

@@ -1,13 +1,14 @@
-//! Machine configuration: a TOML file (runtime options, threads, which `.hal` files) plus halcmd-style
-//! `.hal` files (`loadrt`, `addf`, `net`, `setp`, `sets`).
+//! Machine configuration: a TOML file (runtime options, threads, which `.hal` files, an optional INI
+//! file) plus `.hal` files in halcmd's language ([`halcmd`]: every halcmd command, `[SECTION]KEY`
+//! from the INI file, `$VAR` from the environment).
 //!
 //! Everything is checked before anything runs, in three steps that each report `file:line: message`
 //! (the file as the user named it, the 1-based line):
 //! 1. [`Machine::load`] reads and parses the TOML and every `.hal` file — all syntax errors at once;
-//! 2. [`Machine::apply`] against a [`Validation`](crate::components::Validation) target (a HAL that is
-//!    never built) loads the
-//!    components and executes the commands — the first error stops it, like halcmd;
-//! 3. only then does `rtapi run` apply the same machine to the real runtime and start it.
+//! 2. [`Machine::session`] executes the commands into a [`halcmd::Session`]'s netlist model (the
+//!    first error stops it, like halcmd), and [`halcmd::Session::apply_to`] emits the result to a
+//!    [`Validation`](crate::components::Validation) target (a HAL that is never built);
+//! 3. only then does `rtapi run` apply the same session to the real runtime and start it.
 //!
 //! Between 1 and 2, [`Machine::check_cpus`] checks every `cpu =` against this machine's CPUs.
 //!
@@ -25,14 +26,14 @@
 //! # Ok::<(), rtapi::config::ConfigError>(())
 //! ```
 
-mod apply;
-mod halfile;
+pub mod halcmd;
 mod machine;
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use halfile::Located;
+use halcmd::parse::Located;
+use halcmd::{Ini, Session};
 
 use crate::rt::units::{quote, tame};
 use crate::runtime::{RuntimeOptions, ThreadSpec};
@@ -158,6 +159,8 @@ impl std::error::Error for ConfigError {}
 pub(crate) struct HalFile {
     /// As shown in messages.
     pub(crate) name: String,
+    /// Its directory (`source` is relative to it); `None` for text given directly.
+    pub(crate) dir: Option<PathBuf>,
     pub(crate) commands: Vec<Located>,
 }
 
@@ -175,17 +178,35 @@ pub struct Machine {
     pub(crate) thread_lines: Vec<usize>,
     /// The TOML line of each thread's `cpu =` key, if it has one.
     pub(crate) cpu_lines: Vec<Option<usize>>,
+    /// `ini = "FILE"`, read.
+    pub(crate) ini: Option<Ini>,
     pub(crate) hal_files: Vec<HalFile>,
 }
 
+/// A session that substitutes from `ini` (for parsing only).
+fn parser(ini: Option<Ini>) -> Session {
+    let mut s = Session::new(crate::components::Registry::default(), "parse")
+        .expect("a valid instance name");
+    s.set_ini(ini);
+    s
+}
+
 impl Machine {
-    /// Reads the TOML at `path` and every `.hal` file it names (relative to the TOML's directory).
-    /// Returns every syntax error found, in file order.
+    /// Reads the TOML at `path`, its INI file and every `.hal` file it names (relative to the TOML's
+    /// directory). Returns every syntax error found, in file order.
     pub fn load(path: &Path) -> Result<Machine, Vec<ConfigError>> {
         let file = path.display().to_string();
         let text = read_text(path, &file).map_err(|e| vec![e])?;
         let toml = machine::parse(&file, &text)?;
         let dir = path.parent().unwrap_or(Path::new(""));
+        let ini = match &toml.ini {
+            None => None,
+            Some(i) => Some(
+                Ini::load(&dir.join(&i.path))
+                    .map_err(|e| vec![ConfigError::at(&file, i.line, format!("ini file: {e}"))])?,
+            ),
+        };
+        let parser = parser(ini.clone());
         let mut hal_files = Vec::new();
         let mut errors = Vec::new();
         for h in &toml.hal {
@@ -204,8 +225,12 @@ impl Machine {
             };
             match decode(&name, bytes) {
                 Err(e) => errors.push(e),
-                Ok(text) => match halfile::parse(&name, &text) {
-                    Ok(commands) => hal_files.push(HalFile { name, commands }),
+                Ok(text) => match parser.parse(&name, &text) {
+                    Ok(commands) => hal_files.push(HalFile {
+                        name,
+                        dir: hal_path.parent().map(Path::to_path_buf),
+                        commands,
+                    }),
                     Err(mut e) => errors.append(&mut e),
                 },
             }
@@ -219,6 +244,7 @@ impl Machine {
             threads: toml.threads,
             thread_lines: toml.thread_lines,
             cpu_lines: toml.cpu_lines,
+            ini,
             hal_files,
         })
     }
@@ -230,12 +256,14 @@ impl Machine {
         hal: &[(&str, &str)],
     ) -> Result<Machine, Vec<ConfigError>> {
         let toml = machine::parse(toml_name, toml_text)?;
+        let parser = parser(None);
         let mut hal_files = Vec::new();
         let mut errors = Vec::new();
         for (name, text) in hal {
-            match halfile::parse(name, text) {
+            match parser.parse(name, text) {
                 Ok(commands) => hal_files.push(HalFile {
                     name: name.to_string(),
+                    dir: None,
                     commands,
                 }),
                 Err(mut e) => errors.append(&mut e),
@@ -250,8 +278,40 @@ impl Machine {
             threads: toml.threads,
             thread_lines: toml.thread_lines,
             cpu_lines: toml.cpu_lines,
+            ini: None,
             hal_files,
         })
+    }
+
+    /// Executes the machine into a session: the TOML's threads, then every `.hal` command in order
+    /// (output commands print to `out`). Stops at the first error, naming its file and line.
+    pub fn session(
+        &self,
+        registry: &crate::components::Registry,
+        out: &mut dyn std::io::Write,
+    ) -> Result<Session, ConfigError> {
+        let mut s = Session::new(registry.clone(), &self.runtime.instance)
+            .map_err(|e| ConfigError::file(&self.file, e.message))?;
+        s.set_ini(self.ini.clone());
+        for (t, line) in self.threads.iter().zip(&self.thread_lines) {
+            s.toml_thread(t, &self.file, *line)?;
+        }
+        for f in &self.hal_files {
+            if s.run_commands(&f.name, f.dir.as_deref(), &f.commands, out)? == halcmd::Flow::Quit {
+                break;
+            }
+        }
+        Ok(s)
+    }
+
+    /// [`session`](Self::session) (output discarded), then the result applied to `target`.
+    pub fn apply(
+        &self,
+        target: &mut dyn crate::components::Target,
+        registry: &crate::components::Registry,
+    ) -> Result<(), ConfigError> {
+        self.session(registry, &mut std::io::sink())?
+            .apply_to(target)
     }
 
     /// Checks every thread's `cpu =` against this machine: it must be online and allowed for this

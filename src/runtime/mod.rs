@@ -803,6 +803,20 @@ impl Runtime<Running> {
         self.state.started.elapsed()
     }
 
+    /// Why the run should end now, if it should: SIGINT/SIGTERM, a stall whose action is `stop`, or
+    /// every thread ended. Never blocks (for a caller that waits while serving other requests).
+    pub fn poll_stop(&self) -> Option<StopReason> {
+        if self.state.signal.load(Ordering::Relaxed) {
+            Some(StopReason::Signal)
+        } else if self.state.stalled_stop.load(Ordering::Relaxed) {
+            Some(StopReason::Stalled)
+        } else if self.state.threads.iter().all(|t| t.handle.is_finished()) {
+            Some(StopReason::ThreadsEnded)
+        } else {
+            None
+        }
+    }
+
     /// Blocks until SIGINT/SIGTERM, the `limit`, or the end of every thread.
     pub fn wait(&self, limit: Option<Duration>) -> StopReason {
         self.wait_with(limit, Duration::from_secs(3600), |_| {})

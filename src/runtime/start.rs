@@ -256,8 +256,16 @@ fn build_segment(
     for (function, thread, position) in addf {
         hal.addf(function, thread, *position)?;
     }
+    // Room for what halcmd may add while the instance runs (deleted records are not reused).
+    let hal = hal.capacity(rtapi_hal::Capacity {
+        factor: 4,
+        floor: LIVE_SPARE_RECORDS,
+    });
     Ok((hal.build().map_err(RuntimeError::Segment)?, keys))
 }
+
+/// Spare records per table of the segment for objects added while the instance runs (about 1.5 MiB).
+pub(super) const LIVE_SPARE_RECORDS: usize = 4096;
 
 /// Room in the slot table for functions loaded while the instance runs.
 pub(super) const SPARE_SLOTS: usize = 1024;

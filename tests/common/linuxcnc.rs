@@ -678,3 +678,25 @@ pub fn check(case: &Case) {
     }
     panic!("{msg}");
 }
+
+/// Runs `script` as a `.hal` file through LinuxCNC's `halrun -f` (as a non-root user, one session at
+/// a time); returns its standard output without halrun's `Note:` lines, and its standard error.
+pub fn halrun_script(name: &str, script: &str) -> (String, String) {
+    check_linuxcnc();
+    let dir = CaseDir::new(name);
+    let hal = dir.write("script.hal", script);
+    let _lock = SessionLock::take();
+    for _ in 0..200 {
+        if !rtapi_app_running() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    let o = halrun(&dir.0, &["-f", hal.to_str().unwrap()]);
+    let stdout: String = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("Note: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    (stdout, String::from_utf8_lossy(&o.stderr).into_owned())
+}

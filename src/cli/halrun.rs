@@ -1,0 +1,197 @@
+//! `rtapi halrun [-i INI] [-k] [-s] [--check] -f FILE` (or `rtapi halrun FILE`): runs a `.hal` file
+//! as LinuxCNC's `halrun -f` does, through [`crate::config::halcmd::Session`].
+//!
+//! The file's commands run into the session's netlist model first; every error is `file:line:
+//! message` and exit 2, with nothing created. `--check` stops there. Otherwise the HAL is emitted to
+//! a dry run and then to the real runtime; if the file ran `start`, the threads start and run until
+//! Ctrl-C/SIGTERM (or `--duration`), like `rtapi run`. A file that never ran `start` is, as with
+//! halrun without `-I`, unloaded when it ends: its HAL is built into a configured runtime (every
+//! check made) and dropped, and no thread runs.
+
+use std::path::PathBuf;
+
+use std::sync::{Arc, Mutex};
+
+use super::control::{ControlServer, Executor, Flow};
+use super::prompt::{self, Outcome};
+use super::run::{config_failure, finish, serve};
+use super::{out, Failure};
+use crate::components::Registry;
+use crate::config::halcmd::{Ini, NameKind, Session};
+use crate::rt::clock::Nanos;
+use crate::runtime::{Runtime, RuntimeOptions, StopReason};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Without --check: a file that runs `start` keeps its threads running until \
+Ctrl-C or SIGTERM (or --duration), then stops and prints the summary; a file without `start` is \
+checked, built and unloaded when it ends, as LinuxCNC's halrun does without -I.\n\
+loadusr is refused at its line: rtapi cannot host LinuxCNC user-space programs yet.\n\
+Exit codes: 0 ok, 1 runtime failure, 2 a file:line error (nothing started)."
+)]
+pub struct Args {
+    /// The INI file for [SECTION]KEY substitutions.
+    #[arg(short = 'i', value_name = "INI")]
+    ini: Option<PathBuf>,
+    /// Keep going after a failed command (all errors are printed; the exit code is still 2).
+    #[arg(short = 'k')]
+    keep_going: bool,
+    /// Script-friendly output of show (no titles, one line per signal and per thread).
+    #[arg(short = 's')]
+    script_friendly: bool,
+    /// Only check the file: run it into the model and a dry-run HAL, start nothing.
+    #[arg(long)]
+    check: bool,
+    /// Stay at an interactive halcmd prompt after the file (or without one): line editing,
+    /// history, tab completion; `start` starts the instance, later commands change it while it
+    /// runs; `quit` (or Ctrl-D) stops and unloads it.
+    #[arg(short = 'I')]
+    interactive: bool,
+    /// The .hal file.
+    #[arg(short = 'f', value_name = "FILE", conflicts_with = "file")]
+    file_flag: Option<PathBuf>,
+    /// The .hal file (same as -f).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The instance name (segment /rtapi-NAME).
+    #[arg(long, value_name = "NAME", default_value = rtapi_hal::DEFAULT_INSTANCE)]
+    instance: String,
+    /// Stop a started file after this long (e.g. 5s); default: until Ctrl-C.
+    #[arg(long, value_parser = super::run::parse_run_duration)]
+    duration: Option<Nanos>,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let file = args.file_flag.clone().or(args.file.clone());
+    if file.is_none() && !args.interactive {
+        return Err(Failure::usage(
+            "halrun: give the .hal file (rtapi halrun [-i INI] -f FILE), or -I for a prompt",
+        ));
+    }
+    if args.check && args.interactive {
+        return Err(Failure::usage("halrun: --check and -I do not go together"));
+    }
+    if let Some(e) = crate::config::invalid_name("--instance", &args.instance) {
+        return Err(Failure::usage(e));
+    }
+    let ini = match &args.ini {
+        None => None,
+        Some(p) => Some(Ini::load(p).map_err(|e| config_failure(&[e]))?),
+    };
+    let mut session =
+        Session::new(Registry::builtin(), &args.instance).map_err(|e| config_failure(&[e]))?;
+    session.set_ini(ini);
+    session.keep_going = args.keep_going;
+    session.script_friendly = args.script_friendly;
+    let options = RuntimeOptions {
+        instance: args.instance.clone(),
+        ..RuntimeOptions::default()
+    };
+    if !args.check {
+        // `start` starts the instance where it stands in the file; what follows changes it live.
+        session.start_on_start(options.clone());
+    }
+    let mut stdout = std::io::stdout();
+    if let Some(file) = &file {
+        if let Err(e) = session.source(file, &mut stdout) {
+            let errors = if session.errors().is_empty() {
+                vec![e]
+            } else {
+                session.errors().to_vec()
+            };
+            let failure = config_failure(&errors);
+            // A file that failed after its `start`: the instance goes, with its summary.
+            if let Some(running) = session.detach() {
+                let _ = finish(running, StopReason::Elapsed);
+            }
+            return Err(failure);
+        }
+    }
+    if args.interactive {
+        return interactive(session, &args.instance);
+    }
+    let Some(file) = file else {
+        return Ok(());
+    };
+    if args.check {
+        // The model accepted it; the dry-run HAL must too.
+        let mut dry = crate::components::Validation::new(&args.instance)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        return session.apply_to(&mut dry).map_err(|e| config_failure(&[e]));
+    }
+    if session.runtime().is_none() {
+        let mut dry = crate::components::Validation::new(&args.instance)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        session
+            .apply_to(&mut dry)
+            .map_err(|e| config_failure(&[e]))?;
+        let mut rt = Runtime::configure(options).map_err(Failure::from)?;
+        session
+            .apply_to(&mut rt)
+            .map_err(|e| config_failure(&[e]))?;
+        drop(rt);
+        out::eprintln(&format!(
+            "rtapi halrun: {} ran no `start`: its HAL was built and unloaded, no thread ran",
+            file.display()
+        ));
+        return Ok(());
+    }
+    serve(session, &args.instance, args.duration)
+}
+
+/// halrun -I: the prompt, in this process, and the control socket for other terminals, on one
+/// session; `quit`, Ctrl-D or SIGTERM end it, stopping the instance if it was started.
+fn interactive(session: Session, instance: &str) -> Result<(), Failure> {
+    let shared = Arc::new(Mutex::new(session));
+    let server = ControlServer::start(instance, shared.clone())
+        .map_err(|e| {
+            log::warn!(
+                "instance '{instance}' takes no halcmd commands from other terminals: its \
+                 control socket is taken ({e})"
+            )
+        })
+        .ok();
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    let names = {
+        let shared = shared.clone();
+        Box::new(move || {
+            let s = shared.lock().unwrap_or_else(|p| p.into_inner());
+            [
+                NameKind::Comp,
+                NameKind::Pin,
+                NameKind::Param,
+                NameKind::Signal,
+                NameKind::Funct,
+                NameKind::Thread,
+            ]
+            .into_iter()
+            .flat_map(|k| s.names(k))
+            .collect()
+        })
+    };
+    let result = prompt::interactive("halcmd: ", names, &mut |line| {
+        let mut out = Vec::new();
+        let r = Executor::execute(&mut *lock(), line, &mut out);
+        let out = String::from_utf8_lossy(&out).into_owned();
+        match r {
+            Ok(flow) => Outcome {
+                out,
+                error: None,
+                flow,
+            },
+            Err(e) => Outcome {
+                out,
+                error: Some(e),
+                flow: Flow::Continue,
+            },
+        }
+    });
+    drop(server);
+    let running = lock().detach();
+    let stopped = match running {
+        Some(r) => finish(r, StopReason::Elapsed),
+        None => Ok(()),
+    };
+    result.map_err(|e| Failure::runtime(format!("the prompt failed: {e}")))?;
+    stopped
+}

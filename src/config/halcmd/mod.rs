@@ -1,0 +1,1613 @@
+//! The `.hal` language as halcmd reads it, and a [`Session`] that executes it.
+//!
+//! - `lex`: comments, continuations, `$VAR`/`[SECTION]KEY` substitution, quoting;
+//! - [`ini`]: LinuxCNC INI files;
+//! - `parse`: every halcmd command into a `Command`;
+//! - this module: executing commands against a **netlist model** kept in the config layer — which
+//!   components are loaded (their pins, params and functions learnt from a dry load), pin → signal
+//!   links, signal types and values, each thread's function list, aliases. The model can unlink,
+//!   delete and reorder (unlinkp, delsig, delf, unloadrt), which the append-only HAL builder cannot;
+//!   [`Session::apply_to`] emits the final model to a [`Target`] (threads, `loadrt`s with every
+//!   `setp` value as the initial value, signals and links, `sets` values, run lists) once the script
+//!   is done.
+//!
+//! Output commands (show, list, getp, gets, ptype, stype, echo, print, status, save without a file,
+//! help) write to the `out` given to [`Session::execute`] / [`Session::source`].
+
+pub mod ini;
+mod lex;
+mod live;
+mod output;
+pub(crate) mod parse;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
+
+use super::{invalid_name, read_text, ConfigError};
+use crate::components::{Declared, Instances, LoadArgs, Presets, Registry, Target, Validation};
+use crate::rt::clock::Nanos;
+use crate::rt::units::{check_period, clip, quote};
+use crate::runtime::ThreadSpec;
+pub use ini::Ini;
+pub(crate) use lex::{process_env, Subst, Word};
+pub use parse::COMMANDS;
+use parse::{AliasKind, Arrow, Command, Located, NetPin};
+
+/// The most component instances (all `loadrt` lines together) a session may load: far above any
+/// real machine, and low enough that every pin, param and statistic fits the HAL segment.
+pub const MAX_COMPONENT_INSTANCES: usize = 4096;
+
+/// How deep `source` may nest before a file is taken to include itself.
+const MAX_SOURCE_DEPTH: usize = 16;
+
+/// What the caller does after a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on with the next command.
+    Continue,
+    /// `quit` / `exit`: stop reading commands.
+    Quit,
+}
+
+/// Kinds of object names, for listings and tab completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKind {
+    /// Component instances.
+    Comp,
+    /// Pins (and pin aliases).
+    Pin,
+    /// Params (and param aliases).
+    Param,
+    /// Signals.
+    Signal,
+    /// Functions.
+    Funct,
+    /// Threads.
+    Thread,
+}
+
+/// Where a model object came from (for errors found when it is emitted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    file: String,
+    line: usize,
+}
+
+/// One live `loadrt`.
+#[derive(Debug, Clone)]
+struct Loaded {
+    component: String,
+    instances: Instances,
+    args: LoadArgs,
+    names: Vec<String>,
+    /// The arguments as written (for `save`).
+    text: String,
+    origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+struct PinInfo {
+    ty: ValueType,
+    dir: PinDir,
+    owner: String,
+    default: Value,
+}
+
+#[derive(Debug, Clone)]
+struct ParamInfo {
+    ty: ValueType,
+    access: ParamAccess,
+    owner: String,
+    default: Value,
+}
+
+#[derive(Debug, Clone)]
+struct SigInfo {
+    ty: ValueType,
+    /// Set by `sets` (or inherited from an IO pin's value); cleared when an OUT pin joins.
+    value: Option<Value>,
+    /// Linked pins in link order.
+    pins: Vec<String>,
+    origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+struct ThreadInfo {
+    spec: ThreadSpec,
+    origin: Origin,
+    functs: Vec<String>,
+    /// Created by `loadrt threads` (unloadrt threads removes it; save writes it).
+    from_loadrt: bool,
+}
+
+/// The netlist model.
+#[derive(Debug, Clone, Default)]
+struct Model {
+    loaded: Vec<Loaded>,
+    pins: BTreeMap<String, PinInfo>,
+    params: BTreeMap<String, ParamInfo>,
+    /// Function → owner instance.
+    functions: BTreeMap<String, String>,
+    /// Own values of pins and params given by setp (or kept by unlinkp).
+    values: HashMap<String, Value>,
+    pin_signal: HashMap<String, String>,
+    signals: BTreeMap<String, SigInfo>,
+    threads: Vec<ThreadInfo>,
+    /// (kind, alias) → original name.
+    aliases: BTreeMap<(AliasKind, String), String>,
+    instances: usize,
+}
+
+type Step = Result<Flow, (usize, String)>;
+
+/// A halcmd session: executes `.hal` commands into a netlist model, then emits it to a [`Target`].
+///
+/// ```
+/// use rtapi::components::{Registry, Validation};
+/// use rtapi::config::halcmd::{Flow, Session};
+///
+/// let mut s = Session::new(Registry::builtin(), "doc")?;
+/// let mut out = Vec::new();
+/// s.execute("loadrt threads name1=servo period1=1000000", &mut out)?;
+/// s.execute("loadrt pid", &mut out)?;
+/// s.execute("setp pid.0.Pgain 50", &mut out)?;
+/// s.execute("addf pid.0.do-pid-calcs servo", &mut out)?;
+/// assert_eq!(s.execute("getp pid.0.Pgain", &mut out)?, Flow::Continue);
+/// assert_eq!(String::from_utf8(out).unwrap(), "50\n");
+/// s.apply_to(&mut Validation::new("doc").unwrap())?;
+/// # Ok::<(), rtapi::config::ConfigError>(())
+/// ```
+pub struct Session {
+    registry: Registry,
+    instance: String,
+    ini: Option<Ini>,
+    /// Continue after a failed command (halrun `-k`); the errors are kept in [`Session::errors`].
+    pub keep_going: bool,
+    /// Script-friendly output (halrun `-s`): no titles in `show`.
+    pub script_friendly: bool,
+    /// The machine TOML the threads came from, for messages.
+    toml: Option<String>,
+    model: Model,
+    errors: Vec<ConfigError>,
+    echo: bool,
+    started: bool,
+    depth: usize,
+    /// Whether a failed command must leave the model as it was (interactive use, `-k`): each
+    /// command then runs on a copy kept for the rollback.
+    rollback: bool,
+    /// The running instance, once `start` started it (or [`Session::attach`]).
+    live: Option<live::Live>,
+    /// Start the instance with these options at the first `start` (halrun's way).
+    start_options: Option<crate::runtime::RuntimeOptions>,
+}
+
+impl Session {
+    /// An empty session for instance `instance` (checked as a HAL name).
+    pub fn new(registry: Registry, instance: &str) -> Result<Session, ConfigError> {
+        if let Some(e) = invalid_name("instance", instance) {
+            return Err(ConfigError::file("<session>", e));
+        }
+        Ok(Session {
+            registry,
+            instance: instance.to_string(),
+            ini: None,
+            keep_going: false,
+            script_friendly: false,
+            toml: None,
+            model: Model::default(),
+            errors: Vec::new(),
+            echo: false,
+            started: false,
+            depth: 0,
+            rollback: false,
+            live: None,
+            start_options: None,
+        })
+    }
+
+    /// Takes the INI file out of the session (to put it back later with [`set_ini`](Self::set_ini)).
+    pub fn take_ini(&mut self) -> Option<Ini> {
+        self.ini.take()
+    }
+
+    /// Uses `ini` for `[SECTION]KEY` substitution from now on.
+    pub fn set_ini(&mut self, ini: Option<Ini>) {
+        self.ini = ini;
+    }
+
+    /// Declares a thread of the machine TOML (`file:line` of its table).
+    pub(crate) fn toml_thread(
+        &mut self,
+        spec: &ThreadSpec,
+        file: &str,
+        line: usize,
+    ) -> Result<(), ConfigError> {
+        self.toml = Some(file.to_string());
+        let origin = Origin {
+            file: file.to_string(),
+            line,
+        };
+        self.add_thread(spec.clone(), origin, false)
+            .map_err(|m| ConfigError::at(file, line, m))
+    }
+
+    /// From now on, `start` builds and starts the instance with `options` when it is not running
+    /// yet, and every later command changes the running instance (halrun's way).
+    pub fn start_on_start(&mut self, options: crate::runtime::RuntimeOptions) {
+        self.start_options = Some(options);
+    }
+
+    /// Whether the script ran `start` (and no `stop` after it): halrun then keeps running.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Errors of failed commands skipped under [`keep_going`](Self::keep_going), in order.
+    pub fn errors(&self) -> &[ConfigError] {
+        &self.errors
+    }
+
+    /// The names of one kind of object, sorted (for tab completion and `list`).
+    pub fn names(&self, kind: NameKind) -> Vec<String> {
+        let m = &self.model;
+        let mut v: Vec<String> = match kind {
+            NameKind::Comp => m.loaded.iter().flat_map(|l| l.names.clone()).collect(),
+            NameKind::Pin => m
+                .pins
+                .keys()
+                .cloned()
+                .chain(
+                    m.aliases
+                        .keys()
+                        .filter(|(k, _)| *k == AliasKind::Pin)
+                        .map(|(_, a)| a.clone()),
+                )
+                .collect(),
+            NameKind::Param => m
+                .params
+                .keys()
+                .cloned()
+                .chain(
+                    m.aliases
+                        .keys()
+                        .filter(|(k, _)| *k == AliasKind::Param)
+                        .map(|(_, a)| a.clone()),
+                )
+                .collect(),
+            NameKind::Signal => m.signals.keys().cloned().collect(),
+            NameKind::Funct => m.functions.keys().cloned().collect(),
+            NameKind::Thread => m.threads.iter().map(|t| t.spec.name.clone()).collect(),
+        };
+        v.sort();
+        v
+    }
+
+    /// Executes one line of halcmd text (as typed at a prompt: errors name `<command line>:1`).
+    pub fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ConfigError> {
+        // A session that takes lines one by one goes on after an error: from the state before it.
+        self.rollback = true;
+        self.run_text("<command line>", None, line, out)
+    }
+
+    /// Executes the file at `path` (`source`; `[SECTION]KEY` from the session's INI file).
+    pub fn source(&mut self, path: &Path, out: &mut dyn Write) -> Result<Flow, ConfigError> {
+        let shown = path.display().to_string();
+        let text = read_text(path, &shown)?;
+        self.run_text(&shown, path.parent(), &text, out)
+    }
+
+    /// Parses `text` (all syntax errors at once) with this session's substitutions.
+    pub(crate) fn parse(&self, file: &str, text: &str) -> Result<Vec<Located>, Vec<ConfigError>> {
+        parse::parse(
+            file,
+            text,
+            &Subst {
+                ini: self.ini.as_ref(),
+                env: &process_env,
+            },
+        )
+    }
+
+    fn run_text(
+        &mut self,
+        file: &str,
+        dir: Option<&Path>,
+        text: &str,
+        out: &mut dyn Write,
+    ) -> Result<Flow, ConfigError> {
+        match self.parse(file, text) {
+            Ok(commands) => self.run_commands(file, dir, &commands, out),
+            Err(mut errors) => {
+                let first = errors.remove(0);
+                if self.keep_going {
+                    self.errors.push(first.clone());
+                    self.errors.append(&mut errors);
+                }
+                Err(first)
+            }
+        }
+    }
+
+    /// Runs parsed commands of file `file` (in directory `dir`, for `source`).
+    pub(crate) fn run_commands(
+        &mut self,
+        file: &str,
+        dir: Option<&Path>,
+        commands: &[Located],
+        out: &mut dyn Write,
+    ) -> Result<Flow, ConfigError> {
+        let mut first_error = None;
+        for c in commands {
+            if self.echo {
+                let _ = writeln!(out, "{}", c.text);
+            }
+            let result = match &c.command {
+                Command::Source { file: f } => self.run_source(file, dir, f, out),
+                command => {
+                    // A failed command changes nothing (halcmd checks a whole `net` before
+                    // linking any pin), so an interactive session or `-k` goes on from a clean state.
+                    let live = self.live.is_some();
+                    let before =
+                        (self.rollback || self.keep_going || live).then(|| self.model.clone());
+                    let mut done = self.exec(file, c.line, command, out);
+                    // Attached to a running instance: make the same change there.
+                    if let (Ok(_), Some(b), true) = (&done, &before, live) {
+                        if let Err(m) = self.sync(b) {
+                            done = Err((c.line, m));
+                        }
+                    }
+                    done.map_err(|(line, m)| {
+                        if let Some(before) = before {
+                            self.model = before;
+                        }
+                        ConfigError::at(file, line, m)
+                    })
+                }
+            };
+            match result {
+                Ok(Flow::Quit) => return Ok(Flow::Quit),
+                Ok(Flow::Continue) => {}
+                Err(e) if self.keep_going => {
+                    if !self.errors.contains(&e) {
+                        self.errors.push(e.clone());
+                    }
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(Flow::Continue),
+        }
+    }
+
+    fn run_source(
+        &mut self,
+        file: &str,
+        dir: Option<&Path>,
+        name: &Word,
+        out: &mut dyn Write,
+    ) -> Result<Flow, ConfigError> {
+        let at = |m: String| ConfigError::at(file, name.line, m);
+        if self.depth >= MAX_SOURCE_DEPTH {
+            return Err(at(format!(
+                "source {}: files nested more than {MAX_SOURCE_DEPTH} deep; does a file source itself?",
+                quote(&name.text)
+            )));
+        }
+        let path: PathBuf = match dir {
+            Some(d) if Path::new(&name.text).is_relative() => d.join(&name.text),
+            _ => PathBuf::from(&name.text),
+        };
+        let shown = path.display().to_string();
+        let text = read_text(&path, &shown)
+            .map_err(|e| at(format!("source {}: {}", quote(&name.text), e.message)))?;
+        self.depth += 1;
+        let result = self.run_text(&shown, path.parent(), &text, out);
+        self.depth -= 1;
+        result
+    }
+
+    /// Emits the model to `target`: threads, components (every `setp` value as the initial value),
+    /// signals and links, `sets` values, and each thread's run list in its final order.
+    pub fn apply_to(&self, target: &mut dyn Target) -> Result<(), ConfigError> {
+        let m = &self.model;
+        let err = |o: &Origin, message: String| ConfigError::at(&o.file, o.line, message);
+        for t in &m.threads {
+            target
+                .thread(&t.spec)
+                .map_err(|e| err(&t.origin, e.message))?;
+        }
+        let mut presets = Presets::new();
+        for (name, value) in &m.values {
+            if !m.pin_signal.contains_key(name) {
+                presets.insert(name.clone(), value.to_string());
+            }
+        }
+        for l in &m.loaded {
+            self.registry
+                .load(
+                    target,
+                    &mut Declared::default(),
+                    &presets,
+                    &l.component,
+                    &l.instances,
+                    &l.args,
+                )
+                .map_err(|e| err(&l.origin, format!("loadrt {}: {}", l.component, e.message)))?;
+        }
+        for (name, s) in &m.signals {
+            let hal = target.hal();
+            if s.pins.is_empty() {
+                hal.signal(name, s.ty)
+                    .map_err(|e| err(&s.origin, e.to_string()))?;
+            }
+            for p in &s.pins {
+                hal.net(name, p)
+                    .map_err(|e| err(&s.origin, format!("net {name}: {e}")))?;
+            }
+            if let Some(v) = s.value {
+                if m.writer(name).is_none() {
+                    hal.set_signal(name, v)
+                        .map_err(|e| err(&s.origin, format!("sets {name}: {e}")))?;
+                }
+            }
+        }
+        for t in &m.threads {
+            for f in &t.functs {
+                target
+                    .addf(f, &t.spec.name, None)
+                    .map_err(|e| err(&t.origin, format!("addf {f}: {}", e.message)))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add_thread(
+        &mut self,
+        spec: ThreadSpec,
+        origin: Origin,
+        from_loadrt: bool,
+    ) -> Result<(), String> {
+        if let Some(e) = invalid_name("thread name", &spec.name) {
+            return Err(e);
+        }
+        if self.model.threads.iter().any(|t| t.spec.name == spec.name) {
+            return Err(format!("duplicate thread name '{}'", spec.name));
+        }
+        let mut d = Declared::default();
+        d.thread_health(&spec.name);
+        self.model.merge(d, &[], "rtapi");
+        self.model.threads.push(ThreadInfo {
+            spec,
+            origin,
+            functs: Vec::new(),
+            from_loadrt,
+        });
+        Ok(())
+    }
+
+    fn exec(&mut self, file: &str, line: usize, command: &Command, out: &mut dyn Write) -> Step {
+        let origin = Origin {
+            file: file.to_string(),
+            line,
+        };
+        let done = Ok(Flow::Continue);
+        match command {
+            Command::Loadrt {
+                component,
+                instances,
+                args,
+                text,
+            } => self.loadrt(component, instances, args, text, origin)?,
+            Command::Unloadrt { component } => self.unloadrt(component)?,
+            Command::Loadusr { flags, program } => {
+                return Err((program.line, output::loadusr_refusal(flags, &program.text)))
+            }
+            Command::Waitusr { name } => {
+                return Err((
+                    name.line,
+                    format!(
+                        "waitusr {}: no user-space component of that name is loaded; rtapi cannot host LinuxCNC user-space components (loadusr) yet",
+                        quote(&name.text)
+                    ),
+                ))
+            }
+            Command::Unloadusr { name } => {
+                if name.text != "all" {
+                    return Err((
+                        name.line,
+                        format!(
+                            "unloadusr {}: no user-space component of that name is loaded (rtapi cannot host them yet)",
+                            quote(&name.text)
+                        ),
+                    ));
+                }
+            }
+            // No user-space component can be loaded, so `unload` is `unloadrt`.
+            Command::Unload { name } => self.unloadrt(name)?,
+            Command::Newsig { name, ty } => {
+                if let Some(e) = invalid_name("signal", &name.text) {
+                    return Err((name.line, format!("newsig: {e}")));
+                }
+                if self.model.signals.contains_key(&name.text) {
+                    return Err((
+                        name.line,
+                        format!("newsig: a signal named {} already exists", quote(&name.text)),
+                    ));
+                }
+                self.model.signals.insert(
+                    name.text.clone(),
+                    SigInfo {
+                        ty: *ty,
+                        value: None,
+                        pins: Vec::new(),
+                        origin,
+                    },
+                );
+            }
+            Command::Delsig { name } => {
+                let names: Vec<String> = if name.text == "all" {
+                    self.model.signals.keys().cloned().collect()
+                } else {
+                    self.signal(name, "delsig")?;
+                    vec![name.text.clone()]
+                };
+                for n in names {
+                    self.model.delete_signal(&n);
+                }
+            }
+            Command::Sets { signal, value } => self.sets(signal, value)?,
+            Command::Gets { signal } => {
+                let v = output::shown_value(self.signal_value(self.signal(signal, "gets")?));
+                let _ = writeln!(out, "{v}");
+            }
+            Command::Stype { name } => {
+                let ty = self.model.signals[self.signal(name, "stype")?].ty;
+                let _ = writeln!(out, "{ty}");
+            }
+            Command::Link { pin, signal } => {
+                let sig = self.signal(signal, "linkps")?.to_string();
+                let p = self.pin(pin, "linkps")?;
+                // LinuxCNC 2.9 refuses to move a linked pin (whatever its man page says).
+                if let Some(on) = self.model.pin_signal.get(&p).filter(|on| **on != sig) {
+                    return Err((
+                        pin.line,
+                        format!("linkps: pin '{p}' is linked to '{on}'; unlinkp it first to link it to '{sig}'"),
+                    ));
+                }
+                self.link(&sig, &p, None, None, pin.line)?;
+            }
+            Command::Linkpp { first, second } => {
+                let a = self.pin(first, "linkpp")?;
+                let b = self.pin(second, "linkpp")?;
+                for (p, w) in [(&a, first), (&b, second)] {
+                    if let Some(on) = self.model.pin_signal.get(p).filter(|on| **on != a) {
+                        return Err((
+                            w.line,
+                            format!("linkpp: pin '{p}' is linked to '{on}'; unlinkp it first"),
+                        ));
+                    }
+                }
+                let ty = self.model.pins[&a].ty;
+                if !self.model.signals.contains_key(&a) {
+                    self.model.signals.insert(
+                        a.clone(),
+                        SigInfo {
+                            ty,
+                            value: None,
+                            pins: Vec::new(),
+                            origin,
+                        },
+                    );
+                }
+                self.link(&a, &a, None, None, first.line)?;
+                self.link(&a, &b, None, None, second.line)?;
+            }
+            Command::Net { signal, pins } => self.net(signal, pins, origin)?,
+            Command::Unlinkp { pin } => {
+                let p = self.pin(pin, "unlinkp")?;
+                self.model.unlink(&p);
+            }
+            Command::Setp { name, value } => self.setp(name, value)?,
+            Command::Getp { name } => {
+                let (full, _) = self.pin_or_param(name, "getp")?;
+                let v = output::shown_value(self.value_of(&full));
+                let _ = writeln!(out, "{v}");
+            }
+            Command::Ptype { name } => {
+                let (full, is_param) = self.pin_or_param(name, "ptype")?;
+                let ty = if is_param {
+                    self.model.params[&full].ty
+                } else {
+                    self.model.pins[&full].ty
+                };
+                let _ = writeln!(out, "{ty}");
+            }
+            Command::Addf {
+                function,
+                thread,
+                position,
+            } => self.addf(function, thread, *position)?,
+            Command::Delf { function, thread } => self.delf(function, thread.as_ref())?,
+            Command::Alias { kind, name, alias } => self.alias(*kind, name, alias)?,
+            Command::Unalias { kind, alias } => {
+                if self.model.aliases.remove(&(*kind, alias.text.clone())).is_none() {
+                    return Err((
+                        alias.line,
+                        format!(
+                            "unalias: no {} alias named {}",
+                            kind.as_str(),
+                            quote(&alias.text)
+                        ),
+                    ));
+                }
+            }
+            Command::Show { kind, patterns } => {
+                let text = output::show(self, kind.as_ref(), patterns)
+                    .map_err(|m| (kind.as_ref().map_or(line, |w| w.line), m))?;
+                let _ = out.write_all(text.as_bytes());
+            }
+            Command::List { kind, patterns } => {
+                let text = output::list(self, kind, patterns).map_err(|m| (kind.line, m))?;
+                let _ = writeln!(out, "{text}");
+            }
+            Command::Save { item, file } => {
+                let text = output::save(self, item.as_ref())
+                    .map_err(|m| (item.as_ref().map_or(line, |w| w.line), m))?;
+                match file {
+                    None => {
+                        let _ = out.write_all(text.as_bytes());
+                    }
+                    Some(f) => std::fs::write(&f.text, text).map_err(|e| {
+                        (f.line, format!("save: cannot write {}: {e}", quote(&f.text)))
+                    })?,
+                }
+            }
+            Command::Source { file: f } => {
+                return Err((
+                    f.line,
+                    "source: only runs inside a session's file list".to_string(),
+                ))
+            }
+            Command::Echo => self.echo = true,
+            Command::Unecho => self.echo = false,
+            Command::Print { message } => {
+                let _ = writeln!(out, "{file}:{line}: {message}");
+            }
+            Command::Status => {
+                let _ = out.write_all(output::status(self).as_bytes());
+            }
+            Command::Lock | Command::Unlock | Command::Debug => {}
+            Command::Start => {
+                if self.live.is_none() {
+                    if let Some(options) = self.start_options.clone() {
+                        self.start_live(options)
+                            .map_err(|m| (line, format!("start: {m}")))?;
+                    }
+                }
+                self.run_functions(true);
+                self.started = true;
+            }
+            Command::Stop => {
+                self.run_functions(false);
+                self.started = false;
+            }
+            Command::Help { command } => {
+                let _ = out.write_all(output::help(command.as_deref()).as_bytes());
+            }
+            Command::Quit => return Ok(Flow::Quit),
+        }
+        done
+    }
+
+    // ---- name lookups -------------------------------------------------------------------------
+
+    fn signal<'w>(&self, name: &'w Word, cmd: &str) -> Result<&'w str, (usize, String)> {
+        if self.model.signals.contains_key(&name.text) {
+            Ok(&name.text)
+        } else {
+            Err((
+                name.line,
+                format!(
+                    "{cmd}: no signal named {}; signals are created by net (or newsig) above this line",
+                    quote(&name.text)
+                ),
+            ))
+        }
+    }
+
+    fn resolve(&self, kind: AliasKind, name: &str) -> String {
+        self.model
+            .aliases
+            .get(&(kind, name.to_string()))
+            .cloned()
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    fn pin(&self, name: &Word, cmd: &str) -> Result<String, (usize, String)> {
+        let full = self.resolve(AliasKind::Pin, &name.text);
+        if self.model.pins.contains_key(&full) {
+            return Ok(full);
+        }
+        let message = if self.model.params.contains_key(&full) {
+            format!(
+                "{cmd}: {} is a param, not a pin; params are set with setp",
+                quote(&name.text)
+            )
+        } else {
+            format!("{cmd}: {}", self.unknown("pin", &name.text))
+        };
+        Err((name.line, message))
+    }
+
+    /// A param (preferred, as halcmd does) or a pin: the full name and whether it is a param.
+    fn pin_or_param(&self, name: &Word, cmd: &str) -> Result<(String, bool), (usize, String)> {
+        let param = self.resolve(AliasKind::Param, &name.text);
+        if self.model.params.contains_key(&param) {
+            return Ok((param, true));
+        }
+        let pin = self.resolve(AliasKind::Pin, &name.text);
+        if self.model.pins.contains_key(&pin) {
+            return Ok((pin, false));
+        }
+        Err((
+            name.line,
+            format!("{cmd}: {}", self.unknown("pin or param", &name.text)),
+        ))
+    }
+
+    /// "no pin X" with what exists next to it, or who creates it in LinuxCNC.
+    fn unknown(&self, what: &str, name: &str) -> String {
+        let prefix = name.rsplit_once('.').map(|(p, _)| p).unwrap_or("");
+        let mut siblings: Vec<&str> = self
+            .model
+            .pins
+            .keys()
+            .chain(self.model.params.keys())
+            .filter_map(|n| n.strip_prefix(prefix)?.strip_prefix('.'))
+            .collect();
+        siblings.sort_unstable();
+        if !prefix.is_empty() && !siblings.is_empty() {
+            return format!(
+                "no {what} named {}; {} has: {}",
+                quote(name),
+                clip(prefix),
+                siblings.join(", ")
+            );
+        }
+        match output::linuxcnc_creator(name) {
+            Some(who) => format!(
+                "no {what} named {}; in LinuxCNC it is created by {who}, which rtapi does not have",
+                quote(name)
+            ),
+            None => format!(
+                "no {what} named {}; is its component loaded (loadrt) above this line?",
+                quote(name)
+            ),
+        }
+    }
+
+    // ---- structural commands ------------------------------------------------------------------
+
+    fn loadrt(
+        &mut self,
+        component: &Word,
+        instances: &Instances,
+        args: &BTreeMap<String, String>,
+        text: &str,
+        origin: Origin,
+    ) -> Result<(), (usize, String)> {
+        let line = origin.line;
+        let c = clip(&component.text);
+        if component.text == "threads" {
+            return self.loadrt_threads(instances, args, origin);
+        }
+        if let Some(e) = invalid_name("component", &component.text) {
+            return Err((component.line, format!("loadrt: {e}")));
+        }
+        let Some(entry) = self.registry.get(&component.text) else {
+            return Err((
+                component.line,
+                output::not_available(&self.registry, &component.text),
+            ));
+        };
+        let (instances, args) = linuxcnc_args(&component.text, entry.args, instances, args)
+            .map_err(|m| (line, format!("loadrt {c}: {m}")))?;
+        let n = match &instances {
+            Instances::Count(n) => *n,
+            Instances::Names(names) => names.len(),
+        };
+        if self.model.instances + n > MAX_COMPONENT_INSTANCES {
+            return Err((
+                line,
+                format!(
+                    "loadrt {c}: {n} more instances would make {}; a machine may load at most {MAX_COMPONENT_INSTANCES} component instances",
+                    self.model.instances + n
+                ),
+            ));
+        }
+        let mut scratch = Validation::new(&self.instance).map_err(|e| (line, e.message))?;
+        let mut declared = Declared::default();
+        let names = self
+            .registry
+            .load(
+                &mut scratch,
+                &mut declared,
+                &Presets::new(),
+                &component.text,
+                &instances,
+                &args,
+            )
+            .map_err(|e| (line, format!("loadrt {c}: {}", e.message)))?;
+        for name in &names {
+            if self.model.loaded.iter().any(|l| l.names.contains(name)) {
+                return Err((
+                    line,
+                    format!("loadrt {c}: a component named '{name}' already exists"),
+                ));
+            }
+        }
+        if let Some(dup) = declared
+            .pins
+            .keys()
+            .chain(declared.params.keys())
+            .find(|n| self.model.pins.contains_key(*n) || self.model.params.contains_key(*n))
+        {
+            return Err((
+                line,
+                format!("loadrt {c}: a pin or param named '{dup}' already exists"),
+            ));
+        }
+        self.model.merge(declared, &names, "");
+        self.model.instances += n;
+        self.model.loaded.push(Loaded {
+            component: component.text.clone(),
+            instances,
+            args,
+            names,
+            text: text.to_string(),
+            origin,
+        });
+        Ok(())
+    }
+
+    /// `loadrt threads name1=… period1=… [fp1=…] name2=…`: up to three threads, periods in ns.
+    fn loadrt_threads(
+        &mut self,
+        instances: &Instances,
+        args: &BTreeMap<String, String>,
+        origin: Origin,
+    ) -> Result<(), (usize, String)> {
+        let line = origin.line;
+        if *instances != Instances::Count(1) {
+            return Err((
+                line,
+                "loadrt threads: takes name1= period1= [fp1=] … name3= period3=, not count= or names="
+                    .to_string(),
+            ));
+        }
+        if let Some(bad) = args.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "name1"
+                    | "name2"
+                    | "name3"
+                    | "period1"
+                    | "period2"
+                    | "period3"
+                    | "fp1"
+                    | "fp2"
+                    | "fp3"
+            )
+        }) {
+            return Err((
+                line,
+                format!("loadrt threads: unknown argument {}; it takes name1= period1= [fp1=] up to name3= period3=", quote(bad)),
+            ));
+        }
+        let mut specs = Vec::new();
+        for i in 1..=3 {
+            let name = args.get(&format!("name{i}"));
+            let period = args.get(&format!("period{i}"));
+            match (name, period) {
+                (None, None) => {}
+                (Some(_), None) | (None, Some(_)) => {
+                    return Err((
+                        line,
+                        format!("loadrt threads: give both name{i}= and period{i}= (nanoseconds)"),
+                    ))
+                }
+                (Some(name), Some(period)) => {
+                    let ns: i64 = period.trim().parse().map_err(|_| {
+                        (
+                            line,
+                            format!(
+                                "loadrt threads: period{i}={} is not a whole number of nanoseconds",
+                                quote(period)
+                            ),
+                        )
+                    })?;
+                    let p = check_period(Nanos::from_nanos(ns))
+                        .map_err(|m| (line, format!("loadrt threads: thread {name}: {m}")))?;
+                    specs.push(ThreadSpec::new(name, p));
+                }
+            }
+        }
+        if specs.is_empty() {
+            return Err((
+                line,
+                "loadrt threads: name at least one thread: name1=servo-thread period1=1000000"
+                    .to_string(),
+            ));
+        }
+        for spec in specs {
+            self.add_thread(spec, origin.clone(), true)
+                .map_err(|m| (line, format!("loadrt threads: {m}")))?;
+        }
+        Ok(())
+    }
+
+    fn unloadrt(&mut self, component: &Word) -> Result<(), (usize, String)> {
+        let all = component.text == "all";
+        let mut found = false;
+        if all || component.text == "threads" {
+            let gone: Vec<String> = self
+                .model
+                .threads
+                .iter()
+                .filter(|t| t.from_loadrt)
+                .map(|t| t.spec.name.clone())
+                .collect();
+            found |= !gone.is_empty();
+            for t in gone {
+                self.model.remove_thread(&t);
+            }
+        }
+        let gone: Vec<Loaded> = self
+            .model
+            .loaded
+            .iter()
+            .filter(|l| all || l.component == component.text)
+            .cloned()
+            .collect();
+        found |= !gone.is_empty();
+        for l in gone {
+            self.model.unload(&l);
+        }
+        if !found && !all {
+            return Err((
+                component.line,
+                format!(
+                    "unloadrt: no component {} is loaded",
+                    quote(&component.text)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn net(
+        &mut self,
+        signal: &Word,
+        pins: &[NetPin],
+        origin: Origin,
+    ) -> Result<(), (usize, String)> {
+        if let Some(e) = invalid_name("signal", &signal.text) {
+            return Err((signal.line, format!("net: {e}")));
+        }
+        if self
+            .model
+            .pins
+            .contains_key(&self.resolve(AliasKind::Pin, &signal.text))
+        {
+            return Err((
+                signal.line,
+                format!(
+                    "net: '{}' is a pin, but the first word names the signal: net SIGNAL PIN [PIN ...]",
+                    signal.text
+                ),
+            ));
+        }
+        for p in pins {
+            let name = self.pin(&p.pin, &format!("net {}", signal.text))?;
+            if !self.model.signals.contains_key(&signal.text) {
+                let ty = self.model.pins[&name].ty;
+                self.model.signals.insert(
+                    signal.text.clone(),
+                    SigInfo {
+                        ty,
+                        value: None,
+                        pins: Vec::new(),
+                        origin: origin.clone(),
+                    },
+                );
+            }
+            if let Some(on) = self.model.pin_signal.get(&name) {
+                if *on == signal.text {
+                    continue;
+                }
+                return Err((
+                    p.pin.line,
+                    format!(
+                        "net {}: pin '{name}' is already connected to signal '{on}'; a pin is on at most one signal (unlinkp it first)",
+                        signal.text
+                    ),
+                ));
+            }
+            self.link(
+                &signal.text,
+                &name,
+                p.arrow_before,
+                p.arrow_after,
+                p.pin.line,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Links pin `name` to existing signal `signal`, with the checks the HAL builder makes and the
+    /// `net` arrows against the pin's direction.
+    fn link(
+        &mut self,
+        signal: &str,
+        name: &str,
+        before: Option<Arrow>,
+        after: Option<Arrow>,
+        line: usize,
+    ) -> Result<(), (usize, String)> {
+        if self.model.pin_signal.get(name).map(String::as_str) == Some(signal) {
+            return Ok(());
+        }
+        let PinInfo { ty, dir, .. } = self.model.pins[name].clone();
+        let reader = matches!(dir, PinDir::In | PinDir::Io);
+        let writer = matches!(dir, PinDir::Out | PinDir::Io);
+        let check = |arrow: Option<Arrow>, before: bool| -> Option<String> {
+            let (ok, role) = match (arrow?, before) {
+                (Arrow::Out, true) | (Arrow::In, false) => (reader, "a reader (IN or I/O)"),
+                (Arrow::Out, false) | (Arrow::In, true) => (writer, "a writer (OUT or I/O)"),
+                (Arrow::Both, _) => (dir == PinDir::Io, "an I/O pin"),
+            };
+            (!ok).then(|| {
+                let side = if before { "before" } else { "after" };
+                format!(
+                    "net {signal}: '{name}' is {} but the '{}' {side} it needs {role}",
+                    output::dir_word(dir),
+                    arrow.map_or("", Arrow::as_str),
+                )
+            })
+        };
+        if let Some(m) = check(before, true).or_else(|| check(after, false)) {
+            return Err((line, m));
+        }
+        let s = &self.model.signals[signal];
+        if s.ty != ty {
+            return Err((
+                line,
+                format!(
+                    "cannot net pin '{name}' ({ty}) to signal '{signal}' ({}): types must match; use a conversion component between them",
+                    s.ty
+                ),
+            ));
+        }
+        let writer_pin = self.model.writer(signal);
+        let has_io = s.pins.iter().any(|p| self.model.pins[p].dir == PinDir::Io);
+        match dir {
+            PinDir::Out => {
+                if let Some(w) = writer_pin {
+                    return Err((
+                        line,
+                        format!("cannot net OUT pin '{name}' to signal '{signal}': it already has writer '{w}'; a signal has exactly one OUT pin"),
+                    ));
+                }
+                if has_io {
+                    return Err((
+                        line,
+                        format!("cannot net pin '{name}' to signal '{signal}': a signal may have one OUT pin or any number of IO pins, not both"),
+                    ));
+                }
+            }
+            PinDir::Io if writer_pin.is_some() => {
+                return Err((
+                    line,
+                    format!("cannot net pin '{name}' to signal '{signal}': a signal may have one OUT pin or any number of IO pins, not both"),
+                ))
+            }
+            _ => {}
+        }
+        // As in LinuxCNC: the first pin linked gives the signal its value (a `sets` before it is
+        // replaced); an OUT pin owns the value from then on.
+        let own = self.model.value_of(name);
+        let s = self.model.signals.get_mut(signal).expect("checked above");
+        if dir == PinDir::Out {
+            s.value = None;
+        } else if s.pins.is_empty() {
+            s.value = Some(own);
+        }
+        s.pins.push(name.to_string());
+        self.model
+            .pin_signal
+            .insert(name.to_string(), signal.to_string());
+        Ok(())
+    }
+
+    /// A value a config may set: it parses as the target's type, and a float is finite.
+    fn parse_value(ty: ValueType, value: &Word, name: &str) -> Result<Value, (usize, String)> {
+        match Value::parse(ty, &value.text, name) {
+            Ok(Value::Float(f)) if !f.is_finite() => Err((
+                value.line,
+                format!(
+                    "{} for {name} is not a finite number; give a finite value",
+                    quote(&value.text)
+                ),
+            )),
+            Ok(v) => Ok(v),
+            Err(e) => Err((value.line, e.to_string())),
+        }
+    }
+
+    fn setp(&mut self, name: &Word, value: &Word) -> Result<(), (usize, String)> {
+        let (n, is_param) = self.pin_or_param(name, "setp")?;
+        let ty = if is_param {
+            let p = &self.model.params[&n];
+            if p.access == ParamAccess::Ro {
+                return Err((name.line, format!("setp {n}: the param is read-only")));
+            }
+            p.ty
+        } else {
+            let p = &self.model.pins[&n];
+            if p.dir == PinDir::Out {
+                return Err((
+                    name.line,
+                    format!("setp {n}: it is an OUT pin, written by its component every period; setp sets IN pins and params"),
+                ));
+            }
+            if let Some(sig) = self.model.pin_signal.get(&n) {
+                return Err((
+                    name.line,
+                    format!("setp {n}: it is connected to signal '{sig}'; set the signal with `sets {sig} VALUE` instead"),
+                ));
+            }
+            p.ty
+        };
+        let v = Self::parse_value(ty, value, &n).map_err(|(l, m)| (l, format!("setp: {m}")))?;
+        self.model.values.insert(n, v);
+        Ok(())
+    }
+
+    fn sets(&mut self, signal: &Word, value: &Word) -> Result<(), (usize, String)> {
+        let n = self.signal(signal, "sets")?.to_string();
+        if let Some(w) = self.model.writer(&n) {
+            return Err((
+                signal.line,
+                format!("sets {n}: the signal is driven by OUT pin '{w}' every period; sets only works on signals without a writer"),
+            ));
+        }
+        let ty = self.model.signals[&n].ty;
+        let v = Self::parse_value(ty, value, &n).map_err(|(l, m)| (l, format!("sets: {m}")))?;
+        self.model.signals.get_mut(&n).expect("checked").value = Some(v);
+        Ok(())
+    }
+
+    /// The functions `addf NAME` means: NAME itself, or — LinuxCNC's one function for all channels
+    /// (`stepgen.make-pulses`) — every instance's `<instance>.<suffix>` of that component, in order.
+    fn functions_named(&self, name: &str) -> Vec<String> {
+        if self.model.functions.contains_key(name) {
+            return vec![name.to_string()];
+        }
+        let Some((prefix, suffix)) = name.split_once('.') else {
+            return Vec::new();
+        };
+        self.model
+            .loaded
+            .iter()
+            .filter(|l| self.registry.get(&l.component).map(|e| e.prefix) == Some(prefix))
+            .flat_map(|l| l.names.iter().map(|i| format!("{i}.{suffix}")))
+            .filter(|f| self.model.functions.contains_key(f))
+            .collect()
+    }
+
+    fn addf(
+        &mut self,
+        function: &Word,
+        thread: &Word,
+        position: Option<i64>,
+    ) -> Result<(), (usize, String)> {
+        let functs = self.functions_named(&function.text);
+        if functs.is_empty() {
+            let known: Vec<&str> = self.model.functions.keys().map(String::as_str).collect();
+            return Err((
+                function.line,
+                format!(
+                    "addf: no function named {}; loaded functions: {}",
+                    quote(&function.text),
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        }
+        let Some(index) = self
+            .model
+            .threads
+            .iter()
+            .position(|t| t.spec.name == thread.text)
+        else {
+            let known: Vec<&str> = self
+                .model
+                .threads
+                .iter()
+                .map(|t| t.spec.name.as_str())
+                .collect();
+            let from = match &self.toml {
+                Some(toml) => format!("the [[thread]] tables of {toml}"),
+                None => "made by `loadrt threads name1=NAME period1=NS`".to_string(),
+            };
+            let linuxcnc = if thread.text.ends_with("-thread") {
+                "; in LinuxCNC the motion controller (loadrt motmod) creates servo-thread and base-thread, which rtapi does not have"
+            } else {
+                ""
+            };
+            return Err((
+                thread.line,
+                format!(
+                    "addf {}: no thread named {}; threads are {from}: {}{linuxcnc}",
+                    function.text,
+                    quote(&thread.text),
+                    if known.is_empty() {
+                        "none declared".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        };
+        for f in &functs {
+            if let Some(t) = self.model.threads.iter().find(|t| t.functs.contains(f)) {
+                return Err((
+                    function.line,
+                    format!("addf: function '{f}' is already added to thread '{}'; a function runs in one thread", t.spec.name),
+                ));
+            }
+        }
+        let t = &mut self.model.threads[index];
+        let len = t.functs.len();
+        let at = match position {
+            None | Some(-1) => len,
+            Some(p) if p > 0 && p.unsigned_abs() - 1 <= len as u64 => p as usize - 1,
+            Some(p) if p < 0 && p.unsigned_abs() - 1 <= len as u64 => len + 1 - p.unsigned_abs() as usize,
+            Some(p) => {
+                return Err((
+                    thread.line,
+                    format!(
+                        "addf {}: position {p} is outside thread '{}', which has {len} function(s) so far",
+                        function.text, thread.text
+                    ),
+                ))
+            }
+        };
+        for (i, f) in functs.into_iter().enumerate() {
+            t.functs.insert(at + i, f);
+        }
+        Ok(())
+    }
+
+    fn delf(&mut self, function: &Word, thread: Option<&Word>) -> Result<(), (usize, String)> {
+        let functs = self.functions_named(&function.text);
+        if functs.is_empty() {
+            return Err((
+                function.line,
+                format!("delf: no function named {}", quote(&function.text)),
+            ));
+        }
+        for f in functs {
+            let t = self
+                .model
+                .threads
+                .iter_mut()
+                .find(|t| t.functs.contains(&f));
+            match (t, thread) {
+                (Some(t), Some(want)) if t.spec.name != want.text => {
+                    return Err((
+                        want.line,
+                        format!(
+                            "delf: function '{f}' is in thread '{}', not '{}'",
+                            t.spec.name, want.text
+                        ),
+                    ))
+                }
+                (Some(t), _) => t.functs.retain(|x| *x != f),
+                (None, _) => {
+                    return Err((
+                        function.line,
+                        format!("delf: function '{f}' is not in any thread"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn alias(&mut self, kind: AliasKind, name: &Word, alias: &Word) -> Result<(), (usize, String)> {
+        let full = self.resolve(kind, &name.text);
+        let exists = match kind {
+            AliasKind::Pin => self.model.pins.contains_key(&full),
+            AliasKind::Param => self.model.params.contains_key(&full),
+        };
+        if !exists {
+            return Err((
+                name.line,
+                format!("alias: {}", self.unknown(kind.as_str(), &name.text)),
+            ));
+        }
+        if let Some(e) = invalid_name("alias", &alias.text) {
+            return Err((alias.line, format!("alias: {e}")));
+        }
+        if self.model.pins.contains_key(&alias.text)
+            || self.model.params.contains_key(&alias.text)
+            || self.model.aliases.keys().any(|(_, a)| *a == alias.text)
+        {
+            return Err((
+                alias.line,
+                format!("alias: the name {} is already taken", quote(&alias.text)),
+            ));
+        }
+        // One alias per object: a new one replaces the old.
+        self.model
+            .aliases
+            .retain(|(k, _), orig| !(*k == kind && *orig == full));
+        self.model.aliases.insert((kind, alias.text.clone()), full);
+        Ok(())
+    }
+}
+
+impl Model {
+    /// Adds a dry load's pins, params and functions, each owned by the longest of `instances` that
+    /// prefixes it (or `fallback`).
+    fn merge(&mut self, d: Declared, instances: &[String], fallback: &str) {
+        let owner = |name: &str| -> String {
+            instances
+                .iter()
+                .filter(|i| name == i.as_str() || name.starts_with(&format!("{i}.")))
+                .max_by_key(|i| i.len())
+                .cloned()
+                .unwrap_or_else(|| fallback.to_string())
+        };
+        for (name, (ty, dir)) in d.pins {
+            let default = d
+                .values
+                .get(&name)
+                .copied()
+                .unwrap_or(Value::from_bits(ty, 0));
+            let owner = owner(&name);
+            self.pins.insert(
+                name,
+                PinInfo {
+                    ty,
+                    dir,
+                    owner,
+                    default,
+                },
+            );
+        }
+        for (name, (ty, access)) in d.params {
+            let default = d
+                .values
+                .get(&name)
+                .copied()
+                .unwrap_or(Value::from_bits(ty, 0));
+            let owner = owner(&name);
+            self.params.insert(
+                name,
+                ParamInfo {
+                    ty,
+                    access,
+                    owner,
+                    default,
+                },
+            );
+        }
+        for (name, instance) in d.functions {
+            self.functions.insert(name, instance);
+        }
+    }
+
+    fn writer(&self, signal: &str) -> Option<&str> {
+        self.signals[signal]
+            .pins
+            .iter()
+            .find(|p| self.pins[*p].dir == PinDir::Out)
+            .map(String::as_str)
+    }
+
+    /// A pin's or param's value: a linked pin reads its signal.
+    fn value_of(&self, name: &str) -> Value {
+        if let Some(sig) = self.pin_signal.get(name) {
+            return self.signal_value(sig);
+        }
+        if let Some(v) = self.values.get(name) {
+            return *v;
+        }
+        self.pins
+            .get(name)
+            .map(|p| p.default)
+            .or_else(|| self.params.get(name).map(|p| p.default))
+            .unwrap_or(Value::Bit(false))
+    }
+
+    /// A signal's value before anything runs: its writer's, else the one set, else zero.
+    fn signal_value(&self, signal: &str) -> Value {
+        let s = &self.signals[signal];
+        if let Some(w) = self.writer(signal) {
+            return self.values.get(w).copied().unwrap_or(self.pins[w].default);
+        }
+        s.value.unwrap_or(Value::from_bits(s.ty, 0))
+    }
+
+    /// Unlinks a pin; it keeps the signal's last value, as in LinuxCNC.
+    fn unlink(&mut self, pin: &str) {
+        let Some(sig) = self.pin_signal.get(pin).cloned() else {
+            return;
+        };
+        let v = self.signal_value(&sig);
+        self.pin_signal.remove(pin);
+        if let Some(s) = self.signals.get_mut(&sig) {
+            s.pins.retain(|p| p != pin);
+        }
+        if self.pins[pin].dir != PinDir::Out {
+            self.values.insert(pin.to_string(), v);
+        }
+    }
+
+    fn delete_signal(&mut self, name: &str) {
+        let pins = self
+            .signals
+            .get(name)
+            .map(|s| s.pins.clone())
+            .unwrap_or_default();
+        for p in pins {
+            self.unlink(&p);
+        }
+        self.signals.remove(name);
+    }
+
+    fn remove_thread(&mut self, name: &str) {
+        self.threads.retain(|t| t.spec.name != name);
+        let prefix = format!("{name}.");
+        let health: Vec<String> = self
+            .pins
+            .keys()
+            .chain(self.params.keys())
+            .filter(|n| n.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for n in health {
+            self.forget(&n);
+        }
+    }
+
+    /// Drops a pin or param and everything that refers to it.
+    fn forget(&mut self, name: &str) {
+        self.unlink(name);
+        self.pins.remove(name);
+        self.params.remove(name);
+        self.values.remove(name);
+        self.aliases.retain(|_, orig| orig != name);
+    }
+
+    fn unload(&mut self, l: &Loaded) {
+        let owned = |owner: &str| l.names.iter().any(|n| n == owner);
+        let names: Vec<String> = self
+            .pins
+            .iter()
+            .filter(|(_, p)| owned(&p.owner))
+            .map(|(n, _)| n.clone())
+            .chain(
+                self.params
+                    .iter()
+                    .filter(|(_, p)| owned(&p.owner))
+                    .map(|(n, _)| n.clone()),
+            )
+            .collect();
+        let functs: Vec<String> = self
+            .functions
+            .iter()
+            .filter(|(_, o)| owned(o))
+            .map(|(f, _)| f.clone())
+            .collect();
+        for f in &functs {
+            self.functions.remove(f);
+            for t in &mut self.threads {
+                t.functs.retain(|x| x != f);
+            }
+            // The function's health objects (`<funct>.time`, `.tmax`, …).
+            let prefix = format!("{f}.");
+            let health: Vec<String> = self
+                .pins
+                .keys()
+                .chain(self.params.keys())
+                .filter(|n| n.starts_with(&prefix))
+                .cloned()
+                .collect();
+            for n in health {
+                self.forget(&n);
+            }
+        }
+        for n in names {
+            self.forget(&n);
+        }
+        self.instances -= l.names.len();
+        self.loaded
+            .retain(|x| x.origin != l.origin || x.component != l.component);
+    }
+}
+
+/// LinuxCNC's `loadrt` arguments mapped onto rtapi's: `num_chan=N` is `count=N` for components that
+/// take it; stepgen's `step_type=` and `ctrl_type=` give one instance per value (rtapi's stepgen is
+/// step/dir in position mode: type 0, `p`).
+fn linuxcnc_args(
+    component: &str,
+    known: &[&str],
+    instances: &Instances,
+    args: &BTreeMap<String, String>,
+) -> Result<(Instances, LoadArgs), String> {
+    let mut args = args.clone();
+    let mut instances = instances.clone();
+    let explicit = instances != Instances::Count(1);
+    let set_count = |key: &str, n: usize, instances: &mut Instances| -> Result<(), String> {
+        if explicit && *instances != Instances::Count(n) {
+            if let Instances::Names(names) = instances {
+                if names.len() == n {
+                    return Ok(());
+                }
+            }
+            return Err(format!("{key}= gives {n} channels, but count=/names= gives another number; give one of them"));
+        }
+        if !explicit {
+            *instances = Instances::Count(n);
+        }
+        Ok(())
+    };
+    if !known.contains(&"num_chan") {
+        if let Some(v) = args.remove("num_chan") {
+            let n = v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=crate::components::MAX_INSTANCES).contains(n))
+                .ok_or_else(|| {
+                    format!("num_chan={}: give a positive number of channels", quote(&v))
+                })?;
+            set_count("num_chan", n, &mut instances)?;
+        }
+    }
+    if component == "stepgen" {
+        for key in ["step_type", "ctrl_type"] {
+            if let Some(v) = args.remove(key) {
+                let values: Vec<&str> = v.split(',').map(str::trim).collect();
+                let ok = |x: &str| match key {
+                    "step_type" => x == "0",
+                    _ => x.eq_ignore_ascii_case("p"),
+                };
+                if let Some(bad) = values.iter().find(|x| !ok(x)) {
+                    return Err(format!(
+                        "{key}={}: rtapi's stepgen makes step/dir pulses in position mode only (step_type=0, ctrl_type=p); {} is not available",
+                        quote(&v),
+                        quote(bad)
+                    ));
+                }
+                set_count(key, values.len(), &mut instances)?;
+            }
+        }
+    }
+    Ok((instances, LoadArgs { args }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,210 @@
+//! `rtapi halrun`: a `.hal` file run as LinuxCNC's `halrun -f` runs it — `--check`, `-i INI`, `-k`,
+//! a file that starts its threads, one that does not — and `rtapi run` with a TOML `ini =` key.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn rtapi(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .current_dir(dir)
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+fn segment(instance: &str) -> bool {
+    Path::new(&format!("/dev/shm/rtapi-{instance}")).exists()
+}
+
+const SERVO: &str = "\
+# a servo thread, a sine into a pid loop
+loadrt threads name1=servo period1=[EMCMOT]SERVO_PERIOD
+loadrt siggen
+loadrt pid
+net cmd siggen.0.sine => pid.0.command
+setp pid.0.Pgain [AXIS_X]P_GAIN
+addf siggen.0.update servo
+addf pid.0.do-pid-calcs servo
+";
+
+fn write_config(dir: &Path) {
+    std::fs::write(
+        dir.join("m.ini"),
+        "[EMCMOT]\nSERVO_PERIOD = 1000000\n[AXIS_X]\nP_GAIN = 40\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("m.hal"), SERVO).unwrap();
+}
+
+#[test]
+fn check_validates_with_the_ini_file_and_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path());
+    std::fs::write(
+        dir.path().join("show.hal"),
+        "source m.hal\ngetp pid.0.Pgain\nshow thread\n",
+    )
+    .unwrap();
+    let instance = format!("halrun-check-{}", std::process::id());
+    let out = rtapi(
+        dir.path(),
+        &[
+            "halrun",
+            "--check",
+            "-s",
+            "-i",
+            "m.ini",
+            "-f",
+            "show.hal",
+            "--instance",
+            &instance,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "40\n1000000 servo siggen.0.update pid.0.do-pid-calcs\n"
+    );
+    assert!(!segment(&instance));
+    // Without the INI file: the first [SECTION]KEY is a file:line error, exit 2.
+    let out = rtapi(dir.path(), &["halrun", "--check", "m.hal"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("m.hal:2: [EMCMOT]SERVO_PERIOD needs an INI file"),
+        "{stderr}"
+    );
+    // A key the INI file lacks.
+    std::fs::write(
+        dir.path().join("short.ini"),
+        "[EMCMOT]\nSERVO_PERIOD = 1000000\n",
+    )
+    .unwrap();
+    let out = rtapi(
+        dir.path(),
+        &["halrun", "--check", "-i", "short.ini", "m.hal"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("m.hal:6: short.ini has no section [AXIS_X] (for key P_GAIN)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn keep_going_reports_every_failed_command() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.hal"),
+        "loadrt motmod\nloadrt pid\nsetp pid.0.nope 1\nloadusr -W halui\nsetp pid.0.Pgain 3\n",
+    )
+    .unwrap();
+    let out = rtapi(dir.path(), &["halrun", "--check", "-k", "-f", "bad.hal"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines[0].starts_with("bad.hal:1: component 'motmod'"),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].starts_with("bad.hal:3: setp: no pin or param named 'pid.0.nope'"),
+        "{stderr}"
+    );
+    assert!(
+        lines[2].starts_with("bad.hal:4: loadusr: user-space component 'halui'"),
+        "{stderr}"
+    );
+    assert!(
+        lines[3].contains("3 configuration error(s); nothing was started"),
+        "{stderr}"
+    );
+    // Without -k: the first error only.
+    let out = rtapi(dir.path(), &["halrun", "--check", "-f", "bad.hal"]);
+    assert_eq!(text(&out.stderr).lines().count(), 2);
+}
+
+#[test]
+fn a_file_that_starts_runs_its_threads_and_one_that_does_not_is_unloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path());
+    std::fs::write(dir.path().join("run.hal"), "source m.hal\nstart\n").unwrap();
+    let instance = format!("halrun-run-{}", std::process::id());
+    let out = rtapi(
+        dir.path(),
+        &[
+            "halrun",
+            "-i",
+            "m.ini",
+            "-f",
+            "run.hal",
+            "--duration",
+            "300ms",
+            "--instance",
+            &instance,
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("instance '{instance}' running")),
+        "{stderr}"
+    );
+    // The run summary names the thread that ran.
+    assert!(text(&out.stdout).contains("servo"), "{}", text(&out.stdout));
+    assert!(!segment(&instance));
+    // No `start`: built, unloaded, nothing ran.
+    let out = rtapi(
+        dir.path(),
+        &["halrun", "-i", "m.ini", "m.hal", "--instance", &instance],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("m.hal ran no `start`"), "{stderr}");
+    assert!(text(&out.stdout).is_empty());
+    assert!(!segment(&instance));
+}
+
+#[test]
+fn rtapi_run_takes_the_ini_file_from_the_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path());
+    // The TOML declares no thread: `loadrt threads` in the .hal file does.
+    std::fs::write(
+        dir.path().join("m.toml"),
+        "hal = [\"m.hal\"]\nini = \"m.ini\"\n",
+    )
+    .unwrap();
+    let instance = format!("halrun-toml-{}", std::process::id());
+    let out = rtapi(
+        dir.path(),
+        &[
+            "run",
+            "m.toml",
+            "--duration",
+            "200ms",
+            "--instance",
+            &instance,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!segment(&instance));
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "hal = [\"m.hal\"]\nini = \"none.ini\"\n",
+    )
+    .unwrap();
+    let out = rtapi(dir.path(), &["run", "bad.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("bad.toml:2: ini file: none.ini: cannot read"),
+        "{stderr}"
+    );
+}
