@@ -638,3 +638,178 @@ impl FifoClient {
         Ok(self.ring.push(0, values.iter().map(|v| v.to_bits())))
     }
 }
+
+/// One sample as a reader gets it: its number (the sampler's `sample-num` when it was taken) and
+/// one value per channel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The sampler's `sample-num` for this sample (as an unsigned 32-bit count).
+    pub number: u64,
+    /// One value per channel, in pin order.
+    pub values: Vec<Value>,
+}
+
+impl FifoClient {
+    /// Opens sampler FIFO `fifo` (e.g. `sampler.0`) of `instance` to read its rows.
+    pub fn sampler(instance: &str, fifo: &str, trust: &Trust) -> Result<FifoClient, FifoError> {
+        FifoClient::open(instance, fifo, FifoKind::Sampler, trust)
+    }
+
+    /// Opens streamer FIFO `fifo` (e.g. `streamer.0`) of `instance` to feed it.
+    pub fn streamer(instance: &str, fifo: &str, trust: &Trust) -> Result<FifoClient, FifoError> {
+        FifoClient::open(instance, fifo, FifoKind::Streamer, trust)
+    }
+
+    /// Sampler: the rows waiting now, oldest first (the iterator ends when the ring is empty; call
+    /// again later for more). Never blocks.
+    pub fn rows(&self) -> impl Iterator<Item = Result<Row, FifoError>> + '_ {
+        std::iter::from_fn(move || {
+            self.pop()
+                .map(|r| r.map(|(number, values)| Row { number, values }))
+                .transpose()
+        })
+    }
+}
+
+/// A value as a sample line writes it: bit `0`/`1`, integers in decimal, floats in the shortest form
+/// that reads back to the same bits (`0.1`, `-0`, `1e300`, `inf`, `-inf`, `nan`).
+pub fn format_value(v: Value) -> String {
+    match v {
+        Value::Bit(b) => if b { "1" } else { "0" }.to_string(),
+        Value::Float(f) if f.is_nan() => "nan".to_string(),
+        Value::Float(f) => format!("{f:?}").trim_end_matches(".0").to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Parses one value of type `ty` from a stream line's field: bit `0`/`1` (or `TRUE`/`FALSE`),
+/// integers in decimal (or `0x` hex), floats as Rust and C read them (`1.5`, `-2e-3`, `inf`, `nan`).
+pub fn parse_value(ty: ValueType, field: &str) -> Result<Value, String> {
+    let bad = || format!("'{}' is not a {ty}", field.escape_default());
+    let int = |s: &str| -> Option<i64> {
+        let (neg, digits) = match s.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, s.strip_prefix('+').unwrap_or(s)),
+        };
+        let v = match digits
+            .strip_prefix("0x")
+            .or_else(|| digits.strip_prefix("0X"))
+        {
+            Some(hex) => i64::from_str_radix(hex, 16).ok()?,
+            None if digits.bytes().all(|b| b.is_ascii_digit()) => digits.parse().ok()?,
+            None => return None,
+        };
+        Some(if neg { -v } else { v })
+    };
+    match ty {
+        ValueType::Bit => match field {
+            "0" | "FALSE" | "false" => Ok(Value::Bit(false)),
+            "1" | "TRUE" | "true" => Ok(Value::Bit(true)),
+            _ => Err(bad()),
+        },
+        ValueType::Float => field.parse::<f64>().map(Value::Float).map_err(|_| bad()),
+        ValueType::S32 => int(field)
+            .and_then(|v| i32::try_from(v).ok())
+            .map(Value::S32)
+            .ok_or_else(bad),
+        ValueType::U32 => int(field)
+            .and_then(|v| u32::try_from(v).ok())
+            .map(Value::U32)
+            .ok_or_else(bad),
+        _ => Err(bad()),
+    }
+}
+
+/// Parses a stream line: whitespace-separated fields, one per channel. `Ok(None)` for a comment
+/// (`#` first) or an empty line.
+pub fn parse_line(types: &[ValueType], line: &str) -> Result<Option<Vec<Value>>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() != types.len() {
+        return Err(format!(
+            "{} values, the FIFO has {} channels",
+            fields.len(),
+            types.len()
+        ));
+    }
+    types
+        .iter()
+        .zip(fields)
+        .enumerate()
+        .map(|(i, (t, f))| parse_value(*t, f).map_err(|e| format!("value {}: {e}", i + 1)))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_and_parse_back_bit_exact() {
+        let floats = [
+            0.0,
+            -0.0,
+            0.1,
+            -1.5,
+            1e300,
+            f64::MAX,
+            f64::MIN,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            123456789.0,
+        ];
+        for f in floats {
+            let t = format_value(Value::Float(f));
+            let back = parse_value(ValueType::Float, &t).unwrap();
+            assert_eq!(back.to_bits(), f.to_bits(), "{f} → {t}");
+        }
+        assert_eq!(format_value(Value::Float(-0.0)), "-0");
+        assert_eq!(format_value(Value::Float(2.0)), "2");
+        assert_eq!(format_value(Value::Float(f64::NAN)), "nan");
+        assert!(matches!(parse_value(ValueType::Float, "nan"), Ok(Value::Float(f)) if f.is_nan()));
+        for (ty, t, v) in [
+            (ValueType::S32, "-2147483648", Value::S32(i32::MIN)),
+            (ValueType::S32, "2147483647", Value::S32(i32::MAX)),
+            (ValueType::U32, "4294967295", Value::U32(u32::MAX)),
+            (ValueType::U32, "0x10", Value::U32(16)),
+            (ValueType::Bit, "1", Value::Bit(true)),
+        ] {
+            assert_eq!(parse_value(ty, t), Ok(v));
+        }
+        for (ty, t) in [
+            (ValueType::S32, "2147483648"),
+            (ValueType::U32, "-1"),
+            (ValueType::Bit, "2"),
+            (ValueType::Float, "1.5x"),
+            (ValueType::S32, "1.0"),
+        ] {
+            assert!(parse_value(ty, t).is_err(), "{t}");
+        }
+        let types = [ValueType::Float, ValueType::Bit];
+        assert_eq!(parse_line(&types, "# x"), Ok(None));
+        assert!(parse_line(&types, "1").unwrap_err().contains("1 values"));
+        assert!(parse_line(&types, "1 5").unwrap_err().contains("value 2"));
+    }
+
+    #[test]
+    fn cfg_letters_are_linuxcncs() {
+        assert_eq!(
+            parse_cfg("fBsU").unwrap(),
+            [
+                ValueType::Float,
+                ValueType::Bit,
+                ValueType::S32,
+                ValueType::U32
+            ]
+        );
+        assert!(parse_cfg("").is_err());
+        assert!(parse_cfg("fl").is_err());
+        assert!(parse_cfg(&"f".repeat(65)).is_err());
+    }
+}
