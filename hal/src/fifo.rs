@@ -6,7 +6,7 @@
 //! for its whole life (as for the segment: a free lock means the owner is gone) and removes it when
 //! the [`OwnedFifo`] drops. One other process at a time ([`FifoClient`]) is the other end: it holds an
 //! open-file-description lock (`F_OFD_SETLK`) on the file's first byte, so a second reader or writer
-//! is refused, and a client that dies frees it. The byte layout is `hal/LAYOUT.md` §10.
+//! is refused, and a client that dies frees it. The byte layout is `hal/LAYOUT.md` §12.
 //!
 //! The ring: `head` counts records written, `tail` records read, both only ever growing (wrapping
 //! at 2^64); record `i` lives in slot `i % depth`. The producer writes a record's words, then
@@ -34,7 +34,7 @@ pub const MAX_CHANNELS: usize = 64;
 /// Largest data area, in bytes (`depth × (1 + channels) × 8`).
 pub const MAX_DATA_BYTES: usize = 256 << 20;
 
-/// Byte offsets of the header (LAYOUT.md §10).
+/// Byte offsets of the header (LAYOUT.md §12).
 pub mod offsets {
     /// [`FIFO_MAGIC`](super::FIFO_MAGIC).
     pub const MAGIC: usize = 0;

@@ -1,6 +1,6 @@
 //! `sampler` and `streamer`: LinuxCNC's real-time ends of a sample FIFO, each instance with its own
 //! lock-free ring in shared memory (`/dev/shm/rtapi-<instance>:sampler.0`, format in `hal/LAYOUT.md`
-//! §10, code in `rtapi_hal::fifo`). `rtapi sample` reads a sampler's ring, `rtapi stream` feeds a
+//! §12, code in `rtapi_hal::fifo`). `rtapi sample` reads a sampler's ring, `rtapi stream` feeds a
 //! streamer's.
 //!
 //! `loadrt sampler cfg=ffbs,u depth=1000,50` makes `sampler.0` (four channels) and `sampler.1` (one):
