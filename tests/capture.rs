@@ -121,10 +121,26 @@ fn stream(instance: &str, input: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// `rtapi sample --instance INSTANCE EXTRA…`, killed (and the test failed) if it runs past `T`.
 fn sample(instance: &str, extra: &[&str]) -> (bool, String, String) {
     let mut args = vec!["sample", "--instance", instance];
     args.extend_from_slice(extra);
-    let o = rtapi(&args);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + T;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            child.kill().unwrap();
+            let o = child.wait_with_output().unwrap();
+            panic!("rtapi {args:?} still running after {T:?}: {:?}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
     let (out, err) = text(&o);
     (o.status.success(), out, err)
 }
@@ -271,6 +287,19 @@ fn a_sampler_loaded_into_a_running_instance_works() {
         assert!(v[0] == "1" || v[0] == "-1", "{l}");
         assert_eq!(v[1], "2.5");
     }
+    // Unloaded and loaded again, with another shape: the new ring replaces the old one's file.
+    for cmd in [
+        &["unloadrt", "sampler"][..],
+        &["loadrt", "sampler", "cfg=u", "depth=10"],
+        &["setp", "sampler.0.pin.0", "4294967295"],
+        &["addf", "sampler.0", "servo"],
+    ] {
+        let (ok, out, err) = halcmd(&r.name, cmd);
+        assert!(ok, "{cmd:?}: {out} {err}");
+    }
+    let (ok, out, err) = sample(&r.name, &["-n", "3"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "4294967295\n".repeat(3));
     r.stop();
 }
 

@@ -187,6 +187,17 @@ fn file_size(depth: usize, channels: usize) -> Option<usize> {
     (data <= MAX_DATA_BYTES).then_some(offsets::DATA + data)
 }
 
+/// The owner pid in the header of a FIFO file (magic checked), if it has one.
+fn header_pid(fd: &OwnedFd, path: &str) -> Option<u32> {
+    let size = usize::try_from(segment::fstat(fd, path).ok()?.st_size).ok()?;
+    if size < offsets::DATA {
+        return None;
+    }
+    let head = Mapping::map(fd, offsets::DATA, false, path).ok()?;
+    (head.load(offsets::MAGIC).to_ne_bytes() == FIFO_MAGIC)
+        .then(|| head.load(offsets::OWNER_PID) as u32)
+}
+
 /// The ring as both sides see it: the mapping, its geometry, and the words.
 struct Ring {
     block: Block,
@@ -317,6 +328,14 @@ impl OwnedFifo {
             };
             segment::check_trust(&old, &path, &Trust::new(), Side::Owner)?;
             if !segment::try_lock(&old) {
+                // Locked by this very process: the ring of an instance unloaded live (its function
+                // is off every thread, but its closure, which owns the file, lives as long as the
+                // runtime). Two live instances cannot share a name, so that ring has no writer
+                // left: take the name over. The old owner removes only its own inode on drop.
+                if header_pid(&old, &path) == Some(std::process::id()) {
+                    let _ = segment::unlink_name(&name);
+                    continue;
+                }
                 return Err(FifoError::InUse {
                     path,
                     who: "a live owner (another instance, or this one loaded it already)".into(),
