@@ -814,6 +814,23 @@ mod tests {
         assert_eq!(parse_line(&types, "# x"), Ok(None));
         assert!(parse_line(&types, "1").unwrap_err().contains("1 values"));
         assert!(parse_line(&types, "1 5").unwrap_err().contains("value 2"));
+        // LinuxCNC 2.9's halsampler prints floats with six decimals and a space after the last
+        // value (seen in halrun): such lines read as they are.
+        let lc = [
+            ValueType::Float,
+            ValueType::Bit,
+            ValueType::S32,
+            ValueType::U32,
+        ];
+        assert_eq!(
+            parse_line(&lc, "-0.000000 1 -2147483648 4294967295 ").unwrap(),
+            Some(vec![
+                Value::Float(-0.0),
+                Value::Bit(true),
+                Value::S32(i32::MIN),
+                Value::U32(u32::MAX)
+            ])
+        );
     }
 
     #[test]
