@@ -30,7 +30,7 @@
 //! counts it in `overruns`: nothing is overwritten, nothing waits. The streamer takes one record per
 //! call (or per clock edge) while enabled; an empty ring leaves the pins as they were, sets `empty`
 //! and counts an underrun. The pins of `overruns`, `sample-num` and `underruns` are I/O as in 2.9, so
-//! `setp` can reset them.
+//! `setp` can reset them (a reset `sample-num` reads as a gap: `rtapi sample` prints `overrun` there).
 //!
 //! The ring is created when the function is made (at `start`, or at once by a live `loadrt`) and
 //! removed when the instance ends. A ring that cannot be created (a live process already has that
