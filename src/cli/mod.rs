@@ -12,6 +12,7 @@ mod latency_test;
 mod out;
 pub(crate) mod prompt;
 mod run;
+mod sample;
 mod setp;
 mod show;
 mod tune;
@@ -128,6 +129,10 @@ enum Command {
     Sets(setp::Args),
     /// Watch values live, like halmeter.
     Watch(watch::Args),
+    /// Print a sampler's FIFO, one line per sample, like halsampler (-c CHAN, -n COUNT, -t, --csv).
+    Sample(sample::SampleArgs),
+    /// Feed a streamer's FIFO from a file or standard input, one line per sample, like halstreamer.
+    Stream(sample::StreamArgs),
     /// Run halcmd commands in a running instance: one, a file (-f), or an interactive prompt.
     Halcmd(halcmd::Args),
     /// Apply detect's run-time fixes to the RT CPUs (IRQs, workqueues, watchdogs, idle states…) with a
@@ -168,7 +173,11 @@ pub fn main() -> ExitCode {
     .init();
     if matches!(
         cli.command,
-        Command::Run(_) | Command::Halrun(_) | Command::LatencyTest(_) | Command::CompareTimers(_)
+        Command::Run(_)
+            | Command::Halrun(_)
+            | Command::LatencyTest(_)
+            | Command::CompareTimers(_)
+            | Command::Sample(_)
     ) {
         // Before anything else: a Ctrl-C or SIGTERM from now on is a stop request the command answers
         // (stop, report, remove the segment), not the default action that leaves the segment behind.
@@ -185,6 +194,8 @@ pub fn main() -> ExitCode {
         Command::Setp(args) => setp::setp(args),
         Command::Sets(args) => setp::sets(args),
         Command::Watch(args) => watch::run(args),
+        Command::Sample(args) => sample::sample(args),
+        Command::Stream(args) => sample::stream(args),
         Command::Halcmd(args) => halcmd::run(args),
         Command::Tune(args) => tune::run(args),
     };

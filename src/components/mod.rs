@@ -45,6 +45,7 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
+mod capture;
 mod compare;
 mod conv;
 mod counters;
@@ -313,6 +314,8 @@ impl Registry {
         r.register::<filters::Integ>();
         r.register::<filters::Lowpass>();
         r.register::<pwmgen::Pwmgen>();
+        r.register::<capture::Sampler>();
+        r.register::<capture::Streamer>();
         r
     }
 
