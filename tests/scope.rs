@@ -81,6 +81,7 @@ fn scope(owner: &Owner, args: &[&str]) -> Child {
     let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
         .args(&all)
         .env("RUST_LOG", "error")
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -283,4 +284,37 @@ fn a_trigger_that_never_fires_times_out_and_leaves_the_instance_as_it_was() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nosuch.pin"));
     untouched(&owner, &functs, &sigs);
+}
+
+#[test]
+fn a_manual_trigger_fires_on_enter() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let owner = Owner::start("manual", dir.path());
+    let out = dir.path().join("manual");
+    let mut child = scope(
+        &owner,
+        &[
+            "pid.0.feedback",
+            "--trigger",
+            "manual",
+            "--length",
+            "50",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    // Armed and waiting: nothing written yet.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "it must wait for Enter"
+    );
+    writeln!(child.stdin.take().unwrap()).unwrap();
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    assert_eq!(
+        rows(&std::fs::read_to_string(out.with_extension("csv")).unwrap()).len(),
+        50
+    );
 }

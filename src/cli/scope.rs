@@ -35,7 +35,8 @@ pub struct Args {
     #[arg(required = true, num_args = 1..=MAX_CHANNELS)]
     channels: Vec<String>,
     /// When to capture: rise:CHANNEL[:LEVEL], fall:CHANNEL[:LEVEL], above:CHANNEL:LEVEL,
-    /// below:CHANNEL:LEVEL, overrun (the thread missed a deadline), or now (at once).
+    /// below:CHANNEL:LEVEL, overrun (the thread missed a deadline), manual (when a line — Enter —
+    /// comes on standard input), or now (at once).
     #[arg(long, default_value = "now")]
     trigger: String,
     /// The share of the capture before the trigger, in percent.
@@ -56,6 +57,7 @@ pub struct Args {
 #[derive(Debug, Clone, PartialEq)]
 enum Trigger {
     Now,
+    Manual,
     Overrun,
     Rise(usize, f64),
     Fall(usize, f64),
@@ -88,6 +90,7 @@ impl Trigger {
         };
         Ok(match parts.as_slice() {
             ["now"] => Trigger::Now,
+            ["manual"] => Trigger::Manual,
             ["overrun"] => Trigger::Overrun,
             ["rise", c, rest @ ..] => Trigger::Rise(chan(c)?, level(rest.first(), Some(0.5))?),
             ["fall", c, rest @ ..] => Trigger::Fall(chan(c)?, level(rest.first(), Some(0.5))?),
@@ -96,16 +99,18 @@ impl Trigger {
             _ => {
                 return Err(format!(
                     "--trigger {text}: use rise:CHANNEL[:LEVEL], fall:CHANNEL[:LEVEL], above:CHANNEL:LEVEL, \
-                     below:CHANNEL:LEVEL, overrun or now"
+                     below:CHANNEL:LEVEL, overrun, manual or now"
                 ))
             }
         })
     }
 
-    /// Whether sample `cur` (after `prev`) fires it; `missed` is the periods missed just before.
-    fn fires(&self, prev: Option<&[f64]>, cur: &[f64], missed: u64) -> bool {
+    /// Whether sample `cur` (after `prev`) fires it; `missed` is the periods missed just before,
+    /// `asked` whether a manual trigger was given.
+    fn fires(&self, prev: Option<&[f64]>, cur: &[f64], missed: u64, asked: bool) -> bool {
         match *self {
             Trigger::Now => true,
+            Trigger::Manual => asked,
             Trigger::Overrun => missed > 0,
             Trigger::Rise(c, l) => prev.is_some_and(|p| p[c] < l) && cur[c] >= l,
             Trigger::Fall(c, l) => prev.is_some_and(|p| p[c] > l) && cur[c] <= l,
@@ -317,6 +322,17 @@ fn capture(
     let mut last_missed = None;
     let stop = crate::rt::signals::shutdown_flag();
     let started = Instant::now();
+    // A manual trigger: a line on standard input.
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if *trigger == Trigger::Manual {
+        let asked = asked.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            if std::io::stdin().read_line(&mut line).is_ok() {
+                asked.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
     super::out::eprintln(&format!(
         "rtapi scope: armed on {} ({} channels, trigger {})",
         args.thread, nchan, args.trigger
@@ -350,7 +366,14 @@ fn capture(
                     all.extend(after);
                     return Ok(all);
                 }
-            } else if before.len() >= pre && trigger.fires(prev.as_deref(), &cur, new_misses) {
+            } else if before.len() >= pre
+                && trigger.fires(
+                    prev.as_deref(),
+                    &cur,
+                    new_misses,
+                    asked.load(std::sync::atomic::Ordering::Relaxed),
+                )
+            {
                 fired = true;
                 after.push(sample);
                 if after.len() >= total - pre {
