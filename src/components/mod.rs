@@ -61,6 +61,7 @@ mod mux;
 mod pid;
 mod pwmgen;
 mod safety;
+mod scope;
 mod siggen;
 mod sim_axis;
 mod stepgen;
@@ -315,6 +316,7 @@ impl Registry {
         r.register::<filters::Lowpass>();
         r.register::<pwmgen::Pwmgen>();
         r.register::<capture::Sampler>();
+        r.register::<scope::ScopeSampler>();
         r.register::<capture::Streamer>();
         r
     }
