@@ -39,6 +39,7 @@ use crate::flavor::Flavor;
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, parse_config_period, quote};
 use crate::rt::wake::{TimerKind, WakeMode};
+use crate::runtime::recorder::RecorderConfig;
 use crate::runtime::watchdog::{StallAction, WatchdogOptions};
 use crate::runtime::{RuntimeOptions, ThreadSpec};
 
@@ -56,6 +57,18 @@ struct RawMachine {
     runtime: RawRuntime,
     #[serde(default)]
     thread: Vec<Spanned<RawThread>>,
+    recorder: Option<Spanned<RawRecorder>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecorder {
+    seconds: Option<Spanned<toml::Value>>,
+    post: Option<Spanned<String>>,
+    dir: Spanned<String>,
+    #[serde(default)]
+    pins: Vec<Spanned<String>>,
+    freeze_on: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -110,6 +123,118 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
         .filter(|&&b| b == b'\n')
         .count()
         + 1
+}
+
+/// The `[recorder]` table:
+///
+/// ```toml
+/// [recorder]
+/// dir = "recorder"        # where dumps go (relative to the TOML file)
+/// seconds = 5             # history kept per thread (default 5, at most 600)
+/// post = "100ms"          # recording after the event, then freeze (default 100ms)
+/// pins = ["x-pos-fb"]     # up to 8 pins or signals recorded each period
+/// freeze_on = ["overrun", "stall", "fault", "falling:estop-ok", "rising:limit"]  # (default: the first three)
+/// ```
+fn recorder(
+    file: &str,
+    text: &str,
+    r: &RawRecorder,
+    err: &mut dyn FnMut(Range<usize>, String),
+) -> RecorderConfig {
+    use crate::runtime::recorder::{PinTrigger, MAX_PINS, MAX_SECONDS};
+    let origin = |span: Range<usize>| format!("{file}:{}: ", line_of(text, span.start));
+    let window = match &r.seconds {
+        None => Nanos::from_secs(5),
+        Some(v) => {
+            let secs = match v.get_ref() {
+                toml::Value::Integer(i) => Some(*i as f64),
+                toml::Value::Float(f) => Some(*f),
+                _ => None,
+            };
+            match secs {
+                Some(s) if s > 0.0 && s <= MAX_SECONDS => Nanos::from_nanos((s * 1e9) as i64),
+                _ => {
+                    err(
+                        v.span(),
+                        format!("seconds = {} must be a number of seconds above 0 and at most {MAX_SECONDS}", v.get_ref()),
+                    );
+                    Nanos::from_secs(5)
+                }
+            }
+        }
+    };
+    let post = match &r.post {
+        None => Nanos::from_millis(100),
+        Some(p) => match crate::rt::units::parse_duration(p.get_ref()) {
+            Ok(d) if d >= Nanos::ZERO && d <= Nanos::from_secs(10) => d,
+            Ok(_) => {
+                err(p.span(), format!("post {} must be from 0 to 10s", quote(p.get_ref())));
+                Nanos::ZERO
+            }
+            Err(e) => {
+                err(p.span(), format!("post: {e}"));
+                Nanos::ZERO
+            }
+        },
+    };
+    if r.dir.get_ref().trim().is_empty() {
+        err(r.dir.span(), "dir: an empty directory name".into());
+    }
+    if r.pins.len() > MAX_PINS {
+        err(
+            r.pins[MAX_PINS].span(),
+            format!("pins: {} pins; a recorder records at most {MAX_PINS}", r.pins.len()),
+        );
+    }
+    let mut pins = Vec::new();
+    for p in &r.pins {
+        if let Some(e) = super::invalid_name("recorder pin", p.get_ref()) {
+            err(p.span(), format!("pins: {e}"));
+        }
+        pins.push((p.get_ref().clone(), origin(p.span())));
+    }
+    let (mut on_overrun, mut on_stall, mut on_fault) = (false, false, false);
+    let mut triggers = Vec::new();
+    match &r.freeze_on {
+        None => (on_overrun, on_stall, on_fault) = (true, true, true),
+        Some(list) => {
+            for w in list {
+                match w.get_ref().as_str() {
+                    "overrun" => on_overrun = true,
+                    "stall" => on_stall = true,
+                    "fault" => on_fault = true,
+                    other => match other.split_once(':') {
+                        Some((edge @ ("rising" | "falling"), name))
+                            if super::invalid_name("pin", name).is_none() =>
+                        {
+                            triggers.push(PinTrigger {
+                                name: name.to_string(),
+                                rising: edge == "rising",
+                                origin: origin(w.span()),
+                            })
+                        }
+                        _ => err(
+                            w.span(),
+                            format!(
+                                "freeze_on: {} is unknown; use overrun, stall, fault, rising:PIN (a bit becoming TRUE) or falling:PIN (an estop going FALSE)",
+                                quote(other)
+                            ),
+                        ),
+                    },
+                }
+            }
+        }
+    }
+    RecorderConfig {
+        window,
+        post,
+        pins,
+        dir: r.dir.get_ref().into(),
+        on_overrun,
+        on_stall,
+        on_fault,
+        triggers,
+    }
 }
 
 /// Parses and checks a machine TOML; `file` names it in errors.
@@ -194,6 +319,10 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
             ),
         }
     }
+    let recorder = raw.recorder.as_ref().map(|r| {
+        let mut fail = |span: Range<usize>, m: String| err(span, format!("recorder.{m}"));
+        recorder(file, text, r.get_ref(), &mut fail)
+    });
     let runtime = RuntimeOptions {
         instance,
         flavor: r.flavor.as_ref().map(|f| f.get_ref().clone()),
@@ -202,6 +331,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
         group_readable: r.group_readable.unwrap_or(false),
         watchdog,
         functions_stopped: false,
+        recorder,
     };
 
     let mut threads: Vec<ThreadSpec> = Vec::new();
