@@ -111,10 +111,7 @@ impl Executor for crate::config::halcmd::Session {
             .and_then(|rt| rt.recorder())
             .ok_or("this instance has no flight recorder ([recorder] in the machine TOML)")?;
         let files = recorder.dump_now(dir.map(Path::to_path_buf), Duration::from_secs(5))?;
-        Ok(files
-            .iter()
-            .map(|f| format!("{}\n", f.display()))
-            .collect())
+        Ok(files.iter().map(|f| format!("{}\n", f.display())).collect())
     }
 }
 
@@ -312,12 +309,12 @@ fn answer(request: &str, executor: &SharedExecutor) -> Reply {
                 ini,
                 keep_going,
             } => exec.source(source, ini.as_deref(), *keep_going, &mut out),
-            Request::Recorder { recorder, dir } if recorder == "dump" => exec
-                .recorder_dump(dir.as_deref())
-                .map(|files| {
+            Request::Recorder { recorder, dir } if recorder == "dump" => {
+                exec.recorder_dump(dir.as_deref()).map(|files| {
                     out.extend_from_slice(files.as_bytes());
                     Flow::Continue
-                }),
+                })
+            }
             Request::Recorder { recorder, .. } => Err(format!(
                 "unknown recorder request {}; the recorder understands \"dump\"",
                 crate::rt::units::quote(recorder)

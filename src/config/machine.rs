@@ -168,7 +168,10 @@ fn recorder(
         Some(p) => match crate::rt::units::parse_duration(p.get_ref()) {
             Ok(d) if d >= Nanos::ZERO && d <= Nanos::from_secs(10) => d,
             Ok(_) => {
-                err(p.span(), format!("post {} must be from 0 to 10s", quote(p.get_ref())));
+                err(
+                    p.span(),
+                    format!("post {} must be from 0 to 10s", quote(p.get_ref())),
+                );
                 Nanos::ZERO
             }
             Err(e) => {
@@ -183,7 +186,10 @@ fn recorder(
     if r.pins.len() > MAX_PINS {
         err(
             r.pins[MAX_PINS].span(),
-            format!("pins: {} pins; a recorder records at most {MAX_PINS}", r.pins.len()),
+            format!(
+                "pins: {} pins; a recorder records at most {MAX_PINS}",
+                r.pins.len()
+            ),
         );
     }
     let mut pins = Vec::new();

@@ -24,8 +24,8 @@
 
 pub mod function;
 pub mod health;
-pub mod recorder;
 pub(crate) mod panic;
+pub mod recorder;
 pub mod runlist;
 pub mod slots;
 mod start;

@@ -102,6 +102,7 @@ impl Runtime<Configuring> {
         let stop = Arc::new(AtomicBool::new(false));
         let health = Health {
             threads: &c.thread_health,
+            taps,
         };
         let Spawned {
             starting,
@@ -114,8 +115,7 @@ impl Runtime<Configuring> {
             (&slots, &slot_of),
             &stop,
             &c.opts,
-            &health,
-            taps,
+            health,
         )?;
         let (threads, origin) = synchronize(starting, &stop)?;
         hal.set_running(!c.opts.functions_stopped);
@@ -333,6 +333,8 @@ fn harden(opts: &super::RuntimeOptions, flavor: flavor::Flavor) -> Result<Harden
 /// The health objects declared while configuring (see [`super::health`]).
 struct Health<'a> {
     threads: &'a HashMap<String, super::health::ThreadKeys>,
+    /// Each thread's flight-recorder tap (in placement order), if the instance records.
+    taps: Vec<Option<super::recorder::Tap>>,
 }
 
 /// Phase 5: one OS thread per RT thread, each waiting for the handshakes.
@@ -343,8 +345,7 @@ fn spawn(
     (slots, slot_of): (&Arc<Slots>, &HashMap<FunctionKey, u32>),
     stop: &Arc<AtomicBool>,
     opts: &super::RuntimeOptions,
-    health: &Health<'_>,
-    taps: Vec<Option<super::recorder::Tap>>,
+    health: Health<'_>,
 ) -> Result<Spawned, RuntimeError> {
     let (lock_memory, functions_stopped) = (opts.lock_memory, opts.functions_stopped);
     let mut starting = Vec::new();
@@ -355,7 +356,7 @@ fn spawn(
         panics,
     };
     let mut lists = Vec::new();
-    for ((p, &key), tap) in placed.iter().zip(keys).zip(taps) {
+    for ((p, &key), tap) in placed.iter().zip(keys).zip(health.taps) {
         let list: Vec<u32> = hal
             .thread_functions(key)
             .iter()
@@ -513,6 +514,13 @@ fn housekeeping_cpus(system: &SystemReport, placed: &[Placement]) -> Vec<usize> 
         .collect()
 }
 
+/// The housekeeping threads: the event drainer, the watchdog, the recorder's writer.
+type Housekeeping = (
+    Option<JoinHandle<()>>,
+    Option<JoinHandle<Watchdog>>,
+    Option<JoinHandle<()>>,
+);
+
 /// Phase 7: the event drainer (logs faults, panics, overruns once a second) and the watchdog (SCHED_FIFO
 /// 99 when the flavor is real time, so that a thread spinning on the only CPU cannot starve it).
 fn start_housekeeping(
@@ -523,11 +531,7 @@ fn start_housekeeping(
     cpus: &[usize],
     fifo: bool,
     stop: &Arc<AtomicBool>,
-) -> (
-    Option<JoinHandle<()>>,
-    Option<JoinHandle<Watchdog>>,
-    Option<JoinHandle<()>>,
-) {
+) -> Housekeeping {
     let Supervision {
         consumers,
         watched,

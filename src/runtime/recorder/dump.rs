@@ -41,7 +41,11 @@ pub fn write(
         let stem = format!(
             "recorder-{instance}-{stamp}-{}{}",
             trigger.event.name(),
-            if n == 0 { String::new() } else { format!("-{n}") }
+            if n == 0 {
+                String::new()
+            } else {
+                format!("-{n}")
+            }
         );
         if !dir.join(format!("{stem}.json")).exists() {
             break stem;
@@ -240,7 +244,8 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
-        path.file_name().map_or("dump".into(), |f| f.to_string_lossy()),
+        path.file_name()
+            .map_or("dump".into(), |f| f.to_string_lossy()),
         std::process::id()
     ));
     let shown = |e: std::io::Error| format!("{}: {e}", path.display());
@@ -357,9 +362,11 @@ mod tests {
         let b = write(&dir, "i", &trigger, &["x".into()], &config, &[t]).unwrap();
         assert_ne!(a[0], b[0]);
         assert!(std::fs::read_to_string(&a[0]).unwrap().contains("overrun"));
-        assert!(std::fs::read_dir(&dir)
+        assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e
             .unwrap()
-            .all(|e| !e.unwrap().file_name().to_string_lossy().contains(".tmp")));
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp")));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,13 +4,15 @@
 //! Each RT thread owns a ring of records (period number, wake time, latency, execution time, missed
 //! periods, function fault, the chosen pins' values), preallocated before the threads start. The
 //! thread writes one record per period with relaxed atomic stores and a release store of the ring's
-//! head: no allocation, no lock, no wait ([`Tap::record`]). A freeze event — an overrun, a function
+//! head: no allocation, no lock, no wait ([`Tap::record`]); it never stops recording. A freeze event — an overrun, a function
 //! fault, a trigger pin's edge (seen by the RT thread), a stall (seen by the watchdog) or a dump
 //! request (`rtapi recorder dump`) — claims the recorder once (compare-and-swap); every thread keeps
-//! recording for the post-trigger stretch after the event's wake and then freezes its ring. The
-//! `rtapi-recorder` thread (not real time) waits for the rings to freeze (bounded: a stalled thread
-//! never freezes its own, whose records are then copied while it cannot write), writes the dump
-//! ([`dump`]) and re-arms the recorder.
+//! recording for the post-trigger stretch after the event's wake and then marks its freeze point (the
+//! ring's head then). The `rtapi-recorder` thread (not real time) waits for every freeze point
+//! (bounded: a stalled thread marks none, and its ring is copied as it is), copies the window before
+//! each point — the ring has a quarter of a second of slack beyond the window for that, and a record
+//! overwritten during the copy is left out — re-arms the recorder and writes the dump ([`dump`]).
+//! The rings record all along, so a later dump has no hole where an earlier one was taken.
 
 pub mod dump;
 
@@ -112,11 +114,15 @@ pub(crate) struct Ring {
     cells: Box<[AtomicU64]>,
     width: usize,
     capacity: usize,
+    /// Records a dump holds: the window and the post-trigger stretch.
+    keep: usize,
     /// Records written so far (the next one goes to `head % capacity`).
     head: AtomicU64,
-    /// Set by the thread at the end of the post-trigger stretch; cleared at re-arm.
-    frozen: AtomicBool,
+    /// The head at the end of the post-trigger stretch ([`NOT_FROZEN`] before); cleared at re-arm.
+    frozen_at: AtomicU64,
 }
+
+const NOT_FROZEN: u64 = u64::MAX;
 
 /// One period as recorded.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,11 +144,14 @@ pub struct Record {
 }
 
 impl Ring {
-    /// The records in the ring, oldest first; records the thread may have overwritten while they
-    /// were copied are left out.
+    /// The `keep` records before the freeze point (or the head, if the thread marked none), oldest
+    /// first; records the thread may have overwritten while they were copied are left out.
     fn snapshot(&self) -> Vec<Record> {
-        let end = self.head.load(Ordering::Acquire);
-        let start = end.saturating_sub(self.capacity as u64);
+        let end = match self.frozen_at.load(Ordering::Acquire) {
+            NOT_FROZEN => self.head.load(Ordering::Acquire),
+            at => at,
+        };
+        let start = end.saturating_sub(self.keep as u64);
         let mut out = Vec::with_capacity((end - start) as usize);
         for i in start..end {
             let base = (i % self.capacity as u64) as usize * self.width;
@@ -159,7 +168,9 @@ impl Ring {
         }
         // A record is sound if the writer had not come round to its place again by the end.
         let after = self.head.load(Ordering::Acquire);
-        let lost = after.saturating_sub(self.capacity as u64).saturating_sub(start) as usize;
+        let lost = after
+            .saturating_sub(self.capacity as u64)
+            .saturating_sub(start) as usize;
         out.drain(..lost.min(out.len()));
         out
     }
@@ -213,8 +224,9 @@ impl Recorder {
             .iter()
             .map(|(name, period)| {
                 let p = period.as_nanos().max(1);
-                let capacity =
-                    ((config.window.as_nanos() + config.post.as_nanos()) / p + 2).max(16) as usize;
+                let keep =
+                    ((config.window.as_nanos() + config.post.as_nanos()) / p + 1).max(16) as usize;
+                let capacity = keep + (250_000_000 / p).max(64) as usize;
                 let mut cells = Vec::with_capacity(capacity * width);
                 cells.resize_with(capacity * width, || AtomicU64::new(0));
                 Ring {
@@ -223,8 +235,9 @@ impl Recorder {
                     cells: cells.into_boxed_slice(),
                     width,
                     capacity,
+                    keep,
                     head: AtomicU64::new(0),
-                    frozen: AtomicBool::new(false),
+                    frozen_at: AtomicU64::new(NOT_FROZEN),
                 }
             })
             .collect();
@@ -298,10 +311,7 @@ impl Recorder {
     pub fn dump_now(&self, dir: Option<PathBuf>, limit: Duration) -> Result<Vec<PathBuf>, String> {
         let seen = self.lock_done().0;
         if dir.is_some() {
-            *self
-                .request_dir
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = dir;
+            *self.request_dir.lock().unwrap_or_else(|p| p.into_inner()) = dir;
         }
         self.trigger(Event::Request, u32::MAX, 0, clock::now(), 0, u32::MAX);
         let deadline = Instant::now() + limit;
@@ -329,10 +339,12 @@ impl Recorder {
 
     /// Whether every ring is frozen.
     fn all_frozen(&self) -> bool {
-        self.rings.iter().all(|r| r.frozen.load(Ordering::Acquire))
+        self.rings
+            .iter()
+            .all(|r| r.frozen_at.load(Ordering::Acquire) != NOT_FROZEN)
     }
 
-    /// Writes the dump of the current freeze, publishes the result and re-arms.
+    /// Copies the current freeze, re-arms, writes the dump and publishes the result.
     fn write_dump(&self) {
         let trigger = self.current_trigger();
         let threads: Vec<dump::ThreadRecords> = self
@@ -344,6 +356,11 @@ impl Recorder {
                 records: r.snapshot(),
             })
             .collect();
+        // Re-arm: the next event is caught while this dump is written.
+        for r in &self.rings {
+            r.frozen_at.store(NOT_FROZEN, Ordering::Release);
+        }
+        self.state.store(ARMED, Ordering::Release);
         let dir = self
             .request_dir
             .lock()
@@ -352,7 +369,14 @@ impl Recorder {
             .filter(|_| trigger.event == Event::Request)
             .unwrap_or_else(|| self.config.dir.clone());
         let pins: Vec<String> = self.config.pins.iter().map(|(n, _)| n.clone()).collect();
-        let result = dump::write(&dir, &self.instance, &trigger, &pins, &self.config, &threads);
+        let result = dump::write(
+            &dir,
+            &self.instance,
+            &trigger,
+            &pins,
+            &self.config,
+            &threads,
+        );
         match &result {
             Ok(files) => log::warn!(
                 "recorder: {} froze it; dump written: {}",
@@ -363,11 +387,6 @@ impl Recorder {
             ),
             Err(e) => log::error!("recorder: cannot write the dump: {e}"),
         }
-        // Re-arm: thaw the rings, then accept the next event.
-        for r in &self.rings {
-            r.frozen.store(false, Ordering::Release);
-        }
-        self.state.store(ARMED, Ordering::Release);
         let mut done = self.lock_done();
         done.0 += 1;
         done.1 = result;
@@ -440,8 +459,8 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// One period's record, the freeze events it shows, and the freeze at the end of the
-    /// post-trigger stretch. RT-safe: relaxed atomic stores, one release store, no allocation.
+    /// One period's record, the freeze events it shows, and the freeze point at the end of the
+    /// post-trigger stretch. RT-safe: relaxed atomic stores, release stores, no allocation.
     #[inline]
     pub fn record(
         &mut self,
@@ -454,8 +473,8 @@ impl Tap {
     ) {
         let rec = &*self.recorder;
         let ring = &rec.rings[self.index];
-        if !ring.frozen.load(Ordering::Relaxed) {
-            let h = ring.head.load(Ordering::Relaxed);
+        let h = ring.head.load(Ordering::Relaxed);
+        {
             let base = (h % ring.capacity as u64) as usize * ring.width;
             let cells = &ring.cells[base..base + ring.width];
             cells[F_PERIOD].store(period, Ordering::Relaxed);
@@ -489,10 +508,12 @@ impl Tap {
                 rec.trigger(Event::Pin, self.index as u32, period, wake, 0, j as u32);
             }
         }
-        if rec.state.load(Ordering::Acquire) == TRIGGERED && !ring.frozen.load(Ordering::Relaxed) {
+        if rec.state.load(Ordering::Acquire) == TRIGGERED
+            && ring.frozen_at.load(Ordering::Relaxed) == NOT_FROZEN
+        {
             let at = Nanos::from_nanos(rec.wake.load(Ordering::Relaxed) as i64);
             if wake >= at + self.post {
-                ring.frozen.store(true, Ordering::Release);
+                ring.frozen_at.store(h + 1, Ordering::Release);
             }
         }
     }
@@ -545,13 +566,14 @@ mod tests {
             post: rec.config.post,
         };
         let cap = rec.rings[0].capacity as u64;
+        let keep = rec.rings[0].keep as u64;
         let mut k = 0;
         while k < 3 * cap {
             tap.record(k, ms * k as i64, 1000, 500, 0, false);
             k += 1;
         }
         let s = rec.rings[0].snapshot();
-        assert_eq!(s.len() as u64, cap);
+        assert_eq!(s.len() as u64, keep);
         assert_eq!(s.last().unwrap().period, k - 1);
         assert!(s.windows(2).all(|w| w[1].period == w[0].period + 1));
         // An overrun of 300 periods, then three more periods of post-trigger stretch: frozen.
@@ -562,8 +584,9 @@ mod tests {
             tap.record(k, ms * k as i64, 1000, 500, 0, false);
             k += 1;
         }
-        assert!(rec.rings[0].frozen.load(Ordering::Relaxed));
+        assert_ne!(rec.rings[0].frozen_at.load(Ordering::Relaxed), NOT_FROZEN);
         let last = rec.rings[0].snapshot().last().unwrap().period;
+        // Recording goes on; the dump ends at the freeze point.
         tap.record(k, ms * k as i64, 1000, 500, 0, false);
         assert_eq!(rec.rings[0].snapshot().last().unwrap().period, last);
         assert_eq!(rec.current_trigger().event, Event::Overrun);
