@@ -417,11 +417,7 @@ impl Recorder {
     }
 
     /// The tap of thread `index` (its RT side), with the probes of the recorded and trigger pins.
-    pub(crate) fn tap(
-        self: &Arc<Recorder>,
-        index: usize,
-        hal: &rtapi_hal::Hal,
-    ) -> Result<Tap, String> {
+    pub fn tap(self: &Arc<Recorder>, index: usize, hal: &rtapi_hal::Hal) -> Result<Tap, String> {
         let probe = |name: &str, origin: &str| {
             hal.probe(name)
                 .map_err(|_| format!("{origin}recorder: no pin or signal {name:?}"))
