@@ -40,7 +40,7 @@ fn machine(dir: &Path, instance: &str, recorder: &str) -> PathBuf {
     toml
 }
 
-const RECORDER: &str = "[recorder]\ndir = \"dumps\"\nseconds = 3\npost = \"50ms\"\npins = [\"sine\", \"siggen.0.square\"]\n";
+const RECORDER: &str = "[recorder]\ndir = \"dumps\"\nseconds = 3\npost = \"50ms\"\nholdoff = \"0s\"\npins = [\"sine\", \"siggen.0.square\"]\n";
 
 /// `rtapi run` of the machine, once its instance answers.
 fn run(toml: &Path, instance: &str) -> Child {

@@ -276,7 +276,9 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
                     ("servo.missed".into(), String::new()),
                 ],
                 dir: dumps.clone(),
-                on_overrun: true,
+                on_overrun: 1,
+                holdoff: Nanos::ZERO,
+                max_dumps: 10,
                 on_stall: true,
                 on_fault: true,
                 triggers: vec![rtapi::runtime::recorder::PinTrigger {

@@ -69,6 +69,8 @@ struct RawRecorder {
     #[serde(default)]
     pins: Vec<Spanned<String>>,
     freeze_on: Option<Vec<Spanned<String>>>,
+    holdoff: Option<Spanned<String>>,
+    max_dumps: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -134,7 +136,11 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
 /// post = "100ms"          # recording after the event, then freeze (default 100ms)
 /// pins = ["x-pos-fb"]     # up to 8 pins or signals recorded each period
 /// freeze_on = ["overrun", "stall", "fault", "falling:estop-ok", "rising:limit"]  # (default: the first three)
+/// holdoff = "10s"         # after a dump, events are ignored this long (default 10s; requests are not)
+/// max_dumps = 20          # dumps of events per run (default 20; requests always dump)
 /// ```
+///
+/// `overrun:N` freezes only on a period that missed at least N deadlines.
 fn recorder(
     file: &str,
     text: &str,
@@ -199,17 +205,20 @@ fn recorder(
         }
         pins.push((p.get_ref().clone(), origin(p.span())));
     }
-    let (mut on_overrun, mut on_stall, mut on_fault) = (false, false, false);
+    let (mut on_overrun, mut on_stall, mut on_fault) = (0, false, false);
     let mut triggers = Vec::new();
     match &r.freeze_on {
-        None => (on_overrun, on_stall, on_fault) = (true, true, true),
+        None => (on_overrun, on_stall, on_fault) = (1, true, true),
         Some(list) => {
             for w in list {
                 match w.get_ref().as_str() {
-                    "overrun" => on_overrun = true,
+                    "overrun" => on_overrun = 1,
                     "stall" => on_stall = true,
                     "fault" => on_fault = true,
                     other => match other.split_once(':') {
+                        Some(("overrun", n)) if n.parse::<u64>().is_ok_and(|n| n >= 1) => {
+                            on_overrun = n.parse().unwrap_or(1)
+                        }
                         Some((edge @ ("rising" | "falling"), name))
                             if super::invalid_name("pin", name).is_none() =>
                         {
@@ -222,7 +231,7 @@ fn recorder(
                         _ => err(
                             w.span(),
                             format!(
-                                "freeze_on: {} is unknown; use overrun, stall, fault, rising:PIN (a bit becoming TRUE) or falling:PIN (an estop going FALSE)",
+                                "freeze_on: {} is unknown; use overrun, overrun:N (at least N missed periods), stall, fault, rising:PIN (a bit becoming TRUE) or falling:PIN (an estop going FALSE)",
                                 quote(other)
                             ),
                         ),
@@ -231,7 +240,43 @@ fn recorder(
             }
         }
     }
+    let duration = |d: &Option<Spanned<String>>,
+                    key: &str,
+                    default: Nanos,
+                    err: &mut dyn FnMut(Range<usize>, String)| match d {
+        None => default,
+        Some(p) => match crate::rt::units::parse_duration(p.get_ref()) {
+            Ok(d) if d >= Nanos::ZERO && d <= Nanos::from_secs(3600) => d,
+            Ok(_) => {
+                err(
+                    p.span(),
+                    format!("{key} {} must be from 0 to 1h", quote(p.get_ref())),
+                );
+                default
+            }
+            Err(e) => {
+                err(p.span(), format!("{key}: {e}"));
+                default
+            }
+        },
+    };
+    let holdoff = duration(&r.holdoff, "holdoff", Nanos::from_secs(10), err);
+    let max_dumps = match &r.max_dumps {
+        None => 20,
+        Some(n) => match u32::try_from(*n.get_ref()) {
+            Ok(v) if (1..=100_000).contains(&v) => v,
+            _ => {
+                err(
+                    n.span(),
+                    format!("max_dumps = {} must be from 1 to 100000", n.get_ref()),
+                );
+                20
+            }
+        },
+    };
     RecorderConfig {
+        holdoff,
+        max_dumps,
         window,
         post,
         pins,
@@ -615,6 +660,42 @@ timer = "timerfd"
         )
         .unwrap();
         assert_eq!(m.cpu_lines, [Some(5)]);
+    }
+
+    #[test]
+    fn the_recorder_table() {
+        let m = parse(
+            "m.toml",
+            "[recorder]\ndir = \"d\"\npins = [\"a\", \"b.c\"]\nfreeze_on = [\"overrun:5\", \"falling:estop-ok\"]\nholdoff = \"1s\"\n",
+        )
+        .unwrap();
+        let r = m.runtime.recorder.unwrap();
+        assert_eq!(r.window, Nanos::from_secs(5));
+        assert_eq!(r.post, Nanos::from_millis(100));
+        assert_eq!(r.on_overrun, 5);
+        assert!(!r.on_stall && !r.on_fault);
+        assert_eq!(r.triggers[0].name, "estop-ok");
+        assert!(!r.triggers[0].rising);
+        assert_eq!(r.triggers[0].origin, "m.toml:4: ");
+        assert_eq!(r.pins[1], ("b.c".to_string(), "m.toml:3: ".to_string()));
+        assert_eq!((r.holdoff, r.max_dumps), (Nanos::from_secs(1), 20));
+        let r = parse("m.toml", "[recorder]\ndir = \"d\"\n")
+            .unwrap()
+            .runtime
+            .recorder
+            .unwrap();
+        assert!(r.on_overrun == 1 && r.on_stall && r.on_fault);
+        assert!(parse("m.toml", "").unwrap().runtime.recorder.is_none());
+        let e = errs("[recorder]\ndir = \"d\"\npins = [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]\npost = \"1 fortnight\"\nfreeze_on = [\"overrun:0\"]\n");
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e[0].starts_with("m.toml:3: recorder.pins: 9 pins"), "{e:?}");
+        assert!(e[1].starts_with("m.toml:4: recorder.post:"), "{e:?}");
+        assert!(
+            e[2].starts_with("m.toml:5: recorder.freeze_on: 'overrun:0'"),
+            "{e:?}"
+        );
+        let e = errs("[recorder]\nseconds = 5\n");
+        assert!(e[0].starts_with("m.toml:1: missing field `dir`"), "{e:?}");
     }
 
     #[test]

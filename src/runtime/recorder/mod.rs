@@ -50,14 +50,19 @@ pub struct RecorderConfig {
     pub pins: Vec<(String, String)>,
     /// Where dumps go.
     pub dir: PathBuf,
-    /// Freeze on a period with missed deadlines.
-    pub on_overrun: bool,
+    /// Freeze on a period with at least this many missed deadlines (0: never).
+    pub on_overrun: u64,
     /// Freeze when the watchdog finds a thread stalled.
     pub on_stall: bool,
     /// Freeze when a function panics.
     pub on_fault: bool,
     /// Freeze on these edges.
     pub triggers: Vec<PinTrigger>,
+    /// After a dump, events other than a request are ignored this long (a noisy machine would
+    /// otherwise dump many times a second).
+    pub holdoff: Nanos,
+    /// Dumps of events other than requests in one run; then only requests dump.
+    pub max_dumps: u32,
 }
 
 /// What froze the recorder.
@@ -179,6 +184,8 @@ impl Ring {
 const ARMED: u32 = 0;
 const CLAIMING: u32 = 1;
 const TRIGGERED: u32 = 2;
+/// After a dump, for the hold-off (or for good after `max_dumps`): only a request claims it.
+const RESTING: u32 = 3;
 
 /// The recorder of a running instance: the rings, the freeze state, the dumps written.
 pub struct Recorder {
@@ -192,6 +199,8 @@ pub struct Recorder {
     wake: AtomicU64,
     missed: AtomicU64,
     pin: AtomicU32,
+    /// Dumps of events other than requests so far.
+    automatic_dumps: AtomicU32,
     /// `rtapi recorder dump --out DIR`.
     request_dir: Mutex<Option<PathBuf>>,
     /// Dumps written (count, last result), with a condition for the requester.
@@ -252,6 +261,7 @@ impl Recorder {
             wake: AtomicU64::new(0),
             missed: AtomicU64::new(0),
             pin: AtomicU32::new(u32::MAX),
+            automatic_dumps: AtomicU32::new(0),
             request_dir: Mutex::new(None),
             done: Mutex::new((0, Ok(Vec::new()))),
             done_cv: Condvar::new(),
@@ -263,13 +273,16 @@ impl Recorder {
         &self.config
     }
 
-    /// Claims the recorder for an event, if armed (RT-safe: one compare-and-swap and a few stores).
+    /// Claims the recorder for an event, if armed (a request also while resting). RT-safe: one
+    /// compare-and-swap and a few stores.
     fn trigger(&self, event: Event, thread: u32, period: u64, wake: Nanos, missed: u64, pin: u32) {
-        if self
-            .state
-            .compare_exchange(ARMED, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        let claim = |from| {
+            self.state
+                .compare_exchange(from, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        };
+        let claimed = claim(ARMED) || (event == Event::Request && claim(RESTING));
+        if !claimed {
             return;
         }
         self.event.store(event as u32, Ordering::Relaxed);
@@ -356,17 +369,29 @@ impl Recorder {
                 records: r.snapshot(),
             })
             .collect();
-        // Re-arm: the next event is caught while this dump is written.
+        // Re-arm (after the hold-off): the next event is caught while this dump is written.
         for r in &self.rings {
             r.frozen_at.store(NOT_FROZEN, Ordering::Release);
         }
-        self.state.store(ARMED, Ordering::Release);
+        let automatic = trigger.event != Event::Request;
+        let dumps = self
+            .automatic_dumps
+            .fetch_add(u32::from(automatic), Ordering::Relaxed)
+            + u32::from(automatic);
+        let rest =
+            automatic && (self.config.holdoff > Nanos::ZERO || dumps >= self.config.max_dumps);
+        if automatic && dumps == self.config.max_dumps {
+            log::warn!(
+                "recorder: {dumps} dumps in this run (max_dumps); from now on only `rtapi recorder dump` writes one"
+            );
+        }
+        self.state
+            .store(if rest { RESTING } else { ARMED }, Ordering::Release);
         let dir = self
             .request_dir
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-            .filter(|_| trigger.event == Event::Request)
             .unwrap_or_else(|| self.config.dir.clone());
         let pins: Vec<String> = self.config.pins.iter().map(|(n, _)| n.clone()).collect();
         let result = dump::write(
@@ -398,6 +423,8 @@ impl Recorder {
     /// way is dumped at once.
     pub(crate) fn serve(&self, stop: &AtomicBool) {
         let mut since: Option<Instant> = None;
+        let mut resting_since: Option<Instant> = None;
+        let holdoff = Duration::from_nanos(self.config.holdoff.as_nanos().max(0) as u64);
         let patience = Duration::from_nanos(self.config.post.as_nanos().max(0) as u64)
             + Duration::from_secs(1);
         loop {
@@ -408,6 +435,23 @@ impl Recorder {
                     self.write_dump();
                     since = None;
                 }
+            }
+            if self.state.load(Ordering::Acquire) == RESTING {
+                let t = *resting_since.get_or_insert_with(Instant::now);
+                if t.elapsed() >= holdoff
+                    && self.automatic_dumps.load(Ordering::Relaxed) < self.config.max_dumps
+                {
+                    // Only a request may have claimed it meanwhile: then this fails, fine.
+                    let _ = self.state.compare_exchange(
+                        RESTING,
+                        ARMED,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
+                    resting_since = None;
+                }
+            } else {
+                resting_since = None;
             }
             if stopping {
                 return;
@@ -488,7 +532,7 @@ impl Tap {
         if state == ARMED {
             let c = &rec.config;
             let i = self.index as u32;
-            if missed > 0 && c.on_overrun {
+            if c.on_overrun > 0 && missed >= c.on_overrun {
                 rec.trigger(Event::Overrun, i, period, wake, missed, u32::MAX);
             } else if faulted && c.on_fault {
                 rec.trigger(Event::Fault, i, period, wake, missed, u32::MAX);
@@ -522,10 +566,12 @@ pub(crate) fn tests_config(dir: &std::path::Path) -> RecorderConfig {
         post: Nanos::from_millis(3),
         pins: Vec::new(),
         dir: dir.to_path_buf(),
-        on_overrun: true,
+        on_overrun: 1,
         on_stall: true,
         on_fault: true,
         triggers: Vec::new(),
+        holdoff: Nanos::ZERO,
+        max_dumps: 10,
     }
 }
 
@@ -539,10 +585,12 @@ mod tests {
             post,
             pins: Vec::new(),
             dir: std::env::temp_dir(),
-            on_overrun: true,
+            on_overrun: 1,
             on_stall: true,
             on_fault: true,
             triggers: Vec::new(),
+            holdoff: Nanos::ZERO,
+            max_dumps: 10,
         }
     }
 
@@ -587,5 +635,34 @@ mod tests {
         assert_eq!(rec.rings[0].snapshot().last().unwrap().period, last);
         assert_eq!(rec.current_trigger().event, Event::Overrun);
         assert_eq!(rec.current_trigger().missed, 300);
+    }
+
+    #[test]
+    fn after_a_dump_only_a_request_claims_it_during_the_holdoff() {
+        let ms = Nanos::from_millis(1);
+        let dir = std::env::temp_dir().join(format!("rtapi-rec-holdoff-{}", std::process::id()));
+        let mut c = tests_config(&dir);
+        c.holdoff = Nanos::from_secs(60);
+        let rec = Arc::new(Recorder::new(c, "t", &[("servo".into(), ms)]));
+        let mut tap = Tap {
+            recorder: Arc::clone(&rec),
+            index: 0,
+            pins: Vec::new(),
+            triggers: Vec::new(),
+            post: rec.config.post,
+        };
+        for k in 0..10 {
+            tap.record(k, ms * k as i64, 1000, 500, u64::from(k == 5), false);
+        }
+        assert!(rec.all_frozen());
+        rec.write_dump();
+        assert!(!rec.triggered());
+        // An overrun while resting is ignored; a request is not.
+        tap.record(20, ms * 20, 1000, 500, 3, false);
+        assert!(!rec.triggered());
+        rec.trigger(Event::Request, u32::MAX, 0, ms * 21, 0, u32::MAX);
+        assert!(rec.triggered());
+        assert_eq!(rec.current_trigger().event, Event::Request);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
