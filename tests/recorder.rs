@@ -50,8 +50,9 @@ fn run(toml: &Path, instance: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Up, and taking commands over its control socket.
     let until = Instant::now() + Duration::from_secs(10);
-    while !rtapi(&["getp", "--instance", instance, "sine"])
+    while !rtapi(&["halcmd", "--instance", instance, "show", "thread"])
         .status
         .success()
     {
