@@ -280,3 +280,106 @@ fn a_bad_recorder_table_is_refused_at_its_line_and_nothing_starts() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The runtime API: a function that panics freezes the recorder (`fault`), and one that never
+/// returns is found stalled by the watchdog, which freezes it (`stall`); each dump names its event
+/// and thread, and the periods before it are in the CSV.
+#[test]
+fn a_fault_and_a_stall_each_freeze_the_recorder() {
+    use rtapi::runtime::function::Cycle;
+    use rtapi::runtime::recorder::RecorderConfig;
+    use rtapi::runtime::watchdog::{StallAction, WatchdogOptions};
+    use rtapi::runtime::{Runtime, RuntimeOptions, ThreadSpec};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    for (tag, want) in [("fault", "fault"), ("stall", "stall")] {
+        let dir = scratch(tag);
+        let mut rt = Runtime::configure(RuntimeOptions {
+            instance: instance(tag),
+            flavor: Some("posix".into()),
+            watchdog: WatchdogOptions {
+                action: StallAction::Report,
+                periods: 5,
+                min: Duration::from_millis(100),
+            },
+            recorder: Some(RecorderConfig {
+                window: rtapi::rt::clock::Nanos::from_secs(2),
+                post: rtapi::rt::clock::Nanos::from_millis(20),
+                pins: Vec::new(),
+                dir: dir.clone(),
+                // Host hiccups are no overrun here: only the event under test freezes it.
+                on_overrun: 1_000_000,
+                on_stall: true,
+                on_fault: true,
+                triggers: Vec::new(),
+                holdoff: rtapi::rt::clock::Nanos::ZERO,
+                max_dumps: 10,
+            }),
+            ..RuntimeOptions::default()
+        })
+        .unwrap();
+        rt.thread(ThreadSpec::new(
+            "servo",
+            rtapi::rt::clock::Nanos::from_millis(1),
+        ))
+        .unwrap();
+        let comp = rt.hal().component("probe").unwrap();
+        let release = Arc::new(AtomicBool::new(false));
+        let r = release.clone();
+        let stall = tag == "stall";
+        rt.function(
+            comp,
+            "probe.run",
+            Box::new(move |_| {
+                Box::new(move |c: &Cycle| {
+                    if c.number >= 300 && c.number < 310 {
+                        if stall {
+                            while !r.load(Ordering::Relaxed) {
+                                std::hint::spin_loop();
+                            }
+                        } else {
+                            panic!("probe fault");
+                        }
+                    }
+                })
+            }),
+        )
+        .unwrap();
+        rt.addf("probe.run", "servo", None).unwrap();
+        let running = rt.start().unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut found = None;
+        while found.is_none() && Instant::now() < until {
+            found = dumps(&dir)
+                .into_iter()
+                .find(|(_, j)| j["trigger"]["event"] == want);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        release.store(true, Ordering::Relaxed);
+        running.stop();
+        let (_, j) = found.unwrap_or_else(|| panic!("no {want} dump: {:?}", dumps(&dir)));
+        assert_eq!(j["trigger"]["thread"], "servo");
+        let csv =
+            std::fs::read_to_string(dir.join(j["threads"][0]["csv"].as_str().unwrap())).unwrap();
+        let rows = rows_plain(&csv);
+        assert!(rows.windows(2).all(|w| w[1] == w[0] + 1));
+        assert!(
+            rows.iter().filter(|&&p| p < 300).count() >= 250,
+            "the periods before the event"
+        );
+        if !stall {
+            assert_eq!(j["threads"][0]["faulted_periods"], 1);
+        }
+        no_temporaries(&dir);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The period numbers of a CSV without pins.
+fn rows_plain(csv: &str) -> Vec<u64> {
+    csv.lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect()
+}
