@@ -383,3 +383,50 @@ fn rows_plain(csv: &str) -> Vec<u64> {
         .map(|l| l.split(',').next().unwrap().parse().unwrap())
         .collect()
 }
+
+/// `falling:estop-ok`: an operator's `rtapi sets estop-ok 0` (TRUE → FALSE) freezes the recorder, and
+/// the JSON names the pin; a rising edge of the same signal does not.
+#[test]
+fn an_estop_signal_going_false_freezes_the_recorder() {
+    let (dir, inst) = (scratch("estop"), instance("estop"));
+    let toml = machine(
+        &dir,
+        &inst,
+        "[recorder]\ndir = \"dumps\"\npost = \"20ms\"\nholdoff = \"0s\"\npins = [\"estop-ok\"]\nfreeze_on = [\"overrun:1000000\", \"falling:estop-ok\"]\n",
+    );
+    let hal = dir.join("m.hal");
+    let mut hal_text = std::fs::read_to_string(&hal).unwrap();
+    hal_text.push_str("newsig estop-ok bit\nsets estop-ok 0\n");
+    std::fs::write(&hal, hal_text).unwrap();
+    let child = run(&toml, &inst);
+    let sets = |v: &str| {
+        let o = rtapi(&["sets", "--instance", &inst, "estop-ok", v]);
+        assert!(o.status.success(), "{:?}", text(&o));
+    };
+    let out = dir.join("dumps");
+    sets("1"); // rising: not a trigger
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(dumps(&out).is_empty(), "{:?}", dumps(&out));
+    sets("0");
+    let until = Instant::now() + Duration::from_secs(5);
+    while dumps(&out).is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = stop(child);
+    let all = dumps(&out);
+    assert_eq!(all.len(), 1, "{all:?}\n{err}");
+    let j = &all[0].1;
+    assert_eq!(j["trigger"]["event"], "pin");
+    assert_eq!(j["trigger"]["pin"], "estop-ok");
+    let csv = std::fs::read_to_string(out.join(j["threads"][0]["csv"].as_str().unwrap())).unwrap();
+    // The recorded value goes 1 → 0 at the trigger period.
+    let at = j["trigger"]["period"].as_u64().unwrap();
+    let value = |p: u64| {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("{p},run,")))
+            .map(|l| l.rsplit(',').next().unwrap().to_string())
+    };
+    assert_eq!(value(at).as_deref(), Some("0"));
+    assert_eq!(value(at - 1).as_deref(), Some("1"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
