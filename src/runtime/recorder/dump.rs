@@ -34,7 +34,11 @@ pub fn write(
     threads: &[ThreadRecords],
 ) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let stamp = utc_stamp();
+    let now = std::time::SystemTime::now();
+    let stamp = utc_stamp(now);
+    // The event's wall-clock time: now, less how long ago it was on the monotonic clock.
+    let ago = (crate::rt::clock::now().as_nanos() - trigger.wake_ns).max(0) as u64;
+    let event_utc = utc_stamp(now - std::time::Duration::from_nanos(ago));
     // The first free name: a dump never replaces another (the JSON, written last, claims it).
     let mut n = 0;
     let stem = loop {
@@ -72,6 +76,7 @@ pub fn write(
             "thread": trigger.thread,
             "period": trigger.period,
             "wake_ns": trigger.wake_ns,
+            "utc": event_utc,
             "missed": trigger.missed,
             "pin": trigger.pin,
         },
@@ -289,11 +294,9 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Now in UTC as `YYYYMMDDTHHMMSS.mmmZ`.
-fn utc_stamp() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+/// `t` in UTC as `YYYYMMDDTHHMMSS.mmmZ`.
+fn utc_stamp(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
