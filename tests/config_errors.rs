@@ -335,7 +335,7 @@ fn too_many_component_instances_is_a_config_error_at_its_loadrt_line() {
         .unwrap();
     assert_eq!(
         e.to_string(),
-        "m.hal:18: loadrt pid: 1 more instances would make 4097; a machine may load at most 4096 component instances"
+        "m.hal:18: loadrt pid: 3 more instances would make 4099; a machine may load at most 4096 component instances"
     );
 }
 

@@ -135,17 +135,45 @@ fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back(
     // Still latched although every input is good again: only a reset clears it.
     assert_eq!(run.values()["estop.ok-out"], 0.0);
 
-    // The operator resets: a rising edge.
-    run.cmd(&["sets", "estop-reset", "0"]);
-    run.cmd(&["sets", "estop-reset", "1"]);
-    run.wait_for("enabled again", Duration::from_secs(2), |p| {
-        p["estop.ok-out"] == 1.0 && p["machine-enable"] == 1.0
-    });
-    // The command comes back to the sine within the limits and the axis follows it again.
-    std::thread::sleep(Duration::from_millis(1500));
-    let after = run.wait_for("following again", Duration::from_secs(3), |p| {
-        (p["pos-cmd"] - p["sine"]).abs() < 1e-6 && p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND
-    });
+    // The operator resets: a rising edge. On this shared VM the host can stall the servo thread
+    // past the chain's 10 ms latency limit again at any time; the chain is then right to trip, and
+    // the operator resets again — only a trip that the health pins do not explain fails the test.
+    let mut resets = 0;
+    let after = loop {
+        resets += 1;
+        let before = run.values();
+        run.cmd(&["sets", "estop-reset", "0"]);
+        run.cmd(&["sets", "estop-reset", "1"]);
+        run.wait_for("enabled again", Duration::from_secs(2), |p| {
+            p["estop.ok-out"] == 1.0 && p["machine-enable"] == 1.0
+        });
+        // The command comes back to the sine within the limits and the axis follows it again.
+        std::thread::sleep(Duration::from_millis(1500));
+        let after = run.wait_for(
+            "following again (or tripped)",
+            Duration::from_secs(3),
+            |p| {
+                p["estop.fault-out"] == 1.0
+                    || ((p["pos-cmd"] - p["sine"]).abs() < 1e-6
+                        && p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND)
+            },
+        );
+        if after["estop.fault-out"] == 0.0 {
+            break after;
+        }
+        // Tripped again: it must be a new late period the health pins saw.
+        assert!(
+            after["servo.overruns"] > before["servo.overruns"]
+                || after["servo.latency-max"] > before["servo.latency-max"],
+            "the latch tripped after the reset with no new late period: {after:?}"
+        );
+        eprintln!(
+            "safety_chain: the host stalled the servo thread again after reset {resets} (overruns \
+             {} → {}); resetting again",
+            before["servo.overruns"], after["servo.overruns"]
+        );
+        assert!(resets < 4, "tripped by host stalls after {resets} resets");
+    };
     assert_eq!(after["estop.fault-out"], 0.0, "the reset held");
 }
 

@@ -15,46 +15,8 @@ use rustyline::{Context, Editor, Helper};
 
 use super::control::Flow;
 
-/// halcmd's commands, for completion and `help`.
-pub const COMMANDS: &[&str] = &[
-    "addf",
-    "alias",
-    "delf",
-    "delsig",
-    "echo",
-    "exit",
-    "getp",
-    "gets",
-    "help",
-    "linkpp",
-    "linkps",
-    "linksp",
-    "list",
-    "loadrt",
-    "loadusr",
-    "lock",
-    "net",
-    "newsig",
-    "ptype",
-    "quit",
-    "save",
-    "setp",
-    "sets",
-    "show",
-    "source",
-    "start",
-    "status",
-    "stop",
-    "stype",
-    "unalias",
-    "unecho",
-    "unlinkp",
-    "unload",
-    "unloadrt",
-    "unloadusr",
-    "unlock",
-    "waitusr",
-];
+/// halcmd's commands, for completion (the interpreter's own list).
+pub use crate::config::halcmd::COMMANDS;
 
 /// What `show`, `list` and `save` take as their first argument.
 pub const KINDS: &[&str] = &[

@@ -884,7 +884,7 @@ impl Session {
         origin: Origin,
     ) -> Result<(), (usize, String)> {
         let line = origin.line;
-        if *instances != Instances::Count(1) {
+        if *instances != Instances::Count(0) {
             return Err((
                 line,
                 "loadrt threads: takes name1= period1= [fp1=] … name3= period3=, not count= or names="
@@ -1559,7 +1559,8 @@ fn linuxcnc_args(
 ) -> Result<(Instances, LoadArgs), String> {
     let mut args = args.clone();
     let mut instances = instances.clone();
-    let explicit = instances != Instances::Count(1);
+    // `Count(0)`: no count=/names= given (see the parser).
+    let explicit = instances != Instances::Count(0);
     let set_count = |key: &str, n: usize, instances: &mut Instances| -> Result<(), String> {
         if explicit && *instances != Instances::Count(n) {
             if let Instances::Names(names) = instances {
@@ -1606,7 +1607,19 @@ fn linuxcnc_args(
             }
         }
     }
+    if instances == Instances::Count(0) {
+        instances = Instances::Count(default_count(component));
+    }
     Ok((instances, LoadArgs { args }))
+}
+
+/// How many instances `loadrt COMP` makes without count=/names=/num_chan=: LinuxCNC's `pid` and
+/// `encoder` make three (their man pages), every other component one.
+fn default_count(component: &str) -> usize {
+    match component {
+        "pid" | "encoder" => 3,
+        _ => 1,
+    }
 }
 
 #[cfg(test)]

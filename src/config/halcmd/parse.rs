@@ -696,7 +696,9 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
         }
         (Some((n, _)), None) => Instances::Count(n),
         (None, Some((list, _))) => Instances::Names(list),
-        (None, None) => Instances::Count(1),
+        // Neither: the component's default number of instances (LinuxCNC's pid and encoder make
+        // three, the others one), decided by `loadrt` — `Count(0)` stands for it until then.
+        (None, None) => Instances::Count(0),
     };
     let text = rest
         .iter()

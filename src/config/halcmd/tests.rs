@@ -362,3 +362,22 @@ fn keep_going_collects_every_error() {
     s.execute("net n pid.0.enable", &mut out).unwrap();
     assert_eq!(s.names(NameKind::Signal), ["n"]);
 }
+
+#[test]
+fn loadrt_without_a_count_makes_the_components_default_number_of_instances() {
+    let mut s = session();
+    ok(
+        &mut s,
+        "loadrt pid\nloadrt encoder\nloadrt and2\nloadrt siggen\n",
+    );
+    let comps = s.names(NameKind::Comp);
+    for c in ["pid.0", "pid.1", "pid.2", "encoder.2", "and2.0", "siggen.0"] {
+        assert!(comps.contains(&c.to_string()), "{c} in {comps:?}");
+    }
+    assert!(!comps.contains(&"pid.3".to_string()) && !comps.contains(&"and2.1".to_string()));
+    let mut s = session();
+    ok(&mut s, "loadrt pid count=1\nloadrt encoder num_chan=2\n");
+    assert_eq!(s.names(NameKind::Comp), ["encoder.0", "encoder.1", "pid.0"]);
+    // `loadrt threads` still refuses a count.
+    assert!(err(&mut s, "loadrt threads name1=a period1=1000000 count=2").contains("not count="));
+}
