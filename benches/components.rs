@@ -127,9 +127,70 @@ fn net_of_1000_pins(c: &mut Criterion) {
     });
 }
 
+/// `sampler cfg=ffffbbsu` (8 channels): one call of its per-period function with room in the ring,
+/// i.e. 8 pin reads and one record published. The ring is drained by a `FifoClient` between timed
+/// batches (outside the measurement), so every timed call stores a sample.
+fn sampler_8_channels(c: &mut Criterion) {
+    use rtapi::components::{Declared, Instances, LoadArgs, Presets};
+    let name = instance("sampler");
+    let mut target = BenchTarget {
+        builder: HalBuilder::new(&name).unwrap(),
+        health_owner: None,
+        factories: Vec::new(),
+        threads: Vec::new(),
+    };
+    target
+        .thread(&ThreadSpec::new(
+            "servo",
+            rtapi::rt::clock::Nanos::from_nanos(1_000_000),
+        ))
+        .unwrap();
+    let args = LoadArgs {
+        args: [
+            ("cfg".to_string(), "ffffbbsu".to_string()),
+            ("depth".to_string(), "4096".to_string()),
+        ]
+        .into(),
+    };
+    Registry::builtin()
+        .load(
+            &mut target,
+            &mut Declared::default(),
+            &Presets::new(),
+            "sampler",
+            &Instances::Count(1),
+            &args,
+        )
+        .unwrap();
+    target.addf("sampler.0", "servo", None).unwrap();
+    let (_hal, mut fns) = thread_functions(target, "servo");
+    let reader =
+        rtapi_hal::FifoClient::sampler(&name, "sampler.0", &rtapi_hal::Trust::new()).unwrap();
+    let cycle = Cycle::default();
+    c.bench_function("sampler, 8 channels: one sample into the ring", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(4000);
+                let t = std::time::Instant::now();
+                for _ in 0..n {
+                    fns[0](black_box(&cycle));
+                }
+                total += t.elapsed();
+                left -= n;
+                for row in reader.rows() {
+                    black_box(row.unwrap());
+                }
+            }
+            total
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
-    targets = sim_axis_servo_cycle, net_of_1000_pins
+    targets = sim_axis_servo_cycle, net_of_1000_pins, sampler_8_channels
 }
 criterion_main!(benches);

@@ -87,6 +87,7 @@
 
 mod builder;
 mod error;
+pub mod fifo;
 mod hal;
 mod image;
 mod keys;
@@ -106,6 +107,7 @@ mod value;
 
 pub use builder::{HalBuilder, DEFAULT_MAX_SIZE};
 pub use error::{HalError, ObjectKind, Result, WriteRefusal};
+pub use fifo::{FifoClient, FifoError, FifoKind, OwnedFifo};
 pub use hal::{Hal, ThreadStateCell};
 pub use image::Capacity;
 pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};

@@ -127,7 +127,7 @@ impl Mapping {
 
     /// Maps `len` bytes of `fd` shared.
     #[doc(alias = "mmap")]
-    fn map(fd: &OwnedFd, len: usize, writable: bool, what: &str) -> Result<Mapping> {
+    pub(crate) fn map(fd: &OwnedFd, len: usize, writable: bool, what: &str) -> Result<Mapping> {
         let prot = if writable {
             libc::PROT_READ | libc::PROT_WRITE
         } else {
@@ -189,7 +189,16 @@ fn shm_open(
     flags: libc::c_int,
     mode: libc::mode_t,
 ) -> std::io::Result<OwnedFd> {
-    let name = c_name(instance);
+    shm_open_name(&instance.shm_name(), flags, mode)
+}
+
+/// `shm_open` of any name (`/rtapi-…`), never following a symlink or blocking on a FIFO planted there.
+pub(crate) fn shm_open_name(
+    name: &str,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> std::io::Result<OwnedFd> {
+    let name = CString::new(name).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
     // Never follow a symlink planted at the name; never block opening a FIFO planted there (O_NONBLOCK has
     // no effect on regular files). glibc and musl pass these through to open(2).
     let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
@@ -202,7 +211,7 @@ fn shm_open(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn fstat(fd: &OwnedFd, what: &str) -> Result<libc::stat> {
+pub(crate) fn fstat(fd: &OwnedFd, what: &str) -> Result<libc::stat> {
     // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open; `st` is a valid, writable stat buffer.
@@ -214,7 +223,7 @@ fn fstat(fd: &OwnedFd, what: &str) -> Result<libc::stat> {
 
 /// Tries to take the exclusive owner lock without waiting.
 #[doc(alias = "flock")]
-fn try_lock(fd: &OwnedFd) -> bool {
+pub(crate) fn try_lock(fd: &OwnedFd) -> bool {
     // SAFETY: flock on an open descriptor has no memory effects.
     unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
@@ -412,7 +421,12 @@ fn untrusted(
 
 /// The trust check, on the descriptor we will read through (so the file cannot be swapped between the
 /// check and the use). Returns the `fstat` of the file.
-fn check_trust(fd: &OwnedFd, path: &str, trust: &Trust, side: Side) -> Result<libc::stat> {
+pub(crate) fn check_trust(
+    fd: &OwnedFd,
+    path: &str,
+    trust: &Trust,
+    side: Side,
+) -> Result<libc::stat> {
     let st = fstat(fd, path)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         let reason = format!("it is {}, not a regular file", file_kind(st.st_mode));
@@ -457,7 +471,7 @@ fn refused_by_open(path: &str, what: &str, side: Side) -> HalError {
     untrusted(path, format!("it is {what}"), &st, side, false)
 }
 
-fn open_error(path: &str, source: std::io::Error, side: Side) -> HalError {
+pub(crate) fn open_error(path: &str, source: std::io::Error, side: Side) -> HalError {
     match source.raw_os_error() {
         Some(libc::ELOOP) => refused_by_open(path, "a symbolic link", side),
         Some(libc::ENXIO) => refused_by_open(path, "a socket, not a regular file", side),
@@ -646,16 +660,31 @@ fn inspect_existing(
 
 /// Removes the name if it still refers to the file behind `fd` (someone may have replaced it).
 pub(crate) fn unlink_if_ours(instance: &Instance, fd: &OwnedFd) {
-    let path = display_path(instance);
-    let (Ok(ours), Ok(named)) = (fstat(fd, &path), shm_open(instance, libc::O_RDONLY, 0)) else {
+    unlink_name_if_ours(&instance.shm_name(), fd);
+}
+
+/// [`unlink_if_ours`] for any shm name.
+pub(crate) fn unlink_name_if_ours(name: &str, fd: &OwnedFd) {
+    let path = format!("/dev/shm{name}");
+    let (Ok(ours), Ok(named)) = (fstat(fd, &path), shm_open_name(name, libc::O_RDONLY, 0)) else {
         return;
     };
     if let Ok(theirs) = fstat(&named, &path) {
         if ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino {
             // Failure (already gone) is fine: the name no longer refers to our file either way.
-            let _ = unlink(instance);
+            let _ = unlink_name(name);
         }
     }
+}
+
+/// `shm_unlink` of any name.
+pub(crate) fn unlink_name(name: &str) -> std::io::Result<()> {
+    let name = CString::new(name).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: valid NUL-terminated string.
+    if unsafe { libc::shm_unlink(name.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Opens an existing segment for a reader: checks that it is trusted and can hold a header, and maps the

@@ -13,6 +13,8 @@ mod out;
 pub(crate) mod prompt;
 mod recorder;
 mod run;
+mod sample;
+mod scope;
 mod setp;
 mod show;
 mod tune;
@@ -129,6 +131,12 @@ enum Command {
     Sets(setp::Args),
     /// Watch values live, like halmeter.
     Watch(watch::Args),
+    /// Print a sampler's FIFO, one line per sample, like halsampler (-c CHAN, -n COUNT, -t, --csv).
+    Sample(sample::SampleArgs),
+    /// Capture pins and signals of a running instance around a trigger, one sample per period: CSV, JSON, SVG.
+    Scope(scope::Args),
+    /// Feed a streamer's FIFO from a file or standard input, one line per sample, like halstreamer.
+    Stream(sample::StreamArgs),
     /// Run halcmd commands in a running instance: one, a file (-f), or an interactive prompt.
     Halcmd(halcmd::Args),
     /// Ask a running instance's flight recorder for a dump now (`rtapi recorder dump`).
@@ -171,7 +179,12 @@ pub fn main() -> ExitCode {
     .init();
     if matches!(
         cli.command,
-        Command::Run(_) | Command::Halrun(_) | Command::LatencyTest(_) | Command::CompareTimers(_)
+        Command::Run(_)
+            | Command::Halrun(_)
+            | Command::LatencyTest(_)
+            | Command::CompareTimers(_)
+            | Command::Sample(_)
+            | Command::Scope(_)
     ) {
         // Before anything else: a Ctrl-C or SIGTERM from now on is a stop request the command answers
         // (stop, report, remove the segment), not the default action that leaves the segment behind.
@@ -188,6 +201,9 @@ pub fn main() -> ExitCode {
         Command::Setp(args) => setp::setp(args),
         Command::Sets(args) => setp::sets(args),
         Command::Watch(args) => watch::run(args),
+        Command::Sample(args) => sample::sample(args),
+        Command::Scope(args) => scope::run(args),
+        Command::Stream(args) => sample::stream(args),
         Command::Halcmd(args) => halcmd::run(args),
         Command::Tune(args) => tune::run(args),
         Command::Recorder(args) => recorder::run(args),

@@ -45,6 +45,7 @@
 //!
 //! The control math of each built-in lives in small pure structs next to the HAL glue, with unit tests.
 
+mod capture;
 mod compare;
 mod conv;
 mod counters;
@@ -60,6 +61,7 @@ mod mux;
 mod pid;
 mod pwmgen;
 mod safety;
+mod scope;
 mod siggen;
 mod sim_axis;
 mod stepgen;
@@ -313,6 +315,9 @@ impl Registry {
         r.register::<filters::Integ>();
         r.register::<filters::Lowpass>();
         r.register::<pwmgen::Pwmgen>();
+        r.register::<capture::Sampler>();
+        r.register::<scope::ScopeSampler>();
+        r.register::<capture::Streamer>();
         r
     }
 
