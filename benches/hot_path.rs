@@ -1,21 +1,38 @@
 //! The runtime's own per-period costs: the whole bookkeeping of one period after the wake (clock reads,
 //! dispatch of zero or ten trivial functions with their timing, missed-period accounting, the seqlocked
 //! stats record and the histogram bin) — and its parts: reading the clock, the missed-period arithmetic,
-//! queueing an RT event.
+//! queueing an RT event; and the same bookkeeping with the flight recorder writing each period.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtapi::rt::clock::{self, Nanos};
 use rtapi::rt::msg::{self, RtEvent};
 use rtapi::runtime::function::{Cycle, RtFn};
+use rtapi::runtime::recorder::{Recorder, RecorderConfig};
 use rtapi::runtime::runlist::RunListCell;
 use rtapi::runtime::slots::{FunctionSlot, Slots};
 use rtapi::runtime::thread::Cycler;
 use rtapi_hal::{HalBuilder, ThreadConfig};
 use std::sync::Arc;
 
-/// One period's bookkeeping with `n` trivial functions, on a real HAL segment.
+/// One period's bookkeeping with `n` trivial functions, on a real HAL segment; with `pins` ≥ 0, a
+/// flight recorder records every period with that many signals.
 fn bookkeeping(c: &mut Criterion, n: usize) {
-    let mut b = HalBuilder::new(&format!("bench-hot-{n}-{}", std::process::id())).unwrap();
+    bookkeeping_with(c, n, None)
+}
+
+fn bookkeeping_with(c: &mut Criterion, n: usize, recorded: Option<usize>) {
+    let mut b = HalBuilder::new(&format!(
+        "bench-hot-{n}-{}-{}",
+        recorded.map_or(0, |p| p + 1),
+        std::process::id()
+    ))
+    .unwrap();
+    let pins: Vec<(String, String)> = (0..recorded.unwrap_or(0))
+        .map(|i| (format!("rec-{i}"), String::new()))
+        .collect();
+    for (name, _) in &pins {
+        b.signal(name, rtapi_hal::ValueType::Float).unwrap();
+    }
     let comp = b.component("bench").unwrap();
     let thread = b.thread(ThreadConfig::new("servo", 1_000_000)).unwrap();
     for i in 0..n {
@@ -41,7 +58,25 @@ fn bookkeeping(c: &mut Criterion, n: usize) {
         Arc::new(slots),
         Arc::new(RunListCell::new(&list).unwrap()),
     );
-    c.bench_function(&format!("period bookkeeping, {n} functions"), |bench| {
+    let mut name = format!("period bookkeeping, {n} functions");
+    if recorded.is_some() {
+        let config = RecorderConfig {
+            window: Nanos::from_secs(5),
+            post: Nanos::from_millis(100),
+            pins,
+            dir: std::env::temp_dir(),
+            on_overrun: 1,
+            holdoff: Nanos::ZERO,
+            max_dumps: 10,
+            on_stall: true,
+            on_fault: true,
+            triggers: Vec::new(),
+        };
+        let recorder = Arc::new(Recorder::new(config, "bench", &[("servo".into(), period)]));
+        cycler = cycler.with_recorder(recorder.tap(0, &hal).unwrap());
+        name = format!("{name} + flight recorder ({} pins)", recorded.unwrap_or(0));
+    }
+    c.bench_function(&name, |bench| {
         bench.iter(|| {
             // Woken 20 µs late each time: a normal period, nothing missed.
             let now = cycler.deadline() + Nanos::from_micros(20);
@@ -53,6 +88,8 @@ fn bookkeeping(c: &mut Criterion, n: usize) {
 fn hot_path(c: &mut Criterion) {
     bookkeeping(c, 0);
     bookkeeping(c, 10);
+    bookkeeping_with(c, 0, Some(0));
+    bookkeeping_with(c, 0, Some(8));
     c.bench_function("clock::now (clock_gettime MONOTONIC)", |b| {
         b.iter(clock::now)
     });

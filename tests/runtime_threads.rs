@@ -50,7 +50,16 @@ fn one_thread(
     spec: ThreadSpec,
     body: impl FnOnce(&Hal) -> RtFn + 'static,
 ) -> Result<rtapi::runtime::Runtime<rtapi::runtime::Running>, RuntimeError> {
-    let mut rt = Runtime::configure(options(test))?;
+    one_thread_with(options(test), spec, body)
+}
+
+/// As [`one_thread`], with these options.
+fn one_thread_with(
+    options: RuntimeOptions,
+    spec: ThreadSpec,
+    body: impl FnOnce(&Hal) -> RtFn + 'static,
+) -> Result<rtapi::runtime::Runtime<rtapi::runtime::Running>, RuntimeError> {
+    let mut rt = Runtime::configure(options)?;
     let thread = spec.name.clone();
     rt.thread(spec)?;
     let comp = rt.hal().component("probe")?;
@@ -237,8 +246,9 @@ fn a_panicking_function_is_disabled_and_the_thread_goes_on() {
     assert!(summary.to_string().contains("bad.explode FAULTED"));
 }
 
-/// After warm-up, 1000 periods of the loop (wait, clock, stats, function call) allocate nothing, take
-/// no page fault, and switch context only to wait — once per period, never preempted — for every
+/// After warm-up, 1000 periods of the loop (wait, clock, stats, function call, the flight recorder's
+/// record with two pins and a trigger pin, its ring wrapping several times) allocate nothing, take no
+/// page fault, and switch context only to wait — once per period, never preempted — for every
 /// machine-grade driver. The function itself measures from inside the RT thread.
 #[test]
 fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
@@ -256,7 +266,30 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
             timer,
             ..ThreadSpec::new("servo", Nanos::from_millis(1))
         };
-        let running = one_thread(&format!("noalloc-{timer}"), spec, move |_| {
+        let dumps = std::env::temp_dir().join(format!("rtapi-noalloc-{}", std::process::id()));
+        let options = RuntimeOptions {
+            recorder: Some(rtapi::runtime::recorder::RecorderConfig {
+                window: Nanos::from_millis(200),
+                post: Nanos::from_millis(20),
+                pins: vec![
+                    ("servo.latency".into(), String::new()),
+                    ("servo.missed".into(), String::new()),
+                ],
+                dir: dumps.clone(),
+                on_overrun: 1,
+                holdoff: Nanos::ZERO,
+                max_dumps: 10,
+                on_stall: true,
+                on_fault: true,
+                triggers: vec![rtapi::runtime::recorder::PinTrigger {
+                    name: "servo.stalled".into(),
+                    rising: true,
+                    origin: String::new(),
+                }],
+            }),
+            ..options(&format!("noalloc-{timer}"))
+        };
+        let running = one_thread_with(options, spec, move |_| {
             let mut start = (0u64, rtapi::rt::sched::thread_usage().unwrap());
             Box::new(move |c: &Cycle| {
                 if c.number >= FROM && !COUNTING.with(Cell::get) {
@@ -278,6 +311,7 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
         .unwrap();
         running.wait(Some(Duration::from_millis(1500)));
         running.stop();
+        let _ = std::fs::remove_dir_all(&dumps);
         let [allocs, faults, voluntary, involuntary, periods] =
             result.each_ref().map(|a| a.load(SeqCst));
         eprintln!("{timer}: {periods} periods, {allocs} allocations, {faults} faults, {voluntary} voluntary / {involuntary} involuntary switches");

@@ -172,6 +172,26 @@ impl Hal {
         Pin::new(self.model().slots[key.index].clone())
     }
 
+    /// A read-only probe of the pin or, if no pin has that name, the signal called `name` (for a
+    /// recorder: [`Probe::get_f64`] is RT-safe).
+    pub fn probe(&self, name: &str) -> Result<crate::pin::Probe> {
+        let m = self.model();
+        if let Some(p) = m.b.pin_index(name) {
+            return Ok(crate::pin::Probe::pin(m.slots[p].clone(), m.b.pins[p].ty));
+        }
+        if let Some(s) = m.b.signal_index(name) {
+            let cell = m.plan.record(Table::Signals, s) + signal::VALUE;
+            return Ok(crate::pin::Probe::cell(
+                Block::new(&self.mapping, cell, 8),
+                m.b.signals[s].ty,
+            ));
+        }
+        Err(HalError::NotFound {
+            kind: ObjectKind::Any,
+            name: name.to_string(),
+        })
+    }
+
     /// The typed handle of a registered param.
     ///
     /// # Panics

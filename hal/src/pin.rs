@@ -235,3 +235,57 @@ impl<T: HalType> Param<T> {
         unsafe { T::store_cell(self.cell.ptr(0), value) }
     }
 }
+
+/// A read-only view of any pin or signal of the owning process by name, from
+/// [`Hal::probe`](crate::Hal::probe): what a recorder samples each period. RT-safe like [`Pin::get`]
+/// (a pin's probe follows its links); a deleted signal's probe keeps reading its last value.
+pub struct Probe {
+    source: ProbeSource,
+    ty: crate::value::ValueType,
+}
+
+enum ProbeSource {
+    Pin(Arc<PinSlot>),
+    Cell(Block),
+}
+
+impl Probe {
+    pub(crate) fn pin(slot: Arc<PinSlot>, ty: crate::value::ValueType) -> Probe {
+        Probe {
+            source: ProbeSource::Pin(slot),
+            ty,
+        }
+    }
+
+    pub(crate) fn cell(cell: Block, ty: crate::value::ValueType) -> Probe {
+        Probe {
+            source: ProbeSource::Cell(cell),
+            ty,
+        }
+    }
+
+    /// The value's type.
+    pub fn value_type(&self) -> crate::value::ValueType {
+        self.ty
+    }
+
+    /// The current value as a float (a bit is 0 or 1): one or two relaxed loads, no allocation.
+    #[inline]
+    pub fn get_f64(&self) -> f64 {
+        let p = match &self.source {
+            ProbeSource::Pin(slot) => slot.ptr.load(Ordering::Relaxed) as *const u8,
+            ProbeSource::Cell(block) => block.ptr(0),
+        };
+        // SAFETY: as in `Pin::get`: an 8-aligned cell slot inside the mapping kept alive by the slot
+        // or the block; cells are only accessed atomically.
+        let bits = unsafe { crate::value::cell::load(p, self.ty) };
+        match crate::value::Value::from_bits(self.ty, bits) {
+            crate::value::Value::Bit(b) => f64::from(u8::from(b)),
+            crate::value::Value::Float(f) => f,
+            crate::value::Value::S32(v) => f64::from(v),
+            crate::value::Value::U32(v) => f64::from(v),
+            crate::value::Value::S64(v) => v as f64,
+            crate::value::Value::U64(v) => v as f64,
+        }
+    }
+}

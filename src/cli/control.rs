@@ -11,7 +11,8 @@
 //!
 //! Protocol: one JSON object per line each way. A request is `{"line": "show pin"}` (one halcmd
 //! command) or `{"source": "/abs/file.hal", "ini": "/abs/machine.ini", "keep_going": false}` (a whole
-//! file, read by the owner); the answer is `{"ok": true, "out": "…"}`, or `{"ok": false, "out": "…",
+//! file, read by the owner) or `{"recorder": "dump", "dir": "/abs/dir"}` (a flight-recorder dump
+//! now); the answer is `{"ok": true, "out": "…"}`, or `{"ok": false, "out": "…",
 //! "error": "…"}`, with `"quit": true` when the command ends the session. Commands from all clients
 //! and the owner's own prompt go through one [`Executor`] behind a mutex, one at a time, outside the
 //! real-time threads.
@@ -50,6 +51,12 @@ pub trait Executor: Send {
         keep_going: bool,
         out: &mut dyn Write,
     ) -> Result<Flow, String>;
+    /// `rtapi recorder dump`: the instance's flight recorder writes a dump now (into `dir`, or its
+    /// configured directory); the answer lists the files.
+    fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, String> {
+        let _ = dir;
+        Err("this instance has no flight recorder ([recorder] in the machine TOML)".into())
+    }
 }
 
 /// The shared executor of an instance.
@@ -97,6 +104,15 @@ impl Executor for crate::config::halcmd::Session {
             Err(e) => Err(e.to_string()),
         }
     }
+
+    fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, String> {
+        let recorder = self
+            .runtime()
+            .and_then(|rt| rt.recorder())
+            .ok_or("this instance has no flight recorder ([recorder] in the machine TOML)")?;
+        let files = recorder.dump_now(dir.map(Path::to_path_buf), Duration::from_secs(5))?;
+        Ok(files.iter().map(|f| format!("{}\n", f.display())).collect())
+    }
 }
 
 /// The socket name of an instance's control socket (abstract namespace).
@@ -116,6 +132,12 @@ enum Request {
         ini: Option<PathBuf>,
         #[serde(default)]
         keep_going: bool,
+    },
+    /// `{"recorder": "dump", "dir": "/abs/dir"}`: the flight recorder dumps now.
+    Recorder {
+        recorder: String,
+        #[serde(default)]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -287,6 +309,16 @@ fn answer(request: &str, executor: &SharedExecutor) -> Reply {
                 ini,
                 keep_going,
             } => exec.source(source, ini.as_deref(), *keep_going, &mut out),
+            Request::Recorder { recorder, dir } if recorder == "dump" => {
+                exec.recorder_dump(dir.as_deref()).map(|files| {
+                    out.extend_from_slice(files.as_bytes());
+                    Flow::Continue
+                })
+            }
+            Request::Recorder { recorder, .. } => Err(format!(
+                "unknown recorder request {}; the recorder understands \"dump\"",
+                crate::rt::units::quote(recorder)
+            )),
         }
     };
     let out = String::from_utf8_lossy(&out).into_owned();
@@ -382,6 +414,14 @@ impl ControlClient {
     /// Runs one command line in the instance.
     pub fn execute(&mut self, line: &str) -> Result<Reply, ClientError> {
         self.request(&Request::Line { line: line.into() })
+    }
+
+    /// Asks the instance's flight recorder for a dump now (into `dir`, absolute, or its own directory).
+    pub fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<Reply, ClientError> {
+        self.request(&Request::Recorder {
+            recorder: "dump".into(),
+            dir: dir.map(Path::to_path_buf),
+        })
     }
 
     /// Runs a whole file in the instance (the owner reads it).

@@ -37,7 +37,7 @@ pub struct Args {
     command: Vec<String>,
 }
 
-fn connect(target: &Target) -> Result<(HalReader, ControlClient), Failure> {
+pub(crate) fn connect(target: &Target) -> Result<(HalReader, ControlClient), Failure> {
     let reader = instance::open(target, Access::ReadOnly)?;
     let pid = reader.header().owner_pid;
     if !reader.owner_alive() {

@@ -11,6 +11,7 @@ mod latency_survey;
 mod latency_test;
 mod out;
 pub(crate) mod prompt;
+mod recorder;
 mod run;
 mod sample;
 mod scope;
@@ -138,6 +139,8 @@ enum Command {
     Stream(sample::StreamArgs),
     /// Run halcmd commands in a running instance: one, a file (-f), or an interactive prompt.
     Halcmd(halcmd::Args),
+    /// Ask a running instance's flight recorder for a dump now (`rtapi recorder dump`).
+    Recorder(recorder::Args),
     /// Apply detect's run-time fixes to the RT CPUs (IRQs, workqueues, watchdogs, idle states…) with a
     /// revert file, print the boot parameters for the rest; --revert undoes it.
     Tune(tune::Args),
@@ -203,6 +206,7 @@ pub fn main() -> ExitCode {
         Command::Stream(args) => sample::stream(args),
         Command::Halcmd(args) => halcmd::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Recorder(args) => recorder::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(exit::OK),

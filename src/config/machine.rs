@@ -39,6 +39,7 @@ use crate::flavor::Flavor;
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, parse_config_period, quote};
 use crate::rt::wake::{TimerKind, WakeMode};
+use crate::runtime::recorder::RecorderConfig;
 use crate::runtime::watchdog::{StallAction, WatchdogOptions};
 use crate::runtime::{RuntimeOptions, ThreadSpec};
 
@@ -56,6 +57,20 @@ struct RawMachine {
     runtime: RawRuntime,
     #[serde(default)]
     thread: Vec<Spanned<RawThread>>,
+    recorder: Option<Spanned<RawRecorder>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecorder {
+    seconds: Option<Spanned<toml::Value>>,
+    post: Option<Spanned<String>>,
+    dir: Spanned<String>,
+    #[serde(default)]
+    pins: Vec<Spanned<String>>,
+    freeze_on: Option<Vec<Spanned<String>>>,
+    holdoff: Option<Spanned<String>>,
+    max_dumps: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -110,6 +125,167 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
         .filter(|&&b| b == b'\n')
         .count()
         + 1
+}
+
+/// The `[recorder]` table:
+///
+/// ```toml
+/// [recorder]
+/// dir = "recorder"        # where dumps go (relative to the TOML file)
+/// seconds = 5             # history kept per thread (default 5, at most 600)
+/// post = "100ms"          # recording after the event, then freeze (default 100ms)
+/// pins = ["x-pos-fb"]     # up to 8 pins or signals recorded each period
+/// freeze_on = ["overrun", "stall", "fault", "falling:estop-ok", "rising:limit"]  # (default: the first three)
+/// holdoff = "10s"         # after a dump, events are ignored this long (default 10s; requests are not)
+/// max_dumps = 20          # dumps of events per run (default 20; requests always dump)
+/// ```
+///
+/// `overrun:N` freezes only on a period that missed at least N deadlines.
+fn recorder(
+    file: &str,
+    text: &str,
+    r: &RawRecorder,
+    err: &mut dyn FnMut(Range<usize>, String),
+) -> RecorderConfig {
+    use crate::runtime::recorder::{PinTrigger, MAX_PINS, MAX_SECONDS};
+    let origin = |span: Range<usize>| format!("{file}:{}: ", line_of(text, span.start));
+    let window = match &r.seconds {
+        None => Nanos::from_secs(5),
+        Some(v) => {
+            let secs = match v.get_ref() {
+                toml::Value::Integer(i) => Some(*i as f64),
+                toml::Value::Float(f) => Some(*f),
+                _ => None,
+            };
+            match secs {
+                Some(s) if s > 0.0 && s <= MAX_SECONDS => Nanos::from_nanos((s * 1e9) as i64),
+                _ => {
+                    err(
+                        v.span(),
+                        format!("seconds = {} must be a number of seconds above 0 and at most {MAX_SECONDS}", v.get_ref()),
+                    );
+                    Nanos::from_secs(5)
+                }
+            }
+        }
+    };
+    let post = match &r.post {
+        None => Nanos::from_millis(100),
+        Some(p) => match crate::rt::units::parse_duration(p.get_ref()) {
+            Ok(d) if d >= Nanos::ZERO && d <= Nanos::from_secs(10) => d,
+            Ok(_) => {
+                err(
+                    p.span(),
+                    format!("post {} must be from 0 to 10s", quote(p.get_ref())),
+                );
+                Nanos::ZERO
+            }
+            Err(e) => {
+                err(p.span(), format!("post: {e}"));
+                Nanos::ZERO
+            }
+        },
+    };
+    if r.dir.get_ref().trim().is_empty() {
+        err(r.dir.span(), "dir: an empty directory name".into());
+    }
+    if r.pins.len() > MAX_PINS {
+        err(
+            r.pins[MAX_PINS].span(),
+            format!(
+                "pins: {} pins; a recorder records at most {MAX_PINS}",
+                r.pins.len()
+            ),
+        );
+    }
+    let mut pins = Vec::new();
+    for p in &r.pins {
+        if let Some(e) = super::invalid_name("recorder pin", p.get_ref()) {
+            err(p.span(), format!("pins: {e}"));
+        }
+        pins.push((p.get_ref().clone(), origin(p.span())));
+    }
+    let (mut on_overrun, mut on_stall, mut on_fault) = (0, false, false);
+    let mut triggers = Vec::new();
+    match &r.freeze_on {
+        None => (on_overrun, on_stall, on_fault) = (1, true, true),
+        Some(list) => {
+            for w in list {
+                match w.get_ref().as_str() {
+                    "overrun" => on_overrun = 1,
+                    "stall" => on_stall = true,
+                    "fault" => on_fault = true,
+                    other => match other.split_once(':') {
+                        Some(("overrun", n)) if n.parse::<u64>().is_ok_and(|n| n >= 1) => {
+                            on_overrun = n.parse().unwrap_or(1)
+                        }
+                        Some((edge @ ("rising" | "falling"), name))
+                            if super::invalid_name("pin", name).is_none() =>
+                        {
+                            triggers.push(PinTrigger {
+                                name: name.to_string(),
+                                rising: edge == "rising",
+                                origin: origin(w.span()),
+                            })
+                        }
+                        _ => err(
+                            w.span(),
+                            format!(
+                                "freeze_on: {} is unknown; use overrun, overrun:N (at least N missed periods), stall, fault, rising:PIN (a bit becoming TRUE) or falling:PIN (an estop going FALSE)",
+                                quote(other)
+                            ),
+                        ),
+                    },
+                }
+            }
+        }
+    }
+    let duration = |d: &Option<Spanned<String>>,
+                    key: &str,
+                    default: Nanos,
+                    err: &mut dyn FnMut(Range<usize>, String)| match d {
+        None => default,
+        Some(p) => match crate::rt::units::parse_duration(p.get_ref()) {
+            Ok(d) if d >= Nanos::ZERO && d <= Nanos::from_secs(3600) => d,
+            Ok(_) => {
+                err(
+                    p.span(),
+                    format!("{key} {} must be from 0 to 1h", quote(p.get_ref())),
+                );
+                default
+            }
+            Err(e) => {
+                err(p.span(), format!("{key}: {e}"));
+                default
+            }
+        },
+    };
+    let holdoff = duration(&r.holdoff, "holdoff", Nanos::from_secs(10), err);
+    let max_dumps = match &r.max_dumps {
+        None => 20,
+        Some(n) => match u32::try_from(*n.get_ref()) {
+            Ok(v) if (1..=100_000).contains(&v) => v,
+            _ => {
+                err(
+                    n.span(),
+                    format!("max_dumps = {} must be from 1 to 100000", n.get_ref()),
+                );
+                20
+            }
+        },
+    };
+    RecorderConfig {
+        holdoff,
+        max_dumps,
+        window,
+        post,
+        pins,
+        dir: r.dir.get_ref().into(),
+        on_overrun,
+        on_stall,
+        on_fault,
+        triggers,
+    }
 }
 
 /// Parses and checks a machine TOML; `file` names it in errors.
@@ -194,6 +370,10 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
             ),
         }
     }
+    let recorder = raw.recorder.as_ref().map(|r| {
+        let mut fail = |span: Range<usize>, m: String| err(span, format!("recorder.{m}"));
+        recorder(file, text, r.get_ref(), &mut fail)
+    });
     let runtime = RuntimeOptions {
         instance,
         flavor: r.flavor.as_ref().map(|f| f.get_ref().clone()),
@@ -202,6 +382,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
         group_readable: r.group_readable.unwrap_or(false),
         watchdog,
         functions_stopped: false,
+        recorder,
     };
 
     let mut threads: Vec<ThreadSpec> = Vec::new();
@@ -479,6 +660,42 @@ timer = "timerfd"
         )
         .unwrap();
         assert_eq!(m.cpu_lines, [Some(5)]);
+    }
+
+    #[test]
+    fn the_recorder_table() {
+        let m = parse(
+            "m.toml",
+            "[recorder]\ndir = \"d\"\npins = [\"a\", \"b.c\"]\nfreeze_on = [\"overrun:5\", \"falling:estop-ok\"]\nholdoff = \"1s\"\n",
+        )
+        .unwrap();
+        let r = m.runtime.recorder.unwrap();
+        assert_eq!(r.window, Nanos::from_secs(5));
+        assert_eq!(r.post, Nanos::from_millis(100));
+        assert_eq!(r.on_overrun, 5);
+        assert!(!r.on_stall && !r.on_fault);
+        assert_eq!(r.triggers[0].name, "estop-ok");
+        assert!(!r.triggers[0].rising);
+        assert_eq!(r.triggers[0].origin, "m.toml:4: ");
+        assert_eq!(r.pins[1], ("b.c".to_string(), "m.toml:3: ".to_string()));
+        assert_eq!((r.holdoff, r.max_dumps), (Nanos::from_secs(1), 20));
+        let r = parse("m.toml", "[recorder]\ndir = \"d\"\n")
+            .unwrap()
+            .runtime
+            .recorder
+            .unwrap();
+        assert!(r.on_overrun == 1 && r.on_stall && r.on_fault);
+        assert!(parse("m.toml", "").unwrap().runtime.recorder.is_none());
+        let e = errs("[recorder]\ndir = \"d\"\npins = [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]\npost = \"1 fortnight\"\nfreeze_on = [\"overrun:0\"]\n");
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e[0].starts_with("m.toml:3: recorder.pins: 9 pins"), "{e:?}");
+        assert!(e[1].starts_with("m.toml:4: recorder.post:"), "{e:?}");
+        assert!(
+            e[2].starts_with("m.toml:5: recorder.freeze_on: 'overrun:0'"),
+            "{e:?}"
+        );
+        let e = errs("[recorder]\nseconds = 5\n");
+        assert!(e[0].starts_with("m.toml:1: missing field `dir`"), "{e:?}");
     }
 
     #[test]

@@ -197,8 +197,11 @@ impl Machine {
     pub fn load(path: &Path) -> Result<Machine, Vec<ConfigError>> {
         let file = path.display().to_string();
         let text = read_text(path, &file).map_err(|e| vec![e])?;
-        let toml = machine::parse(&file, &text)?;
+        let mut toml = machine::parse(&file, &text)?;
         let dir = path.parent().unwrap_or(Path::new(""));
+        if let Some(r) = &mut toml.runtime.recorder {
+            r.dir = dir.join(&r.dir);
+        }
         let ini = match &toml.ini {
             None => None,
             Some(i) => Some(

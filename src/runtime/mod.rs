@@ -25,6 +25,7 @@
 pub mod function;
 pub mod health;
 pub(crate) mod panic;
+pub mod recorder;
 pub mod runlist;
 pub mod slots;
 mod start;
@@ -73,6 +74,8 @@ pub struct RuntimeOptions {
     /// Start the threads with their functions stopped, as LinuxCNC does until halcmd's `start`
     /// ([`Runtime::set_functions_running`]); the threads keep time and measure from the start.
     pub functions_stopped: bool,
+    /// Keep a flight recorder of every thread's last periods (see [`recorder`]).
+    pub recorder: Option<recorder::RecorderConfig>,
 }
 
 impl Default for RuntimeOptions {
@@ -85,6 +88,7 @@ impl Default for RuntimeOptions {
             group_readable: false,
             watchdog: WatchdogOptions::default(),
             functions_stopped: false,
+            recorder: None,
         }
     }
 }
@@ -236,6 +240,9 @@ pub struct Running {
     thread_keys: Vec<rtapi_hal::ThreadKey>,
     slot_of: std::sync::Mutex<std::collections::HashMap<rtapi_hal::FunctionKey, u32>>,
     live: std::sync::Mutex<()>,
+    /// The flight recorder and its `rtapi-recorder` thread, if configured.
+    recorder: Option<Arc<recorder::Recorder>>,
+    recorder_thread: Option<JoinHandle<()>>,
 }
 
 /// How long a structural change waits for a thread to take its new run list.
@@ -798,6 +805,11 @@ impl Runtime<Running> {
             .all(|t| t.heartbeat.functions_running())
     }
 
+    /// The flight recorder, if configured.
+    pub fn recorder(&self) -> Option<&Arc<recorder::Recorder>> {
+        self.state.recorder.as_ref()
+    }
+
     /// Time since the threads started.
     pub fn elapsed(&self) -> Duration {
         self.state.started.elapsed()
@@ -875,7 +887,12 @@ impl Runtime<Running> {
             .collect();
         let abandoned = join_bounded(s.threads);
         s.hal.set_running(false);
+        // A freeze under way is dumped before the recorder thread ends.
         s.drainer_stop.store(true, Ordering::Relaxed);
+        if let Some(r) = s.recorder_thread {
+            r.thread().unpark();
+            let _ = r.join();
+        }
         if let Some(d) = s.drainer {
             d.thread().unpark();
             let _ = d.join();

@@ -76,6 +76,24 @@ impl Runtime<Configuring> {
         let fifo = c.selection.flavor.real_time();
         let placed = place(&c.system, &c.threads, fifo)?;
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
+        let recorder = c.opts.recorder.clone().map(|config| {
+            let threads: Vec<(String, Nanos)> = placed
+                .iter()
+                .map(|p| (p.spec.name.clone(), p.spec.period))
+                .collect();
+            Arc::new(super::recorder::Recorder::new(
+                config,
+                &c.opts.instance,
+                &threads,
+            ))
+        });
+        let taps = match &recorder {
+            Some(r) => (0..placed.len())
+                .map(|i| r.tap(i, &hal).map(Some))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(RuntimeError::Config)?,
+            None => placed.iter().map(|_| None).collect(),
+        };
         let (slots, slot_of) = make_slots(c.factories, &hal, &c.function_health);
         let slots = Arc::new(slots);
         let hardening = harden(&c.opts, c.selection.flavor)?;
@@ -84,6 +102,7 @@ impl Runtime<Configuring> {
         let stop = Arc::new(AtomicBool::new(false));
         let health = Health {
             threads: &c.thread_health,
+            taps,
         };
         let Spawned {
             starting,
@@ -96,7 +115,7 @@ impl Runtime<Configuring> {
             (&slots, &slot_of),
             &stop,
             &c.opts,
-            &health,
+            health,
         )?;
         let (threads, origin) = synchronize(starting, &stop)?;
         hal.set_running(!c.opts.functions_stopped);
@@ -104,10 +123,10 @@ impl Runtime<Configuring> {
         let housekeeping = housekeeping_cpus(&c.system, &placed);
         let stalled_stop = Arc::new(AtomicBool::new(false));
         let drainer_stop = Arc::new(AtomicBool::new(false));
-        let (drainer, watchdog) = start_housekeeping(
+        let (drainer, watchdog, recorder_thread) = start_housekeeping(
             &hal,
             supervision,
-            c.opts.watchdog,
+            (c.opts.watchdog, recorder.as_ref()),
             &stalled_stop,
             &housekeeping,
             fifo,
@@ -134,6 +153,8 @@ impl Runtime<Configuring> {
                 thread_keys: keys,
                 slot_of: std::sync::Mutex::new(slot_of),
                 live: std::sync::Mutex::new(()),
+                recorder,
+                recorder_thread,
             },
         })
     }
@@ -312,6 +333,8 @@ fn harden(opts: &super::RuntimeOptions, flavor: flavor::Flavor) -> Result<Harden
 /// The health objects declared while configuring (see [`super::health`]).
 struct Health<'a> {
     threads: &'a HashMap<String, super::health::ThreadKeys>,
+    /// Each thread's flight-recorder tap (in placement order), if the instance records.
+    taps: Vec<Option<super::recorder::Tap>>,
 }
 
 /// Phase 5: one OS thread per RT thread, each waiting for the handshakes.
@@ -322,7 +345,7 @@ fn spawn(
     (slots, slot_of): (&Arc<Slots>, &HashMap<FunctionKey, u32>),
     stop: &Arc<AtomicBool>,
     opts: &super::RuntimeOptions,
-    health: &Health<'_>,
+    health: Health<'_>,
 ) -> Result<Spawned, RuntimeError> {
     let (lock_memory, functions_stopped) = (opts.lock_memory, opts.functions_stopped);
     let mut starting = Vec::new();
@@ -333,7 +356,7 @@ fn spawn(
         panics,
     };
     let mut lists = Vec::new();
-    for (p, &key) in placed.iter().zip(keys) {
+    for ((p, &key), tap) in placed.iter().zip(keys).zip(health.taps) {
         let list: Vec<u32> = hal
             .thread_functions(key)
             .iter()
@@ -379,6 +402,7 @@ fn spawn(
             heartbeat: heartbeat.clone(),
             panics: panic_tx.clone(),
             health,
+            recorder: tap,
         };
         let (ready_tx, ready) = mpsc::channel();
         let (origin, origin_rx) = mpsc::channel();
@@ -490,17 +514,24 @@ fn housekeeping_cpus(system: &SystemReport, placed: &[Placement]) -> Vec<usize> 
         .collect()
 }
 
+/// The housekeeping threads: the event drainer, the watchdog, the recorder's writer.
+type Housekeeping = (
+    Option<JoinHandle<()>>,
+    Option<JoinHandle<Watchdog>>,
+    Option<JoinHandle<()>>,
+);
+
 /// Phase 7: the event drainer (logs faults, panics, overruns once a second) and the watchdog (SCHED_FIFO
 /// 99 when the flavor is real time, so that a thread spinning on the only CPU cannot starve it).
 fn start_housekeeping(
     hal: &Hal,
     supervision: Supervision,
-    opts: WatchdogOptions,
+    (opts, recorder): (WatchdogOptions, Option<&Arc<super::recorder::Recorder>>),
     stalled_stop: &Arc<AtomicBool>,
     cpus: &[usize],
     fifo: bool,
     stop: &Arc<AtomicBool>,
-) -> (Option<JoinHandle<()>>, Option<JoinHandle<Watchdog>>) {
+) -> Housekeeping {
     let Supervision {
         consumers,
         watched,
@@ -518,7 +549,8 @@ fn start_housekeeping(
             })
             .ok()
     };
-    let mut dog = Watchdog::new(opts, watched, stalled_stop.clone());
+    let mut dog =
+        Watchdog::new(opts, watched, stalled_stop.clone()).with_recorder(recorder.cloned());
     let watchdog = {
         let (stop, cpus) = (stop.clone(), cpus.to_vec());
         std::thread::Builder::new()
@@ -538,5 +570,18 @@ fn start_housekeeping(
             })
             .ok()
     };
-    (drainer, watchdog)
+    // The recorder's writer: not real time, off the RT CPUs.
+    let recorder = recorder.and_then(|r| {
+        let (r, stop, cpus) = (Arc::clone(r), stop.clone(), cpus.to_vec());
+        std::thread::Builder::new()
+            .name("rtapi-recorder".into())
+            .spawn(move || {
+                if !cpus.is_empty() {
+                    let _ = sched::set_current_affinity(&cpus);
+                }
+                r.serve(&stop)
+            })
+            .ok()
+    });
+    (drainer, watchdog, recorder)
 }

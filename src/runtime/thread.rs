@@ -44,6 +44,8 @@ pub(crate) struct ThreadPlan {
     pub panics: std::sync::mpsc::SyncSender<super::panic::PanicReport>,
     /// The thread's health pins and params in the HAL.
     pub health: Option<super::health::ThreadHealth>,
+    /// The thread's flight-recorder tap, if the instance records.
+    pub recorder: Option<super::recorder::Tap>,
 }
 
 /// What a thread shows of itself to its supervisor, outside the HAL: written with relaxed stores
@@ -216,6 +218,9 @@ fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
     if let Some(h) = plan.health.take() {
         cycler = cycler.with_health(h);
     }
+    if let Some(tap) = plan.recorder.take() {
+        cycler = cycler.with_recorder(tap);
+    }
     cycler.start_usage_count();
     let mut deadline = first;
     // A stop request also interrupts the wait itself (Runtime::stop signals the thread), so the loop
@@ -273,6 +278,8 @@ pub struct Cycler {
     health: Option<super::health::ThreadHealth>,
     /// Times the functions.
     clock: clock::IntervalClock,
+    /// Writes each period into the flight recorder.
+    recorder: Option<super::recorder::Tap>,
 }
 
 impl Cycler {
@@ -314,7 +321,14 @@ impl Cycler {
             usage_base: None,
             health: None,
             clock: clock::IntervalClock::get(),
+            recorder: None,
         }
+    }
+
+    /// Writes one record per period into a flight recorder (see [`super::recorder`]).
+    pub fn with_recorder(mut self, tap: super::recorder::Tap) -> Cycler {
+        self.recorder = Some(tap);
+        self
     }
 
     /// Writes the thread's health into the HAL each period (see [`super::health`]).
@@ -382,6 +396,7 @@ impl Cycler {
         // One interval-clock read per function (the TSC where the kernel keeps time with it):
         // each function's end is the next one's start.
         let mut t0 = start;
+        let mut any_fault = false;
         if run_functions {
             for &n in &self.local {
                 let Some(slot) = self.slots.get(n) else {
@@ -396,6 +411,7 @@ impl Cycler {
                 }
                 let t1 = clk.read();
                 let faulted = called == Called::Panicked;
+                any_fault |= faulted;
                 if faulted {
                     events.push(RtEvent::FunctionFaulted {
                         function: n.min(u32::from(u16::MAX)) as u16,
@@ -449,6 +465,10 @@ impl Cycler {
             rusage,
         });
 
+        if let Some(tap) = &mut self.recorder {
+            let exec = (end - now).as_nanos().max(0) as u64;
+            tap.record(self.k, now, latency, exec, missed, any_fault);
+        }
         self.prev_wake = Some(now);
         self.missed_before = missed;
         self.k += 1 + missed;

@@ -165,6 +165,8 @@ pub(crate) struct Watchdog {
     last_tick: Instant,
     /// Set when a stall should end the run (action `stop`).
     stop_run: Arc<AtomicBool>,
+    /// The flight recorder a stall freezes.
+    recorder: Option<Arc<super::recorder::Recorder>>,
 }
 
 impl Watchdog {
@@ -174,7 +176,14 @@ impl Watchdog {
             threads,
             last_tick: Instant::now(),
             stop_run,
+            recorder: None,
         }
+    }
+
+    /// Freezes `recorder` when a thread stalls (threads in the recorder's order).
+    pub fn with_recorder(mut self, recorder: Option<Arc<super::recorder::Recorder>>) -> Self {
+        self.recorder = recorder;
+        self
     }
 
     /// One look at every thread; call it every few tens of milliseconds.
@@ -182,7 +191,7 @@ impl Watchdog {
         let now = Instant::now();
         let gap = now - std::mem::replace(&mut self.last_tick, now);
         let late = gap > self.opts.min / 2;
-        for t in &mut self.threads {
+        for (index, t) in self.threads.iter_mut().enumerate() {
             let progress = t.heartbeat.progress();
             let moved = progress != t.last;
             if moved || late || !t.heartbeat.looping() {
@@ -219,6 +228,9 @@ impl Watchdog {
             }
             let function = t.heartbeat.in_function();
             t.stalled_since = Some(t.seen);
+            if let Some(r) = &self.recorder {
+                r.stalled(index);
+            }
             t.state.set(ThreadState::Stalled { function });
             if let Some(p) = &t.stalled_pin {
                 p.set(true);
