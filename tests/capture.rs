@@ -2,84 +2,24 @@
 //! real shared memory), fed by `rtapi stream` and read by `rtapi sample` in other processes.
 
 mod common;
+#[path = "common/halrun.rs"]
+mod halrun;
+use halrun::{halcmd, Halrun as Running, T};
 
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{rtapi, text};
-
-const T: Duration = Duration::from_secs(10);
+use common::text;
 
 fn instance(tag: &str) -> String {
     format!("cap-{tag}-{}", std::process::id())
-}
-
-fn halcmd(instance: &str, args: &[&str]) -> (bool, String, String) {
-    let mut all = vec!["halcmd", "--instance", instance];
-    all.extend_from_slice(args);
-    let o = rtapi(&all);
-    let (out, err) = text(&o);
-    (o.status.success(), out, err)
 }
 
 fn getp(instance: &str, name: &str) -> String {
     let (ok, out, err) = halcmd(instance, &["getp", name]);
     assert!(ok, "getp {name}: {err}");
     out.trim().to_string()
-}
-
-/// `rtapi halrun -f` of `body` (which ends with `start`), running until [`stop`].
-struct Running {
-    name: String,
-    child: Option<Child>,
-    _dir: tempfile::TempDir,
-}
-
-impl Running {
-    fn start(tag: &str, body: &str) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("x.hal");
-        std::fs::write(&file, body).unwrap();
-        let name = instance(tag);
-        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["halrun", "--instance", &name, "-f", file.to_str().unwrap()])
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let until = Instant::now() + T;
-        while !halcmd(&name, &["status"]).0 {
-            assert!(Instant::now() < until, "halrun {name} did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Running {
-            name,
-            child: Some(child),
-            _dir: dir,
-        }
-    }
-
-    fn stop(&mut self) -> std::process::Output {
-        let mut child = self.child.take().unwrap();
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let until = Instant::now() + T;
-        while child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < until, "halrun did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child.wait_with_output().unwrap()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            self.stop();
-        }
-    }
 }
 
 fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
@@ -171,7 +111,7 @@ fn a_streamed_file_comes_back_identical_through_the_sampler_for_every_type() {
         ("u", vec!["0", "1", "4294967295", "2147483648", "77"]),
     ];
     for (cfg, lines) in cases {
-        let mut r = Running::start(&format!("rt{cfg}"), &loopback(cfg));
+        let mut r = Running::start(&format!("cap-rt{cfg}"), &loopback(cfg));
         let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
         let o = stream(&r.name, &input);
         assert!(o.status.success(), "stream {cfg}: {}", text(&o).1);
@@ -186,7 +126,7 @@ fn a_streamed_file_comes_back_identical_through_the_sampler_for_every_type() {
 #[test]
 fn several_channels_csv_tags_and_a_channel_number() {
     let mut r = Running::start(
-        "csv",
+        "cap-csv",
         &loopback("fbsu")
             .replace("sampler cfg=fbsu", "sampler cfg=f,fbsu")
             .replace("sampler.0", "sampler.1"),
@@ -207,7 +147,7 @@ fn several_channels_csv_tags_and_a_channel_number() {
 #[test]
 fn a_full_ring_counts_overruns_and_the_reader_marks_the_gap() {
     let mut r = Running::start(
-        "over",
+        "cap-over",
         "loadrt threads name1=servo period1=1000000\nloadrt sampler cfg=s depth=10\n\
          addf sampler.0 servo\nstart\n",
     );
@@ -231,7 +171,7 @@ fn a_full_ring_counts_overruns_and_the_reader_marks_the_gap() {
 #[test]
 fn enable_false_stops_sampling_and_an_unfed_streamer_counts_underruns() {
     let mut r = Running::start(
-        "en",
+        "cap-en",
         "loadrt threads name1=servo period1=1000000\nloadrt sampler cfg=f depth=100000\n\
          loadrt streamer cfg=u depth=4\naddf sampler.0 servo\naddf streamer.0 servo\nstart\n",
     );
@@ -266,7 +206,7 @@ fn enable_false_stops_sampling_and_an_unfed_streamer_counts_underruns() {
 #[test]
 fn a_sampler_loaded_into_a_running_instance_works() {
     let mut r = Running::start(
-        "live",
+        "cap-live",
         "loadrt threads name1=servo period1=1000000\nloadrt siggen\naddf siggen.0.update servo\nstart\n",
     );
     for cmd in [
@@ -306,7 +246,7 @@ fn a_sampler_loaded_into_a_running_instance_works() {
 #[test]
 fn bad_stream_lines_are_errors_naming_the_line_and_signals_end_the_reader() {
     let mut r = Running::start(
-        "bad",
+        "cap-bad",
         "loadrt threads name1=servo period1=1000000\nloadrt streamer cfg=fb depth=100\n\
          loadrt sampler cfg=f depth=10\nstart\n",
     );
@@ -344,7 +284,7 @@ fn bad_stream_lines_are_errors_naming_the_line_and_signals_end_the_reader() {
 #[test]
 fn the_reader_ends_when_the_instance_ends() {
     let mut r = Running::start(
-        "end",
+        "cap-end",
         "loadrt threads name1=servo period1=1000000\nloadrt sampler cfg=f depth=10\nstart\n",
     );
     let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))

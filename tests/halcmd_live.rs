@@ -4,28 +4,22 @@
 //! while another process makes 1 000 structural changes.
 
 mod common;
+#[path = "common/halrun.rs"]
+mod halrun;
 #[path = "common/pty.rs"]
 mod pty;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{rtapi, text};
+use halrun::{halcmd, Halrun};
 use pty::Pty;
 
 const T: Duration = Duration::from_secs(10);
 
 fn instance(tag: &str) -> String {
     format!("hl-{tag}-{}", std::process::id())
-}
-
-fn halcmd(instance: &str, args: &[&str]) -> (bool, String, String) {
-    let mut all = vec!["halcmd", "--instance", instance];
-    all.extend_from_slice(args);
-    let o = rtapi(&all);
-    let (out, err) = text(&o);
-    (o.status.success(), out, err)
 }
 
 /// Polls `rtapi halcmd getp NAME` until it prints `want`.
@@ -192,49 +186,14 @@ fn the_prompt_builds_starts_changes_stops_and_saves_a_hal_that_loads_again_ident
 }
 
 /// A HAL for the other tests: one thread, 40 `sum2`s, started.
-fn base_hal(dir: &std::path::Path) -> std::path::PathBuf {
-    let f = dir.join("base.hal");
-    std::fs::write(
-        &f,
-        "loadrt threads name1=servo period1=1000000\nloadrt sum2 count=40\naddf sum2.0 servo\nstart\n",
-    )
-    .unwrap();
-    f
-}
-
-/// Starts `rtapi halrun -f FILE` (it keeps running: the file ran `start`) and waits for its segment.
-fn running_halrun(name: &str, file: &std::path::Path) -> std::process::Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(["halrun", "--instance", name, "-f", file.to_str().unwrap()])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + T;
-    while !halcmd(name, &["status"]).0 {
-        assert!(Instant::now() < until, "halrun {name} did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
-fn stop(mut child: std::process::Child) -> std::process::Output {
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let until = Instant::now() + T;
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < until, "halrun did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
+const BASE: &str =
+    "loadrt threads name1=servo period1=1000000\nloadrt sum2 count=40\naddf sum2.0 servo\nstart\n";
 
 #[test]
 fn halcmd_from_another_terminal_changes_a_running_instance_and_reports_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let name = instance("remote");
-    let child = running_halrun(&name, &base_hal(dir.path()));
+    let mut owner = Halrun::start("hl-remote", BASE);
+    let name = owner.name.clone();
     for cmd in [
         &["loadrt", "mult2", "names=m"][..],
         &["net", "x", "m.in0"],
@@ -276,7 +235,7 @@ fn halcmd_from_another_terminal_changes_a_running_instance_and_reports_errors() 
     // Threads cannot be made while running: said, not done.
     let (ok, _, err) = halcmd(&name, &["loadrt", "threads", "name1=fast", "period1=50000"]);
     assert!(!ok && err.contains("thread"), "{err}");
-    let out = stop(child);
+    let out = owner.stop();
     assert!(
         out.status.success(),
         "{}",
@@ -287,8 +246,8 @@ fn halcmd_from_another_terminal_changes_a_running_instance_and_reports_errors() 
 #[test]
 fn show_all_json_polled_by_other_processes_survives_1000_structural_changes() {
     let dir = tempfile::tempdir().unwrap();
-    let name = instance("stress");
-    let child = running_halrun(&name, &base_hal(dir.path()));
+    let mut owner = Halrun::start("hl-stress", BASE);
+    let name = owner.name.clone();
     // 1 000 structural commands: signals made, pins linked and unlinked, signals deleted,
     // functions added and removed.
     let mut changes = String::new();
@@ -364,7 +323,7 @@ fn show_all_json_polled_by_other_processes_survives_1000_structural_changes() {
         .filter(|w| w.starts_with("sum2."))
         .collect();
     assert_eq!(in_thread, ["sum2.0"], "{th}");
-    let out = stop(child);
+    let out = owner.stop();
     assert!(
         out.status.success(),
         "{}",

@@ -4,7 +4,10 @@
 //! fires times out. Every time the scope leaves the instance as it found it.
 
 mod common;
+#[path = "common/halrun.rs"]
+mod halrun;
 use common::rtapi;
+use halrun::Halrun as Owner;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,52 +30,6 @@ addf sim_axis.0.update servo
 addf pid.0.do-pid-calcs servo
 start
 ";
-
-struct Owner {
-    child: Child,
-    name: String,
-}
-
-impl Owner {
-    fn start(tag: &str, dir: &std::path::Path) -> Owner {
-        let name = format!("scope-{tag}-{}", std::process::id());
-        let hal = dir.join("axis.hal");
-        std::fs::write(&hal, AXIS).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["halrun", "--instance", &name, "-f", hal.to_str().unwrap()])
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        while !rtapi(&["halcmd", "--instance", &name, "status"])
-            .status
-            .success()
-        {
-            assert!(Instant::now() < until, "the instance did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Owner { child, name }
-    }
-
-    fn show(&self, what: &str) -> String {
-        String::from_utf8_lossy(&rtapi(&["show", what, "--instance", &self.name]).stdout)
-            .into_owned()
-    }
-
-    fn signal(&self, s: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), s).unwrap();
-    }
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        self.signal(nix::sys::signal::Signal::SIGCONT);
-        self.signal(nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
-}
 
 /// Starts `rtapi scope ARGS` and waits until it says it is armed.
 fn scope(owner: &Owner, args: &[&str]) -> Child {
@@ -153,7 +110,7 @@ fn untouched(owner: &Owner, functs_before: &str, sigs_before: &str) {
 #[test]
 fn a_command_step_is_captured_one_row_per_period_with_the_step_at_the_pre_trigger_position() {
     let dir = tempfile::tempdir().unwrap();
-    let owner = Owner::start("step", dir.path());
+    let owner = Owner::start("scope-step", AXIS);
     let (functs, sigs) = (owner.show("funct"), owner.show("sig"));
     let out = dir.path().join("step");
     let overruns = || -> u64 {
@@ -215,7 +172,7 @@ fn a_command_step_is_captured_one_row_per_period_with_the_step_at_the_pre_trigge
 #[test]
 fn an_overrun_triggers_and_its_missed_periods_show_as_a_jump_in_the_period_numbers() {
     let dir = tempfile::tempdir().unwrap();
-    let owner = Owner::start("overrun", dir.path());
+    let owner = Owner::start("scope-overrun", AXIS);
     // A host stall can fire the trigger first: then the jump is small, and the test tries again.
     for attempt in 1..=3 {
         let out = dir.path().join(format!("overrun{attempt}"));
@@ -253,7 +210,7 @@ fn an_overrun_triggers_and_its_missed_periods_show_as_a_jump_in_the_period_numbe
 #[test]
 fn a_trigger_that_never_fires_times_out_and_leaves_the_instance_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
-    let owner = Owner::start("timeout", dir.path());
+    let owner = Owner::start("scope-timeout", AXIS);
     let (functs, sigs) = (owner.show("funct"), owner.show("sig"));
     let out = dir.path().join("never");
     let child = scope(
@@ -290,7 +247,7 @@ fn a_trigger_that_never_fires_times_out_and_leaves_the_instance_as_it_was() {
 fn a_manual_trigger_fires_on_enter() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let owner = Owner::start("manual", dir.path());
+    let owner = Owner::start("scope-manual", AXIS);
     let out = dir.path().join("manual");
     let mut child = scope(
         &owner,
