@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use rtapi_hal::{Access, HalReader, Trust, Value, WriteOptions};
+use rtapi_hal::{HalReader, Value, WriteOptions};
 
 use super::{Model, Session};
 use crate::components::{Declared, LiveTarget, Presets, Validation};
@@ -59,13 +59,6 @@ impl Session {
     /// Detaches and returns the running instance (to stop it).
     pub fn detach(&mut self) -> Option<Runtime<Running>> {
         self.live.take().map(|l| l.runtime)
-    }
-
-    /// A reader of the running instance's segment (a new mapping), when attached.
-    pub fn reader(&self) -> Option<HalReader> {
-        let l = self.live.as_ref()?;
-        let name = l.runtime.hal().instance().as_str().to_string();
-        HalReader::open_with(&name, Access::ReadOnly, &Trust::new()).ok()
     }
 
     /// A pin's or param's value: the segment's while attached, else the model's.
