@@ -15,7 +15,7 @@
 //! # Ok::<(), rtapi::components::LoadError>(())
 //! ```
 
-use rtapi_hal::{ComponentKey, Hal, HalBuilder, HalReader, ThreadConfig, Value, WriteOptions};
+use rtapi_hal::{ComponentKey, Hal, HalBuilder, HalReader, Value, WriteOptions};
 
 use super::{Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target};
 use crate::runtime::function::{Cycle, FunctionFactory, RtFn};
@@ -236,15 +236,11 @@ impl Target for Harness {
     }
 
     fn thread(&mut self, thread: &ThreadSpec) -> Result<(), LoadError> {
-        let period = u64::try_from(thread.period.as_nanos()).unwrap_or(0);
         let b = self
             .builder
             .as_mut()
             .ok_or_else(|| LoadError::new("the harness is started: declare before start()"))?;
-        b.thread(ThreadConfig::new(&thread.name, period))?;
-        let owner = health::owner(b, &mut self.health_owner)?;
-        health::declare_thread(b, owner, &thread.name)?;
-        Ok(())
+        super::target::declare_thread(b, &mut self.health_owner, thread)
     }
 
     fn addf(

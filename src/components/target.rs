@@ -123,12 +123,7 @@ impl Target for Validation {
     }
 
     fn thread(&mut self, thread: &ThreadSpec) -> Result<(), LoadError> {
-        let period = u64::try_from(thread.period.as_nanos()).unwrap_or(0);
-        self.builder
-            .thread(ThreadConfig::new(&thread.name, period))?;
-        let owner = health::owner(&mut self.builder, &mut self.health_owner)?;
-        health::declare_thread(&mut self.builder, owner, &thread.name)?;
-        Ok(())
+        declare_thread(&mut self.builder, &mut self.health_owner, thread)
     }
 
     fn addf(
@@ -231,4 +226,18 @@ impl Target for LiveTarget<'_> {
             .addf(function, thread, position)
             .map_err(|e| LoadError::new(e.to_string()))
     }
+}
+
+/// A thread (its period, no RT placement) and its health objects, declared into a HAL being built
+/// that no runtime runs: the dry run and the component [`Harness`](super::Harness).
+pub(crate) fn declare_thread(
+    b: &mut HalBuilder,
+    health_owner: &mut Option<ComponentKey>,
+    thread: &ThreadSpec,
+) -> Result<(), LoadError> {
+    let period = u64::try_from(thread.period.as_nanos()).unwrap_or(0);
+    b.thread(ThreadConfig::new(&thread.name, period))?;
+    let owner = health::owner(b, health_owner)?;
+    health::declare_thread(b, owner, &thread.name)?;
+    Ok(())
 }

@@ -666,12 +666,12 @@ impl Runtime<Running> {
         self.check_taken()?;
         self.state.hal.addf(function, thread, position)?;
         match self.publish(i) {
-            Err(runlist::PublishError::PreviousNotTaken)
-            | Err(runlist::PublishError::TooLong(_)) => {
+            Err(
+                e @ (runlist::PublishError::PreviousNotTaken | runlist::PublishError::TooLong(_)),
+            ) => {
                 let _ = self.state.hal.delf(function, thread);
                 Err(RuntimeError::Config(format!(
-                    "addf {function} {thread}: {}",
-                    self.publish_error(i)
+                    "addf {function} {thread}: {e}"
                 )))
             }
             Err(runlist::PublishError::NotTakenYet) => {
@@ -758,13 +758,6 @@ impl Runtime<Running> {
             }
         }
         Ok(())
-    }
-
-    fn publish_error(&self, i: usize) -> String {
-        format!(
-            "thread {} has not taken its previous function list (stalled or stopped?); nothing changed",
-            self.state.threads[i].info.name
-        )
     }
 
     /// Publishes thread `i`'s run list as the segment has it now.

@@ -1379,13 +1379,17 @@ impl Model {
                 .cloned()
                 .unwrap_or_else(|| fallback.to_string())
         };
-        for (name, (ty, dir)) in d.pins {
-            let default = d
-                .values
-                .get(&name)
+        // A declared default, else the type's zero.
+        let default = |name: &str, ty: ValueType| {
+            d.values
+                .get(name)
                 .copied()
-                .unwrap_or(Value::from_bits(ty, 0));
-            let owner = owner(&name);
+                .unwrap_or(Value::from_bits(ty, 0))
+        };
+        for (name, &(ty, dir)) in &d.pins {
+            let default = default(name, ty);
+            let owner = owner(name);
+            let name = name.clone();
             self.pins.insert(
                 name,
                 PinInfo {
@@ -1396,13 +1400,10 @@ impl Model {
                 },
             );
         }
-        for (name, (ty, access)) in d.params {
-            let default = d
-                .values
-                .get(&name)
-                .copied()
-                .unwrap_or(Value::from_bits(ty, 0));
-            let owner = owner(&name);
+        for (name, &(ty, access)) in &d.params {
+            let default = default(name, ty);
+            let owner = owner(name);
+            let name = name.clone();
             self.params.insert(
                 name,
                 ParamInfo {
