@@ -69,6 +69,13 @@ pub enum WriteRefusal {
     },
     /// The reader mapped the segment read-only.
     ReadOnlyMapping,
+    /// A user-space component writes only its own pins and params ([`HalReader::write_own`](crate::HalReader::write_own)).
+    OtherComponent {
+        /// The component that owns the object.
+        owner: String,
+        /// The component that tried to write it.
+        writer: String,
+    },
 }
 
 impl fmt::Display for WriteRefusal {
@@ -90,6 +97,10 @@ impl fmt::Display for WriteRefusal {
             ),
             WriteRefusal::ReadOnlyMapping => f.write_str(
                 "the segment was opened read-only; open it with Access::ReadWrite (and write permission on the segment)",
+            ),
+            WriteRefusal::OtherComponent { owner, writer } => write!(
+                f,
+                "it belongs to component '{owner}', and component '{writer}' writes only its own pins and params"
             ),
         }
     }

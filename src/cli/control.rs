@@ -12,7 +12,10 @@
 //! Protocol: one JSON object per line each way. A request is `{"line": "show pin"}` (one halcmd
 //! command) or `{"source": "/abs/file.hal", "ini": "/abs/machine.ini", "keep_going": false}` (a whole
 //! file, read by the owner) or `{"recorder": "dump", "dir": "/abs/dir"}` (a flight-recorder dump
-//! now); the answer is `{"ok": true, "out": "…"}`, or `{"ok": false, "out": "…",
+//! now) or `{"user_component": "panel", "pins": [{"name": "panel.button", "type": "bit", "dir":
+//! "out"}], "params": [{"name": "panel.gain", "type": "float", "access": "rw"}]}` (a user-space
+//! component joins the instance, tied to this connection: when the connection closes, however the
+//! client ends, the owner removes it) or `{"user_exit": "panel"}` (it leaves now); the answer is `{"ok": true, "out": "…"}`, or `{"ok": false, "out": "…",
 //! "error": "…"}`, with `"quit": true` when the command ends the session. Commands from all clients
 //! and the owner's own prompt go through one [`Executor`] behind a mutex, one at a time, outside the
 //! real-time threads.
@@ -28,6 +31,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::config::halcmd::{UserComponent, UserParam, UserPin};
+use rtapi_hal::{ParamAccess, PinDir, ValueType};
 
 /// What a command asks of the session after it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +62,18 @@ pub trait Executor: Send {
     fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, String> {
         let _ = dir;
         Err("this instance has no flight recorder ([recorder] in the machine TOML)".into())
+    }
+    /// A user-space component joins the running instance with its pins and params.
+    fn add_user_component(&mut self, component: &UserComponent) -> Result<(), String> {
+        Err(format!(
+            "user component {}: this instance cannot host user-space components",
+            crate::rt::units::quote(&component.name)
+        ))
+    }
+    /// A user-space component leaves (its pins are unlinked); `Ok(false)` if there is none.
+    fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+        let _ = name;
+        Ok(false)
     }
 }
 
@@ -113,6 +131,14 @@ impl Executor for crate::config::halcmd::Session {
         let files = recorder.dump_now(dir.map(Path::to_path_buf), Duration::from_secs(5))?;
         Ok(files.iter().map(|f| format!("{}\n", f.display())).collect())
     }
+
+    fn add_user_component(&mut self, component: &UserComponent) -> Result<(), String> {
+        crate::config::halcmd::Session::add_user_component(self, component)
+    }
+
+    fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+        crate::config::halcmd::Session::remove_user_component(self, name)
+    }
 }
 
 /// The socket name of an instance's control socket (abstract namespace).
@@ -139,6 +165,99 @@ enum Request {
         #[serde(default)]
         dir: Option<PathBuf>,
     },
+    /// A user-space component joins, tied to this connection.
+    UserComponent {
+        user_component: String,
+        #[serde(default)]
+        pins: Vec<WireObject>,
+        #[serde(default)]
+        params: Vec<WireObject>,
+    },
+    /// A user-space component of this connection leaves.
+    UserExit {
+        user_exit: String,
+    },
+}
+
+/// A pin (`dir`: in, out, io) or a param (`access`: ro, rw) of a user-space component on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct WireObject {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    access: Option<String>,
+}
+
+fn wire_type(o: &WireObject) -> Result<ValueType, String> {
+    Ok(match o.ty.to_ascii_lowercase().as_str() {
+        "bit" => ValueType::Bit,
+        "float" => ValueType::Float,
+        "s32" => ValueType::S32,
+        "u32" => ValueType::U32,
+        "s64" => ValueType::S64,
+        "u64" => ValueType::U64,
+        _ => {
+            return Err(format!(
+                "{}: type {} is not one of bit, float, s32, u32, s64, u64",
+                crate::rt::units::quote(&o.name),
+                crate::rt::units::quote(&o.ty)
+            ))
+        }
+    })
+}
+
+/// The wire form of a user-space component into the session's.
+fn user_component(
+    name: &str,
+    pins: &[WireObject],
+    params: &[WireObject],
+) -> Result<UserComponent, String> {
+    let q = crate::rt::units::quote;
+    let mut c = UserComponent {
+        name: name.to_string(),
+        ..UserComponent::default()
+    };
+    for p in pins {
+        let dir = match p.dir.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("in") => PinDir::In,
+            Some("out") => PinDir::Out,
+            Some("io") => PinDir::Io,
+            other => {
+                return Err(format!(
+                    "pin {}: direction {} is not one of in, out, io",
+                    q(&p.name),
+                    q(other.unwrap_or(""))
+                ))
+            }
+        };
+        c.pins.push(UserPin {
+            name: p.name.clone(),
+            ty: wire_type(p)?,
+            dir,
+        });
+    }
+    for p in params {
+        let access = match p.access.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("ro") => ParamAccess::Ro,
+            Some("rw") | None => ParamAccess::Rw,
+            Some(other) => {
+                return Err(format!(
+                    "param {}: access {} is not one of ro, rw",
+                    q(&p.name),
+                    q(other)
+                ))
+            }
+        };
+        c.params.push(UserParam {
+            name: p.name.clone(),
+            ty: wire_type(p)?,
+            access,
+        });
+    }
+    Ok(c)
 }
 
 /// The owner's answer to one request.
@@ -250,8 +369,33 @@ fn refuse(mut stream: UnixStream) -> io::Result<()> {
     )
 }
 
+/// The user-space components a connection declared: removed when it ends, however it ends (the
+/// client exits, crashes or is killed: the kernel closes its socket and our read sees the end).
+struct Owned {
+    names: Vec<String>,
+    executor: SharedExecutor,
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if self.names.is_empty() {
+            return;
+        }
+        let mut exec = self.executor.lock().unwrap_or_else(|p| p.into_inner());
+        for name in self.names.drain(..) {
+            if let Err(e) = exec.remove_user_component(&name) {
+                log::warn!("removing user component {name}: {e}");
+            }
+        }
+    }
+}
+
 /// One client: requests in, replies out, until it hangs up, quits, or the server stops.
 fn serve(stream: UnixStream, executor: SharedExecutor, stop: Arc<AtomicBool>) {
+    let mut owned = Owned {
+        names: Vec::new(),
+        executor: Arc::clone(&executor),
+    };
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let Ok(mut writer) = stream.try_clone() else {
@@ -274,7 +418,7 @@ fn serve(stream: UnixStream, executor: SharedExecutor, stop: Arc<AtomicBool>) {
             }
             Err(_) => return,
         }
-        let reply = answer(line.trim_end(), &executor);
+        let reply = answer(line.trim_end(), &executor, &mut owned.names);
         line.clear();
         let quit = reply.quit;
         let text = serde_json::to_string(&reply).unwrap_or_default();
@@ -284,7 +428,7 @@ fn serve(stream: UnixStream, executor: SharedExecutor, stop: Arc<AtomicBool>) {
     }
 }
 
-fn answer(request: &str, executor: &SharedExecutor) -> Reply {
+fn answer(request: &str, executor: &SharedExecutor, owned: &mut Vec<String>) -> Reply {
     let request: Request = match serde_json::from_str(request) {
         Ok(r) => r,
         Err(e) => {
@@ -319,6 +463,28 @@ fn answer(request: &str, executor: &SharedExecutor) -> Reply {
                 "unknown recorder request {}; the recorder understands \"dump\"",
                 crate::rt::units::quote(recorder)
             )),
+            Request::UserComponent {
+                user_component: name,
+                pins,
+                params,
+            } => user_component(name, pins, params)
+                .map_err(|e| format!("user component {}: {e}", crate::rt::units::quote(name)))
+                .and_then(|c| exec.add_user_component(&c))
+                .map(|()| {
+                    owned.push(name.clone());
+                    Flow::Continue
+                }),
+            Request::UserExit { user_exit: name } => {
+                if owned.contains(name) {
+                    owned.retain(|n| n != name);
+                    exec.remove_user_component(name).map(|_| Flow::Continue)
+                } else {
+                    Err(format!(
+                        "user component {}: not declared on this connection",
+                        crate::rt::units::quote(name)
+                    ))
+                }
+            }
         }
     };
     let out = String::from_utf8_lossy(&out).into_owned();
@@ -350,7 +516,12 @@ pub enum ClientError {
     /// Nothing listens: the owner is not running, or it is an owner without a control socket.
     NotListening(io::Error),
     /// Something else holds the name: not the instance's owner.
-    Impostor { pid: i32, owner: u32 },
+    Impostor {
+        /// The process behind the socket.
+        pid: i32,
+        /// The owner the segment names.
+        owner: u32,
+    },
     /// The connection failed while talking.
     Io(io::Error),
     /// The owner refused us, or answered nonsense.
@@ -421,6 +592,56 @@ impl ControlClient {
         self.request(&Request::Recorder {
             recorder: "dump".into(),
             dir: dir.map(Path::to_path_buf),
+        })
+    }
+
+    /// Declares a user-space component with its pins and params; it stays in the instance while
+    /// this connection is open (or until [`user_exit`](Self::user_exit)).
+    pub fn user_component(&mut self, component: &UserComponent) -> Result<Reply, ClientError> {
+        let pins = component
+            .pins
+            .iter()
+            .map(|p| WireObject {
+                name: p.name.clone(),
+                ty: p.ty.as_str().to_string(),
+                dir: Some(
+                    match p.dir {
+                        PinDir::In => "in",
+                        PinDir::Out => "out",
+                        PinDir::Io => "io",
+                    }
+                    .to_string(),
+                ),
+                access: None,
+            })
+            .collect();
+        let params = component
+            .params
+            .iter()
+            .map(|p| WireObject {
+                name: p.name.clone(),
+                ty: p.ty.as_str().to_string(),
+                dir: None,
+                access: Some(
+                    match p.access {
+                        ParamAccess::Ro => "ro",
+                        ParamAccess::Rw => "rw",
+                    }
+                    .to_string(),
+                ),
+            })
+            .collect();
+        self.request(&Request::UserComponent {
+            user_component: component.name.clone(),
+            pins,
+            params,
+        })
+    }
+
+    /// Removes a user-space component this connection declared.
+    pub fn user_exit(&mut self, name: &str) -> Result<Reply, ClientError> {
+        self.request(&Request::UserExit {
+            user_exit: name.to_string(),
         })
     }
 

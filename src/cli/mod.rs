@@ -1,7 +1,7 @@
 //! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
 
 mod compare_timers;
-pub(crate) mod control;
+pub mod control;
 mod detect;
 mod getp;
 mod halcmd;
@@ -22,6 +22,22 @@ mod watch;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+
+/// Opens a running instance's segment the way `show`, `getp` and `setp` do (`--instance NAME`,
+/// `--trust-owner USER…`): the same trust checks and, on failure, the same message and exit code
+/// `(code, message)` those commands print. For other front ends of the same commands (the Python
+/// module).
+pub fn open_instance(
+    instance: &str,
+    access: rtapi_hal::Access,
+    trust_owners: &[String],
+) -> Result<rtapi_hal::HalReader, (u8, String)> {
+    let target = instance::Target {
+        instance: instance.to_string(),
+        trust_owner: trust_owners.to_vec(),
+    };
+    instance::open(&target, access).map_err(|f| (f.code, f.message))
+}
 
 /// Exit codes of the CLI contract (README "Exit codes").
 pub(crate) mod exit {

@@ -740,6 +740,70 @@ impl HalReader {
         })
     }
 
+    /// A user-space component's write of one of its own pins or params (LAYOUT.md section 11a): an
+    /// OUT or IO pin is written where the component's own code would write it — its signal's cell
+    /// when linked, else its own; an IN pin only while unconnected (as `setp`); a param whatever its
+    /// access. A pin or param of another component is refused with
+    /// [`WriteRefusal::OtherComponent`]. `text` is parsed as for `setp` (NaN and infinities need
+    /// `force`). Returns the value written.
+    pub fn write_own(
+        &self,
+        component: &str,
+        name: &str,
+        text: &str,
+        opts: WriteOptions,
+    ) -> Result<Value> {
+        self.read(|s| {
+            let refuse = |reason| {
+                Err(HalError::NotWritable {
+                    name: name.to_string(),
+                    reason,
+                })
+            };
+            let mine = |owner: String| {
+                if owner == component {
+                    Ok(())
+                } else {
+                    Err(HalError::NotWritable {
+                        name: name.to_string(),
+                        reason: WriteRefusal::OtherComponent {
+                            owner,
+                            writer: component.to_string(),
+                        },
+                    })
+                }
+            };
+            if let Some(i) = s.find(Table::Pins, name)? {
+                let p = s.pin(i)?;
+                mine(p.component)?;
+                if p.dir == PinDir::In {
+                    if let Some(signal) = p.signal {
+                        return refuse(WriteRefusal::ConnectedPin { signal });
+                    }
+                }
+                let value = Self::parse(p.ty, name, text, opts)?;
+                let r = s.v.copy_record(Table::Pins, i);
+                let cell = s.pin_cell(&r)?.0;
+                let written = self.store(name, cell, value)?;
+                // The store and the generation check after this closure must not pass each other:
+                // a link that moved the pin to another cell after our store makes `read` run the
+                // closure again, storing into the new cell.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                return Ok(written);
+            }
+            if let Some(i) = s.find(Table::Params, name)? {
+                let p = s.param(i)?;
+                mine(p.component)?;
+                let value = Self::parse(p.ty, name, text, opts)?;
+                return self.store(name, s.v.record(Table::Params, i) + pa::VALUE, value);
+            }
+            Err(HalError::NotFound {
+                kind: ObjectKind::PinOrParam,
+                name: name.to_string(),
+            })
+        })
+    }
+
     /// `sets SIGNAL VALUE`: sets a signal that has no OUT pin driving it (a finite value, for a float).
     /// Returns the value written.
     pub fn sets(&self, name: &str, text: &str) -> Result<Value> {

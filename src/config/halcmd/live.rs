@@ -128,6 +128,12 @@ impl Session {
                 .map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
         }
 
+        // User-space components that joined (`user.rs`).
+        for u in after.user.iter().filter(|u| !before.user.contains(u)) {
+            super::user::create_in_segment(hal, u)
+                .map_err(err(format!("user component {}", u.name)))?;
+        }
+
         // Signals created.
         for (name, s) in &after.signals {
             if !before.signals.contains_key(name) {
@@ -213,6 +219,12 @@ impl Session {
                 hal.delete_component(name)
                     .map_err(err(format!("unloadrt {name}")))?;
             }
+        }
+        // User-space components that left (their pins were unlinked by the model; the segment
+        // unlinks them as it deletes the component).
+        for u in before.user.iter().filter(|u| !after.user.contains(u)) {
+            hal.delete_component(&u.name)
+                .map_err(err(format!("user component {}", u.name)))?;
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ mod lex;
 mod live;
 mod output;
 pub(crate) mod parse;
+mod user;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -35,6 +36,7 @@ pub use ini::Ini;
 pub(crate) use lex::{process_env, Subst, Word};
 pub use parse::COMMANDS;
 use parse::{AliasKind, Arrow, Command, Located, NetPin};
+pub use user::{UserComponent, UserParam, UserPin};
 
 /// The most component instances (all `loadrt` lines together) a session may load: far above any
 /// real machine, and low enough that every pin, param and statistic fits the HAL segment.
@@ -139,6 +141,8 @@ struct Model {
     /// (kind, alias) → original name.
     aliases: BTreeMap<(AliasKind, String), String>,
     instances: usize,
+    /// User-space components present in the running instance (`user.rs`), in arrival order.
+    user: Vec<user::UserComponent>,
 }
 
 type Step = Result<Flow, (usize, String)>;
@@ -254,7 +258,12 @@ impl Session {
     pub fn names(&self, kind: NameKind) -> Vec<String> {
         let m = &self.model;
         let mut v: Vec<String> = match kind {
-            NameKind::Comp => m.loaded.iter().flat_map(|l| l.names.clone()).collect(),
+            NameKind::Comp => m
+                .loaded
+                .iter()
+                .flat_map(|l| l.names.clone())
+                .chain(m.user.iter().map(|u| u.name.clone()))
+                .collect(),
             NameKind::Pin => m
                 .pins
                 .keys()

@@ -296,6 +296,9 @@ fn show_comps(s: &Session, patterns: &[String], out: &mut String) {
             let _ = writeln!(out, "  {:<20} {n}", l.component);
         }
     }
+    for u in s.model.user.iter().filter(|u| matches(patterns, &u.name)) {
+        let _ = writeln!(out, "  {:<20} {}", "(user)", u.name);
+    }
     end(s, out);
 }
 

@@ -1,0 +1,217 @@
+//! User-space components (LinuxCNC's `hal.component` from Python, `rtapi.component()` here): a
+//! process outside the owner declares a component with pins and params; the owner adds them to the
+//! running instance, in the netlist model and in the segment, so `net` and `show` treat them like any
+//! other component's. The owner never runs code for them: the declaring process writes its pins' cells
+//! itself (`HalReader::write_own`). The control socket ties each one to the connection that declared
+//! it and removes it when that connection closes (ARCHITECTURE.md, "User-space components").
+
+use rtapi_hal::{ComponentKey, Hal, HalError, Io, Out, ParamAccess, PinDir, ValueType};
+
+use super::{Model, ParamInfo, PinInfo, Session};
+use crate::config::invalid_name;
+use crate::rt::units::quote;
+
+/// One pin of a user-space component: its full name (`panel.button`), type and direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserPin {
+    /// Full HAL name, starting with the component's name and a dot.
+    pub name: String,
+    /// Value type.
+    pub ty: ValueType,
+    /// IN, OUT or IO.
+    pub dir: PinDir,
+}
+
+/// One param of a user-space component: its full name, type and access from other processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserParam {
+    /// Full HAL name, starting with the component's name and a dot.
+    pub name: String,
+    /// Value type.
+    pub ty: ValueType,
+    /// RO or RW (for `setp` from other processes; the component writes it either way).
+    pub access: ParamAccess,
+}
+
+/// A user-space component as its process declares it when it is ready.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UserComponent {
+    /// The component's name (`panel`).
+    pub name: String,
+    /// Its pins.
+    pub pins: Vec<UserPin>,
+    /// Its params.
+    pub params: Vec<UserParam>,
+}
+
+impl Session {
+    /// The user-space components present now, in the order they were added.
+    pub fn user_components(&self) -> Vec<String> {
+        self.model.user.iter().map(|u| u.name.clone()).collect()
+    }
+
+    /// Adds a user-space component with its pins and params to the running instance (model and
+    /// segment). Refused before the instance runs, for a name already taken, or for a pin or param
+    /// not named `<component>.<something>`.
+    pub fn add_user_component(&mut self, c: &UserComponent) -> Result<(), String> {
+        let what = format!("user component {}", quote(&c.name));
+        if self.live.is_none() {
+            return Err(format!(
+                "{what}: the instance is not running yet (a user-space component joins a running instance)"
+            ));
+        }
+        if let Some(e) = invalid_name("component", &c.name) {
+            return Err(format!("{what}: {e}"));
+        }
+        let taken = self.model.user.iter().any(|u| u.name == c.name)
+            || self.model.loaded.iter().any(|l| l.names.contains(&c.name));
+        if taken {
+            return Err(format!(
+                "{what}: a component named {} already exists",
+                quote(&c.name)
+            ));
+        }
+        let prefix = format!("{}.", c.name);
+        let mut seen = std::collections::HashSet::new();
+        let names = c
+            .pins
+            .iter()
+            .map(|p| &p.name)
+            .chain(c.params.iter().map(|p| &p.name));
+        for n in names {
+            if let Some(e) = invalid_name("pin or param", n) {
+                return Err(format!("{what}: {e}"));
+            }
+            if !n.starts_with(&prefix) || n.len() == prefix.len() {
+                return Err(format!(
+                    "{what}: pin or param {} must be named {prefix}NAME",
+                    quote(n)
+                ));
+            }
+            if !seen.insert(n.clone())
+                || self.model.pins.contains_key(n)
+                || self.model.params.contains_key(n)
+            {
+                return Err(format!(
+                    "{what}: a pin or param named {} already exists",
+                    quote(n)
+                ));
+            }
+        }
+        let before = self.model.clone();
+        for p in &c.pins {
+            self.model.pins.insert(
+                p.name.clone(),
+                PinInfo {
+                    ty: p.ty,
+                    dir: p.dir,
+                    owner: c.name.clone(),
+                    default: rtapi_hal::Value::from_bits(p.ty, 0),
+                },
+            );
+        }
+        for p in &c.params {
+            self.model.params.insert(
+                p.name.clone(),
+                ParamInfo {
+                    ty: p.ty,
+                    access: p.access,
+                    owner: c.name.clone(),
+                    default: rtapi_hal::Value::from_bits(p.ty, 0),
+                },
+            );
+        }
+        self.model.user.push(c.clone());
+        if let Err(e) = self.sync(&before) {
+            // Whatever part reached the segment goes again with it.
+            if let Some(live) = &self.live {
+                let _ = live.runtime.hal().delete_component(&c.name);
+            }
+            self.model = before;
+            return Err(format!("{what}: {e}"));
+        }
+        Ok(())
+    }
+
+    /// Removes a user-space component: its pins leave their signals (which lose their writer when it
+    /// was one of them) and it is deleted from the segment. `Ok(false)` if there is none of that name.
+    pub fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+        if !self.model.user.iter().any(|u| u.name == name) {
+            return Ok(false);
+        }
+        let before = self.model.clone();
+        self.model.unload_user(name);
+        self.sync(&before).map_err(|e| {
+            self.model = before;
+            format!("user component {}: {e}", quote(name))
+        })?;
+        Ok(true)
+    }
+}
+
+impl Model {
+    /// Drops a user-space component's pins and params from the model (with their links).
+    pub(super) fn unload_user(&mut self, name: &str) {
+        let owned: Vec<String> = self
+            .pins
+            .iter()
+            .filter(|(_, p)| p.owner == name)
+            .map(|(n, _)| n.clone())
+            .chain(
+                self.params
+                    .iter()
+                    .filter(|(_, p)| p.owner == name)
+                    .map(|(n, _)| n.clone()),
+            )
+            .collect();
+        for n in owned {
+            self.forget(&n);
+        }
+        self.user.retain(|u| u.name != name);
+    }
+}
+
+/// Makes a user-space component in the live segment: the component record, then each pin and param.
+pub(super) fn create_in_segment(hal: &Hal, c: &UserComponent) -> Result<(), HalError> {
+    let key = hal.add_component(&c.name)?;
+    for p in &c.pins {
+        add_pin(hal, key, p)?;
+    }
+    for p in &c.params {
+        add_param(hal, key, p)?;
+    }
+    Ok(())
+}
+
+fn add_pin(hal: &Hal, key: ComponentKey, p: &UserPin) -> Result<(), HalError> {
+    use rtapi_hal::In;
+    macro_rules! typed {
+        ($d:ty) => {
+            match p.ty {
+                ValueType::Bit => hal.add_pin::<$d, bool>(key, &p.name).map(|_| ()),
+                ValueType::Float => hal.add_pin::<$d, f64>(key, &p.name).map(|_| ()),
+                ValueType::S32 => hal.add_pin::<$d, i32>(key, &p.name).map(|_| ()),
+                ValueType::U32 => hal.add_pin::<$d, u32>(key, &p.name).map(|_| ()),
+                ValueType::S64 => hal.add_pin::<$d, i64>(key, &p.name).map(|_| ()),
+                ValueType::U64 => hal.add_pin::<$d, u64>(key, &p.name).map(|_| ()),
+            }
+        };
+    }
+    match p.dir {
+        PinDir::In => typed!(In),
+        PinDir::Out => typed!(Out),
+        PinDir::Io => typed!(Io),
+    }
+}
+
+fn add_param(hal: &Hal, key: ComponentKey, p: &UserParam) -> Result<(), HalError> {
+    let (n, a) = (&p.name, p.access);
+    match p.ty {
+        ValueType::Bit => hal.add_param(key, n, a, false).map(|_| ()),
+        ValueType::Float => hal.add_param(key, n, a, 0.0f64).map(|_| ()),
+        ValueType::S32 => hal.add_param(key, n, a, 0i32).map(|_| ()),
+        ValueType::U32 => hal.add_param(key, n, a, 0u32).map(|_| ()),
+        ValueType::S64 => hal.add_param(key, n, a, 0i64).map(|_| ()),
+        ValueType::U64 => hal.add_param(key, n, a, 0u64).map(|_| ()),
+    }
+}
