@@ -97,12 +97,12 @@ fn instance_name(name: Option<String>) -> String {
 }
 
 fn open(instance: &str, access: Access, trust: &[String]) -> PyResult<HalReader> {
-    ::rtapi::cli::open_instance(instance, access, trust).map_err(|(_, message)| {
+    ::rtapi::cli::open_instance(instance, access, trust).map_err(|e| {
         // The same message as the CLI's; the kind of failure picks the exception.
-        if message.contains("not trusted") || message.contains("--trust-owner") {
-            Untrusted::new_err(message)
+        if e.untrusted {
+            Untrusted::new_err(e.message)
         } else {
-            Error::new_err(message)
+            Error::new_err(e.message)
         }
     })
 }

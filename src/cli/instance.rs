@@ -35,20 +35,30 @@ pub fn dead_state(pid: u32) -> String {
 /// opened anyway; a reader is warned (its values are the last ones written), a writer gets
 /// [`HalError::OwnerGone`] when it writes.
 pub fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
+    open_telling_trust(target, access).map_err(|(f, _)| f)
+}
+
+/// [`open`], also telling whether a failure was the trust rule's refusal (for the Python module's
+/// `rtapi.Untrusted`).
+pub fn open_telling_trust(target: &Target, access: Access) -> Result<HalReader, (Failure, bool)> {
     let instance = &target.instance;
     let mut trust = Trust::new();
     for user in &target.trust_owner {
         trust = trust
             .also_user(user)
-            .map_err(|e| Failure::usage(format!("--trust-owner: {e}")))?;
+            .map_err(|e| (Failure::usage(format!("--trust-owner: {e}")), false))?;
     }
     let reader = HalReader::open_with(instance, access, &trust).map_err(|e| match e {
-        HalError::NoSuchInstance { .. } => Failure::runtime(format!(
-            "no rtapi instance '{instance}' is running (no /dev/shm/rtapi-{instance}); start one with \
-             `rtapi run CONFIG.toml --instance {instance}`"
-        )),
-        HalError::InvalidName { .. } => Failure::usage(format!("--instance: {e}")),
-        other => Failure::runtime(other.to_string()),
+        HalError::NoSuchInstance { .. } => (
+            Failure::runtime(format!(
+                "no rtapi instance '{instance}' is running (no /dev/shm/rtapi-{instance}); start one with \
+                 `rtapi run CONFIG.toml --instance {instance}`"
+            )),
+            false,
+        ),
+        HalError::InvalidName { .. } => (Failure::usage(format!("--instance: {e}")), false),
+        HalError::Untrusted { .. } => (Failure::runtime(e.to_string()), true),
+        other => (Failure::runtime(other.to_string()), false),
     })?;
     if access == Access::ReadOnly && !reader.owner_alive() {
         super::out::eprintln(&format!(
