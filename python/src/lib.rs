@@ -460,7 +460,7 @@ impl Instance {
         interval: f64,
     ) -> PyResult<Py<PyAny>> {
         let read = || self.reader.get(name).map_err(hal_err);
-        let first = py.detach(&read)?;
+        let first = py.detach(read)?;
         let until = until.map(|u| u.into_bound(py));
         let mut last = first;
         let reached = poll(py, timeout, interval, read, |py, v| {
