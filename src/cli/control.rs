@@ -669,6 +669,94 @@ mod tests {
         seen: Vec<String>,
     }
 
+    /// Hosts user-space components in a list.
+    struct Users {
+        present: Vec<String>,
+    }
+
+    impl Executor for Users {
+        fn execute(&mut self, _: &str, _: &mut dyn Write) -> Result<Flow, String> {
+            Ok(Flow::Continue)
+        }
+        fn source(
+            &mut self,
+            _: &Path,
+            _: Option<&Path>,
+            _: bool,
+            _: &mut dyn Write,
+        ) -> Result<Flow, String> {
+            Ok(Flow::Continue)
+        }
+        fn add_user_component(&mut self, c: &UserComponent) -> Result<(), String> {
+            if self.present.contains(&c.name) {
+                return Err("taken".into());
+            }
+            self.present.push(c.name.clone());
+            Ok(())
+        }
+        fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+            let had = self.present.iter().any(|n| n == name);
+            self.present.retain(|n| n != name);
+            Ok(had)
+        }
+    }
+
+    #[test]
+    fn a_user_component_lives_as_long_as_its_connection() {
+        let name = unique("users");
+        let exec = Arc::new(Mutex::new(Users {
+            present: Vec::new(),
+        }));
+        let _server = ControlServer::start(&name, exec.clone()).unwrap();
+        let me = std::process::id();
+        let decl = |n: &str| UserComponent {
+            name: n.into(),
+            pins: vec![UserPin {
+                name: format!("{n}.out"),
+                ty: ValueType::Float,
+                dir: PinDir::Out,
+            }],
+            params: vec![UserParam {
+                name: format!("{n}.gain"),
+                ty: ValueType::S32,
+                access: ParamAccess::Ro,
+            }],
+        };
+        let mut a = ControlClient::connect(&name, me).unwrap();
+        let mut b = ControlClient::connect(&name, me).unwrap();
+        assert!(a.user_component(&decl("one")).unwrap().ok);
+        assert!(a.user_component(&decl("two")).unwrap().ok);
+        assert!(!b.user_component(&decl("one")).unwrap().ok, "taken");
+        // b cannot remove a's component; a can.
+        assert!(!b.user_exit("one").unwrap().ok);
+        assert!(a.user_exit("one").unwrap().ok);
+        assert_eq!(exec.lock().unwrap().present, ["two"]);
+        // A bad declaration is refused before it reaches the executor.
+        let mut bad = decl("three");
+        bad.pins[0].name = "three.x".into();
+        let r = b
+            .request(&Request::UserComponent {
+                user_component: "three".into(),
+                pins: vec![WireObject {
+                    name: "three.x".into(),
+                    ty: "complex".into(),
+                    dir: Some("out".into()),
+                    access: None,
+                }],
+                params: vec![],
+            })
+            .unwrap();
+        assert!(r.error.unwrap().contains("'complex' is not one of"));
+        // The connection closes: what it declared goes.
+        drop(a);
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while !exec.lock().unwrap().present.is_empty() {
+            assert!(std::time::Instant::now() < until, "two was not removed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(b.user_component(&bad).unwrap().ok);
+    }
+
     impl Executor for Echo {
         fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String> {
             self.seen.push(line.to_string());
