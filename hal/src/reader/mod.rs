@@ -355,7 +355,9 @@ impl Scan<'_, '_> {
 
     fn find(&self, t: Table, name: &str) -> Result<Option<usize>> {
         for i in 0..self.v.count(t) {
-            if !self.v.deleted(t, i)? && self.name_of(t, i)? == name {
+            // The name is compared in place first (no copy of the record, no allocation); a match
+            // is then decoded and checked like any name.
+            if self.v.name_is(t, i, name) && !self.v.deleted(t, i)? && self.name_of(t, i)? == name {
                 return Ok(Some(i));
             }
         }

@@ -308,6 +308,18 @@ impl Counted<'_> {
         }
     }
 
+    /// Whether record `i` of `t` is named `name`: compares the name field in place (48 bytes, no
+    /// allocation), for lookups by name. Names are NUL-terminated and NUL-padded (LAYOUT.md §4).
+    pub fn name_is(&self, t: Table, i: usize, name: &str) -> bool {
+        let name = name.as_bytes();
+        if name.is_empty() || name.len() >= NAME_FIELD {
+            return false;
+        }
+        let mut field = [0u8; NAME_FIELD];
+        self.m.copy_out(self.record(t, i), &mut field);
+        field[..name.len()] == *name && field[name.len()] == 0
+    }
+
     /// Copies the fields this version knows of record `i` of `t`.
     pub fn copy_record(&self, t: Table, i: usize) -> Record {
         let off = self.record(t, i);
