@@ -52,14 +52,14 @@ def until(what, ok, timeout=10.0, interval=0.01):
 
 
 class Halrun:
-    """`rtapi halrun -f FILE` of `body` + `start`, running until stop()."""
+    """`rtapi halrun -f FILE` of `body` + `start` + `after`, running until stop()."""
 
-    def __init__(self, body):
+    def __init__(self, body, after=""):
         self.name = f"py-{os.getpid()}-{next(_count)}"
         self.dir = tempfile.TemporaryDirectory()
         path = os.path.join(self.dir.name, "x.hal")
         with open(path, "w") as f:
-            f.write(body.rstrip("\n") + "\nstart\n")
+            f.write(body.rstrip("\n") + "\nstart\n" + after)
         self.proc = subprocess.Popen(
             [rtapi_bin(), "halrun", "--instance", self.name, "-f", path],
             stdout=subprocess.DEVNULL,

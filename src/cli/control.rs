@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::config::halcmd::{UserComponent, UserParam, UserPin};
+pub use crate::config::halcmd::{UserComponent, UserInbox, UserParam, UserPin};
 use rtapi_hal::{ParamAccess, PinDir, ValueType};
 
 /// What a command asks of the session after it ran.
@@ -75,6 +75,13 @@ pub trait Executor: Send {
         let _ = name;
         Ok(false)
     }
+    /// Where user-space components wait while the executor is busy (a `loadusr -W` waiting for
+    /// one holds it); `None`: requests wait for the executor itself.
+    fn user_inbox(&self) -> Option<Arc<UserInbox>> {
+        None
+    }
+    /// Adds the components waiting in the inbox.
+    fn serve_user_inbox(&mut self) {}
 }
 
 /// The shared executor of an instance.
@@ -138,6 +145,14 @@ impl Executor for crate::config::halcmd::Session {
 
     fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
         crate::config::halcmd::Session::remove_user_component(self, name)
+    }
+
+    fn user_inbox(&self) -> Option<Arc<UserInbox>> {
+        Some(crate::config::halcmd::Session::user_inbox(self))
+    }
+
+    fn serve_user_inbox(&mut self) {
+        crate::config::halcmd::Session::serve_user_inbox(self)
     }
 }
 
@@ -303,11 +318,15 @@ impl ControlServer {
         let addr = SocketAddr::from_abstract_name(socket_name(instance).as_bytes())?;
         let listener = UnixListener::bind_addr(&addr)?;
         listener.set_nonblocking(true)?;
+        let inbox = executor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .user_inbox();
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("rtapi-control".into())
-            .spawn(move || accept_loop(listener, executor, stop_flag))?;
+            .spawn(move || accept_loop(listener, executor, inbox, stop_flag))?;
         Ok(ControlServer {
             stop,
             thread: Some(thread),
@@ -324,7 +343,12 @@ impl Drop for ControlServer {
     }
 }
 
-fn accept_loop(listener: UnixListener, executor: SharedExecutor, stop: Arc<AtomicBool>) {
+fn accept_loop(
+    listener: UnixListener,
+    executor: SharedExecutor,
+    inbox: Option<Arc<UserInbox>>,
+    stop: Arc<AtomicBool>,
+) {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { nix::libc::geteuid() };
     while !stop.load(Ordering::Relaxed) {
@@ -336,9 +360,10 @@ fn accept_loop(listener: UnixListener, executor: SharedExecutor, stop: Arc<Atomi
                     continue;
                 }
                 let (executor, stop) = (Arc::clone(&executor), Arc::clone(&stop));
+                let inbox = inbox.clone();
                 let _ = std::thread::Builder::new()
                     .name("rtapi-control-client".into())
-                    .spawn(move || serve(stream, executor, stop));
+                    .spawn(move || serve(stream, executor, inbox, stop));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Asleep in the kernel until a client comes (or a look at the stop flag is due).
@@ -391,7 +416,12 @@ impl Drop for Owned {
 }
 
 /// One client: requests in, replies out, until it hangs up, quits, or the server stops.
-fn serve(stream: UnixStream, executor: SharedExecutor, stop: Arc<AtomicBool>) {
+fn serve(
+    stream: UnixStream,
+    executor: SharedExecutor,
+    inbox: Option<Arc<UserInbox>>,
+    stop: Arc<AtomicBool>,
+) {
     let mut owned = Owned {
         names: Vec::new(),
         executor: Arc::clone(&executor),
@@ -418,7 +448,13 @@ fn serve(stream: UnixStream, executor: SharedExecutor, stop: Arc<AtomicBool>) {
             }
             Err(_) => return,
         }
-        let reply = answer(line.trim_end(), &executor, &mut owned.names);
+        let reply = answer(
+            line.trim_end(),
+            &executor,
+            inbox.as_deref(),
+            &stop,
+            &mut owned.names,
+        );
         line.clear();
         let quit = reply.quit;
         let text = serde_json::to_string(&reply).unwrap_or_default();
@@ -428,7 +464,47 @@ fn serve(stream: UnixStream, executor: SharedExecutor, stop: Arc<AtomicBool>) {
     }
 }
 
-fn answer(request: &str, executor: &SharedExecutor, owned: &mut Vec<String>) -> Reply {
+/// Adds a user-space component through the inbox when there is one: the session's holder may be
+/// busy for a while (a `loadusr -W` waiting for this very component), so the request waits there
+/// and whoever holds the session — or this thread, once it gets it — adds it.
+fn join(
+    c: UserComponent,
+    executor: &SharedExecutor,
+    inbox: Option<&UserInbox>,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let Some(inbox) = inbox else {
+        let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
+        return exec.add_user_component(&c);
+    };
+    let name = c.name.clone();
+    let answer = inbox.post(c);
+    loop {
+        match answer.recv_timeout(Duration::from_millis(2)) {
+            Ok(r) => return r,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err("the instance dropped the request".into())
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        match executor.try_lock() {
+            Ok(mut exec) => exec.serve_user_inbox(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().serve_user_inbox(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        if stop.load(Ordering::Relaxed) && inbox.withdraw(&name) {
+            return Err("the instance is stopping".into());
+        }
+    }
+}
+
+fn answer(
+    request: &str,
+    executor: &SharedExecutor,
+    inbox: Option<&UserInbox>,
+    stop: &AtomicBool,
+    owned: &mut Vec<String>,
+) -> Reply {
     let request: Request = match serde_json::from_str(request) {
         Ok(r) => r,
         Err(e) => {
@@ -442,6 +518,25 @@ fn answer(request: &str, executor: &SharedExecutor, owned: &mut Vec<String>) -> 
             }
         }
     };
+    if let Request::UserComponent {
+        user_component: name,
+        pins,
+        params,
+    } = &request
+    {
+        let result = user_component(name, pins, params)
+            .map_err(|e| format!("user component {}: {e}", crate::rt::units::quote(name)))
+            .and_then(|c| join(c, executor, inbox, stop));
+        if result.is_ok() {
+            owned.push(name.clone());
+        }
+        return Reply {
+            ok: result.is_ok(),
+            out: String::new(),
+            error: result.err(),
+            quit: false,
+        };
+    }
     let mut out = Vec::new();
     let result = {
         // A command that panicked poisoned nothing we rely on: the interpreter checks its own state.
@@ -463,17 +558,7 @@ fn answer(request: &str, executor: &SharedExecutor, owned: &mut Vec<String>) -> 
                 "unknown recorder request {}; the recorder understands \"dump\"",
                 crate::rt::units::quote(recorder)
             )),
-            Request::UserComponent {
-                user_component: name,
-                pins,
-                params,
-            } => user_component(name, pins, params)
-                .map_err(|e| format!("user component {}: {e}", crate::rt::units::quote(name)))
-                .and_then(|c| exec.add_user_component(&c))
-                .map(|()| {
-                    owned.push(name.clone());
-                    Flow::Continue
-                }),
+            Request::UserComponent { .. } => unreachable!("answered above"),
             Request::UserExit { user_exit: name } => {
                 if owned.contains(name) {
                     owned.retain(|n| n != name);

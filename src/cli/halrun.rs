@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use super::control::{ControlServer, Executor, Flow};
 use super::prompt::{self, Outcome};
-use super::run::{config_failure, finish, serve};
+use super::run::{config_failure, finish, listen, serve_shared};
 use super::{out, Failure};
 use crate::components::Registry;
 use crate::config::halcmd::{Ini, NameKind, Session};
@@ -26,7 +26,9 @@ use crate::runtime::{Runtime, RuntimeOptions, StopReason};
     after_help = "Without --check: a file that runs `start` keeps its threads running until \
 Ctrl-C or SIGTERM (or --duration), then stops and prints the summary; a file without `start` is \
 checked, built and unloaded when it ends, as LinuxCNC's halrun does without -I.\n\
-loadusr is refused at its line: rtapi cannot host LinuxCNC user-space programs yet.\n\
+loadusr after `start` starts the program with RTAPI_INSTANCE set (-W/-Wn NAME: waits up to 10 s \
+for its component, e.g. one made with the rtapi Python module); the programs are stopped with the \
+instance. Before `start` it is refused.\n\
 Exit codes: 0 ok, 1 runtime failure, 2 a file:line error (nothing started)."
 )]
 pub struct Args {
@@ -91,8 +93,19 @@ pub fn run(args: Args) -> Result<(), Failure> {
         // `start` starts the instance where it stands in the file; what follows changes it live.
         session.start_on_start(options.clone());
     }
+    // The control socket listens while the file runs: a program `loadusr` starts after `start`
+    // joins the instance through it. (Nobody can use it before the instance exists: clients check
+    // the process behind it against the owner in the segment.)
+    let shared = Arc::new(Mutex::new(session));
+    let server = if args.check {
+        None
+    } else {
+        listen(&args.instance, &shared)
+    };
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     let mut stdout = std::io::stdout();
     if let Some(file) = &file {
+        let mut session = lock();
         if let Err(e) = session.source(file, &mut stdout) {
             let errors = if session.errors().is_empty() {
                 vec![e]
@@ -102,13 +115,15 @@ pub fn run(args: Args) -> Result<(), Failure> {
             let failure = config_failure(&errors);
             // A file that failed after its `start`: the instance goes, with its summary.
             if let Some(running) = session.detach() {
+                drop(session);
+                drop(server);
                 let _ = finish(running, StopReason::Elapsed);
             }
             return Err(failure);
         }
     }
     if args.interactive {
-        return interactive(session, &args.instance);
+        return interactive(shared, server);
     }
     let Some(file) = file else {
         return Ok(());
@@ -117,9 +132,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
         // The model accepted it; the dry-run HAL must too.
         let mut dry = crate::components::Validation::new(&args.instance)
             .map_err(|e| Failure::usage(e.to_string()))?;
-        return session.apply_to(&mut dry).map_err(|e| config_failure(&[e]));
+        return lock().apply_to(&mut dry).map_err(|e| config_failure(&[e]));
     }
-    if session.runtime().is_none() {
+    if lock().runtime().is_none() {
+        drop(server);
+        let session = lock();
         let mut dry = crate::components::Validation::new(&args.instance)
             .map_err(|e| Failure::usage(e.to_string()))?;
         session
@@ -136,21 +153,15 @@ pub fn run(args: Args) -> Result<(), Failure> {
         ));
         return Ok(());
     }
-    serve(session, &args.instance, args.duration)
+    if let Some(rt) = lock().runtime() {
+        rt.keep_caller_off_rt_cpus();
+    }
+    serve_shared(shared, server, &args.instance, args.duration)
 }
 
 /// halrun -I: the prompt, in this process, and the control socket for other terminals, on one
 /// session; `quit`, Ctrl-D or SIGTERM end it, stopping the instance if it was started.
-fn interactive(session: Session, instance: &str) -> Result<(), Failure> {
-    let shared = Arc::new(Mutex::new(session));
-    let server = ControlServer::start(instance, shared.clone())
-        .map_err(|e| {
-            log::warn!(
-                "instance '{instance}' takes no halcmd commands from other terminals: its \
-                 control socket is taken ({e})"
-            )
-        })
-        .ok();
+fn interactive(shared: Arc<Mutex<Session>>, server: Option<ControlServer>) -> Result<(), Failure> {
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     let names = {
         let shared = shared.clone();

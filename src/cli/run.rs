@@ -92,7 +92,13 @@ pub(crate) fn serve(
         rt.keep_caller_off_rt_cpus();
     }
     let shared = Arc::new(Mutex::new(session));
-    let server = match ControlServer::start(instance, shared.clone()) {
+    let server = listen(instance, &shared);
+    serve_shared(shared, server, instance, duration)
+}
+
+/// The control socket of `instance` over `shared` (a warning and `None` when its name is taken).
+pub(crate) fn listen(instance: &str, shared: &Arc<Mutex<Session>>) -> Option<ControlServer> {
+    match ControlServer::start(instance, shared.clone()) {
         Ok(s) => Some(s),
         Err(e) => {
             log::warn!(
@@ -101,7 +107,17 @@ pub(crate) fn serve(
             );
             None
         }
-    };
+    }
+}
+
+/// [`serve`] for a session already shared with its control socket (halrun listens while its file
+/// runs, for the programs `loadusr` starts).
+pub(crate) fn serve_shared(
+    shared: Arc<Mutex<Session>>,
+    server: Option<ControlServer>,
+    instance: &str,
+    duration: Option<Nanos>,
+) -> Result<(), Failure> {
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     {
         let s = lock();

@@ -56,8 +56,10 @@ impl Session {
         self.live.as_ref().map(|l| &l.runtime)
     }
 
-    /// Detaches and returns the running instance (to stop it).
+    /// Detaches and returns the running instance (to stop it); the programs `loadusr` started
+    /// are stopped first (SIGTERM, then SIGKILL after a grace period).
     pub fn detach(&mut self) -> Option<Runtime<Running>> {
+        self.stop_programs();
         self.live.take().map(|l| l.runtime)
     }
 
@@ -126,12 +128,6 @@ impl Session {
                     &l.args,
                 )
                 .map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
-        }
-
-        // User-space components that joined (`user.rs`).
-        for u in after.user.iter().filter(|u| !before.user.contains(u)) {
-            super::user::create_in_segment(hal, u)
-                .map_err(err(format!("user component {}", u.name)))?;
         }
 
         // Signals created.
@@ -219,12 +215,6 @@ impl Session {
                 hal.delete_component(name)
                     .map_err(err(format!("unloadrt {name}")))?;
             }
-        }
-        // User-space components that left (their pins were unlinked by the model; the segment
-        // unlinks them as it deletes the component).
-        for u in before.user.iter().filter(|u| !after.user.contains(u)) {
-            hal.delete_component(&u.name)
-                .map_err(err(format!("user component {}", u.name)))?;
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ mod live;
 mod output;
 pub(crate) mod parse;
 mod user;
+mod usr;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -36,7 +37,7 @@ pub use ini::Ini;
 pub(crate) use lex::{process_env, Subst, Word};
 pub use parse::COMMANDS;
 use parse::{AliasKind, Arrow, Command, Located, NetPin};
-pub use user::{UserComponent, UserParam, UserPin};
+pub use user::{UserComponent, UserInbox, UserParam, UserPin};
 
 /// The most component instances (all `loadrt` lines together) a session may load: far above any
 /// real machine, and low enough that every pin, param and statistic fits the HAL segment.
@@ -186,6 +187,10 @@ pub struct Session {
     live: Option<live::Live>,
     /// Start the instance with these options at the first `start` (halrun's way).
     start_options: Option<crate::runtime::RuntimeOptions>,
+    /// Programs started by `loadusr`, stopped with the instance (`usr.rs`).
+    programs: Vec<usr::Program>,
+    /// User-space components waiting to join while the session is busy (`user.rs`).
+    inbox: std::sync::Arc<user::UserInbox>,
 }
 
 impl Session {
@@ -209,6 +214,8 @@ impl Session {
             rollback: false,
             live: None,
             start_options: None,
+            programs: Vec::new(),
+            inbox: Default::default(),
         })
     }
 
@@ -350,6 +357,9 @@ impl Session {
     ) -> Result<Flow, ConfigError> {
         let mut first_error = None;
         for c in commands {
+            // User-space components that asked to join while this file runs join between its
+            // commands (its lines after `loadusr PROG` may use them).
+            self.serve_user_inbox();
             if self.echo {
                 let _ = writeln!(out, "{}", c.text);
             }
@@ -369,7 +379,8 @@ impl Session {
                         }
                     }
                     done.map_err(|(line, m)| {
-                        if let Some(before) = before {
+                        if let Some(mut before) = before {
+                            before.keep_users_from(&self.model);
                             self.model = before;
                         }
                         ConfigError::at(file, line, m)
@@ -514,14 +525,16 @@ impl Session {
                 text,
             } => self.loadrt(component, instances, args, text, origin)?,
             Command::Unloadrt { component } => self.unloadrt(component)?,
-            Command::Loadusr { flags, program } => {
-                return Err((program.line, output::loadusr_refusal(flags, &program.text)))
-            }
+            Command::Loadusr {
+                flags,
+                program,
+                args,
+            } => self.loadusr(flags, program, args)?,
             Command::Waitusr { name } => {
                 return Err((
                     name.line,
                     format!(
-                        "waitusr {}: no user-space component of that name is loaded; rtapi cannot host LinuxCNC user-space components (loadusr) yet",
+                        "waitusr {}: no user-space component of that name is loaded (waitusr is not supported; loadusr -W waits for a component)",
                         quote(&name.text)
                     ),
                 ))
@@ -531,7 +544,7 @@ impl Session {
                     return Err((
                         name.line,
                         format!(
-                            "unloadusr {}: no user-space component of that name is loaded (rtapi cannot host them yet)",
+                            "unloadusr {}: no user-space component of that name is loaded (unloadusr is not supported; programs stop with the instance)",
                             quote(&name.text)
                         ),
                     ));

@@ -157,7 +157,7 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Every `loadusr`: rtapi runs no LinuxCNC user-space programs (see the module docs of the CLI).
+/// A `loadusr` before the instance runs: a program joins a running instance (`usr.rs`).
 pub(super) fn loadusr_refusal(flags: &UsrFlags, program: &str) -> String {
     let what = match &flags.wait_component {
         Some(c) => format!(
@@ -168,7 +168,7 @@ pub(super) fn loadusr_refusal(flags: &UsrFlags, program: &str) -> String {
         None => format!("user-space program {}", quote(program)),
     };
     format!(
-        "loadusr: {what} cannot run under rtapi: LinuxCNC's user-space programs attach to LinuxCNC's own HAL, and rtapi cannot host them yet"
+        "loadusr: {what} cannot start before the instance runs: a user-space program joins a running instance (put loadusr after `start`); LinuxCNC's own user-space programs attach to LinuxCNC's HAL and cannot run under rtapi"
     )
 }
 
@@ -671,7 +671,7 @@ pub(super) fn status(s: &Session) -> String {
 const HELP: &[(&str, &str)] = &[
     ("loadrt", "loadrt COMP [count=N | names=a,b] [ARG=VALUE ...]: load a component (rtapi's built-ins); loadrt threads name1=N period1=NS ..."),
     ("unloadrt", "unloadrt COMP | all: unload a component"),
-    ("loadusr", "loadusr [-W | -Wn NAME | -w | -i] PROGRAM: refused; rtapi cannot host LinuxCNC user-space programs yet"),
+    ("loadusr", "loadusr [-W | -Wn NAME | -w | -i] PROGRAM [ARGS]: start a program with RTAPI_INSTANCE set, once the instance runs; -W/-Wn NAME wait (10 s) for its component, -w for its exit"),
     ("waitusr", "waitusr NAME: wait for a user-space component (none can be loaded)"),
     ("unloadusr", "unloadusr NAME | all"),
     ("unload", "unload NAME | all: unload a component"),

@@ -136,6 +136,8 @@ pub(crate) enum Command {
     Loadusr {
         flags: UsrFlags,
         program: Word,
+        /// The program's arguments.
+        args: Vec<Word>,
     },
     Waitusr {
         name: Word,
@@ -619,6 +621,7 @@ fn parse_loadusr(cmd: &Word, args: &[Word]) -> ParseResult<Command> {
     Ok(Command::Loadusr {
         flags,
         program: program.clone(),
+        args: args[i + 1..].to_vec(),
     })
 }
 
@@ -853,7 +856,7 @@ mod tests {
         let v = all(text).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(v.len(), text.lines().count());
         match &v[2].command {
-            Command::Loadusr { flags, program } => {
+            Command::Loadusr { flags, program, .. } => {
                 assert_eq!(
                     flags.wait_component.as_deref(),
                     Some("hal_manualtoolchange")
@@ -863,9 +866,15 @@ mod tests {
             c => panic!("{c:?}"),
         }
         match &v[3].command {
-            Command::Loadusr { flags, program } => {
+            Command::Loadusr {
+                flags,
+                program,
+                args,
+            } => {
                 assert_eq!(flags.wait_component.as_deref(), Some("ui"));
                 assert_eq!(program.text, "pyvcp");
+                let args: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+                assert_eq!(args, ["-c", "ui", "x.xml"]);
             }
             c => panic!("{c:?}"),
         }

@@ -5,6 +5,8 @@
 //! itself (`HalReader::write_own`). The control socket ties each one to the connection that declared
 //! it and removes it when that connection closes (ARCHITECTURE.md, "User-space components").
 
+use std::sync::{mpsc, Arc, Mutex};
+
 use rtapi_hal::{ComponentKey, Hal, HalError, Io, Out, ParamAccess, PinDir, ValueType};
 
 use super::{Model, ParamInfo, PinInfo, Session};
@@ -98,7 +100,18 @@ impl Session {
                 ));
             }
         }
-        let before = self.model.clone();
+        // The segment first (in one go, undone if any part is refused), then the model: user
+        // components stay out of the model-diff `sync` of halcmd commands, so one that joins while
+        // a command runs (a `loadusr -W` waiting for it) is not made twice or rolled back with it.
+        let hal = self
+            .live
+            .as_ref()
+            .map(|l| l.runtime.hal())
+            .expect("checked above");
+        if let Err(e) = create_in_segment(hal, c) {
+            let _ = hal.delete_component(&c.name);
+            return Err(format!("{what}: {e}"));
+        }
         for p in &c.pins {
             self.model.pins.insert(
                 p.name.clone(),
@@ -122,34 +135,114 @@ impl Session {
             );
         }
         self.model.user.push(c.clone());
-        if let Err(e) = self.sync(&before) {
-            // Whatever part reached the segment goes again with it.
-            if let Some(live) = &self.live {
-                let _ = live.runtime.hal().delete_component(&c.name);
-            }
-            self.model = before;
-            return Err(format!("{what}: {e}"));
-        }
         Ok(())
     }
 
     /// Removes a user-space component: its pins leave their signals (which lose their writer when it
     /// was one of them) and it is deleted from the segment. `Ok(false)` if there is none of that name.
     pub fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
-        if !self.model.user.iter().any(|u| u.name == name) {
+        let in_model = self.model.user.iter().any(|u| u.name == name);
+        // Not in the model but in the segment: a component that joined while a command that later
+        // failed was running (the model went back to before that command). It goes all the same,
+        // unless a real-time component took the name since.
+        let rt_name = self
+            .model
+            .loaded
+            .iter()
+            .any(|l| l.names.iter().any(|n| n == name));
+        if in_model {
+            self.model.unload_user(name);
+        }
+        let Some(live) = &self.live else {
+            return Ok(in_model);
+        };
+        if !in_model && rt_name {
             return Ok(false);
         }
-        let before = self.model.clone();
-        self.model.unload_user(name);
-        self.sync(&before).map_err(|e| {
-            self.model = before;
-            format!("user component {}: {e}", quote(name))
-        })?;
-        Ok(true)
+        match live.runtime.hal().delete_component(name) {
+            Ok(()) => Ok(true),
+            Err(HalError::NotFound { .. }) => Ok(in_model),
+            Err(e) => Err(format!("user component {}: {e}", quote(name))),
+        }
+    }
+
+    /// Adds the user-space components that arrived in the inbox while this session was busy (a
+    /// command running, a `loadusr -W` waiting), answering each request.
+    pub fn serve_user_inbox(&mut self) {
+        let pending: Vec<Pending> =
+            std::mem::take(&mut *self.inbox.queue.lock().unwrap_or_else(|p| p.into_inner()));
+        for (c, answer) in pending {
+            let r = self.add_user_component(&c);
+            let _ = answer.send(r);
+        }
+    }
+
+    /// The inbox of user-space components waiting to join (shared with the control socket).
+    pub fn user_inbox(&self) -> Arc<UserInbox> {
+        Arc::clone(&self.inbox)
+    }
+}
+
+type Pending = (UserComponent, mpsc::Sender<Result<(), String>>);
+
+/// User-space components waiting to join while the session is busy: the control socket posts a
+/// request and the session's holder adds it between commands or while a `loadusr -W` waits, or
+/// the poster itself once it gets the session.
+#[derive(Default)]
+pub struct UserInbox {
+    queue: Mutex<Vec<Pending>>,
+}
+
+impl UserInbox {
+    /// Posts a component; the answer comes on the returned channel.
+    pub fn post(&self, c: UserComponent) -> mpsc::Receiver<Result<(), String>> {
+        let (tx, rx) = mpsc::channel();
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((c, tx));
+        rx
+    }
+
+    /// Takes back a component not yet served (true), e.g. when the instance stops meanwhile.
+    pub fn withdraw(&self, name: &str) -> bool {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let before = q.len();
+        q.retain(|(c, _)| c.name != name);
+        q.len() != before
     }
 }
 
 impl Model {
+    /// After a failed command put the model back: the user-space components that joined or left
+    /// meanwhile (they are not part of any command) stay as `now` has them.
+    pub(super) fn keep_users_from(&mut self, now: &Model) {
+        let gone: Vec<String> = self
+            .user
+            .iter()
+            .filter(|u| !now.user.contains(u))
+            .map(|u| u.name.clone())
+            .collect();
+        for name in gone {
+            self.unload_user(&name);
+        }
+        let joined: Vec<&UserComponent> =
+            now.user.iter().filter(|u| !self.user.contains(u)).collect();
+        for u in joined {
+            for p in &u.pins {
+                if let Some(info) = now.pins.get(&p.name) {
+                    self.pins.insert(p.name.clone(), info.clone());
+                }
+            }
+            for p in &u.params {
+                if let Some(info) = now.params.get(&p.name) {
+                    self.params.insert(p.name.clone(), info.clone());
+                }
+            }
+            self.user.push(u.clone());
+        }
+    }
+
     /// Drops a user-space component's pins and params from the model (with their links).
     pub(super) fn unload_user(&mut self, name: &str) {
         let owned: Vec<String> = self
@@ -172,7 +265,7 @@ impl Model {
 }
 
 /// Makes a user-space component in the live segment: the component record, then each pin and param.
-pub(super) fn create_in_segment(hal: &Hal, c: &UserComponent) -> Result<(), HalError> {
+fn create_in_segment(hal: &Hal, c: &UserComponent) -> Result<(), HalError> {
     let key = hal.add_component(&c.name)?;
     for p in &c.pins {
         add_pin(hal, key, p)?;

@@ -1,0 +1,76 @@
+"""halcmd's loadusr: a program started by the owner with RTAPI_INSTANCE, waited for with -Wn, its
+component netted by the lines after it, and the program stopped with the instance."""
+
+import os
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import BASE_HAL, Halrun, run, until
+
+import rtapi
+
+PANEL = textwrap.dedent(
+    """
+    import os, sys, time, rtapi
+    c = rtapi.component("panel")           # the instance from $RTAPI_INSTANCE
+    c.newpin("button", rtapi.BIT, rtapi.OUT)
+    c.ready()
+    c["button"] = True
+    with open(sys.argv[1], "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        time.sleep(0.05)
+    """
+)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_loadusr_waits_for_the_component_and_stops_the_program_with_the_instance(tmp_path):
+    panel = tmp_path / "panel.py"
+    panel.write_text(PANEL)
+    pidfile = tmp_path / "pid"
+    h = Halrun(
+        BASE_HAL,
+        after=f"loadusr -Wn panel {sys.executable} {panel} {pidfile}\n"
+        "net btn panel.button not.0.in\n",
+    )
+    try:
+        inst = rtapi.Instance(h.name)
+        # The line after loadusr found the component's pin: the file ran to its end.
+        assert {s["name"]: s["writer"] for s in inst.signals()}["btn"] == "panel.button"
+        assert inst.wait("not.0.out", False, timeout=5) is False
+        pid = int(until("the pid file", lambda: pidfile.exists() and pidfile.read_text()))
+        assert alive(pid)
+    finally:
+        h.stop()
+    until("the program to be stopped", lambda: not alive(pid), timeout=5)
+
+
+def test_loadusr_refusals(instance, tmp_path):
+    # A program that ends before its component is ready: a clear error, quickly.
+    t = time.monotonic()
+    p = run("halcmd", "--instance", instance.name, "loadusr", "-Wn", "ghost", "true", check=False)
+    assert p.returncode != 0
+    assert "loadusr: 'true' exited with status 0 before its component 'ghost' was ready" in p.stderr
+    assert time.monotonic() - t < 5
+    p = run("halcmd", "--instance", instance.name, "loadusr", "/nonexistent/prog", check=False)
+    assert "loadusr: cannot start '/nonexistent/prog'" in p.stderr
+    # -w waits for the exit and reports a failure.
+    p = run("halcmd", "--instance", instance.name, "loadusr", "-w", "false", check=False)
+    assert "loadusr: 'false' exited with status 1" in p.stderr
+    assert run("halcmd", "--instance", instance.name, "loadusr", "-w", "-i", "false").returncode == 0
+    # Before `start` there is no instance to join.
+    f = tmp_path / "early.hal"
+    f.write_text("loadrt threads name1=servo period1=1000000\nloadusr -W panel\nstart\n")
+    p = run("halrun", "--check", "-f", str(f), check=False)
+    assert p.returncode == 2 and "put loadusr after `start`" in p.stderr
