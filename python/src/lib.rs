@@ -485,6 +485,7 @@ impl Instance {
         }
     }
 
+    /// `rtapi.Instance("NAME")`.
     fn __repr__(&self) -> String {
         format!("rtapi.Instance({:?})", self.name)
     }
@@ -724,10 +725,12 @@ impl Component {
         self.decl.params.iter().map(|p| p.name.clone()).collect()
     }
 
+    /// `with rtapi.component(…) as c:` … the component exits at the end of the block.
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
+    /// Exits the component (an exception in the block goes on).
     fn __exit__(
         &mut self,
         py: Python<'_>,
@@ -739,6 +742,7 @@ impl Component {
         Ok(false)
     }
 
+    /// `rtapi.component("NAME", instance="INSTANCE")`, with "(not ready)" before ready().
     fn __repr__(&self) -> String {
         format!(
             "rtapi.component({:?}, instance={:?}){}",
