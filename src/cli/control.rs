@@ -296,6 +296,8 @@ pub struct Reply {
 pub struct ControlServer {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// CPUs the listening thread (and so the client threads it starts) should move to.
+    affinity: Arc<Mutex<Option<Vec<usize>>>>,
 }
 
 /// The credentials of the process at the other end of a Unix stream socket.
@@ -324,13 +326,25 @@ impl ControlServer {
             .user_inbox();
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
+        let affinity = Arc::new(Mutex::new(None));
+        let moves = Arc::clone(&affinity);
         let thread = std::thread::Builder::new()
             .name("rtapi-control".into())
-            .spawn(move || accept_loop(listener, executor, inbox, stop_flag))?;
+            .spawn(move || accept_loop(listener, executor, inbox, stop_flag, moves))?;
         Ok(ControlServer {
             stop,
             thread: Some(thread),
+            affinity,
         })
+    }
+
+    /// Moves the listening thread to `cpus` (within its next look at the stop flag, ≤ 250 ms), and
+    /// so every client thread started after: for a server that listened before the instance
+    /// started (halrun), once its RT CPUs are known. Empty: no change.
+    pub fn keep_off_rt_cpus(&self, cpus: &[usize]) {
+        if !cpus.is_empty() {
+            *self.affinity.lock().unwrap_or_else(|p| p.into_inner()) = Some(cpus.to_vec());
+        }
     }
 }
 
@@ -348,10 +362,17 @@ fn accept_loop(
     executor: SharedExecutor,
     inbox: Option<Arc<UserInbox>>,
     stop: Arc<AtomicBool>,
+    affinity: Arc<Mutex<Option<Vec<usize>>>>,
 ) {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { nix::libc::geteuid() };
     while !stop.load(Ordering::Relaxed) {
+        let moved = affinity.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(cpus) = moved {
+            if let Err(e) = crate::rt::sched::set_current_affinity(&cpus) {
+                log::warn!("cannot move the control thread off the RT CPUs: {e}");
+            }
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 let allowed = peer(&stream).is_ok_and(|c| c.uid == 0 || c.uid == me);

@@ -155,6 +155,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     if let Some(rt) = lock().runtime() {
         rt.keep_caller_off_rt_cpus();
+        // The control thread started before the RT CPUs were known.
+        if let Some(server) = &server {
+            server.keep_off_rt_cpus(rt.housekeeping_cpus());
+        }
     }
     serve_shared(shared, server, &args.instance, args.duration)
 }

@@ -631,6 +631,11 @@ impl Runtime<Running> {
         self.state.origin
     }
 
+    /// The CPUs without RT threads, for the process's other threads (empty: no restriction).
+    pub fn housekeeping_cpus(&self) -> &[usize] {
+        &self.state.housekeeping
+    }
+
     /// Moves the calling thread (and the threads it spawns later) off the RT CPUs, when there is
     /// another CPU. A command that only watches and waits should do this.
     pub fn keep_caller_off_rt_cpus(&self) {
