@@ -211,7 +211,7 @@ fn instances() -> PyResult<Vec<String>> {
         let Some(instance) = name.strip_prefix("rtapi-") else {
             continue;
         };
-        if rtapi_hal::name::validate(instance).is_ok() {
+        if rtapi_hal::Instance::new(instance).is_ok() {
             names.push(instance.to_string());
         }
     }
