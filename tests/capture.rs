@@ -54,7 +54,11 @@ fn loopback(cfg: &str) -> String {
         match t {
             // (loadrt lines, extra setup, [first instance, second instance] — "" for one)
             'b' => ("loadrt not names=inv-a,inv-b\n", "", ["inv-a", "inv-b"]),
-            'f' => ("loadrt mux2 names=pass\n", "setp pass.sel 0\n", ["pass", ""]),
+            'f' => (
+                "loadrt mux2 names=pass\n",
+                "setp pass.sel 0\n",
+                ["pass", ""],
+            ),
             's' => (
                 "loadrt conv_s32_float names=s2f\nloadrt conv_float_s32 names=f2s\n",
                 "",

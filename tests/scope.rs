@@ -132,12 +132,27 @@ fn a_command_step_is_captured_one_row_per_period_with_the_step_at_the_pre_trigge
             "400",
             "--out",
             out.to_str().unwrap(),
+            "--preview",
         ],
     );
     let set = rtapi(&["sets", "--instance", &owner.name, "cmd", "1"]);
     assert!(set.status.success());
-    let (ok, err) = finish(child);
-    assert!(ok, "{err}");
+    let o = child.wait_with_output().unwrap();
+    let (preview, err) = common::text(&o);
+    assert!(o.status.success(), "{err}");
+    // The preview: the command's line low then high from the trigger column on (64 columns, row 100
+    // of 400 is column 16), and the trigger marked under it.
+    let lines: Vec<&str> = preview.lines().collect();
+    assert_eq!(lines.len(), 4, "{preview}");
+    assert!(
+        lines[0].starts_with(&format!(
+            " pid.0.command {}{}",
+            "▁".repeat(16),
+            "█".repeat(48)
+        )),
+        "{preview}"
+    );
+    assert_eq!(lines[3], format!("{}^ trigger", " ".repeat(15 + 16)));
     let csv = std::fs::read_to_string(out.with_extension("csv")).unwrap();
     assert!(csv.starts_with("period,time_ms,pid.0.command,pid.0.feedback,pid.0.error\n"));
     let rows = rows(&csv);

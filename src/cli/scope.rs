@@ -52,6 +52,10 @@ pub struct Args {
     /// Where to write PREFIX.csv, PREFIX.json and PREFIX.svg.
     #[arg(long, value_name = "PREFIX")]
     out: PathBuf,
+    /// Also print a preview on the terminal: one line per channel over the capture, the trigger
+    /// marked, with each channel's range.
+    #[arg(long)]
+    preview: bool,
 }
 
 /// What starts the capture.
@@ -463,6 +467,9 @@ fn write(
         let path = args.out.with_extension(ext);
         crate::latency::output::write_text("--out", &path, &text).map_err(Failure::runtime)?;
     }
+    if args.preview {
+        super::out::print(&preview(&args.channels, samples, at, 64))?;
+    }
     super::out::eprintln(&format!(
         "rtapi scope: {} periods ({} before the trigger) → {}.{{csv,json,svg}}",
         samples.len(),
@@ -470,6 +477,57 @@ fn write(
         args.out.display()
     ));
     Ok(())
+}
+
+/// A terminal preview: per channel, `width` columns of block characters (each column the mean of its
+/// share of the rows, scaled to the channel's own range), a `|` line under the trigger's column, and
+/// the range. A column whose rows are all NaN/inf is `?`.
+fn preview(channels: &[String], samples: &[Sample], at: usize, width: usize) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let width = width.min(samples.len()).max(1);
+    let col = |r: usize| r * width / samples.len();
+    let name_w = channels.iter().map(|c| c.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (c, name) in channels.iter().enumerate() {
+        let mut sums = vec![(0.0f64, 0usize); width];
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for (r, s) in samples.iter().enumerate() {
+            let v = as_f64(s.values[c]);
+            if v.is_finite() {
+                let e = &mut sums[col(r)];
+                e.0 += v;
+                e.1 += 1;
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+        let line: String = sums
+            .iter()
+            .map(|&(sum, n)| {
+                if n == 0 {
+                    return '?';
+                }
+                let x = if hi > lo {
+                    (sum / n as f64 - lo) / (hi - lo)
+                } else {
+                    0.5
+                };
+                BLOCKS[((x * 7.0).round() as usize).min(7)]
+            })
+            .collect();
+        let range = if lo.is_finite() {
+            format!("{lo} … {hi}")
+        } else {
+            "no finite value".to_string()
+        };
+        out.push_str(&format!("{name:>name_w$} {line}  {range}\n"));
+    }
+    out.push_str(&format!(
+        "{:>name_w$} {}^ trigger\n",
+        "",
+        " ".repeat(col(at.min(samples.len() - 1)))
+    ));
+    out
 }
 
 fn draw(
@@ -556,4 +614,51 @@ fn draw(
         root.present()?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(values: &[(f64, bool)]) -> Vec<Sample> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &(f, b))| Sample {
+                period: i as u64,
+                values: vec![Value::Float(f), Value::Bit(b)],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_preview_shows_a_step_at_the_trigger_column_and_each_range() {
+        // 0 for 25 rows, then 2; a bit that goes TRUE with it; 50 rows in 10 columns.
+        let rows: Vec<(f64, bool)> = (0..50)
+            .map(|i| if i < 25 { (0.0, false) } else { (2.0, true) })
+            .collect();
+        let chans = ["cmd".to_string(), "en".to_string()];
+        let p = preview(&chans, &samples(&rows), 25, 10);
+        let lines: Vec<&str> = p.lines().collect();
+        assert_eq!(lines.len(), 3, "{p}");
+        assert_eq!(lines[0], "cmd ▁▁▁▁▁█████  0 … 2");
+        assert_eq!(lines[1], " en ▁▁▁▁▁█████  0 … 1");
+        // The trigger row 25 is column 5.
+        assert_eq!(lines[2], format!("    {}^ trigger", " ".repeat(5)));
+    }
+
+    #[test]
+    fn the_preview_marks_columns_without_a_finite_value() {
+        let rows = [
+            (f64::NAN, false),
+            (f64::NAN, false),
+            (1.0, true),
+            (3.0, true),
+        ];
+        let p = preview(&["x".to_string(), "b".to_string()], &samples(&rows), 0, 4);
+        assert!(
+            p.lines().next().unwrap().starts_with("x ??▁█  1 … 3"),
+            "{p}"
+        );
+    }
 }
