@@ -85,7 +85,7 @@ impl Sources {
             instance.to_string(),
             Followed {
                 reader: Some(reader),
-                said: Some(format!("up (pid {pid})")),
+                said: Some(format!("is up (pid {pid})")),
             },
         );
     }
@@ -152,6 +152,13 @@ impl Sources {
                         instance,
                         "is down".into(),
                         &format!(": {}; rtapi_up 0", super::super::instance::dead_state(pid)),
+                    );
+                }
+                Err(HalError::NotReady { .. }) => {
+                    self.say(
+                        instance,
+                        "is starting".into(),
+                        "; rtapi_up 0 until it has published its segment",
                     );
                 }
                 Err(HalError::NoSuchInstance { .. }) => {
@@ -376,12 +383,6 @@ impl Metrics {
 
     fn families(self) -> Vec<Family> {
         self.into_all()
-    }
-}
-
-impl Default for Family {
-    fn default() -> Family {
-        Family::new("", Kind::Gauge, "")
     }
 }
 

@@ -125,6 +125,13 @@ impl Family {
     }
 }
 
+/// An empty, nameless gauge (what `std::mem::take` leaves behind).
+impl Default for Family {
+    fn default() -> Family {
+        Family::new("", Kind::Gauge, "")
+    }
+}
+
 /// Escapes a label value: backslash, double quote and line feed (both formats).
 pub fn escape_label(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
