@@ -30,8 +30,9 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-/// streamer → (pins) → sampler, the sampler enabled only in periods where the streamer had a record.
-fn loopback(cfg: &str) -> String {
+/// streamer → (pins) → sampler directly, the sampler enabled only in periods where the streamer had
+/// a record.
+fn direct(cfg: &str) -> String {
     let mut hal = format!(
         "loadrt threads name1=servo period1=1000000\nloadrt streamer cfg={cfg} depth=64\n\
          loadrt sampler cfg={cfg} depth=4000\nloadrt not\n\
@@ -41,6 +42,55 @@ fn loopback(cfg: &str) -> String {
         hal.push_str(&format!("net p{m} streamer.0.pin.{m} sampler.0.pin.{m}\n"));
     }
     hal.push_str("addf streamer.0 servo\naddf not.0 servo\naddf sampler.0 servo\nstart\n");
+    hal
+}
+
+/// streamer → RT components → sampler, the sampler enabled only in periods where the streamer had a
+/// record. Each type goes through components that must keep every value of it exactly: bits through
+/// two `not`s, floats through `mux2` (bit-exact: -0, NaN, subnormals), s32 and u32 through a float
+/// and back (`conv_*`: exact, every 32-bit integer is a double).
+fn loopback(cfg: &str) -> String {
+    let chain = |t: char| -> (&str, &str, [&str; 2]) {
+        match t {
+            // (loadrt lines, extra setup, [first instance, second instance] — "" for one)
+            'b' => ("loadrt not names=inv-a,inv-b\n", "", ["inv-a", "inv-b"]),
+            'f' => (
+                "loadrt mux2 names=pass\n",
+                "setp pass.sel 0\n",
+                ["pass", ""],
+            ),
+            's' => (
+                "loadrt conv_s32_float names=s2f\nloadrt conv_float_s32 names=f2s\n",
+                "",
+                ["s2f", "f2s"],
+            ),
+            'u' => (
+                "loadrt conv_u32_float names=u2f\nloadrt conv_float_u32 names=f2u\n",
+                "",
+                ["u2f", "f2u"],
+            ),
+            _ => panic!("type {t}"),
+        }
+    };
+    // One channel, so the chain's instance names are those above.
+    assert_eq!(cfg.len(), 1);
+    let t = cfg.chars().next().unwrap();
+    let (load, setup, [a, b]) = chain(t);
+    let input = if t == 'f' { "in0" } else { "in" };
+    let mut hal = format!(
+        "loadrt threads name1=servo period1=1000000\nloadrt streamer cfg={cfg} depth=64\n\
+         loadrt sampler cfg={cfg} depth=4000\nloadrt not\n{load}{setup}\
+         net empty streamer.0.empty not.0.in\nnet go not.0.out sampler.0.enable\n\
+         net raw streamer.0.pin.0 {a}.{input}\naddf streamer.0 servo\naddf {a} servo\n"
+    );
+    if b.is_empty() {
+        hal.push_str(&format!("net done {a}.out sampler.0.pin.0\n"));
+    } else {
+        hal.push_str(&format!(
+            "net mid {a}.out {b}.in\nnet done {b}.out sampler.0.pin.0\naddf {b} servo\n"
+        ));
+    }
+    hal.push_str("addf not.0 servo\naddf sampler.0 servo\nstart\n");
     hal
 }
 
@@ -86,7 +136,7 @@ fn sample(instance: &str, extra: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
-fn a_streamed_file_comes_back_identical_through_the_sampler_for_every_type() {
+fn a_streamed_file_comes_back_identical_through_rt_components_and_the_sampler_for_every_type() {
     let cases: [(&str, Vec<&str>); 4] = [
         ("b", vec!["0", "1", "1", "0", "1"]),
         (
@@ -127,7 +177,7 @@ fn a_streamed_file_comes_back_identical_through_the_sampler_for_every_type() {
 fn several_channels_csv_tags_and_a_channel_number() {
     let mut r = Running::start(
         "cap-csv",
-        &loopback("fbsu")
+        &direct("fbsu")
             .replace("sampler cfg=fbsu", "sampler cfg=f,fbsu")
             .replace("sampler.0", "sampler.1"),
     );

@@ -607,7 +607,43 @@ fn dma_latency_is_held_at_zero_while_the_guard_lives() {
     };
     assert_eq!(read_dma_latency(), Some(0));
     drop(guard);
+    // The kernel keeps the lowest request of all open handles: another process's (an rtapi instance
+    // of another test binary, a tuned profile) keeps it at 0 after ours is gone.
+    let others: Vec<String> = dma_latency_holders()
+        .into_iter()
+        .filter(|&(pid, _)| pid != std::process::id())
+        .map(|(pid, comm)| format!("{comm} ({pid})"))
+        .collect();
+    if read_dma_latency() == Some(0) && !others.is_empty() {
+        eprintln!(
+            "SKIPPED: released on drop not checked: {} also hold(s) /dev/cpu_dma_latency",
+            others.join(", ")
+        );
+        return;
+    }
     assert_ne!(read_dma_latency(), Some(0), "released on drop");
+}
+
+/// Processes with `/dev/cpu_dma_latency` open: (pid, comm).
+fn dma_latency_holders() -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let fds = std::fs::read_dir(e.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        if fds
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|t| t == std::path::Path::new("/dev/cpu_dma_latency"))
+        {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            found.push((pid, comm.trim().to_string()));
+        }
+    }
+    found
 }
 
 #[test]

@@ -7,12 +7,16 @@
 //!   estop, drops the amp enable, and the axis holds; an operator reset (a rising edge of
 //!   `estop-reset`) brings it back, the command re-synchronised so the axis follows again.
 //! - A NaN in the loop (`setp pid.0.Pgain nan --force`) faults the chain through `finite`.
+//! - A function of the servo thread that faults (a `fault_drill` loaded live with `rtapi halcmd`)
+//!   trips it through `servo.faulted`, and the reset is refused while the fault stands.
 
 mod common;
 use common::{rtapi, text};
 #[path = "common/sim_axis.rs"]
 mod sim_axis;
 use sim_axis::SimAxis;
+#[path = "common/halrun.rs"]
+mod halrun;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -192,4 +196,39 @@ fn a_nan_in_the_loop_faults_the_chain() {
         tripped["torque-finite.count"] >= 1.0,
         "the NaN was seen: {tripped:?}"
     );
+}
+
+#[test]
+fn a_function_fault_in_the_servo_thread_trips_the_chain_for_good() {
+    let run = Run::start("chain-fault");
+    for line in [
+        "loadrt fault_drill",
+        "net drill fault_drill.0.fire",
+        "addf fault_drill.0 servo",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        let (ok, _, err) = halrun::halcmd(&run.instance, &args);
+        assert!(ok, "halcmd {line}: {err}");
+    }
+    let before = run.values();
+    assert_eq!(
+        (before["servo.faults"], before["servo.faulted"]),
+        (0.0, 0.0)
+    );
+    assert_eq!(before["estop.ok-out"], 1.0);
+    run.cmd(&["sets", "drill", "1"]);
+    let tripped = run.wait_for("the estop latched", Duration::from_secs(2), |p| {
+        p["estop.fault-out"] == 1.0
+    });
+    assert_eq!(tripped["servo.faults"], 1.0);
+    assert_eq!(tripped["not-faulted.out"], 0.0);
+    assert_eq!(tripped["machine-enable"], 0.0);
+    assert_eq!(tripped["sim_axis.0.enable"], 0.0);
+    // The faulted function stays disabled: an operator reset is refused (the latch's input is bad).
+    run.cmd(&["sets", "estop-reset", "0"]);
+    run.cmd(&["sets", "estop-reset", "1"]);
+    std::thread::sleep(Duration::from_millis(100));
+    let after = run.values();
+    assert_eq!(after["estop.ok-out"], 0.0, "{after:?}");
+    assert_eq!(after["servo.faulted"], 1.0);
 }

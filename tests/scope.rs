@@ -132,12 +132,27 @@ fn a_command_step_is_captured_one_row_per_period_with_the_step_at_the_pre_trigge
             "400",
             "--out",
             out.to_str().unwrap(),
+            "--preview",
         ],
     );
     let set = rtapi(&["sets", "--instance", &owner.name, "cmd", "1"]);
     assert!(set.status.success());
-    let (ok, err) = finish(child);
-    assert!(ok, "{err}");
+    let o = child.wait_with_output().unwrap();
+    let (preview, err) = common::text(&o);
+    assert!(o.status.success(), "{err}");
+    // The preview: the command's line low then high from the trigger column on (64 columns, row 100
+    // of 400 is column 16), and the trigger marked under it.
+    let lines: Vec<&str> = preview.lines().collect();
+    assert_eq!(lines.len(), 4, "{preview}");
+    assert!(
+        lines[0].starts_with(&format!(
+            " pid.0.command {}{}",
+            "▁".repeat(16),
+            "█".repeat(48)
+        )),
+        "{preview}"
+    );
+    assert_eq!(lines[3], format!("{}^ trigger", " ".repeat(15 + 16)));
     let csv = std::fs::read_to_string(out.with_extension("csv")).unwrap();
     assert!(csv.starts_with("period,time_ms,pid.0.command,pid.0.feedback,pid.0.error\n"));
     let rows = rows(&csv);
@@ -274,4 +289,60 @@ fn a_manual_trigger_fires_on_enter() {
         rows(&std::fs::read_to_string(out.with_extension("csv")).unwrap()).len(),
         50
     );
+}
+
+#[test]
+fn a_function_fault_triggers_and_the_faulted_function_stops_at_the_trigger_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = Owner::start(
+        "scope-fault",
+        "loadrt threads name1=servo period1=1000000\nloadrt fault_drill\nloadrt siggen\n\
+         net fire fault_drill.0.fire\naddf siggen.0.update servo\naddf fault_drill.0 servo\nstart\n",
+    );
+    let (functs, sigs) = (owner.show("funct"), owner.show("sig"));
+    let getp = |name: &str| -> f64 {
+        let o = rtapi(&["getp", "--instance", &owner.name, name]);
+        let v = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        match v.as_str() {
+            "TRUE" => 1.0,
+            "FALSE" => 0.0,
+            v => v.parse().unwrap(),
+        }
+    };
+    assert_eq!((getp("servo.faults"), getp("servo.faulted")), (0.0, 0.0));
+    let out = dir.path().join("fault");
+    let child = scope(
+        &owner,
+        &[
+            "fault_drill.0.calls",
+            "siggen.0.sine",
+            "--trigger",
+            "fault",
+            "--pre",
+            "50",
+            "--length",
+            "100",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let set = rtapi(&["sets", "--instance", &owner.name, "fire", "1"]);
+    assert!(set.status.success());
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    let rows = rows(&std::fs::read_to_string(out.with_extension("csv")).unwrap());
+    assert_eq!(rows.len(), 100);
+    // The drill's call count rose every period before the trigger row and stops there: the
+    // function faulted in that period and is no longer called; the thread goes on (siggen moves).
+    let calls: Vec<f64> = rows.iter().map(|r| r.1[0]).collect();
+    let runs = |w: &[(u64, Vec<f64>)]| (w[1].0 - w[0].0) as f64;
+    assert!(rows[..50]
+        .windows(2)
+        .all(|w| w[1].1[0] - w[0].1[0] == runs(w)));
+    assert!(calls[50..].iter().all(|&c| c == calls[49]), "{calls:?}");
+    assert!(rows[50..].windows(2).any(|w| w[1].1[1] != w[0].1[1]));
+    assert_eq!((getp("servo.faults"), getp("servo.faulted")), (1.0, 1.0));
+    let shown = owner.show("funct");
+    assert!(shown.contains("fault_drill.0"), "{shown}");
+    untouched(&owner, &functs, &sigs);
 }

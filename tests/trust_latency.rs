@@ -255,6 +255,66 @@ fn io_load_directory_is_removed_on_sigint_and_sigterm() {
     }
 }
 
+/// A SIGKILLed run cannot remove its io directory; the next run with `--load io` does (the directory's
+/// name carries its pid, and that process is gone), before it makes its own.
+#[test]
+fn a_sigkilled_runs_io_directory_is_removed_by_the_next_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let io_dirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("rtapi-load-")
+            })
+            .collect()
+    };
+    let args = [
+        "--duration",
+        "60s",
+        "--base",
+        "0",
+        "--load",
+        "io",
+        "--quiet",
+    ];
+    let mut child = latency_test("killed", &args)
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while io_dirs().is_empty() {
+        assert!(Instant::now() < deadline, "the io load never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = io_dirs();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0].read_dir().unwrap().next().is_some(),
+        "the worker's file is there"
+    );
+    let short = ["--duration", "1s", "--base", "0", "--load", "io", "--quiet"];
+    let out = latency_test("sweeper", &short)
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "{}", text(&out.stderr));
+    assert!(io_dirs().is_empty(), "left behind: {:?}", io_dirs());
+    // The killed run's segment (stale: its owner is gone) is not this test's concern.
+    let _ = std::fs::remove_file(format!(
+        "/dev/shm/rtapi-trust-killed-{}",
+        std::process::id()
+    ));
+}
+
 /// Finding 2: an unwritable output failed only after the whole run. Now every output path is checked
 /// first: exit 2 at once, naming the flag, the path and why; nothing runs.
 #[test]

@@ -1,6 +1,7 @@
 //! Sample FIFOs: one lock-free single-producer/single-consumer ring per `sampler`/`streamer`
 //! instance, in its own POSIX shm file `/rtapi-<instance>:<fifo>` (`/dev/shm/rtapi-default:sampler.0`).
-//! The `:` cannot appear in an instance name, so a FIFO's file never collides with a segment.
+//! The `:` cannot appear in an instance name (only in object names), so a FIFO's file never collides
+//! with a segment.
 //!
 //! The owner (the process running the instance) creates the file, holds an exclusive `flock` on it
 //! for its whole life (as for the segment: a free lock means the owner is gone) and removes it when

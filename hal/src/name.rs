@@ -1,8 +1,10 @@
 //! HAL names and instance names.
 //!
-//! A name is stored in the segment as a fixed 48-byte field: up to 47 bytes of `[A-Za-z0-9._-]` and at least
-//! one NUL. The charset keeps names safe to print, to use in globs and in file names, and identical in every
-//! language that reads the segment; the fixed size keeps every record a constant size.
+//! A name is stored in the segment as a fixed 48-byte field: up to 47 bytes of `[A-Za-z0-9._:-]` and at
+//! least one NUL. The charset keeps names safe to print, to use in globs and in file names, and identical in
+//! every language that reads the segment; the fixed size keeps every record a constant size. `:` is
+//! LinuxCNC's (`net pendant:wheel-counts …` in its sample configs) and allowed in every HAL object name,
+//! but not in an instance name: a FIFO's file is `rtapi-<instance>:<fifo>`, split at the first `:`.
 
 use std::fmt;
 
@@ -15,8 +17,13 @@ pub const MAX_NAME_LEN: usize = NAME_FIELD - 1;
 /// The instance used when none is given (`/rtapi-default`).
 pub const DEFAULT_INSTANCE: &str = "default";
 
-/// Why `name` is not a valid HAL name, or `None` if it is.
+/// Why `name` is not a valid HAL object name, or `None` if it is.
 fn problem(name: &str) -> Option<&'static str> {
+    problem_in(name, true)
+}
+
+/// Why `name` is not a valid name, `:` allowed or not.
+fn problem_in(name: &str, colon: bool) -> Option<&'static str> {
     if name.is_empty() {
         return Some("it is empty");
     }
@@ -27,15 +34,34 @@ fn problem(name: &str) -> Option<&'static str> {
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
     {
-        return Some("it contains a character other than A-Z a-z 0-9 . _ -");
+        if !colon {
+            return Some(
+                "it contains a character other than A-Z a-z 0-9 . _ - (an instance name has no :)",
+            );
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'))
+        {
+            return Some("it contains a character other than A-Z a-z 0-9 . _ - :");
+        }
     }
     None
 }
 
-/// Checks a HAL name (component, pin, param, signal, function, thread, instance): 1 to
-/// [`MAX_NAME_LEN`] characters of `A-Z a-z 0-9 . _ -`; [`HalError::InvalidName`] says why not.
+/// Checks a HAL object name (component, pin, param, signal, function, thread): 1 to
+/// [`MAX_NAME_LEN`] characters of `A-Z a-z 0-9 . _ - :`; [`HalError::InvalidName`] says why not.
 pub fn validate(name: &str) -> Result<()> {
-    match problem(name) {
+    check(name, problem(name))
+}
+
+/// Checks an instance name: as [`validate`], without `:`.
+pub fn validate_instance(name: &str) -> Result<()> {
+    check(name, problem_in(name, false))
+}
+
+fn check(name: &str, problem: Option<&'static str>) -> Result<()> {
+    match problem {
         None => Ok(()),
         Some(reason) => Err(HalError::InvalidName {
             name: name.to_string(),
@@ -74,9 +100,9 @@ pub(crate) fn decode(field: &[u8]) -> Result<String> {
 pub struct Instance(String);
 
 impl Instance {
-    /// Checks `name` with the HAL naming rules ([`validate`]).
+    /// Checks `name` with the instance naming rules ([`validate_instance`]).
     pub fn new(name: &str) -> Result<Self> {
-        validate(name)?;
+        validate_instance(name)?;
         Ok(Instance(name.to_string()))
     }
 
@@ -121,10 +147,15 @@ mod tests {
             "a",
             "motion-controller.servo_thread",
             "X-9_8.7",
+            "pendant:wheel-counts",
             &"n".repeat(47),
         ] {
             validate(n).unwrap();
         }
+        assert_eq!(
+            decode(&encode("db:tool-prepare")).unwrap(),
+            "db:tool-prepare"
+        );
     }
 
     #[test]
@@ -171,5 +202,8 @@ mod tests {
         assert_eq!(Instance::default().shm_name(), "/rtapi-default");
         assert_eq!(Instance::new("mill").unwrap().shm_name(), "/rtapi-mill");
         assert!(Instance::new("../etc").is_err());
+        // `:` separates the instance from a FIFO's name in a file name: never in an instance.
+        let e = Instance::new("mill:sampler.0").unwrap_err().to_string();
+        assert!(e.contains("no :"), "{e}");
     }
 }

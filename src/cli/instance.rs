@@ -30,6 +30,17 @@ pub fn dead_state(pid: u32) -> String {
     format!("dead (owner pid {pid} gone; stale segment)")
 }
 
+/// The trust rule with the `--trust-owner` users added (a user that does not exist: exit 2).
+pub fn trust(owners: &[String]) -> Result<Trust, Failure> {
+    let mut trust = Trust::new();
+    for user in owners {
+        trust = trust
+            .also_user(user)
+            .map_err(|e| Failure::usage(format!("--trust-owner: {e}")))?;
+    }
+    Ok(trust)
+}
+
 /// Opens `/rtapi-<instance>`. A missing instance is a runtime failure (exit 1) with the command that
 /// would start one; an untrusted file is refused (exit 1) with what to do. A segment whose owner died is
 /// opened anyway; a reader is warned (its values are the last ones written), a writer gets
@@ -42,12 +53,7 @@ pub fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
 /// `rtapi.Untrusted`).
 pub fn open_telling_trust(target: &Target, access: Access) -> Result<HalReader, (Failure, bool)> {
     let instance = &target.instance;
-    let mut trust = Trust::new();
-    for user in &target.trust_owner {
-        trust = trust
-            .also_user(user)
-            .map_err(|e| (Failure::usage(format!("--trust-owner: {e}")), false))?;
-    }
+    let trust = trust(&target.trust_owner).map_err(|f| (f, false))?;
     let reader = HalReader::open_with(instance, access, &trust).map_err(|e| match e {
         HalError::NoSuchInstance { .. } => (
             Failure::runtime(format!(

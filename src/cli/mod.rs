@@ -3,6 +3,7 @@
 mod compare_timers;
 pub mod control;
 mod detect;
+mod export;
 mod getp;
 mod halcmd;
 mod halrun;
@@ -161,6 +162,9 @@ enum Command {
     Sets(setp::Args),
     /// Watch values live, like halmeter.
     Watch(watch::Args),
+    /// Serve the running instances' thread statistics, latency histograms and chosen pins on
+    /// http://ADDR/metrics for Prometheus (OpenMetrics text format).
+    Export(export::Args),
     /// Print a sampler's FIFO, one line per sample, like halsampler (-c CHAN, -n COUNT, -t, --csv).
     Sample(sample::SampleArgs),
     /// Capture pins and signals of a running instance around a trigger, one sample per period: CSV, JSON, SVG.
@@ -231,6 +235,7 @@ pub fn main() -> ExitCode {
         Command::Setp(args) => setp::setp(args),
         Command::Sets(args) => setp::sets(args),
         Command::Watch(args) => watch::run(args),
+        Command::Export(args) => export::run(args),
         Command::Sample(args) => sample::sample(args),
         Command::Scope(args) => scope::run(args),
         Command::Stream(args) => sample::stream(args),

@@ -3,8 +3,9 @@
 //!
 //! It attaches through the instance's control socket (the same halcmd commands a person would type):
 //! `loadrt scope_sampler names=scope-PID cfg=… depth=…`, the channels linked to its pins (a pin's own
-//! signal, or a new `scope-PID-M` signal for an unlinked pin), the thread's `<thread>.missed` pin as a
-//! hidden last channel (so every sample gets its period number and an overrun can trigger), and
+//! signal, or a new `scope-PID-M` signal for an unlinked pin), the thread's `<thread>.missed` and
+//! `<thread>.faults` pins as two hidden last channels (so every sample gets its period number, and an
+//! overrun or a function fault can trigger), and
 //! `addf scope-PID THREAD` last in the thread, so it samples what the period computed. It reads the
 //! FIFO, keeps the pre-trigger share, waits for the trigger, takes the rest, and detaches again —
 //! also on Ctrl-C, on a timeout, or on an error. One scope at a time per instance.
@@ -35,8 +36,8 @@ pub struct Args {
     #[arg(required = true, num_args = 1..=MAX_CHANNELS)]
     channels: Vec<String>,
     /// When to capture: rise:CHANNEL[:LEVEL], fall:CHANNEL[:LEVEL], above:CHANNEL:LEVEL,
-    /// below:CHANNEL:LEVEL, overrun (the thread missed a deadline), manual (when a line — Enter —
-    /// comes on standard input), or now (at once).
+    /// below:CHANNEL:LEVEL, overrun (the thread missed a deadline), fault (a function of the thread
+    /// faulted), manual (when a line — Enter — comes on standard input), or now (at once).
     #[arg(long, default_value = "now")]
     trigger: String,
     /// The share of the capture before the trigger, in percent.
@@ -51,6 +52,10 @@ pub struct Args {
     /// Where to write PREFIX.csv, PREFIX.json and PREFIX.svg.
     #[arg(long, value_name = "PREFIX")]
     out: PathBuf,
+    /// Also print a preview on the terminal: one line per channel over the capture, the trigger
+    /// marked, with each channel's range.
+    #[arg(long)]
+    preview: bool,
 }
 
 /// What starts the capture.
@@ -59,6 +64,7 @@ enum Trigger {
     Now,
     Manual,
     Overrun,
+    Fault,
     Rise(usize, f64),
     Fall(usize, f64),
     Above(usize, f64),
@@ -92,6 +98,7 @@ impl Trigger {
             ["now"] => Trigger::Now,
             ["manual"] => Trigger::Manual,
             ["overrun"] => Trigger::Overrun,
+            ["fault"] => Trigger::Fault,
             ["rise", c, rest @ ..] => Trigger::Rise(chan(c)?, level(rest.first(), Some(0.5))?),
             ["fall", c, rest @ ..] => Trigger::Fall(chan(c)?, level(rest.first(), Some(0.5))?),
             ["above", c, l] => Trigger::Above(chan(c)?, level(Some(l), None)?),
@@ -99,25 +106,37 @@ impl Trigger {
             _ => {
                 return Err(format!(
                     "--trigger {text}: use rise:CHANNEL[:LEVEL], fall:CHANNEL[:LEVEL], above:CHANNEL:LEVEL, \
-                     below:CHANNEL:LEVEL, overrun, manual or now"
+                     below:CHANNEL:LEVEL, overrun, fault, manual or now"
                 ))
             }
         })
     }
 
-    /// Whether sample `cur` (after `prev`) fires it; `missed` is the periods missed just before,
-    /// `asked` whether a manual trigger was given.
-    fn fires(&self, prev: Option<&[f64]>, cur: &[f64], missed: u64, asked: bool) -> bool {
+    /// Whether sample `cur` (after `prev`) fires it; `ev` says what happened to the thread since the
+    /// previous sample.
+    fn fires(&self, prev: Option<&[f64]>, cur: &[f64], ev: Events) -> bool {
         match *self {
             Trigger::Now => true,
-            Trigger::Manual => asked,
-            Trigger::Overrun => missed > 0,
+            Trigger::Manual => ev.asked,
+            Trigger::Overrun => ev.missed > 0,
+            Trigger::Fault => ev.faults > 0,
             Trigger::Rise(c, l) => prev.is_some_and(|p| p[c] < l) && cur[c] >= l,
             Trigger::Fall(c, l) => prev.is_some_and(|p| p[c] > l) && cur[c] <= l,
             Trigger::Above(c, l) => cur[c] > l,
             Trigger::Below(c, l) => cur[c] < l,
         }
     }
+}
+
+/// What happened to the thread between two samples, for the triggers that are not on a channel.
+#[derive(Debug, Clone, Copy, Default)]
+struct Events {
+    /// Periods missed.
+    missed: u64,
+    /// Function faults.
+    faults: u64,
+    /// Whether a manual trigger was given.
+    asked: bool,
 }
 
 fn as_f64(v: Value) -> f64 {
@@ -162,8 +181,8 @@ fn plan(
     let mut links = Vec::new();
     let mut detach_pins = Vec::new();
     let mut made = Vec::new();
-    let missed = format!("{thread}.missed");
-    for (m, name) in channels.iter().chain([&missed]).enumerate() {
+    let hidden = [format!("{thread}.missed"), format!("{thread}.faults")];
+    for (m, name) in channels.iter().chain(&hidden).enumerate() {
         let pin = format!("{fifo}.pin.{m}");
         detach_pins.push(pin.clone());
         if let Ok(s) = reader.signal_named(name) {
@@ -314,12 +333,12 @@ fn capture(
         .map_err(|e| Failure::runtime(format!("opening the scope's FIFO: {e}")))?;
     let total = args.length as usize;
     let pre = total * usize::from(args.pre) / 100;
-    let nchan = cfg.len() - 1; // the last channel is <thread>.missed
+    let nchan = cfg.len() - 2; // the last two channels are <thread>.missed and <thread>.faults
     let mut before: VecDeque<Sample> = VecDeque::with_capacity(pre + 1);
     let mut after: Vec<Sample> = Vec::new();
     let mut fired = false;
     let (mut prev, mut first): (Option<Vec<f64>>, Option<(u64, u64)>) = (None, None);
-    let mut last_missed = None;
+    let (mut last_missed, mut last_faults) = (None, None);
     let stop = crate::rt::signals::shutdown_flag();
     let started = Instant::now();
     // A manual trigger: a line on standard input.
@@ -345,15 +364,22 @@ fn capture(
         for row in client.rows() {
             let row = row.map_err(|e| Failure::runtime(e.to_string()))?;
             got = true;
-            let missed = match row.values[nchan] {
+            let counter = |v: Value| match v {
                 Value::U32(m) => u64::from(m),
                 v => as_f64(v) as u64,
             };
+            let (missed, faults) = (counter(row.values[nchan]), counter(row.values[nchan + 1]));
             // Period number: samples since the first, plus the periods missed meanwhile.
             let (n0, m0) = *first.get_or_insert((row.number, missed));
             let period = row.number.wrapping_sub(n0) + missed.saturating_sub(m0);
             let new_misses = last_missed.map_or(0, |l| missed.saturating_sub(l));
             last_missed = Some(missed);
+            let ev = Events {
+                missed: new_misses,
+                faults: last_faults.map_or(0, |l| faults.saturating_sub(l)),
+                asked: asked.load(std::sync::atomic::Ordering::Relaxed),
+            };
+            last_faults = Some(faults);
             let sample = Sample {
                 period,
                 values: row.values[..nchan].to_vec(),
@@ -366,14 +392,7 @@ fn capture(
                     all.extend(after);
                     return Ok(all);
                 }
-            } else if before.len() >= pre
-                && trigger.fires(
-                    prev.as_deref(),
-                    &cur,
-                    new_misses,
-                    asked.load(std::sync::atomic::Ordering::Relaxed),
-                )
-            {
+            } else if before.len() >= pre && trigger.fires(prev.as_deref(), &cur, ev) {
                 fired = true;
                 after.push(sample);
                 if after.len() >= total - pre {
@@ -448,6 +467,9 @@ fn write(
         let path = args.out.with_extension(ext);
         crate::latency::output::write_text("--out", &path, &text).map_err(Failure::runtime)?;
     }
+    if args.preview {
+        super::out::print(&preview(&args.channels, samples, at, 64))?;
+    }
     super::out::eprintln(&format!(
         "rtapi scope: {} periods ({} before the trigger) → {}.{{csv,json,svg}}",
         samples.len(),
@@ -455,6 +477,57 @@ fn write(
         args.out.display()
     ));
     Ok(())
+}
+
+/// A terminal preview: per channel, `width` columns of block characters (each column the mean of its
+/// share of the rows, scaled to the channel's own range), a `|` line under the trigger's column, and
+/// the range. A column whose rows are all NaN/inf is `?`.
+fn preview(channels: &[String], samples: &[Sample], at: usize, width: usize) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let width = width.min(samples.len()).max(1);
+    let col = |r: usize| r * width / samples.len();
+    let name_w = channels.iter().map(|c| c.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (c, name) in channels.iter().enumerate() {
+        let mut sums = vec![(0.0f64, 0usize); width];
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for (r, s) in samples.iter().enumerate() {
+            let v = as_f64(s.values[c]);
+            if v.is_finite() {
+                let e = &mut sums[col(r)];
+                e.0 += v;
+                e.1 += 1;
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+        let line: String = sums
+            .iter()
+            .map(|&(sum, n)| {
+                if n == 0 {
+                    return '?';
+                }
+                let x = if hi > lo {
+                    (sum / n as f64 - lo) / (hi - lo)
+                } else {
+                    0.5
+                };
+                BLOCKS[((x * 7.0).round() as usize).min(7)]
+            })
+            .collect();
+        let range = if lo.is_finite() {
+            format!("{lo} … {hi}")
+        } else {
+            "no finite value".to_string()
+        };
+        out.push_str(&format!("{name:>name_w$} {line}  {range}\n"));
+    }
+    out.push_str(&format!(
+        "{:>name_w$} {}^ trigger\n",
+        "",
+        " ".repeat(col(at.min(samples.len() - 1)))
+    ));
+    out
 }
 
 fn draw(
@@ -541,4 +614,51 @@ fn draw(
         root.present()?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(values: &[(f64, bool)]) -> Vec<Sample> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &(f, b))| Sample {
+                period: i as u64,
+                values: vec![Value::Float(f), Value::Bit(b)],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_preview_shows_a_step_at_the_trigger_column_and_each_range() {
+        // 0 for 25 rows, then 2; a bit that goes TRUE with it; 50 rows in 10 columns.
+        let rows: Vec<(f64, bool)> = (0..50)
+            .map(|i| if i < 25 { (0.0, false) } else { (2.0, true) })
+            .collect();
+        let chans = ["cmd".to_string(), "en".to_string()];
+        let p = preview(&chans, &samples(&rows), 25, 10);
+        let lines: Vec<&str> = p.lines().collect();
+        assert_eq!(lines.len(), 3, "{p}");
+        assert_eq!(lines[0], "cmd ▁▁▁▁▁█████  0 … 2");
+        assert_eq!(lines[1], " en ▁▁▁▁▁█████  0 … 1");
+        // The trigger row 25 is column 5.
+        assert_eq!(lines[2], format!("    {}^ trigger", " ".repeat(5)));
+    }
+
+    #[test]
+    fn the_preview_marks_columns_without_a_finite_value() {
+        let rows = [
+            (f64::NAN, false),
+            (f64::NAN, false),
+            (1.0, true),
+            (3.0, true),
+        ];
+        let p = preview(&["x".to_string(), "b".to_string()], &samples(&rows), 0, 4);
+        assert!(
+            p.lines().next().unwrap().starts_with("x ??▁█  1 … 3"),
+            "{p}"
+        );
+    }
 }

@@ -49,6 +49,7 @@ mod capture;
 mod compare;
 mod conv;
 mod counters;
+mod drill;
 mod edges;
 mod encoder;
 mod filters;
@@ -318,6 +319,7 @@ impl Registry {
         r.register::<capture::Sampler>();
         r.register::<scope::ScopeSampler>();
         r.register::<capture::Streamer>();
+        r.register::<drill::FaultDrill>();
         r
     }
 

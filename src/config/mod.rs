@@ -82,10 +82,21 @@ impl fmt::Display for ConfigError {
 /// Why `name` is not a valid HAL name, as a message starting with `what` (`thread name`), or `None`.
 /// The name is shown through [`quote`].
 pub(crate) fn invalid_name(what: &str, name: &str) -> Option<String> {
-    match rtapi_hal::name::validate(name) {
+    let instance = what.contains("instance");
+    let checked = if instance {
+        rtapi_hal::name::validate_instance(name)
+    } else {
+        rtapi_hal::name::validate(name)
+    };
+    let charset = if instance {
+        "A-Z a-z 0-9 . _ -, like mill"
+    } else {
+        "A-Z a-z 0-9 . _ - :, like pid.0.command"
+    };
+    match checked {
         Ok(()) => None,
         Err(rtapi_hal::HalError::InvalidName { reason, .. }) => Some(format!(
-            "{what} {} is not a valid name: {reason} (names are 1-47 characters of A-Z a-z 0-9 . _ -, like pid.0.command)",
+            "{what} {} is not a valid name: {reason} (names are 1-47 characters of {charset})",
             quote(name)
         )),
         Err(e) => Some(format!("{what} {}: {e}", quote(name))),

@@ -126,14 +126,63 @@ pub(crate) fn preflight(kinds: &[LoadKind]) -> Result<(), String> {
     Ok(())
 }
 
-/// A directory this process created itself (`mkdtemp`: a fresh random name, mode 0700, under `$TMPDIR`
-/// or `/tmp`), removed with everything in it when dropped — also when the run ends by a signal or an
-/// error. Nobody else can plant a file or a symlink in it.
+/// A directory this process created itself (`mkdtemp`: `rtapi-load-<pid>-` and a fresh random name,
+/// mode 0700, under `$TMPDIR` or `/tmp`), removed with everything in it when dropped — also when the
+/// run ends by a signal or an error. Nobody else can plant a file or a symlink in it. A run that was
+/// SIGKILLed cannot remove its own: the next one does ([`sweep_stale`]).
 pub(crate) struct TempDir(PathBuf);
+
+const TEMP_PREFIX: &str = "rtapi-load-";
+
+/// Removes the io directories of earlier runs whose process is gone (SIGKILLed, or the machine lost
+/// power): a directory named `rtapi-load-<pid>-…` in `dir`, a real directory (not a symlink) owned
+/// by this user with mode 0700 — what [`TempDir::new`] makes — whose pid is no running process.
+/// Anything else there is left alone. Returns the directories removed.
+pub(crate) fn sweep_stale(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let me = nix::unistd::geteuid().as_raw();
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TEMP_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        let path = e.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let ours = meta.file_type().is_dir()
+            && meta.uid() == me
+            && meta.permissions().mode() & 0o777 == 0o700;
+        // kill(pid, 0): ESRCH is the only answer that says the process is gone.
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if ours && gone && std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
 
 impl TempDir {
     pub(crate) fn new() -> Result<TempDir, String> {
-        let template = std::env::temp_dir().join("rtapi-load-XXXXXX");
+        for stale in sweep_stale(&std::env::temp_dir()) {
+            log::info!(
+                "removed {}, left by an earlier run that was killed",
+                stale.display()
+            );
+        }
+        let template =
+            std::env::temp_dir().join(format!("{TEMP_PREFIX}{}-XXXXXX", std::process::id()));
         nix::unistd::mkdtemp(&template).map(TempDir).map_err(|e| {
             format!(
                 "cannot create a private directory {}: {e}",
@@ -614,6 +663,36 @@ mod tests {
         let err = io_worker(&stop, &victim).unwrap_err();
         assert!(err.contains("exists"), "{err}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    #[test]
+    fn io_directories_of_dead_runs_are_swept_and_nothing_else() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        // A pid that is no process: beyond pid_max.
+        let dead = 4_194_304 + 17;
+        let mk = |name: &str, mode: u32| {
+            let p = tmp.path().join(name);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            std::fs::write(p.join("worker-0"), b"data").unwrap();
+            p
+        };
+        let stale = mk(&format!("rtapi-load-{dead}-abc123"), 0o700);
+        let alive = mk(&format!("rtapi-load-{}-abc123", std::process::id()), 0o700);
+        let open = mk(&format!("rtapi-load-{dead}-opened"), 0o755);
+        let other = mk("rtapi-load-notapid-x", 0o700);
+        // A symlink with the right name pointing at a directory that must survive.
+        let victim = mk("victim", 0o700);
+        let link = tmp.path().join(format!("rtapi-load-{dead}-link"));
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let removed = sweep_stale(tmp.path());
+        assert_eq!(removed, vec![stale.clone()]);
+        assert!(!stale.exists());
+        for kept in [&alive, &open, &other, &victim] {
+            assert!(kept.join("worker-0").exists(), "{}", kept.display());
+        }
+        assert!(std::fs::symlink_metadata(&link).is_ok());
     }
 
     #[test]

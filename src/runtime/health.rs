@@ -11,6 +11,8 @@
 //! | `<thread>.missed`      | pin   | u32  | OUT        | deadlines missed (skipped periods) in all       |
 //! | `<thread>.late`        | pin   | bit  | OUT        | TRUE in the period after a miss                 |
 //! | `<thread>.stalled`     | pin   | bit  | OUT        | TRUE while the watchdog says the thread stalled |
+//! | `<thread>.faults`      | pin   | u32  | OUT        | function faults (panics) in the thread in all   |
+//! | `<thread>.faulted`     | pin   | bit  | OUT        | TRUE once a function of the thread faulted      |
 //! | `<funct>.time`         | pin   | s32  | OUT        | ns the function took last call (LinuxCNC's)     |
 //! | `<funct>.tmax`         | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
 //! | `<funct>.tmax-increased` | param | bit | ro        | TRUE when the last call raised `tmax`           |
@@ -33,13 +35,15 @@ use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, 
 pub const OWNER: &str = "rtapi";
 
 /// The thread's health pins: suffix, type (all OUT).
-pub const THREAD_PINS: [(&str, rtapi_hal::ValueType); 6] = [
+pub const THREAD_PINS: [(&str, rtapi_hal::ValueType); 8] = [
     ("latency", rtapi_hal::ValueType::S32),
     ("latency-max", rtapi_hal::ValueType::S32),
     ("overruns", rtapi_hal::ValueType::U32),
     ("missed", rtapi_hal::ValueType::U32),
     ("late", rtapi_hal::ValueType::Bit),
     ("stalled", rtapi_hal::ValueType::Bit),
+    ("faults", rtapi_hal::ValueType::U32),
+    ("faulted", rtapi_hal::ValueType::Bit),
 ];
 
 /// The health pin of a thread and of a function (OUT): suffix, type.
@@ -67,6 +71,8 @@ pub struct ThreadKeys {
     missed: PinKey<Out, u32>,
     late: PinKey<Out, bool>,
     pub(crate) stalled: PinKey<Out, bool>,
+    faults: PinKey<Out, u32>,
+    faulted: PinKey<Out, bool>,
 }
 
 /// The keys of one function's `time`/`tmax`, from [`declare_function`].
@@ -104,6 +110,8 @@ pub fn declare_thread(
         missed: b.pin(owner, &n("missed"))?,
         late: b.pin(owner, &n("late"))?,
         stalled: b.pin(owner, &n("stalled"))?,
+        faults: b.pin(owner, &n("faults"))?,
+        faulted: b.pin(owner, &n("faulted"))?,
     })
 }
 
@@ -184,7 +192,10 @@ pub struct ThreadHealth {
     overruns: Pin<Out, u32>,
     missed: Pin<Out, u32>,
     late: Pin<Out, bool>,
+    faults: Pin<Out, u32>,
+    faulted: Pin<Out, bool>,
     max: i32,
+    fault_count: u32,
     overrun_count: u32,
     missed_count: u32,
 }
@@ -200,7 +211,10 @@ impl ThreadHealth {
             overruns: hal.pin(keys.overruns),
             missed: hal.pin(keys.missed),
             late: hal.pin(keys.late),
+            faults: hal.pin(keys.faults),
+            faulted: hal.pin(keys.faulted),
             max: 0,
+            fault_count: 0,
             overrun_count: 0,
             missed_count: 0,
         }
@@ -222,6 +236,16 @@ impl ThreadHealth {
             self.missed.set(self.missed_count);
         }
         self.late.set(missed_before > 0);
+    }
+
+    /// A function of the thread panicked just now (it is disabled from here on): counted in
+    /// `faults`, and `faulted` goes TRUE — in this period, so a function later in the thread's list
+    /// (or the safety chain at the next period's start) sees it.
+    #[inline]
+    pub fn fault(&mut self) {
+        self.fault_count = self.fault_count.saturating_add(1);
+        self.faults.set(self.fault_count);
+        self.faulted.set(true);
     }
 
     /// After all functions: the thread's time this period.

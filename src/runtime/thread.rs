@@ -413,6 +413,9 @@ impl Cycler {
                 let faulted = called == Called::Panicked;
                 any_fault |= faulted;
                 if faulted {
+                    if let Some(h) = &mut self.health {
+                        h.fault();
+                    }
                     events.push(RtEvent::FunctionFaulted {
                         function: n.min(u32::from(u16::MAX)) as u16,
                     });

@@ -53,7 +53,7 @@ def name(m, off, size=48):
     if n == 0 or any(raw[n:]):
         raise Refused("bad name field")
     text = raw[:n].decode("ascii", "strict")
-    if any(not (c.isalnum() or c in "._-") for c in text):
+    if any(not (c.isalnum() or c in "._-:") for c in text):
         raise Refused("bad characters in a name")
     return text
 

@@ -1,0 +1,237 @@
+//! `rtapi export [--listen ADDR:PORT] [--instance NAME]... [--pin NAME]...`: the running instances'
+//! thread statistics, latency histograms and chosen pins on `GET /metrics`, in the OpenMetrics text
+//! format (or Prometheus' text format 0.0.4 when the client does not ask for OpenMetrics), for a
+//! Prometheus server to scrape.
+//!
+//! One thread serves one request at a time: a scrape reads every instance afresh (microseconds per
+//! thread), so there is nothing to cache or share. See `collect` for how instances are followed and
+//! `text` for the exposition.
+
+mod collect;
+mod http;
+mod text;
+
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+
+use rtapi_hal::{Access, HalError, HalReader};
+
+use super::{instance, out, Failure};
+use collect::{Selection, Sources};
+use http::{BadRequest, Response};
+
+/// Where `rtapi export` listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9661";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address and port to serve /metrics on (port 0: any free port, printed at start). Anything but
+    /// loopback makes the figures visible to the network.
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
+    listen: String,
+    /// Export this instance (repeat for more). Default: every instance found in /dev/shm at each scrape.
+    #[arg(long, value_name = "NAME")]
+    instance: Vec<String>,
+    /// Also export this pin, param or signal as the gauge rtapi_pin{instance,name} (bit: 0/1; repeat
+    /// for more).
+    #[arg(long, value_name = "NAME")]
+    pin: Vec<String>,
+    /// Also believe segments owned by this user (name or uid). By default only segments owned by root
+    /// or by yourself are read, so another user cannot plant a forged instance.
+    #[arg(long, value_name = "USER")]
+    trust_owner: Vec<String>,
+}
+
+/// The `--listen` address, resolved.
+fn listen_address(text: &str) -> Result<SocketAddr, Failure> {
+    let hint = "give HOST:PORT, e.g. --listen 127.0.0.1:9661 (port 0 picks a free one)";
+    let mut addrs = text
+        .to_socket_addrs()
+        .map_err(|e| Failure::usage(format!("--listen '{text}': {e}; {hint}")))?;
+    addrs
+        .next()
+        .ok_or_else(|| Failure::usage(format!("--listen '{text}' resolves to no address; {hint}")))
+}
+
+fn bind(addr: SocketAddr) -> Result<TcpListener, Failure> {
+    TcpListener::bind(addr).map_err(|e| {
+        let what = match e.kind() {
+            std::io::ErrorKind::AddrInUse => format!(
+                "port {} is already in use (another exporter?); stop that program or choose another \
+                 port with --listen {}:PORT",
+                addr.port(),
+                addr.ip()
+            ),
+            std::io::ErrorKind::PermissionDenied => format!(
+                "permission denied; ports below 1024 need root or CAP_NET_BIND_SERVICE, choose a port \
+                 above 1023 with --listen {}:PORT",
+                addr.ip()
+            ),
+            std::io::ErrorKind::AddrNotAvailable => format!(
+                "{} is not an address of this machine; use 127.0.0.1 or one of its interfaces' \
+                 addresses (`ip addr`)",
+                addr.ip()
+            ),
+            _ => e.to_string(),
+        };
+        Failure::runtime(format!("cannot listen on {addr}: {what}"))
+    })
+}
+
+/// Opens a named instance at start: one that does not exist or is refused is an error now, with what
+/// to do; later, the same is only `rtapi_up 0`.
+fn open_named(name: &str, trust: &rtapi_hal::Trust) -> Result<HalReader, Failure> {
+    let reader = HalReader::open_with(name, Access::ReadOnly, trust).map_err(|e| match e {
+        HalError::NoSuchInstance { .. } => Failure::runtime(format!(
+            "no rtapi instance '{name}' is running (no /dev/shm/rtapi-{name}); start it first \
+             (`rtapi run CONFIG.toml --instance {name}`), or leave out --instance to export every \
+             instance found"
+        )),
+        HalError::InvalidName { .. } => Failure::usage(format!("--instance: {e}")),
+        other => Failure::runtime(other.to_string()),
+    })?;
+    if !reader.owner_alive() {
+        return Err(Failure::runtime(format!(
+            "instance '{name}' is {}: start it again (`rtapi run CONFIG.toml --instance {name}` \
+             reclaims the segment) or remove it (`rm /dev/shm/rtapi-{name}`)",
+            instance::dead_state(reader.header().owner_pid)
+        )));
+    }
+    Ok(reader)
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let addr = listen_address(&args.listen)?;
+    let trust = instance::trust(&args.trust_owner)?;
+    for p in &args.pin {
+        rtapi_hal::name::validate(p).map_err(|e| Failure::usage(format!("--pin: {e}")))?;
+    }
+    // Start-up checks: named instances must be there; each --pin must name something in at least
+    // one instance that is (if none is up yet, the pins are checked by the scrapes alone).
+    let mut opened: Vec<(String, HalReader)> = Vec::new();
+    let selection = if args.instance.is_empty() {
+        for name in
+            collect::scan().map_err(|e| Failure::runtime(format!("cannot list /dev/shm: {e}")))?
+        {
+            if let Ok(r) = HalReader::open_with(&name, Access::ReadOnly, &trust) {
+                if r.owner_alive() {
+                    opened.push((name, r));
+                }
+            }
+        }
+        Selection::All
+    } else {
+        let mut names: Vec<String> = Vec::new();
+        for n in &args.instance {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        for name in &names {
+            opened.push((name.clone(), open_named(name, &trust)?));
+        }
+        Selection::Named(names)
+    };
+    if !opened.is_empty() {
+        for p in &args.pin {
+            if !opened.iter().any(|(_, r)| r.get(p).is_ok()) {
+                let names: Vec<&str> = opened.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(Failure::usage(format!(
+                    "--pin {p}: no pin, param or signal of that name in instance {}; \
+                     `rtapi show pin --instance {}` lists the pins",
+                    names.join(", "),
+                    names[0]
+                )));
+            }
+        }
+    }
+    let listener = bind(addr)?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Failure::runtime(format!("cannot listen on {addr}: {e}")))?;
+    let following = match &selection {
+        Selection::Named(n) => format!("instance {}", n.join(", ")),
+        Selection::All if opened.is_empty() => {
+            "every instance found (none running yet)".to_string()
+        }
+        Selection::All => format!(
+            "every instance found (now: {})",
+            opened
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    out::println(&format!(
+        "rtapi export: serving http://{local}/metrics for {following}"
+    ))?;
+    let mut sources = Sources::new(
+        selection,
+        trust,
+        args.pin,
+        Box::new(|line| out::eprintln(&format!("rtapi export: {line}"))),
+    );
+    for (name, r) in opened {
+        sources.adopt(&name, r);
+    }
+    serve(&listener, &mut sources, local)
+}
+
+/// Answers requests one after the other, forever (Ctrl-C ends the process: it owns nothing to clean).
+fn serve(listener: &TcpListener, sources: &mut Sources, local: SocketAddr) -> Result<(), Failure> {
+    for conn in listener.incoming() {
+        let mut stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of descriptors or an aborted connection: the next one may do.
+                log::warn!("accepting a connection: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+        };
+        let _ = stream.set_read_timeout(Some(http::CLIENT_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(http::CLIENT_TIMEOUT));
+        let (response, head_only) = match http::read_request(&mut stream) {
+            Err(BadRequest::Gone) => continue,
+            Err(BadRequest::Malformed(why)) => {
+                (Response::text(400, format!("bad request: {why}\n")), false)
+            }
+            Ok(req) => {
+                let head_only = req.method == "HEAD";
+                (answer(&req, sources, local), head_only)
+            }
+        };
+        if let Err(e) = http::write_response(&mut stream, &response, head_only) {
+            log::debug!("answering a client: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// The response to one request.
+fn answer(req: &http::Request, sources: &mut Sources, local: SocketAddr) -> Response {
+    if req.method != "GET" && req.method != "HEAD" {
+        let mut r = Response::text(
+            405,
+            format!("{} is not served here; use GET /metrics\n", req.method),
+        );
+        r.headers.push("Allow: GET, HEAD".into());
+        return r;
+    }
+    if req.path != "/metrics" {
+        return Response::text(
+            404,
+            format!(
+                "nothing at {}: the metrics are at /metrics (curl http://{local}/metrics)\n",
+                crate::rt::units::tame(&req.path)
+            ),
+        );
+    }
+    let format = http::negotiate(req.accept.as_deref());
+    Response {
+        status: 200,
+        content_type: format.content_type(),
+        body: text::render(&sources.collect(), format),
+        headers: Vec::new(),
+    }
+}
