@@ -114,8 +114,8 @@ pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Probe, Writable};
 pub use reader::{
-    Access, ComponentInfo, FunctionInfo, HalReader, HalSnapshot, HeaderInfo, ParamInfo, PinInfo,
-    SegmentState, SignalInfo, ThreadInfo, WriteOptions,
+    Access, ComponentInfo, FunctionInfo, HalReader, HalSnapshot, HeaderInfo, Located, ParamInfo,
+    PinInfo, SegmentState, SignalInfo, ThreadInfo, WriteOptions,
 };
 pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{

@@ -407,3 +407,105 @@ fn delete_component_takes_its_objects_out_in_one_change() {
         Err(HalError::NotFound { .. })
     ));
 }
+
+/// A user-space component's writes from another reader (`write_own`, LAYOUT.md 11a): its own OUT pin
+/// into the cell it drives (its own, then its signal's once linked), never another component's, an
+/// IN pin only while unconnected, its params whatever their access; and the `_located` calls that
+/// skip the name search until the structure changes.
+#[test]
+fn a_user_component_writes_its_own_pins_where_they_drive() {
+    let f = fixture("own");
+    let user = f.hal.add_component("panel").unwrap();
+    let button = f.hal.add_pin::<Out, f64>(user, "panel.button").unwrap();
+    f.hal.add_pin::<In, f64>(user, "panel.led").unwrap();
+    f.hal
+        .add_param(user, "panel.gain", ParamAccess::Ro, 0.0f64)
+        .unwrap();
+    let w = HalReader::open(&f.inst, Access::ReadWrite).unwrap();
+    let r = HalReader::open(&f.inst, Access::ReadOnly).unwrap();
+    let no = WriteOptions::default();
+
+    assert_eq!(
+        w.write_own("panel", "panel.button", "1.5", no).unwrap(),
+        Value::Float(1.5)
+    );
+    assert_eq!(f.hal.pin(button).get(), 1.5, "its own cell while unlinked");
+    f.hal.new_signal("btn", ValueType::Float).unwrap();
+    f.hal.link("panel.button", "btn").unwrap();
+    f.hal.link("c.in", "btn").unwrap();
+    w.write_own("panel", "panel.button", "2.5", no).unwrap();
+    assert_eq!(
+        r.get("btn").unwrap(),
+        Value::Float(2.5),
+        "the signal's cell once linked"
+    );
+    assert_eq!(
+        f.hal.pin(f.inp).get(),
+        2.5,
+        "an RT reader of the signal sees it"
+    );
+
+    let refused = |e: HalError| match e {
+        HalError::NotWritable { reason, .. } => reason,
+        other => panic!("{other}"),
+    };
+    let e = w.write_own("panel", "c.out", "1", no).unwrap_err();
+    assert!(e.to_string().contains("belongs to component 'c'"), "{e}");
+    assert!(matches!(
+        refused(e),
+        WriteRefusal::OtherComponent { ref owner, .. } if owner == "c"
+    ));
+    w.write_own("panel", "panel.led", "4", no).unwrap();
+    f.hal.new_signal("fb", ValueType::Float).unwrap();
+    f.hal.link("panel.led", "fb").unwrap();
+    let e = w.write_own("panel", "panel.led", "5", no).unwrap_err();
+    assert!(matches!(refused(e), WriteRefusal::ConnectedPin { .. }));
+    w.write_own("panel", "panel.gain", "0.5", no).unwrap();
+    assert_eq!(
+        r.get("panel.gain").unwrap(),
+        Value::Float(0.5),
+        "RO is for others"
+    );
+    assert!(matches!(
+        w.write_own("panel", "panel.button", "nan", no),
+        Err(HalError::NonFinite { .. })
+    ));
+    assert!(matches!(
+        w.write_own("panel", "panel.nope", "1", no),
+        Err(HalError::NotFound { .. })
+    ));
+    assert!(matches!(
+        r.write_own("panel", "panel.button", "1", no)
+            .map_err(refused),
+        Err(WriteRefusal::ReadOnlyMapping)
+    ));
+
+    // Found once, used until the structure changes.
+    let at = w.locate("panel.button").unwrap();
+    w.write_own_located("panel", &at, "panel.button", "6", no)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        r.get_located(&r.locate("btn").unwrap()).unwrap(),
+        Some(Value::Float(6.0))
+    );
+    assert_eq!(w.get_located(&at).unwrap(), Some(Value::Float(6.0)));
+    f.hal.unlink("panel.button").unwrap();
+    assert_eq!(w.get_located(&at).unwrap(), None, "moved: locate again");
+    assert_eq!(
+        w.write_own_located("panel", &at, "panel.button", "7", no)
+            .unwrap(),
+        None
+    );
+    assert!(matches!(
+        w.locate("nothing"),
+        Err(HalError::NotFound { .. })
+    ));
+
+    // The component goes: its names are gone for writes too.
+    f.hal.delete_component("panel").unwrap();
+    assert!(matches!(
+        w.write_own("panel", "panel.button", "1", no),
+        Err(HalError::NotFound { .. })
+    ));
+}

@@ -8,6 +8,8 @@
 //! connection closes); its process then writes its own pins' cells directly
 //! ([`rtapi_hal::HalReader::write_own`]). See ARCHITECTURE.md, "User-space components".
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyException;
@@ -16,7 +18,8 @@ use pyo3::types::{PyDict, PyList};
 
 use ::rtapi::cli::control::{ClientError, ControlClient, UserComponent, UserParam, UserPin};
 use rtapi_hal::{
-    Access, HalError, HalReader, ObjectKind, ParamAccess, PinDir, Value, ValueType, WriteOptions,
+    Access, HalError, HalReader, Located, ObjectKind, ParamAccess, PinDir, Value, ValueType,
+    WriteOptions,
 };
 
 pyo3::create_exception!(
@@ -197,6 +200,60 @@ where
     }
 }
 
+/// Names found once and where: repeated reads and writes skip the search of the names while the
+/// structure does not change (a change makes the `_located` calls answer `None`: found again).
+#[derive(Default)]
+struct Places(Mutex<HashMap<String, Located>>);
+
+/// At most this many names are remembered (a program reading every name once should not grow).
+const PLACES_KEPT: usize = 4096;
+
+impl Places {
+    /// `f` at the place of `name`, finding it (again) when needed; `None` from `f` twice (the
+    /// structure changing all the time) falls back to `slow`.
+    fn with<T>(
+        &self,
+        reader: &HalReader,
+        name: &str,
+        f: impl Fn(&Located) -> Result<Option<T>, HalError>,
+        slow: impl Fn() -> Result<T, HalError>,
+    ) -> Result<T, HalError> {
+        for _ in 0..2 {
+            let known = self
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .copied();
+            let at = match known {
+                Some(at) => at,
+                None => {
+                    let at = match reader.locate(name) {
+                        Ok(at) => at,
+                        // Not there: the slow path gives the caller's own message.
+                        Err(HalError::NotFound { .. }) => return slow(),
+                        Err(e) => return Err(e),
+                    };
+                    let mut places = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                    if places.len() >= PLACES_KEPT {
+                        places.clear();
+                    }
+                    places.insert(name.to_string(), at);
+                    at
+                }
+            };
+            if let Some(v) = f(&at)? {
+                return Ok(v);
+            }
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(name);
+        }
+        slow()
+    }
+}
+
 /// The names of the instances whose segments are in `/dev/shm` (live or stale; open one to know).
 #[pyfunction]
 fn instances() -> PyResult<Vec<String>> {
@@ -229,9 +286,19 @@ struct Instance {
     trust: Vec<String>,
     reader: HalReader,
     writer: std::sync::OnceLock<HalReader>,
+    places: Places,
 }
 
 impl Instance {
+    fn value(&self, name: &str) -> Result<Value, HalError> {
+        self.places.with(
+            &self.reader,
+            name,
+            |at| self.reader.get_located(at),
+            || self.reader.get(name),
+        )
+    }
+
     fn writer(&self) -> PyResult<&HalReader> {
         if let Some(w) = self.writer.get() {
             return Ok(w);
@@ -253,6 +320,7 @@ impl Instance {
             trust: trust_owner,
             reader,
             writer: std::sync::OnceLock::new(),
+            places: Places::default(),
         })
     }
 
@@ -377,7 +445,7 @@ impl Instance {
 
     /// The value of a pin, param or signal (pins and params first, as `rtapi getp`).
     fn get(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
-        let v = py.detach(|| self.reader.get(name)).map_err(hal_err)?;
+        let v = py.detach(|| self.value(name)).map_err(hal_err)?;
         value_to_py(py, v)
     }
 
@@ -459,7 +527,7 @@ impl Instance {
         timeout: f64,
         interval: f64,
     ) -> PyResult<Py<PyAny>> {
-        let read = || self.reader.get(name).map_err(hal_err);
+        let read = || self.value(name).map_err(hal_err);
         let first = py.detach(read)?;
         let until = until.map(|u| u.into_bound(py));
         let mut last = first;
@@ -511,6 +579,7 @@ struct Component {
 struct Live {
     reader: HalReader,
     client: ControlClient,
+    places: Places,
 }
 
 impl Component {
@@ -662,7 +731,11 @@ impl Component {
             if !reply.ok {
                 return Err(Error::new_err(reply.error.unwrap_or_default()));
             }
-            Ok(Live { reader, client })
+            Ok(Live {
+                reader,
+                client,
+                places: Places::default(),
+            })
         })?;
         self.live = Some(live);
         Ok(())
@@ -697,7 +770,16 @@ impl Component {
                 self.name
             )));
         }
-        let v = py.detach(|| live.reader.get(&full)).map_err(hal_err)?;
+        let v = py
+            .detach(|| {
+                live.places.with(
+                    &live.reader,
+                    &full,
+                    |at| live.reader.get_located(at),
+                    || live.reader.get(&full),
+                )
+            })
+            .map_err(hal_err)?;
         value_to_py(py, v)
     }
 
@@ -707,9 +789,17 @@ impl Component {
         let live = self.live()?;
         let full = self.full(key);
         let text = value_text(value)?;
+        let opts = WriteOptions::default();
         py.detach(|| {
-            live.reader
-                .write_own(&self.name, &full, &text, WriteOptions::default())
+            live.places.with(
+                &live.reader,
+                &full,
+                |at| {
+                    live.reader
+                        .write_own_located(&self.name, at, &full, &text, opts)
+                },
+                || live.reader.write_own(&self.name, &full, &text, opts),
+            )
         })
         .map_err(hal_err)?;
         Ok(())

@@ -48,6 +48,15 @@ pub struct WriteOptions {
     pub force: bool,
 }
 
+/// Where [`HalReader::locate`] found a pin, param or signal: its record, valid while the structure
+/// generation it was found in lasts (a structural change makes the `_located` calls answer `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Located {
+    generation: u64,
+    table: Table,
+    index: usize,
+}
+
 /// How a reader tells whether the segment's owner is alive.
 enum Owner {
     /// A segment of another process: its exclusive `flock` on the file is held exactly while it lives;
@@ -755,54 +764,141 @@ impl HalReader {
         text: &str,
         opts: WriteOptions,
     ) -> Result<Value> {
+        self.read(|s| self.write_own_at(s, component, name, text, opts, None))
+    }
+
+    /// [`write_own`](Self::write_own) at a place [`locate`](Self::locate) found: `Ok(None)` if the
+    /// structure changed since (locate again).
+    pub fn write_own_located(
+        &self,
+        component: &str,
+        at: &Located,
+        name: &str,
+        text: &str,
+        opts: WriteOptions,
+    ) -> Result<Option<Value>> {
         self.read(|s| {
-            let refuse = |reason| {
+            if !self.still(s, at)? {
+                return Ok(None);
+            }
+            self.write_own_at(s, component, name, text, opts, Some((at.table, at.index)))
+                .map(Some)
+        })
+    }
+
+    fn write_own_at(
+        &self,
+        s: &Scan<'_, '_>,
+        component: &str,
+        name: &str,
+        text: &str,
+        opts: WriteOptions,
+        found: Option<(Table, usize)>,
+    ) -> Result<Value> {
+        let refuse = |reason| {
+            Err(HalError::NotWritable {
+                name: name.to_string(),
+                reason,
+            })
+        };
+        let mine = |owner: String| {
+            if owner == component {
+                Ok(())
+            } else {
                 Err(HalError::NotWritable {
                     name: name.to_string(),
-                    reason,
+                    reason: WriteRefusal::OtherComponent {
+                        owner,
+                        writer: component.to_string(),
+                    },
                 })
-            };
-            let mine = |owner: String| {
-                if owner == component {
-                    Ok(())
-                } else {
-                    Err(HalError::NotWritable {
-                        name: name.to_string(),
-                        reason: WriteRefusal::OtherComponent {
-                            owner,
-                            writer: component.to_string(),
-                        },
-                    })
-                }
-            };
-            if let Some(i) = s.find(Table::Pins, name)? {
-                let p = s.pin(i)?;
-                mine(p.component)?;
-                if p.dir == PinDir::In {
-                    if let Some(signal) = p.signal {
-                        return refuse(WriteRefusal::ConnectedPin { signal });
-                    }
-                }
-                let value = Self::parse(p.ty, name, text, opts)?;
-                let r = s.v.copy_record(Table::Pins, i);
-                let cell = s.pin_cell(&r)?.0;
-                let written = self.store(name, cell, value)?;
-                // The store and the generation check after this closure must not pass each other:
-                // a link that moved the pin to another cell after our store makes `read` run the
-                // closure again, storing into the new cell.
-                std::sync::atomic::fence(Ordering::SeqCst);
-                return Ok(written);
             }
-            if let Some(i) = s.find(Table::Params, name)? {
-                let p = s.param(i)?;
-                mine(p.component)?;
-                let value = Self::parse(p.ty, name, text, opts)?;
-                return self.store(name, s.v.record(Table::Params, i) + pa::VALUE, value);
+        };
+        let at = |t: Table| -> Result<Option<usize>> {
+            match found {
+                Some((ft, i)) if ft == t => Ok(Some(i)),
+                Some(_) => Ok(None),
+                None => s.find(t, name),
+            }
+        };
+        if let Some(i) = at(Table::Pins)? {
+            let p = s.pin(i)?;
+            mine(p.component)?;
+            if p.dir == PinDir::In {
+                if let Some(signal) = p.signal {
+                    return refuse(WriteRefusal::ConnectedPin { signal });
+                }
+            }
+            let value = Self::parse(p.ty, name, text, opts)?;
+            let r = s.v.copy_record(Table::Pins, i);
+            let cell = s.pin_cell(&r)?.0;
+            let written = self.store(name, cell, value)?;
+            // The store and the generation check after this closure must not pass each other:
+            // a link that moved the pin to another cell after our store makes `read` run the
+            // closure again, storing into the new cell.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            return Ok(written);
+        }
+        if let Some(i) = at(Table::Params)? {
+            let p = s.param(i)?;
+            mine(p.component)?;
+            let value = Self::parse(p.ty, name, text, opts)?;
+            return self.store(name, s.v.record(Table::Params, i) + pa::VALUE, value);
+        }
+        Err(HalError::NotFound {
+            kind: ObjectKind::PinOrParam,
+            name: name.to_string(),
+        })
+    }
+
+    // ---- repeated access by name ------------------------------------------------------------------------
+
+    /// Finds a pin, param or signal (in [`get`](Self::get)'s order) once, for repeated reads and
+    /// writes without searching the names again ([`get_located`](Self::get_located),
+    /// [`write_own_located`](Self::write_own_located)) while the structure does not change.
+    pub fn locate(&self, name: &str) -> Result<Located> {
+        self.read(|s| {
+            let generation = self.generation();
+            for table in [Table::Pins, Table::Params, Table::Signals] {
+                if let Some(index) = s.find(table, name)? {
+                    return Ok(Located {
+                        generation,
+                        table,
+                        index,
+                    });
+                }
             }
             Err(HalError::NotFound {
-                kind: ObjectKind::PinOrParam,
+                kind: ObjectKind::Any,
                 name: name.to_string(),
             })
+        })
+    }
+
+    /// Whether `at` still names the same record: the structure generation it was found in lasts.
+    fn still(&self, s: &Scan<'_, '_>, at: &Located) -> Result<bool> {
+        Ok(self.generation() == at.generation
+            && at.index < s.v.count(at.table)
+            && !s.v.deleted(at.table, at.index)?)
+    }
+
+    /// The value at a place [`locate`](Self::locate) found: `Ok(None)` if the structure changed
+    /// since (locate again).
+    pub fn get_located(&self, at: &Located) -> Result<Option<Value>> {
+        self.read(|s| {
+            if !self.still(s, at)? {
+                return Ok(None);
+            }
+            let i = at.index;
+            Ok(Some(match at.table {
+                Table::Pins => {
+                    let r = s.v.copy_record(Table::Pins, i);
+                    let ty = Scan::value_type(r.u32(pi::TYPE))?;
+                    Value::from_bits(ty, s.v.m.load_cell(s.pin_cell(&r)?.0, ty))
+                }
+                Table::Params => s.param(i)?.value,
+                _ => s.signal(i)?.value,
+            }))
         })
     }
 
