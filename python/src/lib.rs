@@ -601,6 +601,18 @@ impl Component {
         })
     }
 
+    /// A failed read or write of a ready component: when its instance has stopped, that is the
+    /// reason (the owner removed the component as it stopped), whatever the lookup said.
+    fn failed(&self, live: &Live, e: HalError) -> PyErr {
+        if matches!(e, HalError::NotFound { .. }) && !live.reader.owner_alive() {
+            return hal_err(HalError::OwnerGone {
+                instance: self.instance.clone(),
+                pid: live.reader.header().owner_pid,
+            });
+        }
+        hal_err(e)
+    }
+
     fn declare_check(&self, name: &str) -> PyResult<String> {
         if self.live.is_some() {
             return Err(Error::new_err(format!(
@@ -746,15 +758,19 @@ impl Component {
         self.live.is_some()
     }
 
-    /// Leaves the instance: the owner unlinks its pins and removes it. Idempotent.
+    /// Leaves the instance: the owner unlinks its pins and removes it. Idempotent; nothing to do
+    /// once the instance has stopped.
     fn exit(&mut self, py: Python<'_>) -> PyResult<()> {
         if let Some(mut live) = self.live.take() {
             let name = self.name.clone();
-            let reply = py
-                .detach(|| live.client.user_exit(&name))
-                .map_err(client_err)?;
-            if !reply.ok {
-                return Err(Error::new_err(reply.error.unwrap_or_default()));
+            match py.detach(|| live.client.user_exit(&name)) {
+                Ok(reply) if !reply.ok => {
+                    return Err(Error::new_err(reply.error.unwrap_or_default()))
+                }
+                Ok(_) => {}
+                // The owner is gone, and the component with it.
+                Err(ClientError::Io(_)) => {}
+                Err(e) => return Err(client_err(e)),
             }
         }
         Ok(())
@@ -779,7 +795,7 @@ impl Component {
                     || live.reader.get(&full),
                 )
             })
-            .map_err(hal_err)?;
+            .map_err(|e| self.failed(live, e))?;
         value_to_py(py, v)
     }
 
@@ -801,7 +817,7 @@ impl Component {
                 || live.reader.write_own(&self.name, &full, &text, opts),
             )
         })
-        .map_err(hal_err)?;
+        .map_err(|e| self.failed(live, e))?;
         Ok(())
     }
 

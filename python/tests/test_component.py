@@ -127,3 +127,21 @@ def test_a_killed_components_pins_leave_at_once(instance):
             child.kill()
             child.wait()
         child.stdout.close()
+
+
+def test_a_component_outliving_its_instance():
+    from conftest import BASE_HAL, Halrun
+
+    h = Halrun(BASE_HAL)
+    try:
+        c = rtapi.component("orphan", instance=h.name)
+        c.newpin("out", rtapi.FLOAT, rtapi.OUT)
+        c.ready()
+        c["out"] = 1.0
+    finally:
+        h.stop()
+    with pytest.raises(rtapi.Error) as e:
+        c["out"] = 2.0  # nothing would ever read it
+    assert f"HAL instance '{h.name}' is dead" in str(e.value)
+    c.exit()  # the component went with the instance: nothing to do
+    assert not c.is_ready()
