@@ -126,6 +126,9 @@ impl Writable for Io {}
 pub(crate) struct PinSlot {
     ptr: AtomicPtr<u8>,
     mapping: Arc<Mapping>,
+    /// A second copy of the address kept in foreign memory: the `T *` of a C component (LinuxCNC's
+    /// `T **` given to `hal_pin_*_new`), rewritten with every re-point. Null: none.
+    mirror: AtomicPtr<AtomicPtr<u8>>,
 }
 
 impl PinSlot {
@@ -137,7 +140,23 @@ impl PinSlot {
         PinSlot {
             ptr: AtomicPtr::new(Self::address(mapping, cell)),
             mapping: mapping.clone(),
+            mirror: AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// Makes `mirror` (the address of a C component's pin pointer) follow this slot from now on, and
+    /// stores the current address into it at once. Called with the owner's model lock held, like
+    /// [`repoint`](Self::repoint), so the two never interleave.
+    ///
+    /// # Safety
+    /// `mirror` must be valid for pointer-sized aligned writes for as long as the slot lives, and
+    /// nothing else may write it (the C component only reads it).
+    pub(crate) unsafe fn set_mirror(&self, mirror: *mut *mut u8) {
+        let m = mirror.cast::<AtomicPtr<u8>>();
+        self.mirror.store(m, Ordering::Relaxed);
+        // SAFETY: the caller guarantees `m` is valid and aligned for a pointer; `AtomicPtr<u8>` has
+        // the size and alignment of `*mut u8`.
+        unsafe { (*m).store(self.ptr.load(Ordering::Relaxed), Ordering::Release) };
     }
 
     fn address(mapping: &Mapping, cell: usize) -> *mut u8 {
@@ -151,8 +170,13 @@ impl PinSlot {
     /// are visible to a handle that loads the new address and then reads through it; see
     /// [`Pin::get`] on the handle's side).
     pub(crate) fn repoint(&self, cell: usize) {
-        self.ptr
-            .store(Self::address(&self.mapping, cell), Ordering::Release);
+        let a = Self::address(&self.mapping, cell);
+        self.ptr.store(a, Ordering::Release);
+        let m = self.mirror.load(Ordering::Relaxed);
+        if !m.is_null() {
+            // SAFETY: `set_mirror`'s caller guaranteed the mirror stays valid for the slot's life.
+            unsafe { (*m).store(a, Ordering::Release) };
+        }
     }
 }
 
@@ -287,5 +311,32 @@ impl Probe {
             crate::value::Value::S64(v) => v as f64,
             crate::value::Value::U64(v) => v as f64,
         }
+    }
+}
+
+/// One value cell of the owning process's segment with its type given at each access: what a host of
+/// C components uses to copy a param between the segment and the component's own variable. RT-safe
+/// (one relaxed atomic of the type's width); keeps the mapping alive on its own.
+pub struct CellRef {
+    cell: Block,
+}
+
+impl CellRef {
+    pub(crate) fn new(cell: Block) -> CellRef {
+        CellRef { cell }
+    }
+
+    /// The value as canonical bits ([`Value::to_bits`](crate::Value::to_bits)) of type `ty`.
+    #[inline(always)]
+    pub fn load_bits(&self, ty: crate::value::ValueType) -> u64 {
+        // SAFETY: the block is a validated, 8-aligned cell slot of the live mapping it keeps alive.
+        unsafe { crate::value::cell::load(self.cell.ptr(0), ty) }
+    }
+
+    /// Stores canonical bits of type `ty` (only the type's bytes).
+    #[inline(always)]
+    pub fn store_bits(&self, ty: crate::value::ValueType, bits: u64) {
+        // SAFETY: as in `load_bits`; the owner's mapping is writable.
+        unsafe { crate::value::cell::store(self.cell.ptr(0), ty, bits) }
     }
 }
