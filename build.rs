@@ -64,8 +64,11 @@ fn main() {
     text.push_str("};\n");
     std::fs::write(&list, text).expect("write the dynamic symbol list");
     // Only these symbols of the binary become visible to dlopen'ed modules.
-    println!(
-        "cargo:rustc-link-arg-bins=-Wl,--dynamic-list={}",
-        list.display()
-    );
+    // Tests and benchmarks host modules in their own process too (the component Harness).
+    for kind in ["bins", "tests", "benches"] {
+        println!(
+            "cargo:rustc-link-arg-{kind}=-Wl,--dynamic-list={}",
+            list.display()
+        );
+    }
 }

@@ -118,7 +118,7 @@ impl V {
         }
     }
 
-    fn from_value(v: Value) -> Option<V> {
+    pub fn from_value(v: Value) -> Option<V> {
         Some(match v {
             Value::Bit(b) => V::B(b),
             Value::Float(f) => V::F(f),

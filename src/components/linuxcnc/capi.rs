@@ -319,7 +319,8 @@ fn pin_new(
             HalSide::Live(hal) => {
                 // SAFETY: `ptr` is the module's `T **`, non-null and aligned (checked above), in
                 // memory the module got from hal_malloc (never freed); only we write it.
-                unsafe { hal.attach_pin_pointer(name, ptr.cast()) }.map_err(|e| e.to_string())?;
+                unsafe { hal.attach_pin_pointer(name, ptr.cast(), std::ptr::null_mut()) }
+                    .map_err(|e| e.to_string())?;
             }
             HalSide::Building(_) => {
                 // SAFETY: as above; the staging cell lives forever in the arena.

@@ -22,12 +22,16 @@
 //!
 //! **Pins.** A pin's value lives in its segment cell with its C width; the module's `T *` (the
 //! `T **` given to `hal_pin_*_new`) is the pin's pointer slot's mirror ([`Hal::attach_pin_pointer`]),
-//! so `net`/`unlinkp` re-point it exactly as LinuxCNC re-points a pin to its signal. Before the segment
-//! exists (a config loaded before `start`) the pointers point at staging cells; the module's defaults
-//! written there become the pins' initial values, and the first function made from the segment
-//! re-points them all. **Params** live in the module's own variables (LinuxCNC's ABI); each of the
-//! module's functions copies them to and from their segment cells around each call, so `setp` and
-//! `getp` work on them (one compare per param and direction).
+//! so `net`/`unlinkp` re-point it exactly as LinuxCNC re-points a pin to its signal, and the module
+//! reads and writes the signal's cell itself. Loaded into a running instance, an unlinked pin's
+//! pointer is its own segment cell from the start. Loaded before the segment exists (a config read
+//! before `start`), it is a staging cell, and stays that cell whenever the pin is unlinked: modules
+//! compare their pointer with the one they got to learn whether a pin is linked (LinuxCNC's pid
+//! computes `command-deriv` itself only while that pin is unlinked), so it must not change under
+//! them. The module's defaults written there become the pins' initial values, and while unlinked the
+//! staging cell and the pin's segment cell are copied around each call (`setp` in, the module's
+//! writes out). **Params** live in the module's own variables (LinuxCNC's ABI) and are copied the same
+//! way, so `setp` and `getp` work on them (one compare per cell and direction).
 //!
 //! A module is C code in the process: it can crash it. What it does in its functions (allocate, lock,
 //! print) is its business; rtapi's side of a call allocates, locks and logs nothing.
@@ -159,7 +163,7 @@ pub(crate) struct Comp {
     /// Pins and params made by the module for this component.
     pub(crate) objects: Mutex<Objects>,
     /// Set once the component's params are bound to the segment (and its pins re-pointed at it).
-    pub(crate) bound: OnceLock<Box<[ParamSync]>>,
+    pub(crate) bound: OnceLock<Box<[CellSync]>>,
     pub(crate) exited: AtomicBool,
 }
 
@@ -186,12 +190,32 @@ pub(crate) struct ParamRec {
     pub(crate) addr: usize,
 }
 
-/// One param bound to its segment cell: the value both sides last agreed on.
-pub(crate) struct ParamSync {
+/// A module-side cell bound to its segment cell, copied around each call: a param (the module's
+/// variable), or a pin loaded before the segment existed while it is unlinked (its staging cell,
+/// which stays the pin's own address for the module; see `Hal::attach_pin_pointer`).
+pub(crate) struct CellSync {
     cell: CellRef,
     ty: ValueType,
+    /// The module-side cell.
     addr: usize,
+    /// A pin's `T **`: synced only while it holds `addr` (unlinked). 0 for a param.
+    pointer: usize,
+    /// The value both sides last agreed on.
     last: AtomicU64,
+}
+
+impl CellSync {
+    /// Whether the module uses `addr` now (a param always; a pin while unlinked).
+    #[inline]
+    fn active(&self) -> bool {
+        if self.pointer == 0 {
+            return true;
+        }
+        // SAFETY: `pointer` is the module's `T **` in never-freed hal_malloc memory, aligned for a
+        // pointer; the owner stores into it atomically (`PinSlot::update_mirror`).
+        let p = unsafe { &*(self.pointer as *const std::sync::atomic::AtomicPtr<u8>) };
+        p.load(Ordering::Relaxed) as usize == self.addr
+    }
 }
 
 /// Every component made by a module in this process, by id − 1 (never removed: ids stay valid).
@@ -300,19 +324,33 @@ pub(crate) unsafe fn write_c(addr: usize, ty: ValueType, bits: u64) {
 impl Comp {
     /// Binds the component to the segment once: re-points pins still on staging cells (a config
     /// loaded before the segment existed) and pairs each param with its cell.
-    pub(crate) fn bind(&self, hal: &Hal) -> &[ParamSync] {
+    pub(crate) fn bind(&self, hal: &Hal) -> &[CellSync] {
         self.bound.get_or_init(|| {
             let objects = lock(&self.objects);
+            let mut syncs = Vec::new();
             for p in objects.pins.iter().filter(|p| p.staging != 0) {
                 // SAFETY: `pointer` is the module's `T **` inside hal_malloc memory, which is never
-                // freed, aligned for a pointer (checked in `hal_pin_new`), and written only by us.
-                if let Err(e) =
-                    unsafe { hal.attach_pin_pointer(&p.name, p.pointer as *mut *mut u8) }
-                {
-                    log::warn!("{}: pin {}: {e}", self.name, p.name);
+                // freed, aligned for a pointer (checked in `hal_pin_new`), and written only by us;
+                // `staging` an 8-byte arena cell, never freed either.
+                let r = unsafe {
+                    hal.attach_pin_pointer(&p.name, p.pointer as *mut *mut u8, p.staging as *mut u8)
+                };
+                match r {
+                    Ok(cell) => {
+                        let bits = cell.load_bits(p.ty);
+                        // SAFETY: the staging cell (above).
+                        unsafe { write_c(p.staging, p.ty, bits) };
+                        syncs.push(CellSync {
+                            cell,
+                            ty: p.ty,
+                            addr: p.staging,
+                            pointer: p.pointer,
+                            last: AtomicU64::new(bits),
+                        });
+                    }
+                    Err(e) => log::warn!("{}: pin {}: {e}", self.name, p.name),
                 }
             }
-            let mut syncs = Vec::new();
             for p in &objects.params {
                 match hal.param_cell(&p.name) {
                     Ok((cell, _)) => {
@@ -320,10 +358,11 @@ impl Comp {
                         // SAFETY: `addr` is the module's param variable, checked non-null and aligned
                         // in `hal_param_new`; the module is loaded while its component is bound.
                         unsafe { write_c(p.addr, p.ty, bits) };
-                        syncs.push(ParamSync {
+                        syncs.push(CellSync {
                             cell,
                             ty: p.ty,
                             addr: p.addr,
+                            pointer: 0,
                             last: AtomicU64::new(bits),
                         });
                     }
@@ -335,10 +374,10 @@ impl Comp {
     }
 }
 
-/// Copies `setp`s of the segment into the module's variables (before a call).
+/// Copies `setp`s of the segment into the module's cells (before a call).
 #[inline]
-fn params_in(syncs: &[ParamSync]) {
-    for s in syncs {
+fn cells_in(syncs: &[CellSync]) {
+    for s in syncs.iter().filter(|s| s.active()) {
         let v = s.cell.load_bits(s.ty);
         if v != s.last.load(Ordering::Relaxed) {
             // SAFETY: `addr` is the module's live param variable (see `Comp::bind`).
@@ -348,10 +387,10 @@ fn params_in(syncs: &[ParamSync]) {
     }
 }
 
-/// Publishes the module's changes of its params in the segment (after a call).
+/// Publishes the module's changes of its cells in the segment (after a call).
 #[inline]
-fn params_out(syncs: &[ParamSync]) {
-    for s in syncs {
+fn cells_out(syncs: &[CellSync]) {
+    for s in syncs.iter().filter(|s| s.active()) {
         // SAFETY: as in `params_in`.
         let v = unsafe { read_c(s.addr, s.ty) };
         if v != s.last.load(Ordering::Relaxed) {
@@ -380,7 +419,7 @@ pub(crate) fn function_factory(
         Box::new(move |cycle: &crate::runtime::function::Cycle| {
             let arg = arg;
             let syncs = comp.bound.get().map_or(&[][..], |b| &b[..]);
-            params_in(syncs);
+            cells_in(syncs);
             CURRENT.with(|c| c.set(module));
             let period =
                 std::ffi::c_long::try_from(cycle.period_ns).unwrap_or(std::ffi::c_long::MAX);
@@ -388,7 +427,7 @@ pub(crate) fn function_factory(
             // loaded while its functions are in the function table (it is unloaded only after its
             // functions left every thread, or after the threads stopped).
             unsafe { funct(arg.0, period) };
-            params_out(syncs);
+            cells_out(syncs);
         })
     })
 }

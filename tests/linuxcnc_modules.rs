@@ -1,0 +1,436 @@
+//! LinuxCNC 2.9's compiled real-time modules hosted by rtapi (issue 16, `components::linuxcnc`): the
+//! real `.so` files of `linuxcnc-uspace` (`/usr/lib/linuxcnc/modules`), loaded by the real binary in a
+//! running instance and driven from other processes; a differential run of hosted modules against
+//! LinuxCNC's own `halrun`, period by period; a `.comp` compiled with `halcompile --compile` and
+//! loaded by path; what rtapi lacks named at `loadrt`.
+//!
+//! Without LinuxCNC's modules installed every test here fails (never skips).
+
+mod common;
+#[path = "common/halrun.rs"]
+mod halrun;
+#[path = "common/linuxcnc.rs"]
+mod linuxcnc;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{rtapi, text};
+use halrun::{halcmd, Halrun};
+use linuxcnc::{Case, Rng, Ty, V};
+use rtapi::components::Harness;
+use rtapi_hal::{Access, HalReader, WriteOptions};
+
+const MODULES: &str = "/usr/lib/linuxcnc/modules";
+
+fn need_modules() {
+    assert!(
+        Path::new(MODULES).join("and2.so").is_file(),
+        "LinuxCNC's modules are missing from {MODULES}: install linuxcnc-uspace (.ci/run does)"
+    );
+}
+
+/// Polls `getp NAME` until `ok(value)`; the last value otherwise (fails after 10 s).
+fn wait_for(instance: &str, name: &str, ok: impl Fn(&str) -> bool) -> String {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, out, err) = halcmd(instance, &["getp", name]);
+        let v = out.trim().to_string();
+        if ok(&v) {
+            return v;
+        }
+        assert!(
+            Instant::now() < until,
+            "{name} stayed {v:?} (stderr: {err})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn getp(instance: &str, name: &str) -> String {
+    let (ok, out, err) = halcmd(instance, &["getp", name]);
+    assert!(ok, "getp {name}: {err}");
+    out.trim().to_string()
+}
+
+fn run(instance: &str, args: &[&str]) {
+    let (ok, out, err) = halcmd(instance, args);
+    assert!(ok, "halcmd {args:?}: {out}{err}");
+}
+
+#[test]
+fn hosted_modules_run_in_a_real_instance_and_follow_links() {
+    need_modules();
+    let mut h = Halrun::start(
+        "lcm-live",
+        "loadrt threads name1=servo period1=1000000\n\
+         loadrt linuxcnc:and2 count=2\n\
+         loadrt linuxcnc:not\n\
+         loadrt linuxcnc:scale count=1\n\
+         loadrt linuxcnc:pid num_chan=1\n\
+         loadrt linuxcnc:siggen\n\
+         addf siggen.0.update servo\n\
+         addf and2.0 servo\n\
+         addf and2.1 servo\n\
+         addf not.0 servo\n\
+         addf scale.0 servo\n\
+         addf pid.0.do-pid-calcs servo\n\
+         setp and2.0.in0 1\n\
+         setp and2.0.in1 1\n\
+         setp scale.0.gain 2.5\n\
+         setp scale.0.offset 0.25\n\
+         setp scale.0.in 4\n\
+         setp pid.0.Pgain 3\n\
+         setp pid.0.enable 1\n\
+         setp pid.0.command 2\n\
+         setp pid.0.feedback 0.5\n\
+         net a and2.0.out => not.0.in\n\
+         start\n",
+    );
+    let n = h.name.clone();
+    // Pins of all four kinds of direction and the module's own defaults.
+    wait_for(&n, "and2.0.out", |v| v == "TRUE");
+    wait_for(&n, "not.0.out", |v| v == "FALSE");
+    wait_for(&n, "scale.0.out", |v| v == "10.25");
+    // LinuxCNC's pid computes against the previous command by default: after a few periods the same.
+    wait_for(&n, "pid.0.output", |v| v == "4.5");
+    assert_eq!(getp(&n, "pid.0.error-previous-target"), "TRUE");
+    // Time pins and tmax params of hosted functions, as native ones.
+    wait_for(&n, "and2.0.time", |v| v.parse::<i64>().is_ok_and(|t| t > 0));
+    // siggen runs: its sine moves.
+    let s1 = getp(&n, "siggen.0.sine");
+    wait_for(&n, "siggen.0.sine", |v| v != s1);
+
+    // Links made while running re-point the module's own pointers.
+    run(&n, &["setp", "and2.0.in1", "0"]);
+    wait_for(&n, "not.0.out", |v| v == "TRUE");
+    run(&n, &["unlinkp", "not.0.in"]);
+    run(&n, &["net", "b", "and2.1.out", "not.0.in"]);
+    run(&n, &["setp", "and2.1.in0", "1"]);
+    run(&n, &["setp", "and2.1.in1", "1"]);
+    wait_for(&n, "not.0.out", |v| v == "FALSE");
+    run(&n, &["setp", "and2.1.in1", "0"]);
+    wait_for(&n, "not.0.out", |v| v == "TRUE");
+
+    // A module loaded into the running instance.
+    run(&n, &["loadrt", "linuxcnc:or2"]);
+    run(&n, &["addf", "or2.0", "servo"]);
+    run(&n, &["net", "c", "or2.0.out"]);
+    run(&n, &["setp", "or2.0.in1", "1"]);
+    wait_for(&n, "or2.0.out", |v| v == "TRUE");
+    run(&n, &["unloadrt", "linuxcnc:or2"]);
+
+    let out = h.stop();
+    let (_, err) = text(&out);
+    assert!(out.status.success(), "halrun failed: {err}");
+    assert!(!common::segment_exists(&n));
+}
+
+/// A hosted module's params (its own variables) follow `setp` and show what the module writes.
+#[test]
+fn params_of_a_module_follow_setp_and_getp() {
+    need_modules();
+    let mut h = Halrun::start(
+        "lcm-par",
+        "loadrt threads name1=servo period1=1000000\n\
+         loadrt linuxcnc:ddt count=1\n\
+         loadrt linuxcnc:sum2 count=1\n\
+         addf sum2.0 servo\n\
+         setp sum2.0.gain0 2\n\
+         setp sum2.0.in0 1.5\n\
+         setp sum2.0.in1 1\n\
+         start\n",
+    );
+    let n = h.name.clone();
+    // sum2's gains are params (HAL_RW variables of the module).
+    wait_for(&n, "sum2.0.out", |v| v == "4");
+    run(&n, &["setp", "sum2.0.gain1", "-3"]);
+    wait_for(&n, "sum2.0.out", |v| v == "0");
+    assert_eq!(getp(&n, "sum2.0.gain1"), "-3");
+    h.stop();
+}
+
+#[test]
+fn what_rtapi_lacks_is_named_at_loadrt() {
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    let check = |body: &str| -> String {
+        let f = dir.path().join("x.hal");
+        std::fs::write(&f, body).unwrap();
+        let o = rtapi(&["halrun", "--check", "-f", f.to_str().unwrap()]);
+        let (_, err) = text(&o);
+        assert!(!o.status.success(), "{body} was accepted");
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        err
+    };
+    // Asked for explicitly: the symbol is named.
+    let e = check("loadrt linuxcnc:hal_parport\n");
+    assert!(
+        e.contains("x.hal:1:") && e.contains("needs symbol 'rtapi_parport_"),
+        "{e}"
+    );
+    // Found by fallback: still "not available in rtapi", with the reason.
+    let e = check("loadrt hal_parport\n");
+    assert!(
+        e.contains("is not available in rtapi") && e.contains("needs symbol 'rtapi_parport_"),
+        "{e}"
+    );
+    // Arguments the module does not declare, and bad values.
+    let e = check("loadrt linuxcnc:and2 bogus=1\n");
+    assert!(
+        e.contains("has no argument 'bogus'") && e.contains("count="),
+        "{e}"
+    );
+    let e = check("loadrt linuxcnc:and2 count=x\n");
+    assert!(e.contains("count"), "{e}");
+    let e = check("loadrt linuxcnc:nosuchmodule\n");
+    assert!(e.contains("no LinuxCNC module nosuchmodule.so"), "{e}");
+    // rtapi_app_main failing: its return and the module's own message.
+    let e = check("loadrt linuxcnc:siggen num_chan=100\n");
+    assert!(e.contains("rtapi_app_main failed"), "{e}");
+}
+
+// ---- differential: hosted module vs LinuxCNC's halrun -------------------------------------------
+
+/// One hosted load at a time in this process (a module is loaded once per process).
+static HOSTED: Mutex<()> = Mutex::new(());
+
+/// Runs the case through the LinuxCNC module hosted in rtapi's component harness.
+fn run_hosted(case: &Case) -> Vec<Vec<V>> {
+    let _one = HOSTED.lock().unwrap_or_else(|e| e.into_inner());
+    let instance = format!("lcmh-{}-{}", std::process::id(), case.name);
+    let mut h = Harness::new(&instance).unwrap();
+    let line = format!(
+        "linuxcnc:{} {} {}",
+        case.component, case.args, case.linuxcnc_args
+    );
+    h.loadrt(&line)
+        .unwrap_or_else(|e| panic!("case {}: loadrt {line}: {e}", case.name));
+    h.start().unwrap();
+    let w = HalReader::open(&instance, Access::ReadWrite).unwrap();
+    let force = WriteOptions { force: true };
+    for (k, v) in case.setp.iter().chain(&case.linuxcnc_only) {
+        w.setp_with(k, v, force)
+            .unwrap_or_else(|e| panic!("case {}: setp {k} {v}: {e}", case.name));
+    }
+    let mut out = Vec::new();
+    for row in &case.rows {
+        for ((pin, _), v) in case.inputs.iter().zip(row) {
+            w.setp_with(pin, &v.text(), force).unwrap();
+        }
+        h.step(case.period_ns);
+        out.push(
+            case.outputs
+                .iter()
+                .map(|(pin, _)| V::from_value(h.get(pin).unwrap()).unwrap())
+                .collect(),
+        );
+    }
+    drop(w);
+    drop(h);
+    rtapi::components::linuxcnc::unload_all();
+    out
+}
+
+/// Hosted and LinuxCNC must agree exactly: it is the same machine code.
+fn same_as_linuxcnc(case: &Case) {
+    let ours = run_hosted(case);
+    let theirs = linuxcnc::run_linuxcnc(case, &case.functions);
+    for (k, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            if !x.matches(y) {
+                let mut m = String::new();
+                for p in k.saturating_sub(3)..=k {
+                    m.push_str(&format!(
+                        "period {p}: in {:?}\n  hosted   {:?}\n  linuxcnc {:?}\n",
+                        case.rows[p].iter().map(V::text).collect::<Vec<_>>(),
+                        ours[p].iter().map(V::text).collect::<Vec<_>>(),
+                        theirs[p].iter().map(V::text).collect::<Vec<_>>()
+                    ));
+                }
+                panic!(
+                    "case {}: period {k}, {}: hosted {x}, linuxcnc {y}\n{m}",
+                    case.name, case.outputs[i].0
+                );
+            }
+        }
+    }
+    eprintln!(
+        "case {}: {} periods, {} outputs: hosted module identical to LinuxCNC",
+        case.name,
+        case.rows.len(),
+        case.outputs.len()
+    );
+}
+
+fn rows(n: usize, seed: u64, mut f: impl FnMut(usize, &mut Rng) -> Vec<V>) -> Vec<Vec<V>> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|k| f(k, &mut rng)).collect()
+}
+
+#[test]
+fn hosted_siggen_is_identical_to_linuxcnc() {
+    need_modules();
+    let case = Case::new("host_siggen", "siggen", "", &["siggen.0.update"])
+        .input("siggen.0.frequency", Ty::Float)
+        .input("siggen.0.amplitude", Ty::Float)
+        .input("siggen.0.offset", Ty::Float)
+        .output("siggen.0.sine", Ty::Float)
+        .output("siggen.0.cosine", Ty::Float)
+        .output("siggen.0.sawtooth", Ty::Float)
+        .output("siggen.0.square", Ty::Float)
+        .output("siggen.0.triangle", Ty::Float)
+        .output("siggen.0.clock", Ty::Bit)
+        .rows(rows(300, 11, |k, r| {
+            let f = if k < 150 { 7.3 } else { r.float(0.0, 40.0) };
+            vec![
+                V::F(f),
+                V::F(1.5),
+                V::F(if k % 40 < 20 { 0.0 } else { 0.5 }),
+            ]
+        }));
+    same_as_linuxcnc(&case);
+}
+
+#[test]
+fn hosted_pid_is_identical_to_linuxcnc() {
+    need_modules();
+    let case = Case::new("host_pid", "pid", "num_chan=1", &["pid.0.do-pid-calcs"])
+        .input("pid.0.command", Ty::Float)
+        .input("pid.0.feedback", Ty::Float)
+        .input("pid.0.enable", Ty::Bit)
+        .output("pid.0.output", Ty::Float)
+        .output("pid.0.error", Ty::Float)
+        .output("pid.0.saturated", Ty::Bit)
+        .setp("pid.0.Pgain", "2.5")
+        .setp("pid.0.Igain", "40")
+        .setp("pid.0.Dgain", "0.01")
+        .setp("pid.0.FF1", "0.5")
+        .setp("pid.0.maxoutput", "8")
+        .setp("pid.0.deadband", "0.001")
+        .rows(rows(400, 12, |k, r| {
+            vec![
+                V::F(r.float(-3.0, 3.0)),
+                V::F(r.float(-3.0, 3.0)),
+                V::B(k % 97 > 5),
+            ]
+        }));
+    same_as_linuxcnc(&case);
+}
+
+#[test]
+fn hosted_lowpass_limit3_ddt_are_identical_to_linuxcnc() {
+    need_modules();
+    let lowpass = Case::new("host_lowpass", "lowpass", "count=1", &["lowpass.0"])
+        .input("lowpass.0.in", Ty::Float)
+        .output("lowpass.0.out", Ty::Float)
+        .setp("lowpass.0.gain", "0.07")
+        .rows(rows(200, 13, |_, r| vec![V::F(r.float(-10.0, 10.0))]));
+    same_as_linuxcnc(&lowpass);
+    let limit3 = Case::new("host_limit3", "limit3", "count=1", &["limit3.0"])
+        .input("limit3.0.in", Ty::Float)
+        .output("limit3.0.out", Ty::Float)
+        .setp("limit3.0.min", "-5")
+        .setp("limit3.0.max", "5")
+        .setp("limit3.0.maxv", "100")
+        .setp("limit3.0.maxa", "10000")
+        .rows(rows(300, 14, |k, r| {
+            vec![V::F(if k % 60 < 30 { r.float(-8.0, 8.0) } else { 3.0 })]
+        }));
+    same_as_linuxcnc(&limit3);
+    let ddt = Case::new("host_ddt", "ddt", "count=1", &["ddt.0"])
+        .input("ddt.0.in", Ty::Float)
+        .output("ddt.0.out", Ty::Float)
+        .rows(rows(100, 15, |_, r| vec![V::F(r.float(-1.0, 1.0))]));
+    same_as_linuxcnc(&ddt);
+}
+
+#[test]
+fn hosted_logic_and_conversions_are_identical_to_linuxcnc() {
+    need_modules();
+    let and2 = Case::new("host_and2", "and2", "count=1", &["and2.0"])
+        .input("and2.0.in0", Ty::Bit)
+        .input("and2.0.in1", Ty::Bit)
+        .output("and2.0.out", Ty::Bit)
+        .rows(rows(64, 16, |_, r| {
+            vec![V::B(r.chance(0.5)), V::B(r.chance(0.5))]
+        }));
+    same_as_linuxcnc(&and2);
+    let conv = Case::new(
+        "host_conv_float_s32",
+        "conv_float_s32",
+        "count=1",
+        &["conv-float-s32.0"],
+    )
+    .input("conv-float-s32.0.in", Ty::Float)
+    .output("conv-float-s32.0.out", Ty::S32)
+    .output("conv-float-s32.0.out-of-range", Ty::Bit)
+    .rows(rows(100, 17, |_, r| vec![V::F(r.float(-3e9, 3e9))]));
+    same_as_linuxcnc(&conv);
+}
+
+// ---- a .comp compiled with halcompile -------------------------------------------------------------
+
+#[test]
+fn a_comp_compiled_with_halcompile_loads_by_path_and_runs() {
+    need_modules();
+    let halcompile = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("halcompile").is_file()))
+        .unwrap_or(false);
+    assert!(
+        halcompile,
+        "halcompile is missing: install linuxcnc-uspace-dev (.ci/run does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("triple.comp"),
+        "component triple \"out = 3 * in + k\";\n\
+         pin in float in;\n\
+         pin out float out;\n\
+         pin in s32 steps;\n\
+         pin out s32 count;\n\
+         param rw float k = 0.5;\n\
+         function _;\n\
+         license \"GPL\";\n\
+         ;;\n\
+         out = 3 * in + k;\n\
+         count += steps;\n",
+    )
+    .unwrap();
+    let o = Command::new("halcompile")
+        .args(["--compile", "triple.comp"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let so = dir.path().join("triple.so");
+    assert!(
+        so.is_file(),
+        "halcompile failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut h = Halrun::start(
+        "lcm-comp",
+        &format!(
+            "loadrt threads name1=servo period1=1000000\n\
+             loadrt {} count=2\n\
+             addf triple.0 servo\n\
+             addf triple.1 servo\n\
+             setp triple.0.in 2\n\
+             setp triple.1.k -1\n\
+             setp triple.1.in 1\n\
+             setp triple.1.steps 1\n\
+             start\n",
+            so.display()
+        ),
+    );
+    let n = h.name.clone();
+    wait_for(&n, "triple.0.out", |v| v == "6.5");
+    wait_for(&n, "triple.1.out", |v| v == "2");
+    wait_for(&n, "triple.1.count", |v| {
+        v.parse::<i32>().is_ok_and(|c| c > 10)
+    });
+    h.stop();
+}
