@@ -42,7 +42,7 @@ fn module_name() -> &'static str {
 }
 
 /// Logs a message of a module at LinuxCNC level `level`.
-fn log_message(level: c_int, text: &str) {
+pub(super) fn log_message(level: c_int, text: &str) {
     let text = text.trim_end_matches('\n');
     let module = module_name();
     let level = match level {
@@ -54,16 +54,36 @@ fn log_message(level: c_int, text: &str) {
     log::log!(target: "linuxcnc", level, "{module}: {text}");
 }
 
-/// A failed call: logged, remembered for the `loadrt` error, returned as `-errno`.
-fn fail(errno: c_int, message: String) -> c_int {
-    log_message(MSG_ERR, &message);
+/// A message of the module being loaded is held (not logged) until its `rtapi_app_main` returns:
+/// its errors then become the `loadrt` error, or everything is logged. False: no load in progress
+/// on this thread (log it now).
+fn hold(level: c_int, text: &str) -> bool {
     LOADING.with(|l| {
-        if let Ok(mut g) = l.try_borrow_mut() {
-            if let Some(ld) = g.as_mut() {
-                ld.errors.push(message);
-            }
+        let Ok(mut g) = l.try_borrow_mut() else {
+            return false;
+        };
+        let Some(ld) = g.as_mut() else {
+            return false;
+        };
+        let text = text.trim_end().to_string();
+        if level == MSG_ERR {
+            ld.errors.push(text.clone());
         }
-    });
+        ld.held.push((level, text));
+        true
+    })
+}
+
+/// Logs a message now, or holds it while a module loads (see [`hold`]).
+fn message(level: c_int, text: &str) {
+    if !hold(level, text) {
+        log_message(level, text);
+    }
+}
+
+/// A failed call: logged (or held), remembered for the `loadrt` error, returned as `-errno`.
+fn fail(errno: c_int, text: String) -> c_int {
+    message(MSG_ERR, &text);
     -errno
 }
 
@@ -530,16 +550,7 @@ pub unsafe extern "C" fn rtapi_host_message(level: c_int, text: *const c_char, t
     } else {
         t.into_owned()
     };
-    if level == MSG_ERR {
-        LOADING.with(|l| {
-            if let Ok(mut g) = l.try_borrow_mut() {
-                if let Some(ld) = g.as_mut() {
-                    ld.errors.push(t.trim_end().to_string());
-                }
-            }
-        });
-    }
-    log_message(level, &t);
+    message(level, &t);
 }
 
 /// Called by shim.c when a `_newf` name does not fit LinuxCNC's 47 characters.

@@ -247,6 +247,8 @@ pub(crate) struct Loading {
     pub(crate) comps: Vec<Arc<Comp>>,
     /// Error messages the module printed while loading (for the `loadrt` error).
     pub(crate) errors: Vec<String>,
+    /// Every message it printed while loading, logged once `rtapi_app_main` succeeded.
+    pub(crate) held: Vec<(c_int, String)>,
     live: bool,
 }
 
@@ -631,6 +633,7 @@ pub(crate) fn load(
             module: name,
             comps: Vec::new(),
             errors: Vec::new(),
+            held: Vec::new(),
             live,
         })
     });
@@ -638,10 +641,15 @@ pub(crate) fn load(
     // SAFETY: the module's entry point, called once after its arguments were written, as rtapi_app
     // does; its callbacks find this load in `LOADING`.
     let rc = unsafe { main() };
-    CURRENT.with(|c| c.set(previous));
     let loading = LOADING
         .with(|l| l.borrow_mut().take())
         .expect("LOADING set above");
+    if rc == 0 {
+        for (level, text) in &loading.held {
+            capi::log_message(*level, text);
+        }
+    }
+    CURRENT.with(|c| c.set(previous));
     let comps = loading.comps;
     let names: Vec<String> = comps.iter().map(|c| c.name.clone()).collect();
 
