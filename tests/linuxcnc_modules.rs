@@ -545,7 +545,11 @@ fn classify_module(dir: &Path, name: &str) -> (Class, String) {
         let (_, err) = text(&o);
         tries += 1;
         match o.status.code() {
-            None => return (Class::Crash, format!("running: {:?}", o.status)),
+            None => {
+                // The dead instance's segment stays behind: it is this test's own, remove it.
+                let _ = std::fs::remove_file(format!("/dev/shm/rtapi-{instance}"));
+                return (Class::Crash, format!("running: {:?}", o.status));
+            }
             Some(0) => return (Class::Runs, format!("{} function(s)", functions.len())),
             // A machine shared with other work (2 CPUs, tests of other projects) can starve the
             // thread outside the module's code: the watchdog says where it was; try again.
