@@ -609,3 +609,45 @@ fn every_linuxcnc_module_is_classified() {
         .to_string_lossy()
         .starts_with(&format!("rtapi-lcmc-{}", std::process::id()))));
 }
+
+/// The module search path: the INI's `[RTAPI]LINUXCNC_MODULES`, then `$RTAPI_LINUXCNC_MODULES`, then
+/// Debian's directory.
+#[test]
+fn modules_are_found_on_the_config_then_the_environment_path() {
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    let (conf, env) = (dir.path().join("conf"), dir.path().join("env"));
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::create_dir_all(&env).unwrap();
+    // Two different modules under one name: which one loads tells which directory won.
+    std::fs::copy(Path::new(MODULES).join("not.so"), conf.join("pathtest.so")).unwrap();
+    std::fs::copy(Path::new(MODULES).join("and2.so"), env.join("pathtest.so")).unwrap();
+    std::fs::write(
+        dir.path().join("m.ini"),
+        "[RTAPI]\nLINUXCNC_MODULES = conf\n",
+    )
+    .unwrap();
+    let hal = dir.path().join("m.hal");
+    std::fs::write(&hal, "loadrt pathtest\nshow pin\n").unwrap();
+    let run = |ini: bool| -> String {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+        c.arg("halrun").arg("--check");
+        if ini {
+            c.arg("-i").arg(dir.path().join("m.ini"));
+        }
+        let o = c
+            .arg("-f")
+            .arg(&hal)
+            .env("RTAPI_LINUXCNC_MODULES", &env)
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        out
+    };
+    let with_ini = run(true);
+    assert!(with_ini.contains("not.0.in"), "{with_ini}");
+    let env_only = run(false);
+    assert!(env_only.contains("and2.0.in0"), "{env_only}");
+}

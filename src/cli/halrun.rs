@@ -27,6 +27,9 @@ use crate::runtime::{Runtime, RuntimeOptions, StopReason};
 Ctrl-C or SIGTERM (or --duration), then stops and prints the summary; a file without `start` is \
 checked, built and unloaded when it ends, as LinuxCNC's halrun does without -I.\n\
 loadusr is refused at its line: rtapi cannot host LinuxCNC user-space programs yet.\n\
+loadrt of a component rtapi lacks loads LinuxCNC's compiled module (loadrt linuxcnc:NAME asks for it \
+explicitly), searched in the INI's [RTAPI]LINUXCNC_MODULES, $RTAPI_LINUXCNC_MODULES, then \
+/usr/lib/linuxcnc/modules.\n\
 Exit codes: 0 ok, 1 runtime failure, 2 a file:line error (nothing started)."
 )]
 pub struct Args {
@@ -78,6 +81,19 @@ pub fn run(args: Args) -> Result<(), Failure> {
         None => None,
         Some(p) => Some(Ini::load(p).map_err(|e| config_failure(&[e]))?),
     };
+    // LinuxCNC modules: the INI's [RTAPI]LINUXCNC_MODULES directories (`:`-separated, relative to
+    // the INI file) come before $RTAPI_LINUXCNC_MODULES and Debian's directory.
+    if let (Some(ini), Some(path)) = (&ini, &args.ini) {
+        if let Some(dirs) = ini.get("RTAPI", "LINUXCNC_MODULES") {
+            let base = path.parent().unwrap_or(std::path::Path::new("."));
+            crate::components::linuxcnc::set_module_path(
+                dirs.split(':')
+                    .filter(|d| !d.trim().is_empty())
+                    .map(|d| base.join(d.trim()))
+                    .collect(),
+            );
+        }
+    }
     let mut session =
         Session::new(Registry::builtin(), &args.instance).map_err(|e| config_failure(&[e]))?;
     session.set_ini(ini);

@@ -582,6 +582,16 @@ pub fn run_linuxcnc(case: &Case, functions: &[String]) -> Vec<Vec<V>> {
 /// component missing from our registry fails here (never skipped).
 pub fn run_ours(case: &Case) -> (Vec<Vec<V>>, Vec<String>) {
     let instance = format!("lcdiff-{}-{}", std::process::id(), case.name);
+    // `loadrt` falls back to LinuxCNC's own module when rtapi has no component of that name (issue
+    // 16): that would compare LinuxCNC with itself. Ours must be native.
+    assert!(
+        rtapi::components::Registry::builtin()
+            .entries()
+            .any(|e| e.name == case.component),
+        "case {}: rtapi has no native component '{}' (a component missing from our registry FAILS its differential case)",
+        case.name,
+        case.component
+    );
     let mut h = Harness::new(&instance).unwrap();
     let line = format!("{} {}", case.component, case.args);
     if let Err(e) = h.loadrt(&line) {
