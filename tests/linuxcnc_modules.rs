@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use common::{rtapi, text};
 use halrun::{halcmd, Halrun};
 use linuxcnc::{Case, Rng, Ty, V};
-use rtapi::components::Harness;
+use rtapi::components::{Harness, Target};
 use rtapi_hal::{Access, HalReader, WriteOptions};
 
 const MODULES: &str = "/usr/lib/linuxcnc/modules";
@@ -208,6 +208,24 @@ fn run_hosted(case: &Case) -> Vec<Vec<V>> {
     );
     h.loadrt(&line)
         .unwrap_or_else(|e| panic!("case {}: loadrt {line}: {e}", case.name));
+    for l in &case.lines {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        match words.as_slice() {
+            ["loadrt", rest @ ..] => {
+                let line = format!("linuxcnc:{}", rest.join(" "));
+                h.loadrt(&line)
+                    .unwrap_or_else(|e| panic!("case {}: loadrt {line}: {e}", case.name));
+            }
+            ["net", signal, pins @ ..] => {
+                for p in pins.iter().filter(|p| !matches!(**p, "=>" | "<=" | "<=>")) {
+                    Target::hal(&mut h)
+                        .net(signal, p)
+                        .unwrap_or_else(|e| panic!("case {}: {l}: {e}", case.name));
+                }
+            }
+            _ => panic!("case {}: line '{l}' is neither loadrt nor net", case.name),
+        }
+    }
     h.start().unwrap();
     let w = HalReader::open(&instance, Access::ReadWrite).unwrap();
     let force = WriteOptions { force: true };
@@ -369,6 +387,112 @@ fn hosted_logic_and_conversions_are_identical_to_linuxcnc() {
     .output("conv-float-s32.0.out-of-range", Ty::Bit)
     .rows(rows(100, 17, |_, r| vec![V::F(r.float(-3e9, 3e9))]));
     same_as_linuxcnc(&conv);
+}
+
+/// A chain in one thread, as a machine wires it: siggen's sine is the command of a pid whose feedback
+/// is streamed in, its output smoothed by lowpass, scaled, limited by limit3 (position, velocity and
+/// acceleration: its planner), and differentiated by ddt — each LinuxCNC module hosted, against
+/// LinuxCNC running the same modules.
+#[test]
+fn hosted_servo_chain_is_identical_to_linuxcnc() {
+    need_modules();
+    let functions = [
+        "siggen.0.update",
+        "pid.0.do-pid-calcs",
+        "lowpass.0",
+        "scale.0",
+        "limit3.0",
+        "ddt.0",
+    ];
+    let case = Case::new("host_chain", "siggen", "", &functions)
+        .line("loadrt pid num_chan=1")
+        .line("loadrt lowpass count=1")
+        .line("loadrt scale count=1")
+        .line("loadrt limit3 count=1")
+        .line("loadrt ddt count=1")
+        .line("net cmd siggen.0.sine => pid.0.command")
+        .line("net drive pid.0.output => lowpass.0.in")
+        .line("net smooth lowpass.0.out => scale.0.in")
+        .line("net scaled scale.0.out => limit3.0.in")
+        .line("net limited limit3.0.out => ddt.0.in")
+        .input("pid.0.feedback", Ty::Float)
+        .input("pid.0.enable", Ty::Bit)
+        .input("siggen.0.frequency", Ty::Float)
+        .output("siggen.0.sine", Ty::Float)
+        .output("pid.0.output", Ty::Float)
+        .output("lowpass.0.out", Ty::Float)
+        .output("scale.0.out", Ty::Float)
+        .output("limit3.0.out", Ty::Float)
+        .output("ddt.0.out", Ty::Float)
+        .setp("siggen.0.amplitude", "2")
+        .setp("pid.0.Pgain", "4")
+        .setp("pid.0.Igain", "20")
+        .setp("pid.0.FF1", "0.2")
+        .setp("pid.0.maxoutput", "10")
+        .setp("lowpass.0.gain", "0.1")
+        .setp("scale.0.gain", "1.5")
+        .setp("scale.0.offset", "-0.25")
+        .setp("limit3.0.min", "-6")
+        .setp("limit3.0.max", "6")
+        .setp("limit3.0.maxv", "200")
+        .setp("limit3.0.maxa", "20000")
+        .rows(rows(500, 21, |k, r| {
+            vec![
+                V::F(r.float(-2.0, 2.0)),
+                V::B(k % 150 > 3),
+                V::F(if k < 250 { 5.0 } else { 12.5 }),
+            ]
+        }));
+    same_as_linuxcnc(&case);
+}
+
+/// Logic, edges, timing and conversions in one thread: two streamed bits through and2 → not → edge →
+/// timedelay, and a streamed float through conv_float_s32 → conv_s32_float → abs.
+#[test]
+fn hosted_logic_chain_is_identical_to_linuxcnc() {
+    need_modules();
+    let functions = [
+        "and2.0",
+        "not.0",
+        "edge.0",
+        "timedelay.0",
+        "conv-float-s32.0",
+        "conv-s32-float.0",
+        "abs.0",
+    ];
+    let case = Case::new("host_logic_chain", "and2", "count=1", &functions)
+        .line("loadrt not count=1")
+        .line("loadrt edge count=1")
+        .line("loadrt timedelay count=1")
+        .line("loadrt conv_float_s32 count=1")
+        .line("loadrt conv_s32_float count=1")
+        .line("loadrt abs count=1")
+        .line("net a and2.0.out => not.0.in")
+        .line("net b not.0.out => edge.0.in timedelay.0.in")
+        .line("net c conv-float-s32.0.out => conv-s32-float.0.in")
+        .line("net d conv-s32-float.0.out => abs.0.in")
+        .input("and2.0.in0", Ty::Bit)
+        .input("and2.0.in1", Ty::Bit)
+        .input("conv-float-s32.0.in", Ty::Float)
+        .output("not.0.out", Ty::Bit)
+        .output("edge.0.out", Ty::Bit)
+        .output("edge.0.out-invert", Ty::Bit)
+        .output("timedelay.0.out", Ty::Bit)
+        .output("timedelay.0.elapsed", Ty::Float)
+        .output("abs.0.out", Ty::Float)
+        .output("abs.0.sign", Ty::Bit)
+        .setp("edge.0.both", "1")
+        .setp("edge.0.out-width-ns", "2500000")
+        .setp("timedelay.0.on-delay", "0.004")
+        .setp("timedelay.0.off-delay", "0.002")
+        .rows(rows(400, 22, |k, r| {
+            vec![
+                V::B(k % 23 < 15 || r.chance(0.1)),
+                V::B(k % 7 < 5),
+                V::F(r.float(-1e4, 1e4)),
+            ]
+        }));
+    same_as_linuxcnc(&case);
 }
 
 // ---- a .comp compiled with halcompile -------------------------------------------------------------
