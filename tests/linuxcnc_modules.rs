@@ -775,3 +775,66 @@ fn modules_are_found_on_the_config_then_the_environment_path() {
     let env_only = run(false);
     assert!(env_only.contains("and2.0.in0"), "{env_only}");
 }
+
+/// Two modules of our own, built with `halcompile --compile` from C: `consumer` calls a function that
+/// `provider` exports. Loaded in that order they link (`RTLD_GLOBAL`, as LinuxCNC's `hm2_eth` uses
+/// `hostmot2`); `consumer` alone is refused at `loadrt`, naming the symbol.
+#[test]
+fn modules_use_symbols_of_modules_loaded_before_them() {
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    let header = "#include \"rtapi.h\"\n#include \"rtapi_app.h\"\n#include \"hal.h\"\nMODULE_LICENSE(\"GPL\");\nstatic int comp_id;\n";
+    let provider = format!(
+        "{header}int provider_value(void) {{ return 42; }}\nEXPORT_SYMBOL(provider_value);\n\
+         int rtapi_app_main(void) {{ comp_id = hal_init(\"provider\"); if (comp_id < 0) return comp_id; \
+         hal_ready(comp_id); return 0; }}\nvoid rtapi_app_exit(void) {{ hal_exit(comp_id); }}\n"
+    );
+    let consumer = format!(
+        "{header}extern int provider_value(void);\nstruct state {{ hal_s32_t *out; }};\n\
+         static void update(void *arg, long period) {{ struct state *s = arg; (void)period; \
+         *(s->out) = provider_value() + 1; }}\n\
+         int rtapi_app_main(void) {{ struct state *s; int r; comp_id = hal_init(\"consumer\"); \
+         if (comp_id < 0) return comp_id; s = hal_malloc(sizeof *s); if (!s) return -1; \
+         r = hal_pin_s32_new(\"consumer.out\", HAL_OUT, &s->out, comp_id); if (r) return r; \
+         *(s->out) = provider_value(); \
+         r = hal_export_funct(\"consumer.update\", update, s, 0, 0, comp_id); if (r) return r; \
+         hal_ready(comp_id); return 0; }}\nvoid rtapi_app_exit(void) {{ hal_exit(comp_id); }}\n"
+    );
+    for (name, src) in [("provider", &provider), ("consumer", &consumer)] {
+        std::fs::write(dir.path().join(format!("{name}.c")), src).unwrap();
+        let o = Command::new("halcompile")
+            .args(["--compile", &format!("{name}.c")])
+            .current_dir(dir.path())
+            .output()
+            .expect("halcompile (linuxcnc-uspace-dev)");
+        assert!(
+            dir.path().join(format!("{name}.so")).is_file(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let so = |n: &str| dir.path().join(format!("{n}.so")).display().to_string();
+    // Alone: refused, naming what it needs.
+    let f = dir.path().join("alone.hal");
+    std::fs::write(&f, format!("loadrt {}\n", so("consumer"))).unwrap();
+    let o = rtapi(&["halrun", "--check", "-f", f.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("needs symbol 'provider_value'") && err.contains("another module's"),
+        "{err}"
+    );
+    // After its provider: it runs, calling into it every period.
+    let mut h = Halrun::start(
+        "lcm-dep",
+        &format!(
+            "loadrt threads name1=servo period1=1000000\nloadrt {}\nloadrt {}\n\
+             addf consumer.update servo\nstart\n",
+            so("provider"),
+            so("consumer")
+        ),
+    );
+    let n = h.name.clone();
+    wait_for(&n, "consumer.out", |v| v == "43");
+    h.stop();
+}

@@ -18,7 +18,9 @@
 //!
 //! **Dry runs.** A config is checked on a [`Validation`](super::Validation) before anything real
 //! happens; learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
-//! module, runs it, then calls `rtapi_app_exit` and `dlclose`s it (the real load gets fresh statics).
+//! module, runs it, then calls `rtapi_app_exit`. Its handle stays open while the dry run goes on (a
+//! module loaded after it may use its symbols) and is closed before a real load, or before the next
+//! dry run of the same module, so that each load starts from fresh statics.
 //!
 //! **Pins.** A pin's value lives in its segment cell with its C width; the module's `T *` (the
 //! `T **` given to `hal_pin_*_new`) is the pin's pointer slot's mirror ([`Hal::attach_pin_pointer`]),
@@ -567,6 +569,15 @@ pub(crate) fn load(
             "LinuxCNC module {module} is already loaded (unloadrt it first)"
         )));
     }
+    // Dry-run leftovers: all go before a real load; from this module on before a new dry run of it.
+    let from = if keep {
+        Some(0)
+    } else {
+        lock(&PROBES).iter().position(|p| p.path == canonical)
+    };
+    if let Some(i) = from {
+        close_probes_from(i);
+    }
     let cpath = CString::new(canonical.as_os_str().as_encoded_bytes())
         .map_err(|_| LoadError::new(format!("module path {} has a NUL byte", path.display())))?;
     // SAFETY: a NUL-terminated path; RTLD_NOW resolves every symbol now (failing on a missing one),
@@ -734,12 +745,54 @@ pub(crate) fn load(
             components: names.clone(),
         });
     } else {
-        // A dry run: the module goes at once, so the real load starts from fresh statics.
+        // A dry run: the module's rtapi_app_exit runs at once; it stays open (modules loaded after it
+        // in the same dry run may need its symbols) until a real load, or a new dry run of it, closes
+        // it so that the next load starts from fresh statics.
         exit_module(name, exit, &comps);
-        close(handle);
-        drop(strings);
+        lock(&PROBES).push(Probe {
+            path: canonical,
+            handle: handle as usize,
+            _strings: strings,
+        });
     }
     Ok(names)
+}
+
+/// A module a dry run loaded: its `rtapi_app_exit` ran, the handle is still open.
+struct Probe {
+    path: PathBuf,
+    handle: usize,
+    _strings: Vec<CString>,
+}
+
+static PROBES: Mutex<Vec<Probe>> = Mutex::new(Vec::new());
+
+/// Closes the dry-run modules from position `i` on, last first (a module is closed before the ones
+/// whose symbols it uses), and warns if one stays mapped (its statics would carry over).
+fn close_probes_from(i: usize) {
+    let gone: Vec<Probe> = {
+        let mut p = lock(&PROBES);
+        let n = p.len();
+        p.drain(i.min(n)..).collect()
+    };
+    for p in gone.into_iter().rev() {
+        // SAFETY: a handle from `load`'s dlopen, closed once; its functions were never called (a dry
+        // run makes no closures) and its rtapi_app_exit ran.
+        unsafe { libc::dlclose(p.handle as *mut c_void) };
+        if let Ok(c) = CString::new(p.path.as_os_str().as_encoded_bytes()) {
+            // SAFETY: a NUL-terminated path; RTLD_NOLOAD only looks the library up.
+            let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+            if !h.is_null() {
+                log::warn!(
+                    "LinuxCNC module {} stays mapped after its dry run; its next load starts \
+                     from the statics the dry run left",
+                    p.path.display()
+                );
+                // SAFETY: the reference the NOLOAD lookup just took.
+                unsafe { libc::dlclose(h) };
+            }
+        }
+    }
 }
 
 fn exit_module(name: &'static str, exit: Option<unsafe extern "C" fn()>, comps: &[Arc<Comp>]) {
