@@ -121,6 +121,14 @@ fn hosted_modules_run_in_a_real_instance_and_follow_links() {
     run(&n, &["setp", "or2.0.in1", "1"]);
     wait_for(&n, "or2.0.out", |v| v == "TRUE");
     run(&n, &["unloadrt", "linuxcnc:or2"]);
+    // Unloaded (rtapi_app_exit, dlclose) and loaded again: a fresh module, at its defaults.
+    let (_, out, _) = halcmd(&n, &["show", "pin", "or2"]);
+    assert!(!out.contains("or2.0.out"), "{out}");
+    run(&n, &["loadrt", "linuxcnc:or2"]);
+    run(&n, &["addf", "or2.0", "servo"]);
+    run(&n, &["setp", "or2.0.in0", "1"]);
+    wait_for(&n, "or2.0.out", |v| v == "TRUE");
+    assert_eq!(getp(&n, "or2.0.in1"), "FALSE");
 
     let out = h.stop();
     let (_, err) = text(&out);

@@ -852,3 +852,40 @@ pub fn unload_all() {
 pub fn loaded() -> Vec<String> {
     lock(&MODULES).iter().map(|m| m.name.clone()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loadrt_text_resolves_to_native_module_or_nothing() {
+        assert_eq!(resolve("pid", true), Resolved::Native);
+        assert_eq!(resolve("frobnicator", false), Resolved::Unknown);
+        match resolve("/nonexistent/x.so", false) {
+            Resolved::Missing { message } => {
+                assert!(message.contains("does not exist"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        match resolve("linuxcnc:frobnicator", false) {
+            Resolved::Missing { message } => {
+                assert!(message.contains("frobnicator.so") && message.contains(MODULE_PATH_ENV))
+            }
+            other => panic!("{other:?}"),
+        }
+        // Names that are no plain file name are never searched for.
+        assert_eq!(
+            resolve("../x", false),
+            Resolved::Missing {
+                message: "LinuxCNC module file ../x does not exist".into()
+            }
+        );
+        assert_eq!(resolve("a b", false), Resolved::Unknown);
+    }
+
+    #[test]
+    fn search_path_is_config_then_environment_then_debian() {
+        let p = search_path();
+        assert_eq!(p.last().unwrap(), Path::new(DEBIAN_MODULE_DIR));
+    }
+}
