@@ -81,19 +81,6 @@ pub fn run(args: Args) -> Result<(), Failure> {
         None => None,
         Some(p) => Some(Ini::load(p).map_err(|e| config_failure(&[e]))?),
     };
-    // LinuxCNC modules: the INI's [RTAPI]LINUXCNC_MODULES directories (`:`-separated, relative to
-    // the INI file) come before $RTAPI_LINUXCNC_MODULES and Debian's directory.
-    if let (Some(ini), Some(path)) = (&ini, &args.ini) {
-        if let Some(dirs) = ini.get("RTAPI", "LINUXCNC_MODULES") {
-            let base = path.parent().unwrap_or(std::path::Path::new("."));
-            crate::components::linuxcnc::set_module_path(
-                dirs.split(':')
-                    .filter(|d| !d.trim().is_empty())
-                    .map(|d| base.join(d.trim()))
-                    .collect(),
-            );
-        }
-    }
     let mut session =
         Session::new(Registry::builtin(), &args.instance).map_err(|e| config_failure(&[e]))?;
     session.set_ini(ini);

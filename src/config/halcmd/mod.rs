@@ -217,6 +217,12 @@ impl Session {
 
     /// Uses `ini` for `[SECTION]KEY` substitution from now on.
     pub fn set_ini(&mut self, ini: Option<Ini>) {
+        // Its [RTAPI]LINUXCNC_MODULES is the config's part of the LinuxCNC module search path.
+        if let Some(dirs) = ini.as_ref().map(Ini::linuxcnc_module_dirs) {
+            if !dirs.is_empty() {
+                linuxcnc::set_module_path(dirs);
+            }
+        }
         self.ini = ini;
     }
 
