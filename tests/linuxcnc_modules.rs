@@ -454,8 +454,9 @@ fn hosted_servo_chain_is_identical_to_linuxcnc() {
     same_as_linuxcnc(&case);
 }
 
-/// Logic, edges, timing and conversions in one thread: two streamed bits through and2 → not → edge →
-/// timedelay, and a streamed float through conv_float_s32 → conv_s32_float → abs.
+/// Logic, edges, timing and conversions in one thread: two streamed bits through and2 → not → edge,
+/// timedelay and debounce (its `delay` a param: the module's own variable), and a streamed float
+/// through conv_float_s32 → conv_s32_float → abs.
 #[test]
 fn hosted_logic_chain_is_identical_to_linuxcnc() {
     need_modules();
@@ -464,19 +465,21 @@ fn hosted_logic_chain_is_identical_to_linuxcnc() {
         "not.0",
         "edge.0",
         "timedelay.0",
+        "debounce.0",
         "conv-float-s32.0",
         "conv-s32-float.0",
         "abs.0",
     ];
     let case = Case::new("host_logic_chain", "and2", "count=1", &functions)
         .line("loadrt not count=1")
+        .line("loadrt debounce cfg=1")
         .line("loadrt edge count=1")
         .line("loadrt timedelay count=1")
         .line("loadrt conv_float_s32 count=1")
         .line("loadrt conv_s32_float count=1")
         .line("loadrt abs count=1")
         .line("net a and2.0.out => not.0.in")
-        .line("net b not.0.out => edge.0.in timedelay.0.in")
+        .line("net b not.0.out => edge.0.in timedelay.0.in debounce.0.0.in")
         .line("net c conv-float-s32.0.out => conv-s32-float.0.in")
         .line("net d conv-s32-float.0.out => abs.0.in")
         .input("and2.0.in0", Ty::Bit)
@@ -487,12 +490,14 @@ fn hosted_logic_chain_is_identical_to_linuxcnc() {
         .output("edge.0.out-invert", Ty::Bit)
         .output("timedelay.0.out", Ty::Bit)
         .output("timedelay.0.elapsed", Ty::Float)
+        .output("debounce.0.0.out", Ty::Bit)
         .output("abs.0.out", Ty::Float)
         .output("abs.0.sign", Ty::Bit)
         .setp("edge.0.both", "1")
         .setp("edge.0.out-width-ns", "2500000")
         .setp("timedelay.0.on-delay", "0.004")
         .setp("timedelay.0.off-delay", "0.002")
+        .setp("debounce.0.delay", "3")
         .rows(rows(400, 22, |k, r| {
             vec![
                 V::B(k % 23 < 15 || r.chance(0.1)),
