@@ -869,3 +869,59 @@ fn modules_use_symbols_of_modules_loaded_before_them() {
     wait_for(&n, "consumer.out", |v| v == "43");
     h.stop();
 }
+
+/// A hosted module's function is watched like a native one: one that never returns is reported as
+/// stalled, by name, and `.time`/`.tmax` measure its calls.
+#[test]
+fn a_hosted_function_that_never_returns_is_reported_by_the_watchdog() {
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("spinner.c"),
+        "#include \"rtapi.h\"\n#include \"rtapi_app.h\"\n#include \"hal.h\"\n\
+         MODULE_LICENSE(\"GPL\");\nstatic int comp_id;\n\
+         struct state { hal_bit_t *spin; hal_u32_t *calls; };\n\
+         static void update(void *arg, long period) { struct state *s = arg; (void)period; \
+         *(s->calls) += 1; while (*(s->spin)) { } }\n\
+         int rtapi_app_main(void) { struct state *s; int r; comp_id = hal_init(\"spinner\"); \
+         if (comp_id < 0) return comp_id; s = hal_malloc(sizeof *s); if (!s) return -1; \
+         r = hal_pin_bit_new(\"spinner.spin\", HAL_IN, &s->spin, comp_id); if (r) return r; \
+         r = hal_pin_u32_new(\"spinner.calls\", HAL_OUT, &s->calls, comp_id); if (r) return r; \
+         r = hal_export_funct(\"spinner.update\", update, s, 0, 0, comp_id); if (r) return r; \
+         hal_ready(comp_id); return 0; }\n\
+         void rtapi_app_exit(void) { hal_exit(comp_id); }\n",
+    )
+    .unwrap();
+    let o = Command::new("halcompile")
+        .args(["--compile", "spinner.c"])
+        .current_dir(dir.path())
+        .output()
+        .expect("halcompile (linuxcnc-uspace-dev)");
+    let so = dir.path().join("spinner.so");
+    assert!(so.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut h = Halrun::start(
+        "lcm-stall",
+        &format!(
+            "loadrt threads name1=servo period1=1000000\nloadrt {}\naddf spinner.update servo\nstart\n",
+            so.display()
+        ),
+    );
+    let n = h.name.clone();
+    wait_for(&n, "spinner.calls", |v| {
+        v.parse::<u32>().is_ok_and(|c| c > 20)
+    });
+    wait_for(&n, "spinner.update.time", |v| {
+        v.parse::<i64>().is_ok_and(|t| t > 0)
+    });
+    run(&n, &["setp", "spinner.spin", "1"]);
+    wait_for(&n, "servo.stalled", |v| v == "TRUE");
+    let out = h.stop();
+    let (_, err) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("STALLED") && err.contains("spinner.update"),
+        "{err}"
+    );
+    // The stuck thread stays inside the module: it is not unloaded under it, and the segment goes.
+    assert!(!common::segment_exists(&n));
+}
