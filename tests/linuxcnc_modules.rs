@@ -829,7 +829,8 @@ fn modules_use_symbols_of_modules_loaded_before_them() {
          r = hal_pin_s32_new(\"consumer.out\", HAL_OUT, &s->out, comp_id); if (r) return r; \
          *(s->out) = provider_value(); \
          r = hal_export_funct(\"consumer.update\", update, s, 0, 0, comp_id); if (r) return r; \
-         hal_ready(comp_id); return 0; }}\nvoid rtapi_app_exit(void) {{ hal_exit(comp_id); }}\n"
+         hal_ready(comp_id); return 0; }}\nvoid rtapi_app_exit(void) {{ \
+         rtapi_print_msg(RTAPI_MSG_ERR, \"consumer exits\\n\"); hal_exit(comp_id); }}\n"
     );
     for (name, src) in [("provider", &provider), ("consumer", &consumer)] {
         std::fs::write(dir.path().join(format!("{name}.c")), src).unwrap();
@@ -867,7 +868,12 @@ fn modules_use_symbols_of_modules_loaded_before_them() {
     );
     let n = h.name.clone();
     wait_for(&n, "consumer.out", |v| v == "43");
-    h.stop();
+    let out = h.stop();
+    let (_, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    // rtapi_app_exit, with the module's name: after each of the two dry runs (the `loadrt` line's,
+    // the check before `start`), and once at the stop, after the threads ended.
+    assert_eq!(err.matches("consumer: consumer exits").count(), 3, "{err}");
 }
 
 /// A hosted module's function is watched like a native one: one that never returns is reported as
