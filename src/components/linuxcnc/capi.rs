@@ -350,6 +350,7 @@ fn pin_new(
         lock(&c.objects).pins.push(PinRec {
             name: name.to_string(),
             ty,
+            dir,
             pointer: ptr as usize,
             staging,
         });

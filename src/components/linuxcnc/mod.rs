@@ -179,6 +179,7 @@ pub(crate) struct Objects {
 pub(crate) struct PinRec {
     pub(crate) name: String,
     pub(crate) ty: ValueType,
+    pub(crate) dir: PinDir,
     /// The module's `T **` (address of its pin pointer), in hal_malloc memory (never freed).
     pub(crate) pointer: usize,
     /// The staging cell the pointer points at before the segment exists (0 when loaded live).
@@ -202,6 +203,9 @@ pub(crate) struct CellSync {
     addr: usize,
     /// A pin's `T **`: synced only while it holds `addr` (unlinked). 0 for a param.
     pointer: usize,
+    /// Whether others may change the segment cell (`setp`): params, IN and IO pins. An OUT pin's
+    /// own cell changes only by the copy out (and by an unlink, which fills the staging cell too).
+    copy_in: bool,
     /// The value both sides last agreed on.
     last: AtomicU64,
 }
@@ -349,6 +353,7 @@ impl Comp {
                             ty: p.ty,
                             addr: p.staging,
                             pointer: p.pointer,
+                            copy_in: p.dir != PinDir::Out,
                             last: AtomicU64::new(bits),
                         });
                     }
@@ -367,6 +372,7 @@ impl Comp {
                             ty: p.ty,
                             addr: p.addr,
                             pointer: 0,
+                            copy_in: true,
                             last: AtomicU64::new(bits),
                         });
                     }
@@ -381,7 +387,7 @@ impl Comp {
 /// Copies `setp`s of the segment into the module's cells (before a call).
 #[inline]
 fn cells_in(syncs: &[CellSync]) {
-    for s in syncs.iter().filter(|s| s.active()) {
+    for s in syncs.iter().filter(|s| s.copy_in && s.active()) {
         let v = s.cell.load_bits(s.ty);
         if v != s.last.load(Ordering::Relaxed) {
             // SAFETY: `addr` is the module's live param variable (see `Comp::bind`).
