@@ -195,6 +195,14 @@ impl HalBuilder {
         }
     }
 
+    /// Index of the (live) param called `name`.
+    pub(crate) fn param_index(&self, name: &str) -> Option<usize> {
+        match self.lookup(Namespace::PinOrParam, name) {
+            Some(Entry::Param) => self.params.iter().rposition(|p| p.name == name),
+            _ => None,
+        }
+    }
+
     /// Index of the (live) signal called `name`.
     pub(crate) fn signal_index(&self, name: &str) -> Option<usize> {
         match self.lookup(Namespace::Signal, name) {
@@ -319,6 +327,24 @@ impl HalBuilder {
         Ok(ComponentKey {
             builder: self.id,
             index,
+        })
+    }
+
+    /// Changes the value pin or param `name` starts at (canonical bits of its type,
+    /// [`Value::to_bits`](crate::Value::to_bits)): for a C component, which writes its defaults through
+    /// its pointers after creating them.
+    pub fn set_init(&mut self, name: &str, bits: u64) -> Result<()> {
+        if let Some(i) = self.pin_index(name) {
+            self.pins[i].init = bits;
+            return Ok(());
+        }
+        if let Some(i) = self.param_index(name) {
+            self.params[i].init = bits;
+            return Ok(());
+        }
+        Err(HalError::NotFound {
+            kind: ObjectKind::PinOrParam,
+            name: name.to_string(),
         })
     }
 

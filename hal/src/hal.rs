@@ -172,6 +172,50 @@ impl Hal {
         Pin::new(self.model().slots[key.index].clone())
     }
 
+    /// Makes a C component's pin pointer follow pin `name`: LinuxCNC's `T **data_ptr_addr` from
+    /// `hal_pin_*_new`. The address of the cell in use (the pin's own, or its signal's while linked) is
+    /// stored at `pointer` now and again with every later [`link`](Self::link)/[`unlink`](Self::unlink),
+    /// so the component reads and writes the same cell a native [`Pin`] handle would. With
+    /// `own_substitute` non-null, the pointer gets that cell instead of the pin's own (the cell the
+    /// component was given before the segment existed; see `PinSlot::set_mirror`) and returns the
+    /// cell of the pin's own value, which its host copies to and from the substitute.
+    ///
+    /// # Safety
+    /// `pointer` must be valid for aligned pointer-sized writes for as long as this `Hal` lives (memory
+    /// never freed, such as a C component's `hal_malloc` block), and only read by others;
+    /// `own_substitute`, when non-null, an 8-aligned 8-byte cell valid as long.
+    pub unsafe fn attach_pin_pointer(
+        &self,
+        name: &str,
+        pointer: *mut *mut u8,
+        own_substitute: *mut u8,
+    ) -> Result<crate::pin::CellRef> {
+        let m = self.model();
+        let p = m.b.pin_index(name).ok_or_else(|| HalError::NotFound {
+            kind: ObjectKind::Pin,
+            name: name.to_string(),
+        })?;
+        let own = m.plan.record(Table::Pins, p) + pin::VALUE;
+        // SAFETY: forwarded from this function's contract; the model lock serializes it with repoints.
+        unsafe { m.slots[p].set_mirror(pointer, own, own_substitute) };
+        Ok(crate::pin::CellRef::new(Block::new(&self.mapping, own, 8)))
+    }
+
+    /// The byte offset of param `name`'s cell slot and the mapping's base address: where a host of C
+    /// components copies a param's value between the segment and the component's own variable.
+    pub fn param_cell(&self, name: &str) -> Result<(crate::pin::CellRef, ValueType)> {
+        let m = self.model();
+        let i = m.b.param_index(name).ok_or_else(|| HalError::NotFound {
+            kind: ObjectKind::Param,
+            name: name.to_string(),
+        })?;
+        let cell = m.plan.record(Table::Params, i) + param::VALUE;
+        Ok((
+            crate::pin::CellRef::new(Block::new(&self.mapping, cell, 8)),
+            m.b.params[i].ty,
+        ))
+    }
+
     /// A read-only probe of the pin or, if no pin has that name, the signal called `name` (for a
     /// recorder: [`Probe::get_f64`] is RT-safe).
     pub fn probe(&self, name: &str) -> Result<crate::pin::Probe> {

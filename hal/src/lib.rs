@@ -112,7 +112,7 @@ pub use hal::{Hal, ThreadStateCell};
 pub use image::Capacity;
 pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
-pub use pin::{Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Probe, Writable};
+pub use pin::{CellRef, Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Probe, Writable};
 pub use reader::{
     Access, ComponentInfo, FunctionInfo, HalReader, HalSnapshot, HeaderInfo, Located, ParamInfo,
     PinInfo, SegmentState, SignalInfo, ThreadInfo, WriteOptions,

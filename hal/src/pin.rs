@@ -126,6 +126,13 @@ impl Writable for Io {}
 pub(crate) struct PinSlot {
     ptr: AtomicPtr<u8>,
     mapping: Arc<Mapping>,
+    /// A second copy of the address kept in foreign memory: the `T *` of a C component (LinuxCNC's
+    /// `T **` given to `hal_pin_*_new`), rewritten with every re-point. Null: none.
+    mirror: AtomicPtr<AtomicPtr<u8>>,
+    /// With a mirror: the pin's own cell, and the cell the mirror gets instead of it (null: the own
+    /// cell itself). See [`set_mirror`](Self::set_mirror).
+    own: AtomicPtr<u8>,
+    substitute: AtomicPtr<u8>,
 }
 
 impl PinSlot {
@@ -137,7 +144,55 @@ impl PinSlot {
         PinSlot {
             ptr: AtomicPtr::new(Self::address(mapping, cell)),
             mapping: mapping.clone(),
+            mirror: AtomicPtr::new(std::ptr::null_mut()),
+            own: AtomicPtr::new(std::ptr::null_mut()),
+            substitute: AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// Makes `mirror` (the address of a C component's pin pointer) follow this slot from now on, and
+    /// stores the current address into it at once. Called with the owner's model lock held, like
+    /// [`repoint`](Self::repoint), so the two never interleave.
+    ///
+    /// `substitute` (non-null) stands in for the pin's own cell `own` in the mirror: whenever the slot
+    /// points at `own`, the mirror gets `substitute` instead, after the own cell's 8 bytes were copied
+    /// into it (a C component that compares its pointer with the one it got at creation — "is my pin
+    /// linked?" — keeps seeing the address it started with; its host copies the values between the two
+    /// cells around each call).
+    ///
+    /// # Safety
+    /// `mirror` must be valid for pointer-sized aligned writes for as long as the slot lives, and
+    /// nothing else may write it (the C component only reads it); `substitute`, when non-null, must be
+    /// an 8-aligned 8-byte cell valid as long.
+    pub(crate) unsafe fn set_mirror(&self, mirror: *mut *mut u8, own: usize, substitute: *mut u8) {
+        let m = mirror.cast::<AtomicPtr<u8>>();
+        self.own
+            .store(Self::address(&self.mapping, own), Ordering::Relaxed);
+        self.substitute.store(substitute, Ordering::Relaxed);
+        self.mirror.store(m, Ordering::Relaxed);
+        self.update_mirror(self.ptr.load(Ordering::Relaxed));
+    }
+
+    /// Stores `a` (or the substitute of the own cell) into the mirror, if there is one.
+    fn update_mirror(&self, a: *mut u8) {
+        let m = self.mirror.load(Ordering::Relaxed);
+        if m.is_null() {
+            return;
+        }
+        let sub = self.substitute.load(Ordering::Relaxed);
+        let shown = if !sub.is_null() && a == self.own.load(Ordering::Relaxed) {
+            // SAFETY: `a` is an 8-aligned cell slot of the live mapping (`address` checked it) and
+            // `sub` an 8-aligned 8-byte cell (`set_mirror`'s contract); both accessed atomically.
+            unsafe {
+                let v = (*a.cast::<AtomicU64>()).load(Ordering::Relaxed);
+                (*sub.cast::<AtomicU64>()).store(v, Ordering::Relaxed);
+            }
+            sub
+        } else {
+            a
+        };
+        // SAFETY: `set_mirror`'s caller guaranteed the mirror stays valid for the slot's life.
+        unsafe { (*m).store(shown, Ordering::Release) };
     }
 
     fn address(mapping: &Mapping, cell: usize) -> *mut u8 {
@@ -151,8 +206,9 @@ impl PinSlot {
     /// are visible to a handle that loads the new address and then reads through it; see
     /// [`Pin::get`] on the handle's side).
     pub(crate) fn repoint(&self, cell: usize) {
-        self.ptr
-            .store(Self::address(&self.mapping, cell), Ordering::Release);
+        let a = Self::address(&self.mapping, cell);
+        self.ptr.store(a, Ordering::Release);
+        self.update_mirror(a);
     }
 }
 
@@ -287,5 +343,32 @@ impl Probe {
             crate::value::Value::S64(v) => v as f64,
             crate::value::Value::U64(v) => v as f64,
         }
+    }
+}
+
+/// One value cell of the owning process's segment with its type given at each access: what a host of
+/// C components uses to copy a param between the segment and the component's own variable. RT-safe
+/// (one relaxed atomic of the type's width); keeps the mapping alive on its own.
+pub struct CellRef {
+    cell: Block,
+}
+
+impl CellRef {
+    pub(crate) fn new(cell: Block) -> CellRef {
+        CellRef { cell }
+    }
+
+    /// The value as canonical bits ([`Value::to_bits`](crate::Value::to_bits)) of type `ty`.
+    #[inline(always)]
+    pub fn load_bits(&self, ty: crate::value::ValueType) -> u64 {
+        // SAFETY: the block is a validated, 8-aligned cell slot of the live mapping it keeps alive.
+        unsafe { crate::value::cell::load(self.cell.ptr(0), ty) }
+    }
+
+    /// Stores canonical bits of type `ty` (only the type's bytes).
+    #[inline(always)]
+    pub fn store_bits(&self, ty: crate::value::ValueType, bits: u64) {
+        // SAFETY: as in `load_bits`; the owner's mapping is writable.
+        unsafe { crate::value::cell::store(self.cell.ptr(0), ty, bits) }
     }
 }

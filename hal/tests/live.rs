@@ -508,4 +508,66 @@ fn a_user_component_writes_its_own_pins_where_they_drive() {
         w.write_own("panel", "panel.button", "1", no),
         Err(HalError::NotFound { .. })
     ));
+/// A C component's pin pointer (LinuxCNC's `T *` behind the `T **` of `hal_pin_*_new`) follows the
+/// pin's links: the signal's cell while linked; unlinked, the pin's own cell — or, given one, the
+/// substitute cell, which takes the own cell's value on the way.
+#[test]
+fn attached_pin_pointers_follow_links_and_unlinks() {
+    let f = fixture("mirror");
+    let out = f.hal.pin(f.out);
+    f.hal.new_signal("sig", ValueType::Float).unwrap();
+    // Two C-side pointers, aligned, living as long as the Hal (the test's stack frame).
+    let mut plain: *mut u8 = std::ptr::null_mut();
+    let mut with_sub: *mut u8 = std::ptr::null_mut();
+    let substitute = Box::new(std::sync::atomic::AtomicU64::new(0));
+    let sub_ptr = (&*substitute as *const std::sync::atomic::AtomicU64)
+        .cast::<u8>()
+        .cast_mut();
+    // SAFETY: both pointer locations and the substitute cell live until the end of this function,
+    // after the Hal (dropped explicitly below); only the Hal writes them while attached.
+    let own_out = unsafe {
+        f.hal
+            .attach_pin_pointer("c.out", &mut plain, std::ptr::null_mut())
+    }
+    .unwrap();
+    // SAFETY: as above.
+    let own_in = unsafe { f.hal.attach_pin_pointer("c.in", &mut with_sub, sub_ptr) }.unwrap();
+    let read = |p: *mut u8| {
+        // SAFETY: the Hal stored the address of a live 8-aligned cell (or the substitute).
+        f64::from_bits(unsafe {
+            (*p.cast::<std::sync::atomic::AtomicU64>()).load(std::sync::atomic::Ordering::Relaxed)
+        })
+    };
+    out.set(2.5);
+    assert_eq!(read(plain), 2.5, "unlinked OUT: its own cell");
+    assert_eq!(own_out.load_bits(ValueType::Float), 2.5f64.to_bits());
+    assert_eq!(
+        with_sub, sub_ptr,
+        "unlinked with a substitute: the substitute"
+    );
+    assert_eq!(
+        read(with_sub),
+        7.0,
+        "which took the own cell's value (the default)"
+    );
+    assert_eq!(own_in.load_bits(ValueType::Float), 7.0f64.to_bits());
+
+    f.hal.link("c.out", "sig").unwrap();
+    f.hal.link("c.in", "sig").unwrap();
+    assert_eq!(plain, with_sub, "both on the signal's cell");
+    out.set(6.0);
+    assert_eq!(read(with_sub), 6.0);
+
+    f.hal.unlink("c.in").unwrap();
+    assert_eq!(with_sub, sub_ptr, "back to the substitute");
+    assert_eq!(
+        read(with_sub),
+        6.0,
+        "holding the signal's last value, as the own cell does"
+    );
+    f.hal.unlink("c.out").unwrap();
+    assert_ne!(plain, sub_ptr);
+    assert_eq!(read(plain), 6.0);
+    drop(f);
+    drop(substitute);
 }

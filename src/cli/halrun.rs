@@ -29,6 +29,9 @@ checked, built and unloaded when it ends, as LinuxCNC's halrun does without -I.\
 loadusr after `start` starts the program with RTAPI_INSTANCE set (-W/-Wn NAME: waits up to 10 s \
 for its component, e.g. one made with the rtapi Python module); the programs are stopped with the \
 instance. Before `start` it is refused.\n\
+loadrt of a component rtapi lacks loads LinuxCNC's compiled module (loadrt linuxcnc:NAME asks for it \
+explicitly), searched in the INI's [RTAPI]LINUXCNC_MODULES, $RTAPI_LINUXCNC_MODULES, then \
+/usr/lib/linuxcnc/modules.\n\
 Exit codes: 0 ok, 1 runtime failure, 2 a file:line error (nothing started)."
 )]
 pub struct Args {

@@ -59,7 +59,12 @@ impl Harness {
         let name = words
             .next()
             .ok_or_else(|| LoadError::new("loadrt: no component named"))?;
-        let mut instances = Instances::Count(1);
+        // A LinuxCNC module's count=/names= are its own arguments: none unless given.
+        let module = matches!(
+            super::linuxcnc::resolve(name, self.registry.get(name).is_some()),
+            super::linuxcnc::Resolved::Module { .. }
+        );
+        let mut instances = Instances::Count(usize::from(!module));
         let mut args = LoadArgs::default();
         for w in words {
             let (k, v) = w
@@ -216,6 +221,12 @@ impl Harness {
 }
 
 impl Target for Harness {
+    /// The harness runs what it loads: a LinuxCNC module stays loaded
+    /// ([`linuxcnc::unload_all`](super::linuxcnc::unload_all) unloads it).
+    fn keeps_modules(&self) -> bool {
+        true
+    }
+
     fn hal(&mut self) -> &mut HalBuilder {
         self.builder
             .as_mut()

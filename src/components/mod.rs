@@ -56,6 +56,7 @@ mod filters;
 mod finite;
 mod harness;
 mod limit;
+pub mod linuxcnc;
 mod logic;
 mod math;
 mod mux;
@@ -89,13 +90,29 @@ pub use target::{HalSide, LiveTarget, Target, Validation};
 pub struct LoadError {
     /// The whole message, naming the component or instance; shown as is by `Display`.
     pub message: String,
+    /// A LinuxCNC module that cannot run here (a symbol rtapi lacks, its `rtapi_app_main` failed):
+    /// when it was found by fallback, the component is reported as not available in rtapi.
+    unavailable: bool,
 }
 
 impl LoadError {
     pub(crate) fn new(message: impl Into<String>) -> Self {
         LoadError {
             message: message.into(),
+            unavailable: false,
         }
+    }
+
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
+        LoadError {
+            message: message.into(),
+            unavailable: true,
+        }
+    }
+
+    /// Whether a LinuxCNC module could not run here (see the field).
+    pub fn is_unavailable(&self) -> bool {
+        self.unavailable
     }
 }
 
@@ -359,6 +376,13 @@ impl Registry {
         instances: &Instances,
         args: &LoadArgs,
     ) -> Result<Vec<String>, LoadError> {
+        match linuxcnc::resolve(name, self.get(name).is_some()) {
+            linuxcnc::Resolved::Native | linuxcnc::Resolved::Unknown => {}
+            linuxcnc::Resolved::Module { path, .. } => {
+                return linuxcnc::load(target, declared, presets, &path, instances, args)
+            }
+            linuxcnc::Resolved::Missing { message } => return Err(LoadError::new(message)),
+        }
         let entry = self.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.entries.keys().copied().collect();
             LoadError::new(format!(

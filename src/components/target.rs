@@ -70,6 +70,11 @@ pub trait Target {
     fn hal_side(&mut self) -> HalSide<'_> {
         HalSide::Building(self.hal())
     }
+    /// Whether LinuxCNC modules loaded into this target stay loaded (a runtime) or are unloaded right
+    /// after their `rtapi_app_main` declared their objects (a dry run).
+    fn keeps_modules(&self) -> bool {
+        false
+    }
     /// Registers HAL function `name` of `component` and the factory of its per-period closure.
     fn function(
         &mut self,
@@ -143,6 +148,10 @@ impl Target for Runtime<Configuring> {
         Runtime::<Configuring>::hal(self)
     }
 
+    fn keeps_modules(&self) -> bool {
+        true
+    }
+
     fn function(
         &mut self,
         component: ComponentKey,
@@ -195,6 +204,10 @@ impl Target for LiveTarget<'_> {
 
     fn hal_side(&mut self) -> HalSide<'_> {
         HalSide::Live(self.running.hal())
+    }
+
+    fn keeps_modules(&self) -> bool {
+        true
     }
 
     fn function(

@@ -118,7 +118,7 @@ impl V {
         }
     }
 
-    fn from_value(v: Value) -> Option<V> {
+    pub fn from_value(v: Value) -> Option<V> {
         Some(match v {
             Value::Bit(b) => V::B(b),
             Value::Float(f) => V::F(f),
@@ -199,6 +199,9 @@ pub struct Case {
     pub setp: Vec<(String, String)>,
     /// `setp` on LinuxCNC's side only: its extra knobs set to our semantics (documented per case).
     pub linuxcnc_only: Vec<(String, String)>,
+    /// More halcmd lines after the component's `loadrt`, before the `setp`s: other components of a chain
+    /// (`loadrt pid num_chan=1`) and the nets between them (`net cmd siggen.0.sine pid.0.command`).
+    pub lines: Vec<String>,
     /// Thread period.
     pub period_ns: u64,
     /// Float tolerances, relative and absolute ([`REL_TOL`], [`ABS_TOL`] unless a case documents why
@@ -221,6 +224,7 @@ impl Case {
             outputs: Vec::new(),
             setp: Vec::new(),
             linuxcnc_only: Vec::new(),
+            lines: Vec::new(),
             period_ns: 1_000_000,
             tolerance: (REL_TOL, ABS_TOL),
             rows: Vec::new(),
@@ -249,6 +253,11 @@ impl Case {
 
     pub fn linuxcnc_setp(mut self, name: &str, value: &str) -> Case {
         self.linuxcnc_only.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn line(mut self, line: &str) -> Case {
+        self.lines.push(line.into());
         self
     }
 
@@ -466,6 +475,9 @@ pub fn session_hal(case: &Case, functions: &[String], dir: &Path) -> String {
         n + 60_000,
         cfg(&case.outputs)
     );
+    for l in &case.lines {
+        let _ = writeln!(s, "{l}");
+    }
     for (k, v) in case.setp.iter().chain(&case.linuxcnc_only) {
         let _ = writeln!(s, "setp {k} {v}");
     }
@@ -473,7 +485,19 @@ pub fn session_hal(case: &Case, functions: &[String], dir: &Path) -> String {
         let _ = writeln!(s, "net diff-in-{i} streamer.0.pin.{i} => {pin}");
     }
     for (i, (pin, _)) in case.outputs.iter().enumerate() {
-        let _ = writeln!(s, "net diff-out-{i} {pin} => sampler.0.pin.{i}");
+        // A pin already on a signal of the chain (Case::line): the sampler joins that signal.
+        let chained = case.lines.iter().find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.first() == Some(&"net") && w[2..].contains(&pin.as_str())).then(|| w[1].to_string())
+        });
+        match chained {
+            Some(sig) => {
+                let _ = writeln!(s, "net {sig} sampler.0.pin.{i}");
+            }
+            None => {
+                let _ = writeln!(s, "net diff-out-{i} {pin} => sampler.0.pin.{i}");
+            }
+        }
     }
     if !case.inputs.is_empty() {
         let _ = writeln!(s, "addf streamer.0 difft");
@@ -582,6 +606,21 @@ pub fn run_linuxcnc(case: &Case, functions: &[String]) -> Vec<Vec<V>> {
 /// component missing from our registry fails here (never skipped).
 pub fn run_ours(case: &Case) -> (Vec<Vec<V>>, Vec<String>) {
     let instance = format!("lcdiff-{}-{}", std::process::id(), case.name);
+    // `loadrt` falls back to LinuxCNC's own module when rtapi has no component of that name (issue
+    // 16): that would compare LinuxCNC with itself. Ours must be native.
+    assert!(
+        rtapi::components::Registry::builtin()
+            .entries()
+            .any(|e| e.name == case.component),
+        "case {}: rtapi has no native component '{}' (a component missing from our registry FAILS its differential case)",
+        case.name,
+        case.component
+    );
+    assert!(
+        case.lines.is_empty(),
+        "case {}: chains (Case::line) are for hosted LinuxCNC modules only",
+        case.name
+    );
     let mut h = Harness::new(&instance).unwrap();
     let line = format!("{} {}", case.component, case.args);
     if let Err(e) = h.loadrt(&line) {

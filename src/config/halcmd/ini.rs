@@ -48,6 +48,21 @@ impl Ini {
         Ok(ini)
     }
 
+    /// `[RTAPI]LINUXCNC_MODULES`: directories searched for LinuxCNC modules before
+    /// `$RTAPI_LINUXCNC_MODULES` and Debian's (`:`-separated, relative to the INI file).
+    pub fn linuxcnc_module_dirs(&self) -> Vec<std::path::PathBuf> {
+        let base = Path::new(&self.name).parent().unwrap_or(Path::new(""));
+        self.get("RTAPI", "LINUXCNC_MODULES")
+            .map(|v| {
+                v.split(':')
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .map(|d| base.join(d))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Parses `text` as the file `name` (no `#INCLUDE`s are followed).
     pub fn parse(name: &str, text: &str) -> Result<Ini, ConfigError> {
         let mut ini = Ini {

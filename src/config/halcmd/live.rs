@@ -215,6 +215,8 @@ impl Session {
                 hal.delete_component(name)
                     .map_err(err(format!("unloadrt {name}")))?;
             }
+            // A LinuxCNC module's functions have left their threads: its rtapi_app_exit runs.
+            crate::components::linuxcnc::unloaded(&l.names);
         }
         Ok(())
     }

@@ -29,7 +29,9 @@ use std::path::{Path, PathBuf};
 use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
 use super::{invalid_name, read_text, ConfigError};
-use crate::components::{Declared, Instances, LoadArgs, Presets, Registry, Target, Validation};
+use crate::components::{
+    linuxcnc, Declared, Instances, LoadArgs, Presets, Registry, Target, Validation,
+};
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, clip, quote};
 use crate::runtime::ThreadSpec;
@@ -226,6 +228,12 @@ impl Session {
 
     /// Uses `ini` for `[SECTION]KEY` substitution from now on.
     pub fn set_ini(&mut self, ini: Option<Ini>) {
+        // Its [RTAPI]LINUXCNC_MODULES is the config's part of the LinuxCNC module search path.
+        if let Some(dirs) = ini.as_ref().map(Ini::linuxcnc_module_dirs) {
+            if !dirs.is_empty() {
+                linuxcnc::set_module_path(dirs);
+            }
+        }
         self.ini = ini;
     }
 
@@ -829,6 +837,16 @@ impl Session {
         if component.text == "threads" {
             return self.loadrt_threads(instances, args, origin);
         }
+        let native = self.registry.get(&component.text).is_some();
+        match linuxcnc::resolve(&component.text, native) {
+            linuxcnc::Resolved::Module { explicit, .. } => {
+                return self.loadrt_module(component, instances, args, text, origin, explicit)
+            }
+            linuxcnc::Resolved::Missing { message } => {
+                return Err((component.line, format!("loadrt {c}: {message}")))
+            }
+            linuxcnc::Resolved::Native | linuxcnc::Resolved::Unknown => {}
+        }
         if let Some(e) = invalid_name("component", &component.text) {
             return Err((component.line, format!("loadrt: {e}")));
         }
@@ -890,6 +908,91 @@ impl Session {
         self.model.loaded.push(Loaded {
             component: component.text.clone(),
             instances,
+            args,
+            names,
+            text: text.to_string(),
+            origin,
+        });
+        Ok(())
+    }
+
+    /// `loadrt` of a LinuxCNC module (`components::linuxcnc`): its arguments, `count=`/`names=`
+    /// included, are its own; its `rtapi_app_main` says which components, pins and functions it makes.
+    /// Found by fallback (`explicit` false), a module that cannot run here is reported as a component
+    /// rtapi does not have, with the reason.
+    fn loadrt_module(
+        &mut self,
+        component: &Word,
+        instances: &Instances,
+        args: &BTreeMap<String, String>,
+        text: &str,
+        origin: Origin,
+        explicit: bool,
+    ) -> Result<(), (usize, String)> {
+        let line = origin.line;
+        let c = clip(&component.text);
+        let args = LoadArgs { args: args.clone() };
+        let mut scratch = Validation::new(&self.instance).map_err(|e| (line, e.message))?;
+        let mut declared = Declared::default();
+        let names = self
+            .registry
+            .load(
+                &mut scratch,
+                &mut declared,
+                &Presets::new(),
+                &component.text,
+                instances,
+                &args,
+            )
+            .map_err(|e| {
+                if e.is_unavailable() && !explicit {
+                    (
+                        component.line,
+                        format!(
+                            "{}; {}",
+                            output::not_available(&self.registry, &component.text),
+                            e.message
+                        ),
+                    )
+                } else {
+                    (line, format!("loadrt {c}: {}", e.message))
+                }
+            })?;
+        let n = names.len();
+        if self.model.instances + n > MAX_COMPONENT_INSTANCES {
+            return Err((
+                line,
+                format!(
+                    "loadrt {c}: {n} more components would make {}; a machine may load at most {MAX_COMPONENT_INSTANCES} component instances",
+                    self.model.instances + n
+                ),
+            ));
+        }
+        for name in &names {
+            if self.model.loaded.iter().any(|l| l.names.contains(name)) {
+                return Err((
+                    line,
+                    format!("loadrt {c}: a component named '{name}' already exists"),
+                ));
+            }
+        }
+        if let Some(dup) = declared
+            .pins
+            .keys()
+            .chain(declared.params.keys())
+            .find(|n| self.model.pins.contains_key(*n) || self.model.params.contains_key(*n))
+        {
+            return Err((
+                line,
+                format!("loadrt {c}: a pin or param named '{dup}' already exists"),
+            ));
+        }
+        let fallback = names.first().cloned().unwrap_or_default();
+        self.model.merge(declared, &names, &fallback);
+        self.model.instances += n;
+        self.model.loaded.push(Loaded {
+            component: component.text.clone(),
+            instances: instances.clone(),
             args,
             names,
             text: text.to_string(),
