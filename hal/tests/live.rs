@@ -508,6 +508,8 @@ fn a_user_component_writes_its_own_pins_where_they_drive() {
         w.write_own("panel", "panel.button", "1", no),
         Err(HalError::NotFound { .. })
     ));
+}
+
 /// A C component's pin pointer (LinuxCNC's `T *` behind the `T **` of `hal_pin_*_new`) follows the
 /// pin's links: the signal's cell while linked; unlinked, the pin's own cell — or, given one, the
 /// substitute cell, which takes the own cell's value on the way.
