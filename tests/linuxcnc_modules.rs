@@ -404,6 +404,68 @@ fn hosted_logic_and_conversions_are_identical_to_linuxcnc() {
 #[test]
 fn hosted_servo_chain_is_identical_to_linuxcnc() {
     need_modules();
+    same_as_linuxcnc(&servo_chain("host_chain"));
+}
+
+/// The servo chain with rtapi's native components, against LinuxCNC: equal within 1e-9 relative.
+/// The command is streamed rather than siggen's (LinuxCNC's siggen steps its phase in single
+/// precision: ~1e-7, compared on its own in `tests/linuxcnc_diff.rs`), LinuxCNC's pid is set to
+/// rtapi's error rule (`error-previous-target` FALSE), and command and feedback rest at 0 for the
+/// first periods, where the two pids' derivative histories differ by design (see linuxcnc_diff.rs).
+#[test]
+fn native_servo_chain_matches_linuxcnc_within_1e_9() {
+    need_modules();
+    let functions = [
+        "pid.0.do-pid-calcs",
+        "lowpass.0",
+        "scale.0",
+        "limit3.0",
+        "ddt.0",
+    ];
+    let case = Case::new("native_chain", "pid", "num_chan=1", &functions)
+        .line("loadrt lowpass count=1")
+        .line("loadrt scale count=1")
+        .line("loadrt limit3 count=1")
+        .line("loadrt ddt count=1")
+        .line("net drive pid.0.output => lowpass.0.in")
+        .line("net smooth lowpass.0.out => scale.0.in")
+        .line("net scaled scale.0.out => limit3.0.in")
+        .line("net limited limit3.0.out => ddt.0.in")
+        .input("pid.0.command", Ty::Float)
+        .input("pid.0.feedback", Ty::Float)
+        .input("pid.0.enable", Ty::Bit)
+        .output("pid.0.output", Ty::Float)
+        .output("pid.0.error", Ty::Float)
+        .output("lowpass.0.out", Ty::Float)
+        .output("scale.0.out", Ty::Float)
+        .output("limit3.0.out", Ty::Float)
+        .output("ddt.0.out", Ty::Float)
+        .setp("pid.0.Pgain", "4")
+        .setp("pid.0.Igain", "20")
+        .setp("pid.0.Dgain", "0.01")
+        .setp("pid.0.FF1", "0.2")
+        .setp("pid.0.maxoutput", "10")
+        .setp("lowpass.0.gain", "0.1")
+        .setp("scale.0.gain", "1.5")
+        .setp("scale.0.offset", "-0.25")
+        .setp("limit3.0.min", "-6")
+        .setp("limit3.0.max", "6")
+        .setp("limit3.0.maxv", "200")
+        .setp("limit3.0.maxa", "20000")
+        .linuxcnc_setp("pid.0.error-previous-target", "0")
+        .rows(rows(500, 23, |k, r| {
+            let quiet = k < 5;
+            let t = k as f64 * 1e-3;
+            vec![
+                V::F(if quiet { 0.0 } else { 2.0 * (t * 6.0).sin() }),
+                V::F(if quiet { 0.0 } else { r.float(-2.0, 2.0) }),
+                V::B(true),
+            ]
+        }));
+    within_1e_9_of_linuxcnc(&case);
+}
+
+fn servo_chain(name: &str) -> Case {
     let functions = [
         "siggen.0.update",
         "pid.0.do-pid-calcs",
@@ -412,7 +474,7 @@ fn hosted_servo_chain_is_identical_to_linuxcnc() {
         "limit3.0",
         "ddt.0",
     ];
-    let case = Case::new("host_chain", "siggen", "", &functions)
+    Case::new(name, "siggen", "", &functions)
         .line("loadrt pid num_chan=1")
         .line("loadrt lowpass count=1")
         .line("loadrt scale count=1")
@@ -450,8 +512,7 @@ fn hosted_servo_chain_is_identical_to_linuxcnc() {
                 V::B(k % 150 > 3),
                 V::F(if k < 250 { 5.0 } else { 12.5 }),
             ]
-        }));
-    same_as_linuxcnc(&case);
+        }))
 }
 
 /// Logic, edges, timing and conversions in one thread: two streamed bits through and2 → not → edge,
@@ -460,6 +521,17 @@ fn hosted_servo_chain_is_identical_to_linuxcnc() {
 #[test]
 fn hosted_logic_chain_is_identical_to_linuxcnc() {
     need_modules();
+    same_as_linuxcnc(&logic_chain("host_logic_chain"));
+}
+
+/// The same logic chain with rtapi's native components, against LinuxCNC.
+#[test]
+fn native_logic_chain_matches_linuxcnc_within_1e_9() {
+    need_modules();
+    within_1e_9_of_linuxcnc(&logic_chain("native_logic_chain"));
+}
+
+fn logic_chain(name: &str) -> Case {
     let functions = [
         "and2.0",
         "not.0",
@@ -470,7 +542,7 @@ fn hosted_logic_chain_is_identical_to_linuxcnc() {
         "conv-s32-float.0",
         "abs.0",
     ];
-    let case = Case::new("host_logic_chain", "and2", "count=1", &functions)
+    Case::new(name, "and2", "count=1", &functions)
         .line("loadrt not count=1")
         .line("loadrt debounce cfg=1")
         .line("loadrt edge count=1")
@@ -504,8 +576,37 @@ fn hosted_logic_chain_is_identical_to_linuxcnc() {
                 V::B(k % 7 < 5),
                 V::F(r.float(-1e4, 1e4)),
             ]
-        }));
-    same_as_linuxcnc(&case);
+        }))
+}
+
+/// rtapi's native components (the catalogue) against LinuxCNC's halrun, period by period: bits and
+/// integers equal, floats within 1e-9 relative (or 1e-12 absolute near 0).
+fn within_1e_9_of_linuxcnc(case: &Case) {
+    let (ours, _) = linuxcnc::run_ours(case);
+    let theirs = linuxcnc::run_linuxcnc(case, &case.functions);
+    assert_eq!(ours.len(), theirs.len());
+    let mut worst = 0.0f64;
+    for (k, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                x.matches_within(y, 1e-9, 1e-12),
+                "case {}: period {k}, {}: native {x}, linuxcnc {y}",
+                case.name,
+                case.outputs[i].0
+            );
+            if let (V::F(p), V::F(q)) = (x, y) {
+                if p.is_finite() && q.is_finite() && p != q {
+                    worst = worst.max((p - q).abs() / p.abs().max(q.abs()));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "case {}: {} periods, {} outputs: native components within 1e-9 of LinuxCNC (largest relative difference {worst:e})",
+        case.name,
+        case.rows.len(),
+        case.outputs.len()
+    );
 }
 
 // ---- a .comp compiled with halcompile -------------------------------------------------------------
@@ -930,4 +1031,95 @@ fn a_hosted_function_that_never_returns_is_reported_by_the_watchdog() {
     );
     // The stuck thread stays inside the module: it is not unloaded under it, and the segment goes.
     assert!(!common::segment_exists(&n));
+}
+
+/// A module's bad pointer kills the process (it is C in rtapi's address space), but not silently:
+/// the crash report names the signal, the RT thread, the function and the module, and the segment
+/// file is gone with the process.
+#[test]
+fn a_module_that_segfaults_is_named_and_its_segment_removed() {
+    use std::os::unix::process::ExitStatusExt;
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("crashy.comp"),
+        "component crashy \"writes through a null pointer when fire is TRUE\";\n\
+         pin in bit fire;\n\
+         pin out u32 calls;\n\
+         function _;\n\
+         license \"GPL\";\n\
+         ;;\n\
+         if (fire) { *(volatile int *)0 = 1; }\n\
+         calls++;\n",
+    )
+    .unwrap();
+    let o = Command::new("halcompile")
+        .args(["--compile", "crashy.comp"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let so = dir.path().join("crashy.so");
+    assert!(so.is_file(), "halcompile failed: {o:?}");
+    let hal = dir.path().join("crash.hal");
+    std::fs::write(
+        &hal,
+        format!(
+            "loadrt threads name1=servo period1=1000000\nloadrt {}\nnet fire crashy.0.fire\n\
+             addf crashy.0 servo\nstart\n",
+            so.display()
+        ),
+    )
+    .unwrap();
+    let instance = format!("lcm-crash-{}", std::process::id());
+    let shm = format!("/dev/shm/rtapi-{instance}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+    cmd.args(["halrun", "--instance", &instance, "-f"])
+        .arg(&hal)
+        .env("RUST_LOG", "warn")
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // No core file from the crash this test makes.
+    // SAFETY: between fork and exec the closure only calls setrlimit, which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    wait_for(&instance, "crashy.0.calls", |v| {
+        v.parse::<u32>().is_ok_and(|c| c > 10)
+    });
+    assert!(Path::new(&shm).exists());
+    run(&instance, &["sets", "fire", "1"]);
+    let t0 = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "{:?}: {err}",
+        out.status
+    );
+    for want in [
+        "SIGSEGV",
+        "at address 0x0",
+        "on RT thread servo",
+        "in function crashy.0",
+        "of LinuxCNC module crashy",
+        &format!("Removed {shm}."),
+    ] {
+        assert!(err.contains(want), "'{want}' not in: {err}");
+    }
+    assert!(!Path::new(&shm).exists(), "{shm} left behind");
+    eprintln!(
+        "the crash report: {}",
+        err.lines().find(|l| l.contains("SIGSEGV")).unwrap_or("")
+    );
 }

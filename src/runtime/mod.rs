@@ -22,6 +22,7 @@
 //! # Ok::<(), rtapi::runtime::RuntimeError>(())
 //! ```
 
+pub(crate) mod crash;
 pub mod function;
 pub mod health;
 pub(crate) mod panic;
@@ -868,6 +869,8 @@ impl Runtime<Running> {
     /// without it). The segment is unlinked and the dma-latency request released when this returns.
     pub fn stop(self) -> Summary {
         let s = self.state;
+        // From here on the instance removes its segment itself.
+        crash::forget_path(&crash::segment_path(&s.hal));
         s.stop.store(true, Ordering::Relaxed);
         // Each thread with the functions it ran last (addf/delf may have changed them).
         let infos: Vec<StartedThread> = s

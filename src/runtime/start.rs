@@ -76,6 +76,10 @@ impl Runtime<Configuring> {
         let fifo = c.selection.flavor.real_time();
         let placed = place(&c.system, &c.threads, fifo)?;
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
+        // A fault signal (a hosted C module's bad pointer) is reported with the thread and function,
+        // and the segment file does not outlive the process.
+        super::crash::install();
+        super::crash::remove_on_crash(&super::crash::segment_path(&hal));
         let recorder = c.opts.recorder.clone().map(|config| {
             let threads: Vec<(String, Nanos)> = placed
                 .iter()

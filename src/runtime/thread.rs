@@ -161,6 +161,8 @@ pub(crate) fn run(
         plan.panics.clone(),
         plan.heartbeat.clone(),
     );
+    let _crash =
+        super::crash::enter_thread(&plan.name, plan.heartbeat.clone(), Arc::clone(&plan.slots));
     let (ok, setup_cpu) = (setup.is_ok(), setup.clone().unwrap_or(0));
     let _ = ready.send(setup);
     // The starter sends the origin once every thread is set up, or None to abort.

@@ -616,18 +616,43 @@ pub fn run_ours(case: &Case) -> (Vec<Vec<V>>, Vec<String>) {
         case.name,
         case.component
     );
-    assert!(
-        case.lines.is_empty(),
-        "case {}: chains (Case::line) are for hosted LinuxCNC modules only",
-        case.name
-    );
     let mut h = Harness::new(&instance).unwrap();
-    let line = format!("{} {}", case.component, case.args);
+    // LinuxCNC's `num_chan=` is rtapi's `count=` (halcmd maps it; the Harness takes rtapi's own
+    // arguments).
+    let rtapi_args = |args: &str| args.replace("num_chan=", "count=");
+    let line = format!("{} {}", case.component, rtapi_args(&case.args));
     if let Err(e) = h.loadrt(&line) {
         panic!(
             "case {}: our `loadrt {line}` failed: {e}\n(a component missing from our registry FAILS its differential case)",
             case.name
         );
+    }
+    // A chain: the other components, native too (functions run in load order, which the chain's
+    // `loadrt` lines follow), and the nets between them.
+    for l in &case.lines {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        match words.as_slice() {
+            ["loadrt", name, args @ ..] => {
+                assert!(
+                    rtapi::components::Registry::builtin()
+                        .entries()
+                        .any(|e| e.name == *name),
+                    "case {}: rtapi has no native component '{name}'",
+                    case.name
+                );
+                let line = format!("{name} {}", rtapi_args(&args.join(" ")));
+                h.loadrt(&line)
+                    .unwrap_or_else(|e| panic!("case {}: our loadrt {line}: {e}", case.name));
+            }
+            ["net", signal, pins @ ..] => {
+                for p in pins.iter().filter(|p| !matches!(**p, "=>" | "<=" | "<=>")) {
+                    rtapi::components::Target::hal(&mut h)
+                        .net(signal, p)
+                        .unwrap_or_else(|e| panic!("case {}: {l}: {e}", case.name));
+                }
+            }
+            _ => panic!("case {}: line '{l}' is neither loadrt nor net", case.name),
+        }
     }
     h.start().unwrap();
     let functions: Vec<String> = h.functions().map(String::from).collect();

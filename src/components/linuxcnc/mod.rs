@@ -410,6 +410,13 @@ fn cells_out(syncs: &[CellSync]) {
     }
 }
 
+/// The LinuxCNC module whose code the calling thread runs now ("" outside any): for the crash
+/// report (`runtime::crash`), which reads it from a signal handler — a const-initialised
+/// thread-local `Cell` without a destructor, so reading it never allocates or registers anything.
+pub(crate) fn current_module() -> &'static str {
+    CURRENT.try_with(|c| c.get()).unwrap_or("")
+}
+
 /// The factory of a module's exported function: binds the component on the first call made from the
 /// segment, then calls `funct(arg, period_ns)` each period with the params copied around it.
 pub(crate) fn function_factory(
@@ -437,6 +444,7 @@ pub(crate) fn function_factory(
             // loaded while its functions are in the function table (it is unloaded only after its
             // functions left every thread, or after the threads stopped).
             unsafe { funct(arg.0, period) };
+            CURRENT.with(|c| c.set(""));
             cells_out(syncs);
         })
     })
