@@ -888,10 +888,11 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Names that are no plain file name are never searched for.
+        // (A directory no machine has: `../x` exists when the tests run from /tmp/something.)
         assert_eq!(
-            resolve("../x", false),
+            resolve("../rtapi-test-no-such-dir/x", false),
             Resolved::Missing {
-                message: "LinuxCNC module file ../x does not exist".into()
+                message: "LinuxCNC module file ../rtapi-test-no-such-dir/x does not exist".into()
             }
         );
         assert_eq!(resolve("a b", false), Resolved::Unknown);
