@@ -415,15 +415,38 @@ fn hosted_servo_chain_is_identical_to_linuxcnc() {
 #[test]
 fn native_servo_chain_matches_linuxcnc_within_1e_9() {
     need_modules();
-    let functions = [
-        "pid.0.do-pid-calcs",
-        "lowpass.0",
-        "scale.0",
-        "limit3.0",
-        "ddt.0",
-    ];
-    let case = Case::new("native_chain", "pid", "num_chan=1", &functions)
-        .line("loadrt lowpass count=1")
+    let case = Case::new("native_chain", "pid", "num_chan=1", &DOWNSTREAM_FUNCTIONS)
+        .input("pid.0.command", Ty::Float)
+        .input("pid.0.feedback", Ty::Float)
+        .input("pid.0.enable", Ty::Bit)
+        .output("pid.0.error", Ty::Float)
+        .setp("pid.0.Dgain", "0.01")
+        .linuxcnc_setp("pid.0.error-previous-target", "0");
+    let case = downstream_of_pid(case).rows(rows(500, 23, |k, r| {
+        let quiet = k < 5;
+        let t = k as f64 * 1e-3;
+        vec![
+            V::F(if quiet { 0.0 } else { 2.0 * (t * 6.0).sin() }),
+            V::F(if quiet { 0.0 } else { r.float(-2.0, 2.0) }),
+            V::B(true),
+        ]
+    }));
+    within_1e_9_of_linuxcnc(&case);
+}
+
+/// The functions of the chain after the command: pid, then lowpass → scale → limit3 → ddt.
+const DOWNSTREAM_FUNCTIONS: [&str; 5] = [
+    "pid.0.do-pid-calcs",
+    "lowpass.0",
+    "scale.0",
+    "limit3.0",
+    "ddt.0",
+];
+
+/// The part of both servo chains after pid's command: lowpass → scale → limit3 → ddt loaded and
+/// netted after `pid.0.output`, their settings, and their outputs compared.
+fn downstream_of_pid(case: Case) -> Case {
+    case.line("loadrt lowpass count=1")
         .line("loadrt scale count=1")
         .line("loadrt limit3 count=1")
         .line("loadrt ddt count=1")
@@ -431,18 +454,13 @@ fn native_servo_chain_matches_linuxcnc_within_1e_9() {
         .line("net smooth lowpass.0.out => scale.0.in")
         .line("net scaled scale.0.out => limit3.0.in")
         .line("net limited limit3.0.out => ddt.0.in")
-        .input("pid.0.command", Ty::Float)
-        .input("pid.0.feedback", Ty::Float)
-        .input("pid.0.enable", Ty::Bit)
         .output("pid.0.output", Ty::Float)
-        .output("pid.0.error", Ty::Float)
         .output("lowpass.0.out", Ty::Float)
         .output("scale.0.out", Ty::Float)
         .output("limit3.0.out", Ty::Float)
         .output("ddt.0.out", Ty::Float)
         .setp("pid.0.Pgain", "4")
         .setp("pid.0.Igain", "20")
-        .setp("pid.0.Dgain", "0.01")
         .setp("pid.0.FF1", "0.2")
         .setp("pid.0.maxoutput", "10")
         .setp("lowpass.0.gain", "0.1")
@@ -452,67 +470,27 @@ fn native_servo_chain_matches_linuxcnc_within_1e_9() {
         .setp("limit3.0.max", "6")
         .setp("limit3.0.maxv", "200")
         .setp("limit3.0.maxa", "20000")
-        .linuxcnc_setp("pid.0.error-previous-target", "0")
-        .rows(rows(500, 23, |k, r| {
-            let quiet = k < 5;
-            let t = k as f64 * 1e-3;
-            vec![
-                V::F(if quiet { 0.0 } else { 2.0 * (t * 6.0).sin() }),
-                V::F(if quiet { 0.0 } else { r.float(-2.0, 2.0) }),
-                V::B(true),
-            ]
-        }));
-    within_1e_9_of_linuxcnc(&case);
 }
 
 fn servo_chain(name: &str) -> Case {
-    let functions = [
-        "siggen.0.update",
-        "pid.0.do-pid-calcs",
-        "lowpass.0",
-        "scale.0",
-        "limit3.0",
-        "ddt.0",
-    ];
-    Case::new(name, "siggen", "", &functions)
+    let functions: Vec<&str> = std::iter::once("siggen.0.update")
+        .chain(DOWNSTREAM_FUNCTIONS)
+        .collect();
+    let case = Case::new(name, "siggen", "", &functions)
         .line("loadrt pid num_chan=1")
-        .line("loadrt lowpass count=1")
-        .line("loadrt scale count=1")
-        .line("loadrt limit3 count=1")
-        .line("loadrt ddt count=1")
         .line("net cmd siggen.0.sine => pid.0.command")
-        .line("net drive pid.0.output => lowpass.0.in")
-        .line("net smooth lowpass.0.out => scale.0.in")
-        .line("net scaled scale.0.out => limit3.0.in")
-        .line("net limited limit3.0.out => ddt.0.in")
         .input("pid.0.feedback", Ty::Float)
         .input("pid.0.enable", Ty::Bit)
         .input("siggen.0.frequency", Ty::Float)
         .output("siggen.0.sine", Ty::Float)
-        .output("pid.0.output", Ty::Float)
-        .output("lowpass.0.out", Ty::Float)
-        .output("scale.0.out", Ty::Float)
-        .output("limit3.0.out", Ty::Float)
-        .output("ddt.0.out", Ty::Float)
-        .setp("siggen.0.amplitude", "2")
-        .setp("pid.0.Pgain", "4")
-        .setp("pid.0.Igain", "20")
-        .setp("pid.0.FF1", "0.2")
-        .setp("pid.0.maxoutput", "10")
-        .setp("lowpass.0.gain", "0.1")
-        .setp("scale.0.gain", "1.5")
-        .setp("scale.0.offset", "-0.25")
-        .setp("limit3.0.min", "-6")
-        .setp("limit3.0.max", "6")
-        .setp("limit3.0.maxv", "200")
-        .setp("limit3.0.maxa", "20000")
-        .rows(rows(500, 21, |k, r| {
-            vec![
-                V::F(r.float(-2.0, 2.0)),
-                V::B(k % 150 > 3),
-                V::F(if k < 250 { 5.0 } else { 12.5 }),
-            ]
-        }))
+        .setp("siggen.0.amplitude", "2");
+    downstream_of_pid(case).rows(rows(500, 21, |k, r| {
+        vec![
+            V::F(r.float(-2.0, 2.0)),
+            V::B(k % 150 > 3),
+            V::F(if k < 250 { 5.0 } else { 12.5 }),
+        ]
+    }))
 }
 
 /// Logic, edges, timing and conversions in one thread: two streamed bits through and2 → not → edge,

@@ -74,3 +74,62 @@ def test_loadusr_refusals(instance, tmp_path):
     f.write_text("loadrt threads name1=servo period1=1000000\nloadusr -W panel\nstart\n")
     p = run("halrun", "--check", "-f", str(f), check=False)
     assert p.returncode == 2 and "put loadusr after `start`" in p.stderr
+
+
+def test_unloadusr_ends_the_program_and_removes_its_component(tmp_path):
+    panel = tmp_path / "panel.py"
+    panel.write_text(PANEL)
+    pidfile = tmp_path / "pid"
+    h = Halrun(BASE_HAL, after=f"loadusr -Wn panel {sys.executable} {panel} {pidfile}\n")
+    try:
+        pid = int(until("the pid file", lambda: pidfile.exists() and pidfile.read_text()))
+        assert "panel" in run("show", "comp", "--instance", h.name).stdout
+        # A name that is no user component: the error lists the ones there are.
+        bad = run("halcmd", "--instance", h.name, "unloadusr", "nosuch", check=False)
+        assert bad.returncode != 0 and "(there are: panel)" in bad.stderr, bad.stderr
+        t0 = time.monotonic()
+        h.halcmd("unloadusr", "panel")
+        # The program took SIGTERM (no grace period needed) and its component is gone.
+        assert time.monotonic() - t0 < 1.5
+        assert not alive(pid)
+        assert "panel" not in run("show", "comp", "--instance", h.name).stdout
+    finally:
+        h.stop()
+
+
+WAITED = textwrap.dedent(
+    """
+    import sys, time, rtapi
+    c = rtapi.component(sys.argv[1])
+    c.newpin("out", rtapi.FLOAT, rtapi.OUT)
+    c.ready()
+    time.sleep(float(sys.argv[2]))
+    if sys.argv[3] == "exit":
+        c.exit()
+        time.sleep(0.3)
+    sys.exit(int(sys.argv[4]))
+    """
+)
+
+
+def test_waitusr_returns_when_the_component_is_gone(tmp_path):
+    prog = tmp_path / "waited.py"
+    prog.write_text(WAITED)
+    h = Halrun(
+        BASE_HAL,
+        after=f"loadusr -Wn quits {sys.executable} {prog} quits 0.4 exit 0\n"
+        f"loadusr -Wn fails {sys.executable} {prog} fails 2 end 3\n",
+    )
+    try:
+        # exit(): the component leaves while the process still runs; waitusr sees the departure
+        # although it holds the session.
+        t0 = time.monotonic()
+        h.halcmd("waitusr", "quits")
+        assert time.monotonic() - t0 < 5
+        # A program that ends with status 3: an error naming it, unless -i.
+        p = run("halcmd", "--instance", h.name, "waitusr", "fails", check=False)
+        assert p.returncode != 0 and "exited with status 3" in p.stderr, p.stderr
+        comps = run("show", "comp", "--instance", h.name).stdout
+        assert "quits" not in comps and "fails" not in comps, comps
+    finally:
+        h.stop()

@@ -420,16 +420,14 @@ fn refuse(mut stream: UnixStream) -> io::Result<()> {
 struct Owned {
     names: Vec<String>,
     executor: SharedExecutor,
+    inbox: Option<Arc<UserInbox>>,
+    stop: Arc<AtomicBool>,
 }
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        if self.names.is_empty() {
-            return;
-        }
-        let mut exec = self.executor.lock().unwrap_or_else(|p| p.into_inner());
-        for name in self.names.drain(..) {
-            if let Err(e) = exec.remove_user_component(&name) {
+        for name in std::mem::take(&mut self.names) {
+            if let Err(e) = leave(&name, &self.executor, self.inbox.as_deref(), &self.stop) {
                 log::warn!("removing user component {name}: {e}");
             }
         }
@@ -446,7 +444,11 @@ fn serve(
     let mut owned = Owned {
         names: Vec::new(),
         executor: Arc::clone(&executor),
+        inbox: inbox.clone(),
+        stop: Arc::clone(&stop),
     };
+    // The client's process: a user-space component it declares belongs to it (waitusr, unloadusr).
+    let pid = peer(&stream).ok().map(|c| c.pid as u32);
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let Ok(mut writer) = stream.try_clone() else {
@@ -474,7 +476,7 @@ fn serve(
             &executor,
             inbox.as_deref(),
             &stop,
-            &mut owned.names,
+            (&mut owned.names, pid),
         );
         line.clear();
         let quit = reply.quit;
@@ -519,12 +521,43 @@ fn join(
     }
 }
 
+/// Removes a user-space component through the inbox when there is one (the session's holder may be
+/// a `waitusr` waiting for exactly this); whether it was there.
+fn leave(
+    name: &str,
+    executor: &SharedExecutor,
+    inbox: Option<&UserInbox>,
+    stop: &AtomicBool,
+) -> Result<bool, String> {
+    let Some(inbox) = inbox else {
+        let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
+        return exec.remove_user_component(name);
+    };
+    let answer = inbox.post_leave(name);
+    loop {
+        match answer.recv_timeout(Duration::from_millis(2)) {
+            Ok(r) => return r,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(false),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        match executor.try_lock() {
+            Ok(mut exec) => exec.serve_user_inbox(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().serve_user_inbox(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        // A stopping instance deletes everything itself.
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+    }
+}
+
 fn answer(
     request: &str,
     executor: &SharedExecutor,
     inbox: Option<&UserInbox>,
     stop: &AtomicBool,
-    owned: &mut Vec<String>,
+    (owned, pid): (&mut Vec<String>, Option<u32>),
 ) -> Reply {
     let request: Request = match serde_json::from_str(request) {
         Ok(r) => r,
@@ -547,10 +580,30 @@ fn answer(
     {
         let result = user_component(name, pins, params)
             .map_err(|e| format!("user component {}: {e}", crate::rt::units::quote(name)))
-            .and_then(|c| join(c, executor, inbox, stop));
+            .and_then(|mut c| {
+                c.pid = pid;
+                join(c, executor, inbox, stop)
+            });
         if result.is_ok() {
             owned.push(name.clone());
         }
+        return Reply {
+            ok: result.is_ok(),
+            out: String::new(),
+            error: result.err(),
+            quit: false,
+        };
+    }
+    if let Request::UserExit { user_exit: name } = &request {
+        let result = if owned.contains(name) {
+            owned.retain(|n| n != name);
+            leave(name, executor, inbox, stop).map(|_| ())
+        } else {
+            Err(format!(
+                "user component {}: not declared on this connection",
+                crate::rt::units::quote(name)
+            ))
+        };
         return Reply {
             ok: result.is_ok(),
             out: String::new(),
@@ -580,17 +633,7 @@ fn answer(
                 crate::rt::units::quote(recorder)
             )),
             Request::UserComponent { .. } => unreachable!("answered above"),
-            Request::UserExit { user_exit: name } => {
-                if owned.contains(name) {
-                    owned.retain(|n| n != name);
-                    exec.remove_user_component(name).map(|_| Flow::Continue)
-                } else {
-                    Err(format!(
-                        "user component {}: not declared on this connection",
-                        crate::rt::units::quote(name)
-                    ))
-                }
-            }
+            Request::UserExit { .. } => unreachable!("answered above"),
         }
     };
     let out = String::from_utf8_lossy(&out).into_owned();
@@ -827,6 +870,7 @@ mod tests {
                 ty: ValueType::S32,
                 access: ParamAccess::Ro,
             }],
+            pid: None,
         };
         let mut a = ControlClient::connect(&name, me).unwrap();
         let mut b = ControlClient::connect(&name, me).unwrap();

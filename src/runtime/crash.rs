@@ -8,8 +8,8 @@
 //!
 //! The handler runs on the faulting thread, possibly on its alternate signal stack (a stack overflow),
 //! so it only reads what was set up before: a thread-local pointer to the RT thread's context (its
-//! name, heartbeat and slot table, which the thread keeps alive while it runs), the module thread-local
-//! of the host, and a fixed table of file paths. It formats into a stack buffer (`core::fmt`, no
+//! name, heartbeat and slot table, which the thread keeps alive while it runs), the module
+//! thread-local the host of LinuxCNC modules sets ([`set_module`]), and a fixed table of file paths. It formats into a stack buffer (`core::fmt`, no
 //! allocation), and calls only `unlink`, `write` and `raise`, which are async-signal-safe.
 
 use std::cell::Cell;
@@ -30,6 +30,16 @@ pub(crate) struct ThreadCtx {
 
 thread_local! {
     static CTX: Cell<*const ThreadCtx> = const { Cell::new(std::ptr::null()) };
+    /// The foreign module whose code the thread runs now ("" outside any); set by the host of
+    /// LinuxCNC modules around each call. Const-initialised, no destructor: reading it from the
+    /// handler never allocates or registers anything.
+    static MODULE: Cell<&'static str> = const { Cell::new("") };
+}
+
+/// Marks the calling thread as running code of module `name` ("" when it leaves it), for the report.
+#[inline]
+pub fn set_module(name: &'static str) {
+    MODULE.with(|m| m.set(name));
 }
 
 /// Files removed on a crash: the segments of the instances this process owns.
@@ -192,7 +202,7 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, _uc: *mut c_void)
             }
         }
     }
-    let module = crate::components::linuxcnc::current_module();
+    let module = MODULE.try_with(|m| m.get()).unwrap_or("");
     if !module.is_empty() {
         let _ = write!(
             line,

@@ -410,13 +410,6 @@ fn cells_out(syncs: &[CellSync]) {
     }
 }
 
-/// The LinuxCNC module whose code the calling thread runs now ("" outside any): for the crash
-/// report (`runtime::crash`), which reads it from a signal handler — a const-initialised
-/// thread-local `Cell` without a destructor, so reading it never allocates or registers anything.
-pub(crate) fn current_module() -> &'static str {
-    CURRENT.try_with(|c| c.get()).unwrap_or("")
-}
-
 /// The factory of a module's exported function: binds the component on the first call made from the
 /// segment, then calls `funct(arg, period_ns)` each period with the params copied around it.
 pub(crate) fn function_factory(
@@ -440,11 +433,13 @@ pub(crate) fn function_factory(
             CURRENT.with(|c| c.set(module));
             let period =
                 std::ffi::c_long::try_from(cycle.period_ns).unwrap_or(std::ffi::c_long::MAX);
+            // A crash in the call names the module.
+            crate::runtime::crash::set_module(module);
             // SAFETY: `funct` and `arg` are what the module gave `hal_export_funct`; the module stays
             // loaded while its functions are in the function table (it is unloaded only after its
             // functions left every thread, or after the threads stopped).
             unsafe { funct(arg.0, period) };
-            CURRENT.with(|c| c.set(""));
+            crate::runtime::crash::set_module("");
             cells_out(syncs);
         })
     })

@@ -538,28 +538,22 @@ impl Session {
                 program,
                 args,
             } => self.loadusr(flags, program, args)?,
-            Command::Waitusr { name } => {
-                return Err((
-                    name.line,
-                    format!(
-                        "waitusr {}: no user-space component of that name is loaded (waitusr is not supported; loadusr -W waits for a component)",
-                        quote(&name.text)
-                    ),
-                ))
-            }
-            Command::Unloadusr { name } => {
-                if name.text != "all" {
-                    return Err((
-                        name.line,
-                        format!(
-                            "unloadusr {}: no user-space component of that name is loaded (unloadusr is not supported; programs stop with the instance)",
-                            quote(&name.text)
-                        ),
-                    ));
+            Command::Waitusr {
+                name,
+                ignore_status,
+            } => self.waitusr(name, *ignore_status)?,
+            Command::Unloadusr { name } => self.unloadusr(name)?,
+            // `unload`: a user-space component's program, or a real-time component; `all` both.
+            Command::Unload { name } => {
+                if name.text == "all" {
+                    self.unloadusr(name)?;
+                    self.unloadrt(name)?;
+                } else if self.model.user.iter().any(|u| u.name == name.text) {
+                    self.unloadusr(name)?;
+                } else {
+                    self.unloadrt(name)?;
                 }
             }
-            // No user-space component can be loaded, so `unload` is `unloadrt`.
-            Command::Unload { name } => self.unloadrt(name)?,
             Command::Newsig { name, ty } => {
                 if let Some(e) = invalid_name("signal", &name.text) {
                     return Err((name.line, format!("newsig: {e}")));
@@ -567,7 +561,10 @@ impl Session {
                 if self.model.signals.contains_key(&name.text) {
                     return Err((
                         name.line,
-                        format!("newsig: a signal named {} already exists", quote(&name.text)),
+                        format!(
+                            "newsig: a signal named {} already exists",
+                            quote(&name.text)
+                        ),
                     ));
                 }
                 self.model.signals.insert(
@@ -666,7 +663,12 @@ impl Session {
             Command::Delf { function, thread } => self.delf(function, thread.as_ref())?,
             Command::Alias { kind, name, alias } => self.alias(*kind, name, alias)?,
             Command::Unalias { kind, alias } => {
-                if self.model.aliases.remove(&(*kind, alias.text.clone())).is_none() {
+                if self
+                    .model
+                    .aliases
+                    .remove(&(*kind, alias.text.clone()))
+                    .is_none()
+                {
                     return Err((
                         alias.line,
                         format!(
@@ -694,7 +696,10 @@ impl Session {
                         let _ = out.write_all(text.as_bytes());
                     }
                     Some(f) => std::fs::write(&f.text, text).map_err(|e| {
-                        (f.line, format!("save: cannot write {}: {e}", quote(&f.text)))
+                        (
+                            f.line,
+                            format!("save: cannot write {}: {e}", quote(&f.text)),
+                        )
                     })?,
                 }
             }

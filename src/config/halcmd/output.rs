@@ -672,7 +672,7 @@ const HELP: &[(&str, &str)] = &[
     ("loadrt", "loadrt COMP [count=N | names=a,b] [ARG=VALUE ...]: load a component (rtapi's built-ins); loadrt threads name1=N period1=NS ..."),
     ("unloadrt", "unloadrt COMP | all: unload a component"),
     ("loadusr", "loadusr [-W | -Wn NAME | -w | -i] PROGRAM [ARGS]: start a program with RTAPI_INSTANCE set, once the instance runs; -W/-Wn NAME wait (10 s) for its component, -w for its exit"),
-    ("waitusr", "waitusr NAME: wait for a user-space component (none can be loaded)"),
+    ("waitusr", "waitusr [-i] NAME: wait until user-space component NAME is gone"),
     ("unloadusr", "unloadusr NAME | all"),
     ("unload", "unload NAME | all: unload a component"),
     ("newsig", "newsig SIGNAL TYPE: create a signal (bit, float, s32, u32, s64, u64)"),

@@ -141,6 +141,8 @@ pub(crate) enum Command {
     },
     Waitusr {
         name: Word,
+        /// `-i`: a program's failing exit status is not an error.
+        ignore_status: bool,
     },
     Unloadusr {
         name: Word,
@@ -364,12 +366,14 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
         "loadusr" => parse_loadusr(cmd, args)?,
         "waitusr" => {
             // `waitusr [-i] NAME`
+            let ignore_status = args.iter().any(|w| w.text == "-i");
             let args: Vec<&Word> = args.iter().filter(|w| w.text != "-i").collect();
             if args.len() != 1 {
                 return Err((cmd.line, "waitusr: usage: waitusr [-i] NAME".to_string()));
             }
             Command::Waitusr {
                 name: args[0].clone(),
+                ignore_status,
             }
         }
         "unloadusr" => {

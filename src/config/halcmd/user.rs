@@ -44,6 +44,9 @@ pub struct UserComponent {
     pub pins: Vec<UserPin>,
     /// Its params.
     pub params: Vec<UserParam>,
+    /// The process that declared it (from the control socket's peer credentials), for `waitusr`
+    /// and `unloadusr`.
+    pub pid: Option<u32>,
 }
 
 impl Session {
@@ -175,6 +178,12 @@ impl Session {
             let r = self.add_user_component(&c);
             let _ = answer.send(r);
         }
+        let leaving: Vec<Leaving> =
+            std::mem::take(&mut *self.inbox.leaving.lock().unwrap_or_else(|p| p.into_inner()));
+        for (name, answer) in leaving {
+            let r = self.remove_user_component(&name);
+            let _ = answer.send(r);
+        }
     }
 
     /// The inbox of user-space components waiting to join (shared with the control socket).
@@ -184,6 +193,7 @@ impl Session {
 }
 
 type Pending = (UserComponent, mpsc::Sender<Result<(), String>>);
+type Leaving = (String, mpsc::Sender<Result<bool, String>>);
 
 /// User-space components waiting to join while the session is busy: the control socket posts a
 /// request and the session's holder adds it between commands or while a `loadusr -W` waits, or
@@ -191,6 +201,9 @@ type Pending = (UserComponent, mpsc::Sender<Result<(), String>>);
 #[derive(Default)]
 pub struct UserInbox {
     queue: Mutex<Vec<Pending>>,
+    /// Components whose process said `exit()` or whose connection ended, while the session was
+    /// busy (a `waitusr` waiting for exactly that).
+    leaving: Mutex<Vec<Leaving>>,
 }
 
 impl UserInbox {
@@ -201,6 +214,16 @@ impl UserInbox {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((c, tx));
+        rx
+    }
+
+    /// Posts a component's departure; the answer (whether it was there) comes on the channel.
+    pub fn post_leave(&self, name: &str) -> mpsc::Receiver<Result<bool, String>> {
+        let (tx, rx) = mpsc::channel();
+        self.leaving
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((name.to_string(), tx));
         rx
     }
 

@@ -2,7 +2,9 @@
 //! the instance's owner, with `RTAPI_INSTANCE` set to the instance so that `rtapi.component()` (the
 //! Python module) joins it without being told. `-W`/`-Wn NAME` waits until the component NAME is
 //! ready (at most [`READY_TIMEOUT`]), `-w` until the program exits (`-i`: whatever its status). The
-//! programs are stopped with the instance: SIGTERM, then SIGKILL after [`GRACE`].
+//! programs are stopped with the instance: SIGTERM, then SIGKILL after [`GRACE`]. `waitusr NAME`
+//! waits until user-space component NAME is gone, `unloadusr NAME | all` ends its process (SIGTERM,
+//! then SIGKILL) and removes it; both know the process from the control socket's peer credentials.
 //!
 //! A program joins a running instance, so `loadusr` comes after `start`; before it, it is refused with
 //! that advice. While it waits, the session (locked by the caller) adds the components that ask to
@@ -128,6 +130,147 @@ impl Session {
                 }
                 std::thread::sleep(POLL);
             }
+        }
+        Ok(())
+    }
+
+    /// Whether process `pid` has ended — a program `loadusr` started is reaped here (a zombie has
+    /// ended) and gives its status; another process is asked with `kill(pid, 0)`.
+    fn process_ended(&mut self, pid: u32) -> Option<Option<ExitStatus>> {
+        if let Some(i) = self.programs.iter().position(|p| p.child.id() == pid) {
+            return match self.programs[i].child.try_wait() {
+                Ok(None) => None,
+                Ok(Some(status)) => {
+                    self.programs.remove(i);
+                    Some(Some(status))
+                }
+                Err(_) => {
+                    self.programs.remove(i);
+                    Some(None)
+                }
+            };
+        }
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None)
+            == Err(nix::errno::Errno::ESRCH);
+        gone.then_some(None)
+    }
+
+    /// The pid of user-space component `name`, or the error `what` reports.
+    fn user_pid(&self, what: &str, name: &Word) -> Result<Option<u32>, (usize, String)> {
+        match self.model.user.iter().find(|u| u.name == name.text) {
+            Some(u) => Ok(u.pid),
+            None => Err((
+                name.line,
+                format!(
+                    "{what} {}: no user-space component of that name is loaded{}",
+                    quote(&name.text),
+                    if self.model.user.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (there are: {})",
+                            self.model
+                                .user
+                                .iter()
+                                .map(|u| u.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ),
+            )),
+        }
+    }
+
+    /// `waitusr [-i] NAME`: waits until user-space component NAME is gone — its process said
+    /// `exit()`, ended, or was killed. When its program was started by `loadusr`, a failing exit
+    /// status is an error (unless `-i`).
+    pub(super) fn waitusr(
+        &mut self,
+        name: &Word,
+        ignore_status: bool,
+    ) -> Result<(), (usize, String)> {
+        let pid = self.user_pid("waitusr", name)?;
+        loop {
+            // Departures (and arrivals) that came while this command holds the session.
+            self.serve_user_inbox();
+            let mut ended = pid.and_then(|p| self.process_ended(p));
+            if ended.is_none() && !self.model.user.iter().any(|u| u.name == name.text) {
+                // It left. If its program is ending (the socket closes just before the process
+                // becomes a zombie), take its status; a program that only said `exit()` goes on.
+                let ours = pid.filter(|p| self.programs.iter().any(|x| x.child.id() == *p));
+                let until = Instant::now() + Duration::from_millis(50);
+                while let Some(p) = ours {
+                    ended = self.process_ended(p);
+                    if ended.is_some() || Instant::now() >= until {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if ended.is_none() {
+                    return Ok(());
+                }
+            }
+            if let Some(ended) = ended {
+                // Its connection's end may not have reached us yet: remove it now.
+                let _ = self.remove_user_component(&name.text);
+                return match ended {
+                    Some(status) if !status.success() && !ignore_status => Err((
+                        name.line,
+                        format!(
+                            "waitusr {}: its program {}",
+                            quote(&name.text),
+                            status_text(status)
+                        ),
+                    )),
+                    _ => Ok(()),
+                };
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// `unloadusr NAME | all`: asks the process of user-space component NAME (every one for `all`) to
+    /// end — SIGTERM, then SIGKILL after the grace period — and removes the component.
+    pub(super) fn unloadusr(&mut self, name: &Word) -> Result<(), (usize, String)> {
+        self.serve_user_inbox();
+        let targets: Vec<(String, Option<u32>)> = if name.text == "all" {
+            self.model
+                .user
+                .iter()
+                .map(|u| (u.name.clone(), u.pid))
+                .collect()
+        } else {
+            vec![(name.text.clone(), self.user_pid("unloadusr", name)?)]
+        };
+        let me = std::process::id();
+        for (comp, pid) in &targets {
+            // Never ourselves (a component declared through our own socket by this process).
+            if let Some(pid) = pid.filter(|&p| p != me) {
+                let target = nix::unistd::Pid::from_raw(pid as i32);
+                let _ = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM);
+                // Gone: the process ended, or its connection closed (a process whose parent has
+                // not reaped it yet is a zombie that `kill(pid, 0)` still finds).
+                let gone = |s: &mut Session| {
+                    s.serve_user_inbox();
+                    s.process_ended(pid).is_some() || !s.model.user.iter().any(|u| &u.name == comp)
+                };
+                let until = Instant::now() + GRACE;
+                while !gone(self) {
+                    if Instant::now() >= until {
+                        let _ = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL);
+                        let until = Instant::now() + GRACE;
+                        while !gone(self) && Instant::now() < until {
+                            std::thread::sleep(POLL);
+                        }
+                        break;
+                    }
+                    std::thread::sleep(POLL);
+                }
+            }
+            self.serve_user_inbox();
+            self.remove_user_component(comp)
+                .map_err(|e| (name.line, format!("unloadusr: {e}")))?;
         }
         Ok(())
     }
