@@ -968,6 +968,7 @@ fn linux_parport_base(n: u16) -> Result<u16, String> {
 }
 
 /// Grants (or, `on` false, drops) the calling thread access to `len` I/O ports from `from`.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 fn io_access(from: u16, len: u16, on: bool) -> std::io::Result<()> {
     // SAFETY: ioperm only changes the thread's I/O permission bitmap; failure is reported.
     let r = unsafe { libc::ioperm(c_ulong::from(from), c_ulong::from(len), c_int::from(on)) };
@@ -976,6 +977,12 @@ fn io_access(from: u16, len: u16, on: bool) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// No I/O ports outside x86: a parallel port cannot be driven.
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+fn io_access(_from: u16, _len: u16, _on: bool) -> std::io::Result<()> {
+    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// `int rtapi_parport_get(const char *mod_name, rtapi_parport_t *port, unsigned short base,
