@@ -673,6 +673,43 @@ fn a_comp_compiled_with_halcompile_loads_by_path_and_runs() {
     h.stop();
 }
 
+/// `rtapi_task_self` in a hosted function: the RT thread's task id (> 0); the unit tests check
+/// `-EINVAL` off the RT threads.
+#[test]
+fn a_hosted_function_sees_its_task_id() {
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("taskid.comp"),
+        "component taskid \"its task's id\";\n\
+         pin out s32 task;\n\
+         function _;\n\
+         license \"GPL\";\n\
+         ;;\n\
+         task = rtapi_task_self();\n",
+    )
+    .unwrap();
+    let o = Command::new("halcompile")
+        .args(["--compile", "taskid.comp"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let so = dir.path().join("taskid.so");
+    assert!(so.is_file(), "halcompile failed: {o:?}");
+    let mut h = Halrun::start(
+        "lcm-task",
+        &format!(
+            "loadrt threads name1=servo period1=1000000\nloadrt {}\naddf taskid.0 servo\nstart\n",
+            so.display()
+        ),
+    );
+    let n = h.name.clone();
+    wait_for(&n, "taskid.0.task", |v| {
+        v.parse::<i32>().is_ok_and(|t| t > 0)
+    });
+    h.stop();
+}
+
 // ---- every module, classified ----------------------------------------------------------------------
 
 /// What `loadrt linuxcnc:NAME` (and running its functions) does with one of LinuxCNC's modules.
