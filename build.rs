@@ -44,6 +44,16 @@ const EXPORTED: &[&str] = &[
     "rtapi_shmem_new",
     "rtapi_shmem_getptr",
     "rtapi_shmem_delete",
+    "hal_param_alias",
+    "rtapi_argv_split",
+    "rtapi_argv_free",
+    "rtapi_request_firmware",
+    "rtapi_release_firmware",
+    "rtapi_task_self",
+    "rtapi_spawn_as_root",
+    "rtapi_parport_get",
+    "rtapi_parport_release",
+    "simple_strtol",
 ];
 
 fn main() {

@@ -174,15 +174,15 @@ fn what_rtapi_lacks_is_named_at_loadrt() {
         err
     };
     // Asked for explicitly: the symbol is named.
-    let e = check("loadrt linuxcnc:hal_parport\n");
+    let e = check("loadrt linuxcnc:hal_bb_gpio\n");
     assert!(
-        e.contains("x.hal:1:") && e.contains("needs symbol 'rtapi_parport_"),
+        e.contains("x.hal:1:") && e.contains("needs symbol 'rtapi_open_as_root'"),
         "{e}"
     );
     // Found by fallback: still "not available in rtapi", with the reason.
-    let e = check("loadrt hal_parport\n");
+    let e = check("loadrt hal_bb_gpio\n");
     assert!(
-        e.contains("is not available in rtapi") && e.contains("needs symbol 'rtapi_parport_"),
+        e.contains("is not available in rtapi") && e.contains("needs symbol 'rtapi_open_as_root'"),
         "{e}"
     );
     // Arguments the module does not declare, and bad values.
@@ -651,6 +651,43 @@ fn a_comp_compiled_with_halcompile_loads_by_path_and_runs() {
     h.stop();
 }
 
+/// `rtapi_task_self` in a hosted function: the RT thread's task id (> 0); the unit tests check
+/// `-EINVAL` off the RT threads.
+#[test]
+fn a_hosted_function_sees_its_task_id() {
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("taskid.comp"),
+        "component taskid \"its task's id\";\n\
+         pin out s32 task;\n\
+         function _;\n\
+         license \"GPL\";\n\
+         ;;\n\
+         task = rtapi_task_self();\n",
+    )
+    .unwrap();
+    let o = Command::new("halcompile")
+        .args(["--compile", "taskid.comp"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let so = dir.path().join("taskid.so");
+    assert!(so.is_file(), "halcompile failed: {o:?}");
+    let mut h = Halrun::start(
+        "lcm-task",
+        &format!(
+            "loadrt threads name1=servo period1=1000000\nloadrt {}\naddf taskid.0 servo\nstart\n",
+            so.display()
+        ),
+    );
+    let n = h.name.clone();
+    wait_for(&n, "taskid.0.task", |v| {
+        v.parse::<i32>().is_ok_and(|t| t > 0)
+    });
+    h.stop();
+}
+
 // ---- every module, classified ----------------------------------------------------------------------
 
 /// What `loadrt linuxcnc:NAME` (and running its functions) does with one of LinuxCNC's modules.
@@ -691,14 +728,55 @@ const MODULE_ARGS: &[(&str, &str)] = &[
     ("weighted_sum", "wsum_sizes=2"),
 ];
 
-/// `rtapi ARGS` for a module's child process. As root, without CAP_SYS_RAWIO: hardware drivers then
-/// fail their `ioperm`/`iopl`/`/dev/mem` instead of poking at I/O ports of the machine running the
-/// tests (LinuxCNC's `rtapi_app` would give them the ports).
+/// Modules that use hostmot2's symbols (`hm2_register`, …): the classification loads hostmot2 first,
+/// as a LinuxCNC configuration does.
+const NEEDS_HOSTMOT2: &[&str] = &[
+    "hm2_7i43",
+    "hm2_7i90",
+    "hm2_eth",
+    "hm2_pci",
+    "hm2_rpspi",
+    "hm2_spi",
+    "hm2_test",
+    "mesa_7i65",
+    "mesa_pktgyro_test",
+    "mesa_uart",
+    "setsserial",
+];
+
+/// Starts `c` in a network namespace of its own (only a down `lo`): nothing a module sends can leave
+/// the machine (hm2_eth talks to its board, 10.10.10.10 or 192.168.1.121 by default) and what it
+/// changes (hm2_eth's iptables rules) stays in that namespace. Root unshares a network namespace;
+/// other users a user namespace with it. If neither works the child does not start (the spawn fails).
+fn own_network(c: &mut Command) -> &mut Command {
+    // SAFETY: between fork and exec the closure only calls unshare (a system call, async-signal-safe)
+    // and reads errno; it allocates nothing and touches no lock.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(c, || {
+            if libc::unshare(libc::CLONE_NEWNET) == 0
+                || libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0
+            {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+    }
+}
+
+/// `rtapi ARGS` for a module's child process, in a network namespace of its own ([`own_network`]). As
+/// root, without CAP_SYS_RAWIO: hardware drivers then fail their `ioperm`/`iopl`/`/dev/mem` instead
+/// of poking at I/O ports of the machine running the tests (LinuxCNC's `rtapi_app` would give them
+/// the ports).
 fn module_child(args: &[&str]) -> std::process::Output {
     let setpriv = Path::new("/usr/bin/setpriv");
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let mut c = if root && setpriv.is_file() {
+    assert!(
+        !root || setpriv.is_file(),
+        "as root, module children need setpriv (util-linux) to drop CAP_SYS_RAWIO"
+    );
+    let mut c = if root {
         let mut c = Command::new(setpriv);
         c.args(["--bounding-set", "-sys_rawio", "--"])
             .arg(env!("CARGO_BIN_EXE_rtapi"));
@@ -706,7 +784,82 @@ fn module_child(args: &[&str]) -> std::process::Output {
     } else {
         Command::new(env!("CARGO_BIN_EXE_rtapi"))
     };
-    c.args(args).env("RUST_LOG", "error").output().unwrap()
+    own_network(&mut c)
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+}
+
+/// The classification's children (and the hardware tests') cannot reach the network: their network
+/// namespace is not the test's, and has no interface but `lo`.
+#[test]
+fn module_children_have_a_network_namespace_of_their_own() {
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let o = own_network(&mut Command::new("readlink"))
+        .arg("/proc/self/ns/net")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let theirs = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(theirs.starts_with("net:["), "{theirs}");
+    assert_ne!(Path::new(&theirs), ours);
+    // Its interfaces, as the kernel lists them: only the loopback one.
+    let o = own_network(&mut Command::new("cat"))
+        .arg("/proc/self/net/dev")
+        .output()
+        .unwrap();
+    let (out, _) = text(&o);
+    let ifaces: Vec<&str> = out
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(ifaces, ["lo"], "{out}");
+}
+
+/// Mesa's Ethernet driver and the parallel port, without their hardware: `loadrt` fails with the
+/// module's own message, the exit code of a configuration error, no crash and no segment left. In a
+/// network namespace of their own (hm2_eth sends to its board and runs iptables) and without
+/// CAP_SYS_RAWIO (hal_parport's `ioperm`).
+#[test]
+fn mesa_ethernet_and_parport_fail_cleanly_without_their_hardware() {
+    need_modules();
+    let dir = tempfile::tempdir().unwrap();
+    let fails = |name: &str, body: &str, want: &[&str]| {
+        let f = dir.path().join(format!("{name}.hal"));
+        std::fs::write(&f, body).unwrap();
+        let instance = format!("lcm-{name}-{}", std::process::id());
+        let o = module_child(&["halrun", "--instance", &instance, "-f", f.to_str().unwrap()]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{body}: {:?}: {err}", o.status);
+        for w in want {
+            assert!(err.contains(w), "'{w}' not in: {err}");
+        }
+        let shm = format!("/dev/shm/rtapi-{instance}");
+        assert!(!Path::new(&shm).exists(), "{shm} left behind");
+        eprintln!("{body}=> {}", err.lines().next().unwrap_or(""));
+    };
+    fails(
+        "eth",
+        "loadrt linuxcnc:hostmot2\nloadrt linuxcnc:hm2_eth board_ip=127.0.0.1\n",
+        &[
+            "eth.hal:2: loadrt linuxcnc:hm2_eth",
+            "rtapi_app_main failed",
+            "hm2_eth: loading Mesa AnyIO HostMot2 ethernet driver",
+            "hm2_eth: ERROR:",
+        ],
+    );
+    fails(
+        "parport",
+        "loadrt linuxcnc:hal_parport cfg=0x378\n",
+        &[
+            "rtapi_app_main failed",
+            "PARPORT: ERROR: hal_parport: no access to I/O ports 0x378-0x37f",
+            "CAP_SYS_RAWIO",
+        ],
+    );
 }
 
 fn classify_module(dir: &Path, name: &str) -> (Class, String) {
@@ -715,9 +868,14 @@ fn classify_module(dir: &Path, name: &str) -> (Class, String) {
         .find(|(m, _)| *m == name)
         .map_or("", |(_, a)| a);
     let check = dir.join(format!("{name}-check.hal"));
+    let first = if NEEDS_HOSTMOT2.contains(&name) {
+        "loadrt linuxcnc:hostmot2\n"
+    } else {
+        ""
+    };
     std::fs::write(
         &check,
-        format!("loadrt linuxcnc:{name} {args}\nshow funct\n"),
+        format!("{first}loadrt linuxcnc:{name} {args}\nshow funct\n"),
     )
     .unwrap();
     let o = module_child(&["halrun", "--check", "-f", check.to_str().unwrap()]);
@@ -757,7 +915,7 @@ fn classify_module(dir: &Path, name: &str) -> (Class, String) {
         return (Class::LoadsNoFunction, String::new());
     }
     let mut hal =
-        format!("loadrt threads name1=t period1=1000000\nloadrt linuxcnc:{name} {args}\n");
+        format!("loadrt threads name1=t period1=1000000\n{first}loadrt linuxcnc:{name} {args}\n");
     for f in &functions {
         hal.push_str(&format!("addf {f} t\n"));
     }
@@ -832,6 +990,21 @@ fn every_linuxcnc_module_is_classified() {
         by_class.get(&Class::Runs).map_or(0, Vec::len) >= 100,
         "fewer modules run than before:\n{table}"
     );
+    // Mesa's and the parallel port's drivers find every symbol they need.
+    for m in [
+        "hostmot2",
+        "hm2_eth",
+        "hal_parport",
+        "hal_ppmc",
+        "setsserial",
+    ] {
+        assert!(
+            !by_class
+                .get(&Class::MissingSymbol)
+                .is_some_and(|v| v.iter().any(|n| n == m)),
+            "{m} misses a symbol again:\n{table}"
+        );
+    }
     for (k, _) in KNOWN_CRASHES {
         assert!(
             !names.contains(&k.to_string()) || by_class[&Class::Crash].contains(&k.to_string()),

@@ -24,6 +24,8 @@ use super::thread::Heartbeat;
 /// What the handler needs to name an RT thread's place.
 pub(crate) struct ThreadCtx {
     name: Box<str>,
+    /// The thread's task id (LinuxCNC's `rtapi_task_self`): 1, 2, … in the order RT threads start.
+    task: i32,
     heartbeat: Arc<Heartbeat>,
     slots: Arc<Slots>,
 }
@@ -125,14 +127,25 @@ pub(crate) fn enter_thread(
     heartbeat: Arc<Heartbeat>,
     slots: Arc<Slots>,
 ) -> ThreadGuard {
+    static NEXT_TASK: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
     let ctx = Box::new(ThreadCtx {
         name: name.into(),
+        task: NEXT_TASK.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         heartbeat,
         slots,
     });
     let raw = Box::into_raw(ctx);
     CTX.with(|c| c.set(raw));
     ThreadGuard(raw)
+}
+
+/// The task id of the calling RT thread (> 0), or `None` off the RT threads. Reads a thread-local:
+/// no allocation, no lock (callable from the RT path).
+pub(crate) fn task_self() -> Option<i32> {
+    let p = CTX.with(|c| c.get());
+    // SAFETY: a non-null CTX points at this thread's live ThreadCtx (set in `enter_thread`, cleared
+    // by `ThreadGuard::drop` before it is freed); only this thread reads it here.
+    (!p.is_null()).then(|| unsafe { (*p).task })
 }
 
 /// See [`enter_thread`].

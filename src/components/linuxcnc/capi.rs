@@ -24,7 +24,7 @@ const MSG_NONE: c_int = 0;
 const MSG_ERR: c_int = 1;
 const MSG_WARN: c_int = 2;
 const MSG_INFO: c_int = 3;
-const MSG_ALL: c_int = 5;
+pub(super) const MSG_ALL: c_int = 5;
 
 /// `rtapi_set_msg_level`: messages above it are dropped. LinuxCNC's default shows errors only.
 static MSG_LEVEL: AtomicI32 = AtomicI32::new(MSG_ERR);
@@ -689,6 +689,405 @@ pub extern "C" fn rtapi_shmem_delete(_id: c_int, _module_id: c_int) -> c_int {
     0
 }
 
+// ---- param aliases ----------------------------------------------------------------------------------
+
+/// `int hal_param_alias(const char *param_name, const char *alias)`: LinuxCNC renames the param to
+/// `alias` (its old name still finds it). rtapi's HAL has no aliases: removing one (`alias` null) is
+/// a no-op that succeeds; giving one fails with `-ENOSYS` and says so (the param keeps its name).
+///
+/// # Safety
+/// `param_name` and `alias` must be null or C strings.
+#[no_mangle]
+pub unsafe extern "C" fn hal_param_alias(param_name: *const c_char, alias: *const c_char) -> c_int {
+    if alias.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller passes C strings (or null).
+    let (name, alias) = unsafe { (text(param_name), text(alias)) };
+    fail(
+        libc::ENOSYS,
+        format!(
+            "hal_param_alias({}, {}): rtapi's HAL has no param aliases; the param keeps its name",
+            name.unwrap_or("?"),
+            alias.unwrap_or("?")
+        ),
+    )
+}
+
+// ---- argument strings -----------------------------------------------------------------------------
+
+/// `long simple_strtol(const char *nptr, char **endptr, int base)` (rtapi.h, user space): `strtol`.
+///
+/// # Safety
+/// As `strtol`: `nptr` a C string, `endptr` null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn simple_strtol(
+    nptr: *const c_char,
+    endptr: *mut *mut c_char,
+    base: c_int,
+) -> c_long {
+    // SAFETY: forwarded from the caller, whose contract is strtol's.
+    unsafe { libc::strtol(nptr, endptr, base) }
+}
+
+/// `char **rtapi_argv_split(rtapi_gfp_t, const char *argstr, int *argc)`: the words of `argstr`
+/// (split on whitespace) as a NULL-terminated array, `*argc` their count (when `argc` is not null);
+/// null when out of memory. One `malloc`ed block holds the array and the strings:
+/// [`rtapi_argv_free`] frees it.
+///
+/// # Safety
+/// `argstr` must be null or a C string; `argc` null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rtapi_argv_split(
+    _gfp: c_ulong,
+    argstr: *const c_char,
+    argc: *mut c_int,
+) -> *mut *mut c_char {
+    let bytes: &[u8] = if argstr.is_null() {
+        &[]
+    } else {
+        // SAFETY: a C string (the caller's contract).
+        unsafe { CStr::from_ptr(argstr) }.to_bytes()
+    };
+    let words: Vec<&[u8]> = bytes
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let n = words.len();
+    let table = (n + 1) * std::mem::size_of::<*mut c_char>();
+    let strings: usize = words.iter().map(|w| w.len() + 1).sum();
+    // SAFETY: malloc of a non-zero size; the result is checked before use.
+    let block = unsafe { libc::malloc(table + strings) }.cast::<u8>();
+    if block.is_null() {
+        fail(libc::ENOMEM, "rtapi_argv_split: out of memory".to_string());
+        return std::ptr::null_mut();
+    }
+    let argv = block.cast::<*mut c_char>();
+    let mut at = table;
+    for (i, w) in words.iter().enumerate() {
+        // SAFETY: `block` has `table + strings` bytes: slot `i` < n+1 of the table, and the word and
+        // its NUL end at most at `table + strings` (the sum counts every word's length + 1); malloc
+        // aligns the block for pointers.
+        unsafe {
+            let dst = block.add(at);
+            std::ptr::copy_nonoverlapping(w.as_ptr(), dst, w.len());
+            *dst.add(w.len()) = 0;
+            *argv.add(i) = dst.cast();
+        }
+        at += w.len() + 1;
+    }
+    // SAFETY: slot n of the table (n + 1 slots), and `argc` is null or writable (the contract).
+    unsafe {
+        *argv.add(n) = std::ptr::null_mut();
+        if !argc.is_null() {
+            *argc = c_int::try_from(n).unwrap_or(c_int::MAX);
+        }
+    }
+    argv
+}
+
+/// `void rtapi_argv_free(char **argv)`: frees what [`rtapi_argv_split`] returned (null: nothing).
+///
+/// # Safety
+/// `argv` must be null or a result of `rtapi_argv_split` not freed yet.
+#[no_mangle]
+pub unsafe extern "C" fn rtapi_argv_free(argv: *mut *mut c_char) {
+    // SAFETY: one malloc'ed block (or null), freed once (the caller's contract).
+    unsafe { libc::free(argv.cast()) }
+}
+
+// ---- firmware ---------------------------------------------------------------------------------------
+
+/// LinuxCNC's `struct rtapi_firmware` (rtapi_firmware.h).
+#[repr(C)]
+pub struct RtapiFirmware {
+    size: usize,
+    data: *const u8,
+}
+
+/// Where firmware is looked for, as LinuxCNC's uspace: the running kernel's directory first.
+const FIRMWARE_DIR: &str = "/lib/firmware";
+
+fn kernel_release() -> Option<String> {
+    // SAFETY: a zeroed utsname is a valid output buffer for uname.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    // SAFETY: uname NUL-terminates its fields.
+    let r = unsafe { CStr::from_ptr(u.release.as_ptr()) };
+    r.to_str().ok().map(String::from)
+}
+
+/// `int rtapi_request_firmware(const struct rtapi_firmware **fw, const char *name, struct
+/// rtapi_device *device)`: reads `/lib/firmware/<kernel release>/<name>`, else
+/// `/lib/firmware/<name>`, into `*fw` (0), or says which files it tried (`-ENOENT`, `-EINVAL` for
+/// a name that is not relative, `-ENOMEM`). The caller releases it with [`rtapi_release_firmware`].
+///
+/// # Safety
+/// `fw` must be writable; `name` null or a C string.
+#[no_mangle]
+pub unsafe extern "C" fn rtapi_request_firmware(
+    fw: *mut *const RtapiFirmware,
+    name: *const c_char,
+    _device: *mut c_void,
+) -> c_int {
+    if fw.is_null() {
+        return fail(
+            libc::EINVAL,
+            "rtapi_request_firmware: no result pointer".into(),
+        );
+    }
+    // SAFETY: writable (checked non-null; the caller's contract).
+    unsafe { *fw = std::ptr::null() };
+    // SAFETY: the caller passes a C string (or null, refused).
+    let Some(name) = (unsafe { text(name) }) else {
+        return fail(libc::EINVAL, "rtapi_request_firmware: no file name".into());
+    };
+    if name.is_empty() || name.starts_with('/') || name.split('/').any(|p| p == "..") {
+        return fail(
+            libc::EINVAL,
+            format!("rtapi_request_firmware: '{name}' is not a file name under {FIRMWARE_DIR}"),
+        );
+    }
+    let mut tried = Vec::new();
+    if let Some(rel) = kernel_release() {
+        tried.push(format!("{FIRMWARE_DIR}/{rel}/{name}"));
+    }
+    tried.push(format!("{FIRMWARE_DIR}/{name}"));
+    let mut last = String::new();
+    for path in &tried {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let head = std::mem::size_of::<RtapiFirmware>();
+                // SAFETY: malloc of a non-zero size; checked before use.
+                let block = unsafe { libc::malloc(head + bytes.len()) }.cast::<u8>();
+                if block.is_null() {
+                    return fail(
+                        libc::ENOMEM,
+                        format!("rtapi_request_firmware({name}): out of memory"),
+                    );
+                }
+                // SAFETY: the block holds the struct (malloc aligns it) followed by the file's
+                // bytes; `*fw` is writable.
+                unsafe {
+                    let data = block.add(head);
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+                    block.cast::<RtapiFirmware>().write(RtapiFirmware {
+                        size: bytes.len(),
+                        data,
+                    });
+                    *fw = block.cast();
+                }
+                return 0;
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    fail(
+        libc::ENOENT,
+        format!(
+            "Could not locate firmware \"{name}\" ({}: {last})",
+            tried.join(" or ")
+        ),
+    )
+}
+
+/// `void rtapi_release_firmware(const struct rtapi_firmware *fw)`: frees what
+/// [`rtapi_request_firmware`] gave (null: nothing).
+///
+/// # Safety
+/// `fw` must be null or a result of `rtapi_request_firmware` not released yet.
+#[no_mangle]
+pub unsafe extern "C" fn rtapi_release_firmware(fw: *const RtapiFirmware) {
+    // SAFETY: one malloc'ed block (or null), freed once (the caller's contract).
+    unsafe { libc::free(fw.cast_mut().cast()) }
+}
+
+// ---- tasks and processes ----------------------------------------------------------------------------
+
+/// `int rtapi_task_self(void)`: the calling RT thread's task id (> 0), or `-EINVAL` off the RT
+/// threads (while loading, in the non-RT side). A thread-local read: callable on the RT path.
+#[no_mangle]
+pub extern "C" fn rtapi_task_self() -> c_int {
+    crate::runtime::crash::task_self().unwrap_or(-libc::EINVAL)
+}
+
+/// `int rtapi_spawn_as_root(pid_t *pid, const char *path, const posix_spawn_file_actions_t *,
+/// const posix_spawnattr_t *, char *const argv[], char *const envp[])`: `posix_spawn` with the
+/// process's own credentials (LinuxCNC's setuid `rtapi_app` switches to root for it; rtapi runs as
+/// the user it was started as). Returns `posix_spawn`'s result: 0, or an error number. hm2_eth
+/// runs `iptables` with it (changing the firewall of the network namespace rtapi runs in).
+///
+/// # Safety
+/// The arguments must be valid for `posix_spawn`.
+#[no_mangle]
+pub unsafe extern "C" fn rtapi_spawn_as_root(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    file_actions: *const libc::posix_spawn_file_actions_t,
+    attrp: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    // SAFETY: forwarded from the caller, whose contract is posix_spawn's.
+    let r = unsafe { libc::posix_spawn(pid, path, file_actions, attrp, argv, envp) };
+    if r != 0 {
+        // SAFETY: null or a C string (posix_spawn's contract).
+        let p = unsafe { text(path) }.unwrap_or("?");
+        message(
+            MSG_ERR,
+            &format!(
+                "rtapi_spawn_as_root({p}): {}",
+                std::io::Error::from_raw_os_error(r)
+            ),
+        );
+    }
+    r
+}
+
+// ---- parallel ports ---------------------------------------------------------------------------------
+
+/// LinuxCNC's uspace `rtapi_parport_t` (rtapi_parport.h).
+#[repr(C)]
+pub struct RtapiParport {
+    base: u16,
+    base_hi: u16,
+    fd: c_int,
+}
+
+/// The I/O address of Linux parport `n` (`/proc/sys/dev/parport/parportN/base-addr`).
+fn linux_parport_base(n: u16) -> Result<u16, String> {
+    let p = format!("/proc/sys/dev/parport/parport{n}/base-addr");
+    let t = std::fs::read_to_string(&p).map_err(|e| format!("parport {n}: {p}: {e}"))?;
+    t.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("parport {n}: {p} has no address"))
+}
+
+/// Grants (or, `on` false, drops) the calling thread access to `len` I/O ports from `from`.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+fn io_access(from: u16, len: u16, on: bool) -> std::io::Result<()> {
+    // SAFETY: ioperm only changes the thread's I/O permission bitmap; failure is reported.
+    let r = unsafe { libc::ioperm(c_ulong::from(from), c_ulong::from(len), c_int::from(on)) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// No I/O ports outside x86: a parallel port cannot be driven.
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+fn io_access(_from: u16, _len: u16, _on: bool) -> std::io::Result<()> {
+    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// `int rtapi_parport_get(const char *mod_name, rtapi_parport_t *port, unsigned short base,
+/// unsigned short base_hi, unsigned int modes)`: the port at I/O address `base` (below 16: Linux
+/// parport `base`, its address from /proc), with `base_hi` (0: none, 0xffff: `base + 0x400`) for the
+/// ECR. Access to the ports is granted with `ioperm` (needs root with CAP_SYS_RAWIO): the thread that
+/// loads the module, and the threads it starts later (rtapi's RT threads, at `start`), may then use
+/// the module's `inb`/`outb`. Without the access it fails with `-EPERM` and a message; the module's
+/// port I/O would otherwise fault. `fd` is -1 (no ppdev claim).
+///
+/// # Safety
+/// `port` must be null or writable; `mod_name` null or a C string.
+#[no_mangle]
+pub unsafe extern "C" fn rtapi_parport_get(
+    mod_name: *const c_char,
+    port: *mut RtapiParport,
+    base: u16,
+    base_hi: u16,
+    _modes: std::ffi::c_uint,
+) -> c_int {
+    // SAFETY: the caller passes a C string (or null).
+    let who = unsafe { text(mod_name) }.unwrap_or("?");
+    if port.is_null() {
+        return fail(libc::EINVAL, format!("PARPORT: {who}: no port structure"));
+    }
+    // SAFETY: writable (checked non-null; the caller's contract).
+    unsafe {
+        port.write(RtapiParport {
+            base: 0,
+            base_hi: 0,
+            fd: -1,
+        })
+    };
+    let base = if base < 16 {
+        match linux_parport_base(base) {
+            Ok(b) => b,
+            Err(e) => return fail(libc::ENODEV, format!("PARPORT: ERROR: {who}: {e}")),
+        }
+    } else {
+        base
+    };
+    let base_hi = match base_hi {
+        0xffff => base.wrapping_add(0x400),
+        b => b,
+    };
+    let rawio = "rtapi needs root with CAP_SYS_RAWIO to drive a parallel port";
+    if let Err(e) = io_access(base, 8, true) {
+        return fail(
+            libc::EPERM,
+            format!(
+                "PARPORT: ERROR: {who}: no access to I/O ports 0x{base:x}-0x{:x} (ioperm: {e}); {rawio}",
+                base + 7
+            ),
+        );
+    }
+    if base_hi != 0 {
+        if let Err(e) = io_access(base_hi, 3, true) {
+            let _ = io_access(base, 8, false);
+            return fail(
+                libc::EPERM,
+                format!(
+                    "PARPORT: ERROR: {who}: no access to I/O ports 0x{base_hi:x}-0x{:x} (ioperm: {e}); \
+                     {rawio}",
+                    base_hi + 2
+                ),
+            );
+        }
+    }
+    // SAFETY: writable (checked above).
+    unsafe {
+        (*port).base = base;
+        (*port).base_hi = base_hi;
+    }
+    0
+}
+
+/// `void rtapi_parport_release(rtapi_parport_t *port)`: drops the port access
+/// [`rtapi_parport_get`] granted and clears `port`.
+///
+/// # Safety
+/// `port` must be null or a port structure `rtapi_parport_get` filled.
+#[no_mangle]
+pub unsafe extern "C" fn rtapi_parport_release(port: *mut RtapiParport) {
+    if port.is_null() {
+        return;
+    }
+    // SAFETY: a readable, writable port structure (the caller's contract).
+    let p = unsafe { &mut *port };
+    if p.base != 0 {
+        let _ = io_access(p.base, 8, false);
+    }
+    if p.base_hi != 0 {
+        let _ = io_access(p.base_hi, 3, false);
+    }
+    if p.fd > 0 {
+        // SAFETY: a descriptor the port owns, closed once.
+        unsafe { libc::close(p.fd) };
+    }
+    *p = RtapiParport {
+        base: 0,
+        base_hi: 0,
+        fd: -1,
+    };
+}
+
 // ---- keeping the symbols in the binary ----------------------------------------------------------------
 
 extern "C" {
@@ -744,7 +1143,7 @@ extern "C" {
 /// Takes the address of every entry point so the linker keeps them all in the binary, where the
 /// dynamic symbol list (build.rs) exports them to modules.
 pub(super) fn keep_linked() {
-    let all: [*const (); 38] = [
+    let all: [*const (); 48] = [
         hal_init as *const (),
         hal_ready as *const (),
         hal_set_unready as *const (),
@@ -783,6 +1182,154 @@ pub(super) fn keep_linked() {
         rtapi_shmem_new as *const (),
         rtapi_shmem_getptr as *const (),
         rtapi_shmem_delete as *const (),
+        hal_param_alias as *const (),
+        rtapi_argv_split as *const (),
+        rtapi_argv_free as *const (),
+        rtapi_request_firmware as *const (),
+        rtapi_release_firmware as *const (),
+        rtapi_task_self as *const (),
+        rtapi_spawn_as_root as *const (),
+        rtapi_parport_get as *const (),
+        rtapi_parport_release as *const (),
+        simple_strtol as *const (),
     ];
     std::hint::black_box(all);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    fn split(s: &str) -> (Vec<String>, c_int) {
+        let c = CString::new(s).unwrap();
+        let mut argc = -1;
+        // SAFETY: a C string and a writable count.
+        let argv = unsafe { rtapi_argv_split(0, c.as_ptr(), &mut argc) };
+        assert!(!argv.is_null());
+        let mut words = Vec::new();
+        // SAFETY: a NULL-terminated array of C strings from rtapi_argv_split, freed once below.
+        unsafe {
+            let mut i = 0;
+            while !(*argv.add(i)).is_null() {
+                words.push(CStr::from_ptr(*argv.add(i)).to_str().unwrap().to_string());
+                i += 1;
+            }
+            rtapi_argv_free(argv);
+        }
+        (words, argc)
+    }
+
+    #[test]
+    fn argv_split_splits_on_whitespace_into_a_null_terminated_array() {
+        assert_eq!(
+            split("  num_encoders=2 \t num_stepgens=3\nsserial_port_0=0000  "),
+            (
+                vec![
+                    "num_encoders=2".to_string(),
+                    "num_stepgens=3".into(),
+                    "sserial_port_0=0000".into()
+                ],
+                3
+            )
+        );
+        assert_eq!(split(""), (vec![], 0));
+        assert_eq!(split(" \t "), (vec![], 0));
+        // A null string is no words; a null count is allowed.
+        // SAFETY: null arguments are part of the contract.
+        let argv = unsafe { rtapi_argv_split(0, std::ptr::null(), std::ptr::null_mut()) };
+        assert!(!argv.is_null());
+        // SAFETY: the array from rtapi_argv_split: its first slot, then freed once.
+        unsafe {
+            assert!((*argv).is_null());
+            rtapi_argv_free(argv);
+            rtapi_argv_free(std::ptr::null_mut());
+        }
+    }
+
+    fn request(name: &str) -> (c_int, *const RtapiFirmware) {
+        let c = CString::new(name).unwrap();
+        let mut fw: *const RtapiFirmware = std::ptr::NonNull::dangling().as_ptr();
+        // SAFETY: a writable result pointer and a C string.
+        let r = unsafe { rtapi_request_firmware(&mut fw, c.as_ptr(), std::ptr::null_mut()) };
+        (r, fw)
+    }
+
+    #[test]
+    fn firmware_is_read_from_lib_firmware_or_named_missing() {
+        let (r, fw) = request("rtapi-test/no-such-firmware.bit");
+        assert_eq!(r, -libc::ENOENT);
+        assert!(fw.is_null());
+        for bad in ["/etc/passwd", "../etc/passwd", "hm2/../../etc/passwd", ""] {
+            assert_eq!(request(bad).0, -libc::EINVAL, "{bad}");
+        }
+        // Any file Debian ships under /lib/firmware, read back whole.
+        let Some(file) = std::fs::read_dir(FIRMWARE_DIR)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        else {
+            eprintln!("no file under {FIRMWARE_DIR}: the read is not checked");
+            return;
+        };
+        let name = file.file_name().to_string_lossy().into_owned();
+        let (r, fw) = request(&name);
+        assert_eq!(r, 0, "{name}");
+        let want = std::fs::read(file.path()).unwrap();
+        // SAFETY: a firmware from rtapi_request_firmware: `size` bytes at `data`; released once.
+        unsafe {
+            let got = std::slice::from_raw_parts((*fw).data, (*fw).size);
+            assert_eq!(got, &want[..]);
+            rtapi_release_firmware(fw);
+            rtapi_release_firmware(std::ptr::null());
+        }
+    }
+
+    #[test]
+    fn task_self_off_the_rt_threads_is_einval() {
+        assert_eq!(rtapi_task_self(), -libc::EINVAL);
+    }
+
+    #[test]
+    fn param_alias_removal_succeeds_and_an_alias_is_refused() {
+        let n = CString::new("x.param").unwrap();
+        let a = CString::new("x.alias").unwrap();
+        // SAFETY: C strings, or null for "remove the alias".
+        unsafe {
+            assert_eq!(hal_param_alias(n.as_ptr(), std::ptr::null()), 0);
+            assert_eq!(hal_param_alias(n.as_ptr(), a.as_ptr()), -libc::ENOSYS);
+        }
+    }
+
+    #[test]
+    fn parport_without_a_structure_or_a_linux_port_fails() {
+        let m = CString::new("test").unwrap();
+        // SAFETY: a C string; a null port is refused before any use.
+        let r = unsafe { rtapi_parport_get(m.as_ptr(), std::ptr::null_mut(), 0x378, 0, 0) };
+        assert_eq!(r, -libc::EINVAL);
+        let mut port = RtapiParport {
+            base: 1,
+            base_hi: 1,
+            fd: 7,
+        };
+        // Linux parport 15: no such port on any test machine.
+        // SAFETY: a C string and a writable port structure.
+        let r = unsafe { rtapi_parport_get(m.as_ptr(), &mut port, 15, 0, 0) };
+        assert_eq!(r, -libc::ENODEV);
+        assert_eq!((port.base, port.base_hi, port.fd), (0, 0, -1));
+        // SAFETY: a cleared port structure; releasing it does nothing.
+        unsafe { rtapi_parport_release(&mut port) };
+    }
+
+    #[test]
+    fn simple_strtol_is_strtol() {
+        let s = CString::new("0x7i92").unwrap();
+        let mut end: *mut c_char = std::ptr::null_mut();
+        // SAFETY: a C string and a writable end pointer.
+        let v = unsafe { simple_strtol(s.as_ptr(), &mut end, 0) };
+        assert_eq!(v, 7);
+        // SAFETY: `end` points into `s`.
+        assert_eq!(unsafe { end.offset_from(s.as_ptr()) }, 3);
+    }
 }

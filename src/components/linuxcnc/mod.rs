@@ -683,10 +683,22 @@ pub(crate) fn load(
             c.exited.store(true, Ordering::Relaxed);
         }
         close(handle);
-        let said = if loading.errors.is_empty() {
+        // Its error messages; a module that prints its errors with `rtapi_print` (hm2_eth), which
+        // LinuxCNC always shows, has what it printed that way instead.
+        let said: Vec<&str> = if loading.errors.is_empty() {
+            loading
+                .held
+                .iter()
+                .filter(|(level, _)| *level == capi::MSG_ALL)
+                .map(|(_, t)| t.as_str())
+                .collect()
+        } else {
+            loading.errors.iter().map(String::as_str).collect()
+        };
+        let said = if said.is_empty() {
             String::new()
         } else {
-            format!("; it said: {}", loading.errors.join(" / "))
+            format!("; it said: {}", said.join(" / "))
         };
         return Err(LoadError::unavailable(format!(
             "LinuxCNC module {module}: rtapi_app_main failed with {}{said}",
