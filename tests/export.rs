@@ -326,7 +326,17 @@ fn metrics_of_a_live_instance_follow_it_down_and_up() {
         "--pin",
         "machine-enable",
     ]);
+    // A client that connects and sends nothing holds only its own connection: a scrape meanwhile
+    // is answered at once, not after the exporter's 5 s client timeout.
+    let idle = std::net::TcpStream::connect(&exp.addr).unwrap();
+    let t0 = std::time::Instant::now();
     let first = exp.scrape();
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(2),
+        "a scrape waited {:?} behind an idle client",
+        t0.elapsed()
+    );
+    drop(idle);
     assert_eq!(first.one("rtapi_up", &[("instance", &i)]), 1.0);
     assert_eq!(first.types["rtapi_thread_cycles"], "counter");
     assert_eq!(first.types["rtapi_thread_latency_seconds"], "histogram");

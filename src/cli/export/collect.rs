@@ -58,7 +58,7 @@ pub struct Sources {
     trust: Trust,
     pins: Vec<String>,
     followed: BTreeMap<String, Followed>,
-    log: Box<dyn FnMut(&str)>,
+    log: Box<dyn FnMut(&str) + Send>,
 }
 
 impl Sources {
@@ -66,7 +66,7 @@ impl Sources {
         selection: Selection,
         trust: Trust,
         pins: Vec<String>,
-        log: Box<dyn FnMut(&str)>,
+        log: Box<dyn FnMut(&str) + Send>,
     ) -> Sources {
         Sources {
             selection,

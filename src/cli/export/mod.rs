@@ -174,11 +174,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
     for (name, r) in opened {
         sources.adopt(&name, r);
     }
-    serve(&listener, &mut sources, local)
+    serve(&listener, sources, local)
 }
 
-/// Answers requests one after the other, forever (Ctrl-C ends the process: it owns nothing to clean).
-fn serve(listener: &TcpListener, sources: &mut Sources, local: SocketAddr) -> Result<(), Failure> {
+/// Clients served at once; one more gets a 503 at once (a scraper retries at its next interval).
+const MAX_CLIENTS: usize = 16;
+
+/// Answers requests, each connection on a thread of its own (so a client that connects and sends
+/// nothing holds only its own thread, for at most the client timeout), the collection one at a time;
+/// forever (Ctrl-C ends the process: it owns nothing to clean).
+fn serve(listener: &TcpListener, sources: Sources, local: SocketAddr) -> Result<(), Failure> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let sources = Arc::new(Mutex::new(sources));
+    let active = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
         let mut stream = match conn {
             Ok(s) => s,
@@ -191,21 +200,45 @@ fn serve(listener: &TcpListener, sources: &mut Sources, local: SocketAddr) -> Re
         };
         let _ = stream.set_read_timeout(Some(http::CLIENT_TIMEOUT));
         let _ = stream.set_write_timeout(Some(http::CLIENT_TIMEOUT));
-        let (response, head_only) = match http::read_request(&mut stream) {
-            Err(BadRequest::Gone) => continue,
-            Err(BadRequest::Malformed(why)) => {
-                (Response::text(400, format!("bad request: {why}\n")), false)
-            }
-            Ok(req) => {
-                let head_only = req.method == "HEAD";
-                (answer(&req, sources, local), head_only)
-            }
-        };
-        if let Err(e) = http::write_response(&mut stream, &response, head_only) {
-            log::debug!("answering a client: {e}");
+        if active.load(Ordering::Relaxed) >= MAX_CLIENTS {
+            let busy = Response::text(
+                503,
+                format!("{MAX_CLIENTS} clients are being served; try again\n"),
+            );
+            let _ = http::write_response(&mut stream, &busy, false);
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let (sources, active) = (Arc::clone(&sources), Arc::clone(&active));
+        let spawned = std::thread::Builder::new()
+            .name("rtapi-export-client".into())
+            .spawn(move || {
+                client(stream, &sources, local);
+                active.fetch_sub(1, Ordering::Relaxed);
+            });
+        if let Err(e) = spawned {
+            log::warn!("serving a client: cannot start a thread: {e}");
         }
     }
     Ok(())
+}
+
+/// One connection: one request, one answer.
+fn client(mut stream: std::net::TcpStream, sources: &std::sync::Mutex<Sources>, local: SocketAddr) {
+    let (response, head_only) = match http::read_request(&mut stream) {
+        Err(BadRequest::Gone) => return,
+        Err(BadRequest::Malformed(why)) => {
+            (Response::text(400, format!("bad request: {why}\n")), false)
+        }
+        Ok(req) => {
+            let head_only = req.method == "HEAD";
+            let mut sources = sources.lock().unwrap_or_else(|p| p.into_inner());
+            (answer(&req, &mut sources, local), head_only)
+        }
+    };
+    if let Err(e) = http::write_response(&mut stream, &response, head_only) {
+        log::debug!("answering a client: {e}");
+    }
 }
 
 /// The response to one request.
