@@ -277,10 +277,16 @@ fn a_sampler_loaded_into_a_running_instance_works() {
         assert!(v[0] == "1" || v[0] == "-1", "{l}");
         assert_eq!(v[1], "2.5");
     }
-    // Unloaded and loaded again, with another shape: the new ring replaces the old one's file.
+    // Unloaded (its function leaves the thread first): its ring's file goes at once, not when the
+    // instance ends.
+    let fifo = format!("/dev/shm/rtapi-{}:sampler.0", r.name);
+    assert!(std::path::Path::new(&fifo).exists());
+    let (ok, out, err) = halcmd(&r.name, &["unloadrt", "sampler"]);
+    assert!(ok, "unloadrt: {out} {err}");
+    assert!(!std::path::Path::new(&fifo).exists(), "{fifo} left behind");
+    // Loaded again, with another shape.
     for cmd in [
-        &["unloadrt", "sampler"][..],
-        &["loadrt", "sampler", "cfg=u", "depth=10"],
+        &["loadrt", "sampler", "cfg=u", "depth=10"][..],
         &["setp", "sampler.0.pin.0", "4294967295"],
         &["addf", "sampler.0", "servo"],
     ] {

@@ -76,6 +76,13 @@ fn rows(csv: &str) -> Vec<(u64, Vec<f64>)> {
 }
 
 fn untouched(owner: &Owner, functs_before: &str, sigs_before: &str) {
+    // The scope's ring file went with its sampler (not at the instance's end).
+    let rings: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!("rtapi-{}:scope-", owner.name)))
+        .collect();
+    assert!(rings.is_empty(), "left behind: {rings:?}");
     assert!(
         !owner.show("comp").contains("scope-"),
         "{}",

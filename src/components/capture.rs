@@ -33,7 +33,7 @@
 //! `setp` can reset them (a reset `sample-num` reads as a gap: `rtapi sample` prints `overrun` there).
 //!
 //! The ring is created when the function is made (at `start`, or at once by a live `loadrt`) and
-//! removed when the instance ends. A ring that cannot be created (a live process already has that
+//! removed when it is unloaded (its function retired) or the instance ends. A ring that cannot be created (a live process already has that
 //! name) is logged at start; the function then drops every sample (sampler: `full`, `overruns`) or
 //! finds nothing (streamer: `empty`, `underruns`).
 

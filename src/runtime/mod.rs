@@ -740,6 +740,31 @@ impl Runtime<Running> {
         Ok(())
     }
 
+    /// Drops the closures of functions `names` that no thread runs any more (their component was
+    /// unloaded), so that what they own is released now (a sampler's FIFO file in /dev/shm) instead
+    /// of when the instance ends. Refused, with nothing done, while a thread has not taken its
+    /// latest run list (stalled or stopped): it may still hold one of them.
+    pub fn retire_functions(&self, names: &[String]) -> Result<usize, RuntimeError> {
+        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
+        self.check_taken()?;
+        let running: std::collections::HashSet<u32> =
+            self.state.lists.iter().flat_map(|l| l.current()).collect();
+        let slots = &self.state.slots;
+        let mut retired = 0;
+        for n in 0..slots.len() as u32 {
+            let Some(slot) = slots.get(n) else { continue };
+            if running.contains(&n) || !names.iter().any(|f| f == slot.name()) {
+                continue;
+            }
+            // SAFETY: every thread took its latest list (checked above, under the live lock that
+            // every list change takes), and no current list holds slot `n`: no thread calls it,
+            // and no other retire runs (same lock).
+            unsafe { slot.retire() };
+            retired += 1;
+        }
+        Ok(retired)
+    }
+
     fn thread_index(&self, thread: &str) -> Result<usize, RuntimeError> {
         self.state
             .threads

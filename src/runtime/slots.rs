@@ -113,6 +113,20 @@ impl FunctionSlot {
         }
     }
 
+    /// Drops the function's closure (and what it owns: a sampler's FIFO file, a hosted module's
+    /// handle), leaving a function that does nothing: for a function that left every thread for
+    /// good (its component was unloaded), so its resources go now instead of at exit.
+    ///
+    /// # Safety
+    /// No thread may hold the slot in its run list (the control side checked that every thread took
+    /// a list without it), and no other call of `call`/`retire` may run on it.
+    pub unsafe fn retire(&self) {
+        // SAFETY: the caller guarantees nobody else touches the closure now.
+        let body = unsafe { &mut *self.body.get() };
+        let old = std::mem::replace(body, Box::new(|_| {}));
+        drop(old);
+    }
+
     /// Records a call's time (and fault) in its timing record and health objects.
     ///
     /// # Safety

@@ -211,6 +211,19 @@ impl Session {
             .iter()
             .filter(|l| !loaded_after.contains(&l.names))
         {
+            // Their closures go now (a sampler's FIFO file with them), not at exit.
+            let functions: Vec<String> = before
+                .functions
+                .iter()
+                .filter(|(_, owner)| l.names.contains(owner))
+                .map(|(f, _)| f.clone())
+                .collect();
+            if let Err(e) = rt.retire_functions(&functions) {
+                log::warn!(
+                    "unloadrt {}: its functions are kept until the instance ends: {e}",
+                    l.component
+                );
+            }
             for name in &l.names {
                 hal.delete_component(name)
                     .map_err(err(format!("unloadrt {name}")))?;
