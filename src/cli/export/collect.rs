@@ -35,7 +35,7 @@ pub fn scan() -> std::io::Result<Vec<String>> {
             continue;
         };
         if let Some(name) = file.strip_prefix("rtapi-") {
-            if rtapi_hal::name::validate(name).is_ok() {
+            if rtapi_hal::name::validate_instance(name).is_ok() {
                 names.push(name.to_string());
             }
         }
@@ -480,4 +480,26 @@ fn read_instance(r: &HalReader, instance: &str, pins: &[String]) -> rtapi_hal::R
         });
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sampler's FIFO file (`rtapi-NAME:sampler.0`) is no instance: `:` is allowed in HAL object
+    /// names, never in instance names.
+    #[test]
+    fn the_scan_finds_segments_and_skips_fifo_files() {
+        let name = format!("exportscan-{}", std::process::id());
+        let seg = format!("{SHM}/rtapi-{name}");
+        let fifo = format!("{seg}:sampler.0");
+        std::fs::write(&seg, b"").unwrap();
+        std::fs::write(&fifo, b"").unwrap();
+        let found = scan();
+        let _ = std::fs::remove_file(&seg);
+        let _ = std::fs::remove_file(&fifo);
+        let found = found.unwrap();
+        assert!(found.contains(&name), "{found:?}");
+        assert!(!found.iter().any(|n| n.contains(':')), "{found:?}");
+    }
 }
