@@ -219,16 +219,7 @@ fn io_load_directory_is_removed_on_sigint_and_sigterm() {
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(8);
         let dir = loop {
-            let found = std::fs::read_dir(tmp.path())
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .find(|p| {
-                    p.file_name()
-                        .unwrap()
-                        .to_string_lossy()
-                        .starts_with("rtapi-load-")
-                });
-            if let Some(d) = found {
+            if let Some(d) = io_dirs(tmp.path()).pop() {
                 break d;
             }
             assert!(Instant::now() < deadline, "the io load never started");
@@ -255,23 +246,26 @@ fn io_load_directory_is_removed_on_sigint_and_sigterm() {
     }
 }
 
+/// The io load's directories (`rtapi-load-…`) in `dir`.
+fn io_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rtapi-load-")
+        })
+        .collect()
+}
+
 /// A SIGKILLed run cannot remove its io directory; the next run with `--load io` does (the directory's
 /// name carries its pid, and that process is gone), before it makes its own.
 #[test]
 fn a_sigkilled_runs_io_directory_is_removed_by_the_next_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let io_dirs = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(tmp.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("rtapi-load-")
-            })
-            .collect()
-    };
+    let io_dirs = || io_dirs(tmp.path());
     let args = [
         "--duration",
         "60s",

@@ -84,6 +84,9 @@ def test_unloadusr_ends_the_program_and_removes_its_component(tmp_path):
     try:
         pid = int(until("the pid file", lambda: pidfile.exists() and pidfile.read_text()))
         assert "panel" in run("show", "comp", "--instance", h.name).stdout
+        # A real-time component may not take a user component's name.
+        p = run("halcmd", "--instance", h.name, "loadrt", "not", "names=panel", check=False)
+        assert p.returncode != 0 and "a component named 'panel' already exists" in p.stderr, p.stderr
         # A name that is no user component: the error lists the ones there are.
         bad = run("halcmd", "--instance", h.name, "unloadusr", "nosuch", check=False)
         assert bad.returncode != 0 and "(there are: panel)" in bad.stderr, bad.stderr

@@ -196,6 +196,37 @@ pub struct Session {
 }
 
 impl Session {
+    /// A `loadrt` may not reuse a component name (real-time or user-space) or a pin or param name.
+    fn check_new_names(
+        &self,
+        line: usize,
+        c: &str,
+        names: &[String],
+        declared: &Declared,
+    ) -> Result<(), (usize, String)> {
+        for name in names {
+            if self.model.loaded.iter().any(|l| l.names.contains(name))
+                || self.model.user.iter().any(|u| &u.name == name)
+            {
+                return Err((
+                    line,
+                    format!("loadrt {c}: a component named '{name}' already exists"),
+                ));
+            }
+        }
+        if let Some(dup) = declared
+            .pins
+            .keys()
+            .chain(declared.params.keys())
+            .find(|n| self.model.pins.contains_key(*n) || self.model.params.contains_key(*n))
+        {
+            return Err((
+                line,
+                format!("loadrt {c}: a pin or param named '{dup}' already exists"),
+            ));
+        }
+        Ok(())
+    }
     /// An empty session for instance `instance` (checked as a HAL name).
     pub fn new(registry: Registry, instance: &str) -> Result<Session, ConfigError> {
         if let Some(e) = invalid_name("instance", instance) {
@@ -889,25 +920,7 @@ impl Session {
                 &args,
             )
             .map_err(|e| (line, format!("loadrt {c}: {}", e.message)))?;
-        for name in &names {
-            if self.model.loaded.iter().any(|l| l.names.contains(name)) {
-                return Err((
-                    line,
-                    format!("loadrt {c}: a component named '{name}' already exists"),
-                ));
-            }
-        }
-        if let Some(dup) = declared
-            .pins
-            .keys()
-            .chain(declared.params.keys())
-            .find(|n| self.model.pins.contains_key(*n) || self.model.params.contains_key(*n))
-        {
-            return Err((
-                line,
-                format!("loadrt {c}: a pin or param named '{dup}' already exists"),
-            ));
-        }
+        self.check_new_names(line, &c, &names, &declared)?;
         self.model.merge(declared, &names, "");
         self.model.instances += n;
         self.model.loaded.push(Loaded {
@@ -973,25 +986,7 @@ impl Session {
                 ),
             ));
         }
-        for name in &names {
-            if self.model.loaded.iter().any(|l| l.names.contains(name)) {
-                return Err((
-                    line,
-                    format!("loadrt {c}: a component named '{name}' already exists"),
-                ));
-            }
-        }
-        if let Some(dup) = declared
-            .pins
-            .keys()
-            .chain(declared.params.keys())
-            .find(|n| self.model.pins.contains_key(*n) || self.model.params.contains_key(*n))
-        {
-            return Err((
-                line,
-                format!("loadrt {c}: a pin or param named '{dup}' already exists"),
-            ));
-        }
+        self.check_new_names(line, &c, &names, &declared)?;
         let fallback = names.first().cloned().unwrap_or_default();
         self.model.merge(declared, &names, &fallback);
         self.model.instances += n;
