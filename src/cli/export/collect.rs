@@ -417,8 +417,18 @@ fn read_instance(r: &HalReader, instance: &str, pins: &[String]) -> rtapi_hal::R
         if let Some(min) = s.latency_min() {
             m.latency_min.push(labels(), seconds(min as f64));
         }
+        // The health pins (runtime/health.rs), where the instance has them. `latency` is written at
+        // each wake, the stats block at each period's end, and the two are read one after the other:
+        // a wake newer than the snapshot may be later than the snapshot's max. Both are observed
+        // wakes, so the max reported is the larger of the two, and last ≤ max holds in every scrape.
+        let health = |suffix: &str| r.get(&format!("{}.{suffix}", t.name)).ok();
+        let last_ns = health("latency").map(|v| match number(v) {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        });
         if let Some(max) = s.latency_max() {
-            m.latency_max.push(labels(), seconds(max as f64));
+            let max = last_ns.map_or(max as f64, |l| l.max(max as f64));
+            m.latency_max.push(labels(), seconds(max));
         }
         m.jitter_max.push(labels(), seconds(s.jitter_max_ns as f64));
         m.exec_last.push(labels(), seconds(s.exec_last_ns as f64));
@@ -432,13 +442,7 @@ fn read_instance(r: &HalReader, instance: &str, pins: &[String]) -> rtapi_hal::R
         m.latency
             .samples
             .extend(histogram_samples(&labels(), &h, Some(s.latency_sum_ns)));
-        // The health pins (runtime/health.rs), where the instance has them.
-        let health = |suffix: &str| r.get(&format!("{}.{suffix}", t.name)).ok();
-        if let Some(v) = health("latency") {
-            let ns = match number(v) {
-                Num::Int(i) => i as f64,
-                Num::Float(f) => f,
-            };
+        if let Some(ns) = last_ns {
             m.latency_last.push(labels(), seconds(ns));
         }
         if let Some(v) = health("overruns") {
