@@ -196,6 +196,27 @@ pub struct Session {
 }
 
 impl Session {
+    /// Loads a component (native or a LinuxCNC module) into a scratch HAL that is never built, to
+    /// learn the instance names and the pins and params it declares.
+    fn dry_load(
+        &self,
+        component: &str,
+        instances: &Instances,
+        args: &LoadArgs,
+    ) -> Result<(Vec<String>, Declared), crate::components::LoadError> {
+        let mut scratch = Validation::new(&self.instance)?;
+        let mut declared = Declared::default();
+        let names = self.registry.load(
+            &mut scratch,
+            &mut declared,
+            &Presets::new(),
+            component,
+            instances,
+            args,
+        )?;
+        Ok((names, declared))
+    }
+
     /// A `loadrt` may not reuse a component name (real-time or user-space) or a pin or param name.
     fn check_new_names(
         &self,
@@ -907,18 +928,8 @@ impl Session {
                 ),
             ));
         }
-        let mut scratch = Validation::new(&self.instance).map_err(|e| (line, e.message))?;
-        let mut declared = Declared::default();
-        let names = self
-            .registry
-            .load(
-                &mut scratch,
-                &mut declared,
-                &Presets::new(),
-                &component.text,
-                &instances,
-                &args,
-            )
+        let (names, declared) = self
+            .dry_load(&component.text, &instances, &args)
             .map_err(|e| (line, format!("loadrt {c}: {}", e.message)))?;
         self.check_new_names(line, &c, &names, &declared)?;
         self.model.merge(declared, &names, "");
@@ -950,18 +961,8 @@ impl Session {
         let line = origin.line;
         let c = clip(&component.text);
         let args = LoadArgs { args: args.clone() };
-        let mut scratch = Validation::new(&self.instance).map_err(|e| (line, e.message))?;
-        let mut declared = Declared::default();
-        let names = self
-            .registry
-            .load(
-                &mut scratch,
-                &mut declared,
-                &Presets::new(),
-                &component.text,
-                instances,
-                &args,
-            )
+        let (names, declared) = self
+            .dry_load(&component.text, instances, &args)
             .map_err(|e| {
                 if e.is_unavailable() && !explicit {
                     (
