@@ -6,7 +6,6 @@
 mod common;
 use common::{rtapi, text};
 #[path = "common/sim_axis.rs"]
-#[allow(dead_code)] // SimAxis::signal is not needed here
 mod sim_axis;
 use sim_axis::SimAxis;
 

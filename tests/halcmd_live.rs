@@ -277,43 +277,105 @@ fn show_all_json_polled_by_other_processes_survives_1000_structural_changes() {
         i += 1;
         n += 3;
     }
-    let file = dir.path().join("changes.hal");
-    std::fs::write(&file, &changes).unwrap();
+    // Ten files of 100 commands, each run by its own `rtapi halcmd -f` once a read finished after the
+    // previous one: so reads are taken in generations between the first change's and the last's.
+    let lines: Vec<&str> = changes.lines().collect();
+    assert!(lines.len() >= 1000, "{} commands", lines.len());
+    let files: Vec<_> = lines
+        .chunks(100)
+        .enumerate()
+        .map(|(k, chunk)| {
+            let file = dir.path().join(format!("changes{k}.hal"));
+            std::fs::write(&file, chunk.join("\n") + "\n").unwrap();
+            file
+        })
+        .collect();
 
-    // Readers: separate processes, one `show all --json` after another, until the changes end.
-    let stop_flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Readers: separate processes, one `show all --json` after another, until the changes end;
+    // each good read counts and keeps the structure generation it was read in.
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+    let generation = || {
+        let o = rtapi(&["show", "all", "--json", "--instance", &name]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["generation"].as_u64().unwrap()
+    };
+    let g_start = generation();
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU32::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
     let reader = {
-        let (name, stop_flag) = (name.clone(), stop_flag.clone());
+        let (name, stop_flag, reads, seen) =
+            (name.clone(), stop_flag.clone(), reads.clone(), seen.clone());
         std::thread::spawn(move || {
-            let (mut reads, mut failures) = (0u32, Vec::new());
-            while !stop_flag.load(std::sync::atomic::Ordering::Relaxed) || reads < 3 {
+            let mut failures = Vec::new();
+            while !stop_flag.load(Ordering::Relaxed) {
                 let o = rtapi(&["show", "all", "--json", "--instance", &name]);
                 let (out, err) = text(&o);
                 if !o.status.success() {
                     failures.push(err);
-                } else if let Err(e) = serde_json::from_str::<serde_json::Value>(&out) {
-                    failures.push(format!("not JSON ({e}): {out}"));
-                } else {
-                    reads += 1;
+                    continue;
+                }
+                match serde_json::from_str::<serde_json::Value>(&out) {
+                    Err(e) => failures.push(format!("not JSON ({e}): {out}")),
+                    Ok(v) => {
+                        seen.lock().unwrap().push(v["generation"].as_u64().unwrap());
+                        reads.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
-            (reads, failures)
+            failures
         })
     };
     let t0 = Instant::now();
-    let (ok, _, err) = halcmd(&name, &["-f", file.to_str().unwrap()]);
+    for file in &files {
+        let before = reads.load(Ordering::Relaxed);
+        let waiting = Instant::now();
+        while reads.load(Ordering::Relaxed) == before {
+            assert!(waiting.elapsed() < T, "no read finished within {T:?}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let (ok, _, err) = halcmd(&name, &["-f", file.to_str().unwrap()]);
+        assert!(ok, "the changes of {} failed: {err}", file.display());
+    }
     let took = t0.elapsed();
-    stop_flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (reads, failures) = reader.join().unwrap();
-    assert!(ok, "the changes failed: {err}");
-    eprintln!("1000 structural changes in {took:?}; {reads} `show all --json` reads meanwhile");
+    stop_flag.store(true, Ordering::Relaxed);
+    let failures = reader.join().unwrap();
+    let g_end = generation();
+    let seen = seen.lock().unwrap().clone();
+    let between: std::collections::BTreeSet<u64> = seen
+        .iter()
+        .copied()
+        .filter(|&g| g > g_start && g < g_end)
+        .collect();
+    eprintln!(
+        "{} structural changes in {took:?}; {} `show all --json` reads meanwhile, {} of them in \
+         {} generations between {g_start} and {g_end}",
+        lines.len(),
+        seen.len(),
+        seen.iter().filter(|&&g| g > g_start && g < g_end).count(),
+        between.len()
+    );
     assert!(
         failures.is_empty(),
         "{} failed reads: {:?}",
         failures.len(),
         &failures[..failures.len().min(3)]
     );
-    assert!(reads >= 3);
+    assert!(
+        seen.iter()
+            .all(|&g| g % 2 == 0 && g >= g_start && g <= g_end),
+        "a read in an odd generation or outside the run: {seen:?} ({g_start}..={g_end})"
+    );
+    assert!(
+        g_end - g_start >= 2 * lines.len() as u64,
+        "every structural command is at least one generation step of two: {g_start} → {g_end}"
+    );
+    assert!(
+        between.len() >= 9,
+        "reads in only {} generations between the changes' first and last: {seen:?}",
+        between.len()
+    );
     // The structure is back to the base: no signal left, one function in the thread.
     let (_, sigs, _) = halcmd(&name, &["show", "sig"]);
     assert!(!sigs.contains("s0x0") && !sigs.contains("t0"), "{sigs}");

@@ -9,6 +9,19 @@
 //! - A NaN in the loop (`setp pid.0.Pgain nan --force`) faults the chain through `finite`.
 //! - A function of the servo thread that faults (a `fault_drill` loaded live with `rtapi halcmd`)
 //!   trips it through `servo.faulted`, and the reset is refused while the fault stands.
+//!
+//! This shared VM can stall the servo thread for tens of milliseconds at any time, also in its
+//! first periods; the chain is then right to trip. So every wait here is for a whole state (the
+//! pins of one period are written one after another: a reader can see the latch's `fault-out`
+//! before its `ok-out`), a reset is a rising edge the latch is known to have seen (the servo thread
+//! ran periods after each write), and a trip the test did not cause is accepted only when the run
+//! itself recorded the disturbance (new overruns, a higher latency-max, a STALLED line in its log).
+//!
+//! Why the whole state: a CI run failed with `sim_axis.0.enable` still TRUE in the same read that
+//! showed `estop.fault-out` TRUE and `machine-enable` FALSE (read a moment later). The chain was
+//! right; the read was torn between the latch's two stores. And a start whose first servo periods
+//! came after a 100 ms host stall never enabled: `servo.stalled` was TRUE when the `.hal`'s initial
+//! reset edge arrived, so the latch (correctly) stayed faulted until an operator reset.
 
 mod common;
 use common::{rtapi, text};
@@ -24,6 +37,12 @@ use std::time::{Duration, Instant};
 /// The following-error bound documented in config/sim-axis.toml, mm.
 const FOLLOWING_ERROR_BOUND: f64 = 0.25;
 
+/// How long anything here may take on a loaded machine; every wait returns as soon as it holds.
+const T: Duration = Duration::from_secs(20);
+
+/// Resets the host may force (each one explained by the run's own records) before a test gives up.
+const MAX_RESETS: u32 = 4;
+
 struct Run(SimAxis);
 
 impl std::ops::Deref for Run {
@@ -33,28 +52,46 @@ impl std::ops::Deref for Run {
     }
 }
 
+/// What the run records of host disturbances: the servo thread's overruns and worst latency, and
+/// the STALLED lines in its log.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Disturbances {
+    overruns: f64,
+    latency_max: f64,
+    stalls: usize,
+}
+
 impl Run {
+    /// Starts sim-axis and waits until the machine is enabled: at once (the `.hal` file's initial
+    /// reset edge) or after operator resets, each needed one explained by a recorded disturbance.
     fn start(tag: &str) -> Run {
-        let run = Run(SimAxis::spawn(tag, "30s"));
-        run.wait_for("the machine enabled", Duration::from_secs(10), |p| {
-            p["estop.ok-out"] == 1.0 && p["machine-enable"] == 1.0
-        });
+        let run = Run(SimAxis::spawn(tag, "600s"));
+        let t0 = Instant::now();
+        run.wait_periods(5);
+        run.enable_after_disturbances("the start");
+        eprintln!("{tag}: enabled {:?} after the spawn", t0.elapsed());
         run
     }
 
-    /// Every pin's and signal's value as f64 (bits as 0/1).
+    /// Every pin's and signal's value as f64 (bits as 0/1; a non-finite float — JSON null — as NaN,
+    /// which fails every comparison below).
     fn values(&self) -> HashMap<String, f64> {
+        // One snapshot of pins and signals: two processes a few milliseconds apart can see a trip
+        // between them (a pin TRUE, its signal FALSE).
         let mut all = HashMap::new();
+        let out = rtapi(&["show", "all", "--json", "--instance", &self.instance]);
+        if !out.status.success() {
+            return all;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         for (what, key) in [("pin", "pins"), ("sig", "signals")] {
-            let out = rtapi(&["show", what, "--json", "--instance", &self.instance]);
-            if !out.status.success() {
-                return HashMap::new();
-            }
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             for p in v[key].as_array().into_iter().flatten() {
                 let value = match &p["value"] {
                     serde_json::Value::Bool(b) => f64::from(u8::from(*b)),
-                    other => other.as_f64().unwrap_or(f64::NAN),
+                    serde_json::Value::Null => f64::NAN,
+                    other => other
+                        .as_f64()
+                        .unwrap_or_else(|| panic!("{what} {}: value {other}", p["name"])),
                 };
                 all.insert(p["name"].as_str().unwrap().to_string(), value);
             }
@@ -82,6 +119,99 @@ impl Run {
         }
     }
 
+    /// The servo thread's period count.
+    fn servo_cycles(&self) -> Option<u64> {
+        let out = rtapi(&["show", "thread", "--json", "--instance", &self.instance]);
+        if !out.status.success() {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["threads"]
+            .as_array()?
+            .iter()
+            .find(|t| t["name"] == "servo")?["cycles"]
+            .as_u64()
+    }
+
+    /// Waits until the servo thread has run `n` more periods: whatever was written before the call
+    /// has been seen by every function of at least `n - 1` whole periods.
+    fn wait_periods(&self, n: u64) {
+        let t0 = Instant::now();
+        let mut first = None;
+        loop {
+            if let Some(c) = self.servo_cycles() {
+                let from = *first.get_or_insert(c);
+                if c >= from + n {
+                    return;
+                }
+            }
+            assert!(
+                t0.elapsed() < T,
+                "the servo thread did not run {n} periods within {T:?} (from {first:?})"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn disturbances(&self, v: &HashMap<String, f64>) -> Disturbances {
+        Disturbances {
+            overruns: v["servo.overruns"],
+            latency_max: v["servo.latency-max"],
+            stalls: self.log().matches("STALLED").count(),
+        }
+    }
+
+    /// An operator reset: `estop-reset` FALSE, seen by the latch for whole periods, then TRUE, seen.
+    fn reset(&self) {
+        self.cmd(&["sets", "estop-reset", "0"]);
+        self.wait_periods(3);
+        self.cmd(&["sets", "estop-reset", "1"]);
+        self.wait_periods(3);
+    }
+
+    /// Enables the machine if the latch is faulted although every input of the chain is good, as
+    /// an operator would — only when the run recorded a disturbance that explains the trip.
+    fn enable_after_disturbances(&self, what: &str) -> HashMap<String, f64> {
+        let mut seen = Disturbances {
+            overruns: 0.0,
+            latency_max: 0.0,
+            stalls: 0,
+        };
+        for resets in 0..=MAX_RESETS {
+            let v = self.wait_for("the chain's inputs settled", T, |p| {
+                p["estop.ok-out"] == 1.0 || p["estop.ok-in"] == 1.0
+            });
+            if v["estop.ok-out"] == 1.0 && v["machine-enable"] == 1.0 {
+                return v;
+            }
+            // Faulted with good inputs: look again some periods later (one look can straddle a trip).
+            self.wait_periods(3);
+            let v = self.values();
+            if v["estop.ok-out"] == 1.0 && v["machine-enable"] == 1.0 {
+                return v;
+            }
+            if v["estop.ok-in"] != 1.0 {
+                continue;
+            }
+            let now = self.disturbances(&v);
+            // The chain trips on a wake ≥ 10 ms late (latency-max shows it, and new overruns
+            // follow it) or a stall (logged); every other input is good again now.
+            let late = now.latency_max >= 10e6
+                && (now.latency_max > seen.latency_max || now.overruns > seen.overruns);
+            assert!(
+                late || now.stalls > seen.stalls,
+                "{what}: the latch is faulted with no disturbance recorded since {seen:?} \
+                 ({now:?}); {v:?}\nlog:\n{}",
+                self.log()
+            );
+            assert!(resets < MAX_RESETS, "{what}: {resets} resets; {now:?}");
+            eprintln!("safety_chain: {what}: the host disturbed the servo thread ({now:?}); reset");
+            seen = now;
+            self.reset();
+        }
+        unreachable!()
+    }
+
     fn cmd(&self, args: &[&str]) {
         let mut all = args.to_vec();
         all.extend(["--instance", &self.instance]);
@@ -94,18 +224,24 @@ impl Run {
 fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back() {
     let run = Run::start("chain");
     // Running normally: enabled, following.
-    let before = run.wait_for("following within the bound", Duration::from_secs(5), |p| {
-        p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND
+    let before = run.wait_for("following within the bound", T, |p| {
+        p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND && p["estop.ok-out"] == 1.0
     });
     assert_eq!(before["estop.fault-out"], 0.0);
 
+    // 300 ms stopped (the sleep is the length of the stop, not a wait for something).
     run.signal(nix::sys::signal::Signal::SIGSTOP);
     std::thread::sleep(Duration::from_millis(300));
     run.signal(nix::sys::signal::Signal::SIGCONT);
 
-    // The health pins show it, the latch is set, the enable is down.
-    let tripped = run.wait_for("the estop latched", Duration::from_secs(2), |p| {
-        p["estop.fault-out"] == 1.0 && p["machine-enable"] == 0.0
+    // The health pins show it, the latch is set, the enable is down and the loop outputs nothing:
+    // one whole state, written over one period.
+    let tripped = run.wait_for("the estop latched, everything disabled", T, |p| {
+        p["estop.fault-out"] == 1.0
+            && p["estop.ok-out"] == 0.0
+            && p["machine-enable"] == 0.0
+            && p["sim_axis.0.enable"] == 0.0
+            && p["pid.0.output"] == 0.0
     });
     assert!(
         tripped["servo.missed"] >= 250.0,
@@ -113,11 +249,6 @@ fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back(
         tripped["servo.missed"]
     );
     assert!(tripped["servo.latency-max"] >= 250e6);
-    assert_eq!(tripped["sim_axis.0.enable"], 0.0);
-    assert_eq!(
-        tripped["pid.0.output"], 0.0,
-        "a disabled loop outputs nothing"
-    );
     // The axis holds: with no torque, friction stops it and it stays.
     std::thread::sleep(Duration::from_millis(300));
     let held: Vec<f64> = (0..10)
@@ -126,6 +257,10 @@ fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back(
             run.values()["sim_axis.0.position-fb"]
         })
         .collect();
+    assert!(
+        held.iter().all(|x| x.is_finite()),
+        "positions while disabled: {held:?}"
+    );
     let (lo, hi) = held
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
@@ -137,48 +272,56 @@ fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back(
         hi - lo
     );
     // Still latched although every input is good again: only a reset clears it.
-    assert_eq!(run.values()["estop.ok-out"], 0.0);
+    let latched = run.values();
+    assert_eq!(
+        (latched["estop.ok-out"], latched["estop.ok-in"]),
+        (0.0, 1.0),
+        "{latched:?}"
+    );
 
-    // The operator resets: a rising edge. On this shared VM the host can stall the servo thread
-    // past the chain's 10 ms latency limit again at any time; the chain is then right to trip, and
-    // the operator resets again — only a trip that the health pins do not explain fails the test.
+    // The operator resets: a rising edge. The host can stall the servo thread past the chain's
+    // limits again at any time; the chain is then right to trip, and the operator resets again —
+    // only a trip the run's records do not explain fails the test.
+    let mut seen = run.disturbances(&latched);
     let mut resets = 0;
     let after = loop {
         resets += 1;
-        let before = run.values();
-        run.cmd(&["sets", "estop-reset", "0"]);
-        run.cmd(&["sets", "estop-reset", "1"]);
-        run.wait_for("enabled again", Duration::from_secs(2), |p| {
+        run.reset();
+        let enabled = run.wait_for("enabled again (or tripped)", T, |p| {
             p["estop.ok-out"] == 1.0 && p["machine-enable"] == 1.0
+                || p["estop.fault-out"] == 1.0 && p["estop.ok-in"] == 1.0
         });
         // The command comes back to the sine within the limits and the axis follows it again.
-        std::thread::sleep(Duration::from_millis(1500));
-        let after = run.wait_for(
-            "following again (or tripped)",
-            Duration::from_secs(3),
-            |p| {
+        let after = if enabled["estop.ok-out"] == 1.0 {
+            run.wait_for("following again (or tripped)", T, |p| {
                 p["estop.fault-out"] == 1.0
-                    || ((p["pos-cmd"] - p["sine"]).abs() < 1e-6
-                        && p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND)
-            },
-        );
+                    || (p["pos-cmd"] - p["sine"]).abs() < 1e-6
+                        && p["pid.0.error"].abs() < FOLLOWING_ERROR_BOUND
+            })
+        } else {
+            enabled
+        };
         if after["estop.fault-out"] == 0.0 {
             break after;
         }
-        // Tripped again: it must be a new late period the health pins saw.
+        // Tripped again: it must be a new disturbance the run recorded.
+        let now = run.disturbances(&after);
         assert!(
-            after["servo.overruns"] > before["servo.overruns"]
-                || after["servo.latency-max"] > before["servo.latency-max"],
+            now.overruns > seen.overruns || now.stalls > seen.stalls,
             "the latch tripped after the reset with no new late period: {after:?}"
         );
         eprintln!(
-            "safety_chain: the host stalled the servo thread again after reset {resets} (overruns \
-             {} → {}); resetting again",
-            before["servo.overruns"], after["servo.overruns"]
+            "safety_chain: the host stalled the servo thread again after reset {resets} \
+             ({seen:?} → {now:?}); resetting again"
         );
-        assert!(resets < 4, "tripped by host stalls after {resets} resets");
+        seen = now;
+        assert!(
+            resets < MAX_RESETS,
+            "tripped by host stalls after {resets} resets"
+        );
     };
     assert_eq!(after["estop.fault-out"], 0.0, "the reset held");
+    assert_eq!(after["sim_axis.0.enable"], 1.0, "the amp is enabled again");
 }
 
 #[test]
@@ -187,48 +330,89 @@ fn a_nan_in_the_loop_faults_the_chain() {
     // A NaN gain makes the loop's output — the torque command — NaN; the plant shrugs it off (it
     // keeps its state finite), `wcomp` would let it through (as LinuxCNC's does); `finite` catches it.
     run.cmd(&["setp", "pid.0.Pgain", "nan", "--force"]);
-    let tripped = run.wait_for("the estop latched", Duration::from_secs(2), |p| {
+    let tripped = run.wait_for("the estop latched through finite", T, |p| {
         p["estop.fault-out"] == 1.0
+            && p["machine-enable"] == 0.0
+            && p["sim_axis.0.enable"] == 0.0
+            && p["torque-finite.count"] >= 1.0
     });
-    assert_eq!(tripped["machine-enable"], 0.0);
-    assert_eq!(tripped["sim_axis.0.enable"], 0.0);
     assert!(
-        tripped["torque-finite.count"] >= 1.0,
-        "the NaN was seen: {tripped:?}"
+        tripped["sim_axis.0.position-fb"].is_finite(),
+        "the plant keeps its state finite: {tripped:?}"
     );
 }
 
 #[test]
 fn a_function_fault_in_the_servo_thread_trips_the_chain_for_good() {
     let run = Run::start("chain-fault");
+    // `enable-edges` counts the rising edges of machine-enable in every servo period (after the
+    // latch): an enable of a single period, which no look from another process would catch, counts.
     for line in [
         "loadrt fault_drill",
         "net drill fault_drill.0.fire",
         "addf fault_drill.0 servo",
+        "loadrt updown names=enable-edges",
+        "net machine-enable enable-edges.countup",
+        "addf enable-edges servo",
     ] {
         let args: Vec<&str> = line.split(' ').collect();
         let (ok, _, err) = halrun::halcmd(&run.instance, &args);
         assert!(ok, "halcmd {line}: {err}");
     }
-    let before = run.values();
+    // The drill runs (its calls go up) and nothing has faulted yet.
+    let before = run.wait_for("the drill running", T, |p| {
+        p.get("fault_drill.0.calls").is_some_and(|&c| c >= 1.0)
+            && p.get("enable-edges.count").is_some()
+    });
     assert_eq!(
         (before["servo.faults"], before["servo.faulted"]),
         (0.0, 0.0)
     );
-    assert_eq!(before["estop.ok-out"], 1.0);
+    // The host may have tripped the chain since the start: enabled again first.
+    run.enable_after_disturbances("before the drill");
+
     run.cmd(&["sets", "drill", "1"]);
-    let tripped = run.wait_for("the estop latched", Duration::from_secs(2), |p| {
-        p["estop.fault-out"] == 1.0
+    let tripped = run.wait_for("the fault latched the estop", T, |p| {
+        p["servo.faulted"] == 1.0
+            && p["not-faulted.out"] == 0.0
+            && p["estop.fault-out"] == 1.0
+            && p["estop.ok-out"] == 0.0
+            && p["machine-enable"] == 0.0
+            && p["sim_axis.0.enable"] == 0.0
     });
-    assert_eq!(tripped["servo.faults"], 1.0);
-    assert_eq!(tripped["not-faulted.out"], 0.0);
-    assert_eq!(tripped["machine-enable"], 0.0);
-    assert_eq!(tripped["sim_axis.0.enable"], 0.0);
-    // The faulted function stays disabled: an operator reset is refused (the latch's input is bad).
-    run.cmd(&["sets", "estop-reset", "0"]);
-    run.cmd(&["sets", "estop-reset", "1"]);
-    std::thread::sleep(Duration::from_millis(100));
-    let after = run.values();
-    assert_eq!(after["estop.ok-out"], 0.0, "{after:?}");
-    assert_eq!(after["servo.faulted"], 1.0);
+    assert_eq!(tripped["servo.faults"], 1.0, "{tripped:?}");
+    assert_eq!(tripped["estop.ok-in"], 0.0, "{tripped:?}");
+
+    // The faulted function stays disabled: an operator reset — a rising edge the latch saw — is
+    // refused (the latch's input is bad), in every period after it.
+    run.reset();
+    let (calls, edges) = (
+        tripped["fault_drill.0.calls"],
+        tripped["enable-edges.count"],
+    );
+    let t0 = Instant::now();
+    let mut looks = 0;
+    while looks < 10 || t0.elapsed() < Duration::from_millis(200) {
+        let after = run.values();
+        assert_eq!(after["estop.reset"], 1.0, "the reset reached the latch");
+        assert_eq!(
+            (
+                after["estop.ok-out"],
+                after["machine-enable"],
+                after["servo.faulted"],
+                after["servo.faults"]
+            ),
+            (0.0, 0.0, 1.0, 1.0),
+            "the reset must not clear the latch while the fault stands: {after:?}"
+        );
+        assert_eq!(
+            after["fault_drill.0.calls"], calls,
+            "the drill stays disabled"
+        );
+        assert_eq!(
+            after["enable-edges.count"], edges,
+            "the reset enabled the machine for a period while the fault stands: {after:?}"
+        );
+        looks += 1;
+    }
 }

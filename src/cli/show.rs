@@ -156,6 +156,7 @@ pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
     o.insert("instance".into(), json!(snap.header.instance));
     o.insert("state".into(), json!(state_name(snap.header.state)));
     o.insert("owner_pid".into(), json!(snap.header.owner_pid));
+    o.insert("generation".into(), json!(snap.generation));
     let m = |name: &str| matches(glob, name);
     if wants(kind, Kind::Comp) {
         let v: Vec<Json> = snap

@@ -2,14 +2,18 @@
 //! drive it from other processes as an operator would. (Included with `#[path]` by the tests that
 //! use it.)
 
-use std::path::Path;
+#![allow(dead_code)] // each test file uses only some of these
+
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// A running `rtapi run config/sim-axis.toml --instance <tag>-<pid>` (a stall is only reported, so
-/// that a stopped process is not also demoted); continued if stopped, then ended, on drop.
+/// that a stopped process is not also demoted); continued if stopped, then ended, on drop. Its
+/// standard error (errors only: stalls, faults) goes to a file, [`SimAxis::log`].
 pub struct SimAxis {
     pub child: Child,
     pub instance: String,
+    dir: tempfile::TempDir,
 }
 
 impl SimAxis {
@@ -17,15 +21,30 @@ impl SimAxis {
     pub fn spawn(tag: &str, duration: &str) -> SimAxis {
         let instance = format!("{tag}-{}", std::process::id());
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let stderr = std::fs::File::create(dir.path().join("stderr")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
             .args(["run", config.to_str().unwrap(), "--duration", duration])
             .args(["--instance", &instance, "--on-stall", "report"])
             .env("RUST_LOG", "error")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
-        SimAxis { child, instance }
+        SimAxis {
+            child,
+            instance,
+            dir,
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("stderr")
+    }
+
+    /// What the run has written to its standard error so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
     /// Sends `s` to the whole process (SIGSTOP, SIGCONT, …).

@@ -111,6 +111,9 @@ pub struct ThreadInfo {
 pub struct HalSnapshot {
     /// The segment header.
     pub header: HeaderInfo,
+    /// The structure generation the snapshot was read in (even; LAYOUT.md section 7a): two
+    /// snapshots with the same generation list the same objects.
+    pub generation: u64,
     /// Every component, in registration order.
     pub components: Vec<ComponentInfo>,
     /// Every pin, in registration order.

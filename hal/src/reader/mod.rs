@@ -564,6 +564,7 @@ impl HalReader {
             s.check()?;
             Ok(HalSnapshot {
                 header: self.header(),
+                generation: s.v.generation(),
                 components: s.all(Table::Components, Scan::component)?,
                 pins: s.all(Table::Pins, Scan::pin)?,
                 params: s.all(Table::Params, Scan::param)?,

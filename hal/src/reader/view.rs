@@ -242,6 +242,7 @@ impl View {
                 f(&Counted {
                     view: self,
                     counts,
+                    generation: g1,
                     m: &self.m,
                 })
             });
@@ -278,10 +279,16 @@ impl View {
 pub(crate) struct Counted<'a> {
     view: &'a View,
     counts: [usize; 6],
+    generation: u64,
     pub m: &'a Arc<Mapping>,
 }
 
 impl Counted<'_> {
+    /// The structure generation (even) these counts and everything read through them belong to.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub fn count(&self, t: Table) -> usize {
         self.counts[t as usize]
     }
