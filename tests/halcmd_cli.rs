@@ -259,9 +259,62 @@ fn commands_without_a_running_instance_say_how_to_start_one() {
 
 #[test]
 fn sigterm_stops_a_run_cleanly() {
-    let name = {
-        let i = Instance::start();
-        i.name.clone()
+    // A run that would go on for 10 minutes, stopped by SIGTERM once it runs: it ends by itself
+    // (not by the signal's default action), exit code 0 — or 1 when the host stalled a thread,
+    // which the log then says — with its summary printed and its segment removed.
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let name = format!("halcmd-term-{}", std::process::id());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["run", config.to_str().unwrap(), "--duration", "600s"])
+        .args(["--instance", &name])
+        .env("RUST_LOG", "error")
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let cycles = || -> u64 {
+        let o = rtapi(&["show", "thread", "--json", "--instance", &name]);
+        serde_json::from_slice::<Value>(&o.stdout)
+            .ok()
+            .and_then(|v| v["threads"][1]["cycles"].as_u64())
+            .unwrap_or(0)
     };
+    while cycles() < 10 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "instance never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t1.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("still running 60 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!("stopped {:?} after SIGTERM: {status:?}", t1.elapsed());
+    let (out, err) = (
+        std::fs::read_to_string(out).unwrap(),
+        std::fs::read_to_string(err).unwrap(),
+    );
+    match status.code() {
+        Some(0) => {}
+        Some(1) if err.contains("STALLED") => eprintln!("the host stalled a thread: {err}"),
+        other => panic!(
+            "exit {other:?} (signal {:?}); stderr: {err}",
+            std::os::unix::process::ExitStatusExt::signal(&status)
+        ),
+    }
+    assert!(
+        out.contains("rtapi ran") && out.contains("servo") && out.contains("base"),
+        "the summary: {out}"
+    );
     assert!(!Path::new(&format!("/dev/shm/rtapi-{name}")).exists());
 }
