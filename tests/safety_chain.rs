@@ -248,7 +248,13 @@ fn a_stopped_process_latches_the_estop_drops_the_amp_and_a_reset_brings_it_back(
         "{}",
         tripped["servo.missed"]
     );
-    assert!(tripped["servo.latency-max"] >= 250e6);
+    // The latency shows it only when the stop came while the thread slept (the next wake is then
+    // 300 ms late); a stop inside its functions makes that period end late instead, and the
+    // following deadlines are skipped: counted in `missed` above either way (seen: 1 run in 150).
+    eprintln!(
+        "stopped 300 ms: servo missed {}, latency-max {} ns",
+        tripped["servo.missed"], tripped["servo.latency-max"]
+    );
     // The axis holds: with no torque, friction stops it and it stays.
     std::thread::sleep(Duration::from_millis(300));
     let held: Vec<f64> = (0..10)
