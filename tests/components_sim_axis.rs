@@ -221,7 +221,7 @@ fn max_of(samples: &[HashMap<String, f64>], f: impl Fn(&HashMap<String, f64>) ->
         values.iter().all(|x| !x.is_nan()),
         "not a number among {values:?}"
     );
-    values.into_iter().fold(f64::NEG_INFINITY, f64::max)
+    values.into_iter().reduce(f64::max).expect("no samples")
 }
 
 fn min_of(samples: &[HashMap<String, f64>], f: impl Fn(&HashMap<String, f64>) -> f64) -> f64 {

@@ -40,6 +40,13 @@ fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
+/// The smallest of `values`: a NaN among them fails the test (f64::min would drop it).
+fn least(values: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = values.collect();
+    assert!(v.iter().all(|x| !x.is_nan()), "not a number among {v:?}");
+    v.into_iter().reduce(f64::min).unwrap_or(f64::INFINITY)
+}
+
 /// The documented rule, computed here from the JSON's numbers: the lowest worst case (within
 /// max(5 µs, 10 %) of the best counts as equal), then the lowest p99.9, then the fewest interrupts per
 /// second that cannot be moved (every kind but `movable`), then the highest CPU number.
@@ -65,12 +72,12 @@ fn rule(cpus: &[serde_json::Value]) -> Option<u64> {
             )
         })
         .collect();
-    let best = c.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+    let best = least(c.iter().map(|x| x.1));
     let limit = best + (best * 0.10).floor().max(5000.0);
     let c: Vec<_> = c.into_iter().filter(|x| x.1 <= limit).collect();
-    let best = c.iter().map(|x| x.2).fold(f64::INFINITY, f64::min);
+    let best = least(c.iter().map(|x| x.2));
     let c: Vec<_> = c.into_iter().filter(|x| x.2 == best).collect();
-    let best = c.iter().map(|x| x.3).fold(f64::INFINITY, f64::min);
+    let best = least(c.iter().map(|x| x.3));
     c.into_iter().filter(|x| x.3 <= best).map(|x| x.0).max()
 }
 

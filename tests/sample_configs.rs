@@ -96,12 +96,14 @@ fn classify(code: Option<i32>, stderr: &str, file: &Path) -> Outcome {
     }
     let _ = file;
     if first.contains("is not available in rtapi") {
-        // The component named must really be missing: not in the list of those rtapi has.
+        // The component named must really be missing: not in the list the message gives of those
+        // rtapi has (all of them, or the ones with a close name — which would include itself).
         let name = first.split('\'').nth(1).unwrap_or("");
-        let has = first
-            .split_once("rtapi has: ")
+        let listed = ["rtapi has: ", "close: "]
+            .iter()
+            .find_map(|k| first.split_once(k))
             .map_or("", |(_, l)| l.split(';').next().unwrap_or(""));
-        if name.is_empty() || has.is_empty() || has.split(", ").any(|c| c == name) {
+        if name.is_empty() || listed.is_empty() || listed.split(", ").any(|c| c == name) {
             return Outcome::Other;
         }
         Outcome::MissingComponent
@@ -116,6 +118,14 @@ fn classify(code: Option<i32>, stderr: &str, file: &Path) -> Outcome {
         || first.contains("no function named")
         || first.contains("no thread named")
     {
+        // "no pin named 'pid.0.x'; pid.0 has: a, b": the missing name is not among those listed.
+        let name = first.split('\'').nth(1).unwrap_or("");
+        let leaf = name.rsplit_once('.').map_or(name, |(_, l)| l);
+        if let Some((_, has)) = first.split_once(" has: ") {
+            if name.is_empty() || has.split(", ").any(|n| n == leaf) {
+                return Outcome::Other;
+            }
+        }
         Outcome::MissingPin
     } else if first.contains("is not a valid name") {
         Outcome::UnsupportedName
