@@ -19,13 +19,17 @@ pub enum Prereq {
 
 /// Says that `test` cannot run here because of `why`: prints exactly `SKIPPED: <test>: <why>` on
 /// stderr, or panics when `CI` is set and `.ci/run` provides what is missing (`Prereq::Ci`).
+#[track_caller]
 pub fn skip(test: &str, why: &str, prereq: Prereq) {
     if prereq == Prereq::Ci && std::env::var_os("CI").is_some() {
         panic!(
             "{test}: {why} — CI is set and .ci/run provides this, so its absence is a failure, not a skip"
         );
     }
-    eprintln!("SKIPPED: {test}: {why}");
+    // Straight to the process's stderr, not `eprintln!`, which the test harness captures (and shows
+    // only for a failing test): a skip is seen in every `cargo test` run.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {test}: {why}");
 }
 
 /// The last path segment of a function's type name that names the function the macro was used in:
