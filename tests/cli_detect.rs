@@ -1,5 +1,8 @@
 //! `rtapi detect` as a user runs it: the real binary, its JSON, its exit codes and messages.
 
+mod common;
+
+use common::is_root;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
 
@@ -20,11 +23,6 @@ fn run(c: &mut Command) -> (i32, String, String) {
         String::from_utf8_lossy(&stdout).into_owned(),
         String::from_utf8_lossy(&stderr).into_owned(),
     )
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[test]
@@ -167,8 +165,10 @@ fn bad_sysroot_exits_2() {
 #[test]
 fn unprivileged_user_gets_sim_and_a_fix() {
     if !is_root() {
-        eprintln!("skipped: only root can start a child as the unprivileged user 'nobody'");
-        return;
+        return skip!(
+            Ci,
+            "only root can start a child as the unprivileged user 'nobody'"
+        );
     }
     let as_nobody = |args: &[&str]| {
         let mut c = rtapi(args);
@@ -212,26 +212,45 @@ fn unprivileged_user_gets_sim_and_a_fix() {
 }
 
 /// The IRQs `rtapi detect --json` lists as firing on the RT CPUs of this machine, checked against
-/// `/proc/interrupts` and `/proc/irq/N/effective_affinity_list` read here.
+/// `/proc/interrupts` and `/proc/irq/N/{smp,effective}_affinity_list` read here: every listed IRQ is
+/// real, every IRQ that fired on an RT CPU and may still fire there is listed, and whether it can be
+/// moved is checked by trying (as root): one whose affinity the kernel refuses to write is not called
+/// movable, one it lets write is not called managed.
 #[test]
 fn json_lists_the_irqs_firing_on_the_rt_cpu() {
+    // Read before detect: counts only grow, so an IRQ seen here to have fired on a CPU has when
+    // detect reads. Affinities are read before and after; one that changed meanwhile is not judged.
+    let before = common::proc_interrupts();
+    let affinities = |lines: &[common::InterruptLine]| -> Vec<_> {
+        lines
+            .iter()
+            .map(|l| {
+                (
+                    common::irq_cpus(l.irq, "smp_affinity_list"),
+                    common::irq_cpus(l.irq, "effective_affinity_list"),
+                )
+            })
+            .collect()
+    };
+    let aff_before = before.as_deref().map(affinities);
     let (code, out, err) = run(&mut rtapi(&["detect", "--json"]));
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let rt_cpus: Vec<u64> = v["tuning"]["rt_cpus"]
+    let rt_cpus: Vec<usize> = v["tuning"]["rt_cpus"]
         .as_array()
         .expect("tuning.rt_cpus")
         .iter()
-        .map(|c| c.as_u64().expect("CPU number"))
+        .map(|c| c.as_u64().expect("CPU number") as usize)
         .collect();
     if let Some(cpu) = v["cpus"]["rt_cpu"].as_u64() {
-        assert!(rt_cpus.contains(&cpu), "{rt_cpus:?}");
+        assert!(rt_cpus.contains(&(cpu as usize)), "{rt_cpus:?}");
     }
-    let Ok(interrupts) = std::fs::read_to_string("/proc/interrupts") else {
+    let (Some(before), Some(aff_before)) = (before, aff_before) else {
         assert!(v["tuning"]["irqs_on_rt_cpus"].is_null());
-        eprintln!("SKIPPED: /proc/interrupts unreadable");
-        return;
+        return skip!(Machine, "/proc/interrupts unreadable");
     };
+    let aff_after = affinities(&before);
+    let after = common::proc_interrupts().expect("/proc/interrupts");
     let irqs = v["tuning"]["irqs_on_rt_cpus"].as_array().expect("an array");
     for irq in irqs {
         let n = irq["irq"].as_u64().expect("irq is a number");
@@ -248,9 +267,7 @@ fn json_lists_the_irqs_firing_on_the_rt_cpu() {
             "{irq}"
         );
         assert!(
-            interrupts
-                .lines()
-                .any(|l| l.trim_start().starts_with(&format!("{n}:"))),
+            after.iter().any(|l| u64::from(l.irq) == n),
             "IRQ {n} is not in /proc/interrupts"
         );
         let advice = v["advice"].as_array().unwrap();
@@ -265,50 +282,77 @@ fn json_lists_the_irqs_firing_on_the_rt_cpu() {
             "no finding for IRQ {n}"
         );
     }
-    // virtio1-req.0 (this VM's block queue, kernel-managed) must be listed when it fires on an RT CPU.
-    let fires_on_rt = interrupts
-        .lines()
-        .find(|l| l.ends_with(" virtio1-req.0"))
-        .and_then(|l| {
-            let (num, rest) = l.split_once(':')?;
-            let num = num.trim();
-            let header: Vec<u64> = interrupts
-                .lines()
-                .next()?
-                .split_whitespace()
-                .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
-                .collect();
-            let counts: Vec<u64> = rest
-                .split_whitespace()
-                .map_while(|w| w.parse().ok())
-                .collect();
-            let on_rt = header
-                .iter()
-                .zip(&counts)
-                .any(|(cpu, &c)| rt_cpus.contains(cpu) && c > 0);
-            let eff =
-                std::fs::read_to_string(format!("/proc/irq/{num}/effective_affinity_list")).ok()?;
-            let eff: Vec<u64> = eff
-                .trim()
-                .split(',')
-                .flat_map(|r| match r.split_once('-') {
-                    Some((a, b)) => {
-                        (a.parse().unwrap_or(1)..=b.parse().unwrap_or(0)).collect::<Vec<u64>>()
-                    }
-                    None => r.parse().ok().into_iter().collect(),
-                })
-                .collect();
-            Some(on_rt && eff.iter().any(|c| rt_cpus.contains(c)))
-        });
-    match fires_on_rt {
-        Some(true) => {
-            let req = irqs
-                .iter()
-                .find(|i| i["name"] == "virtio1-req.0")
-                .expect("virtio1-req.0 fires on the RT CPU but is not listed");
-            assert_ne!(req["managed"], "movable", "{req}");
+    let includes_rt = |a: &Vec<usize>| a.iter().any(|c| rt_cpus.contains(c));
+    let (mut expected, mut refused, mut movable) = (0, 0, 0);
+    for (i, line) in before.iter().enumerate() {
+        let on_rt = line.count_on(&rt_cpus);
+        let (Some(aff), Some(eff)) = &aff_before[i] else {
+            continue;
+        };
+        let stable = aff_after[i] == aff_before[i];
+        if on_rt == 0 || !stable || !includes_rt(aff) || !includes_rt(eff) {
+            continue;
         }
-        _ => eprintln!("SKIPPED: virtio1-req.0 does not fire on an RT CPU here"),
+        expected += 1;
+        let n = line.irq;
+        let listed = irqs
+            .iter()
+            .find(|i| i["irq"] == n)
+            .unwrap_or_else(|| {
+                panic!(
+                    "IRQ {n} ({}) fired {on_rt} times on RT CPUs {rt_cpus:?} and its affinity \
+                     {aff:?} (effective {eff:?}) includes one, but detect does not list it: {irqs:?}",
+                    line.rest
+                )
+            });
+        assert_eq!(
+            listed["name"]
+                .as_str()
+                .map(|s| s.ends_with(&line.last_word)),
+            Some(true),
+            "{listed}"
+        );
+        if !is_root() {
+            continue;
+        }
+        match common::affinity_write_refused(n) {
+            Some(true) => {
+                refused += 1;
+                assert_ne!(
+                    listed["managed"], "movable",
+                    "the kernel refuses to write IRQ {n}'s affinity: {listed}"
+                );
+            }
+            Some(false) => {
+                movable += 1;
+                assert_ne!(
+                    listed["managed"], "managed",
+                    "the kernel lets IRQ {n}'s affinity be written: {listed}"
+                );
+                if listed["managed"] == "probably-managed" {
+                    eprintln!(
+                        "note: IRQ {n} is guessed managed by its name but can be moved: {listed}"
+                    );
+                }
+            }
+            None => {}
+        }
+    }
+    eprintln!(
+        "{expected} IRQ(s) fire on RT CPUs {rt_cpus:?}, all listed; by trying: {refused} refuse \
+         affinity writes, {movable} accept them"
+    );
+    if expected == 0 {
+        return skip!(
+            Machine,
+            "no IRQ fires on RT CPUs {rt_cpus:?} here: only the IRQs listed were checked"
+        );
+    }
+    if !is_root() {
+        skip!(
+            Ci,
+            "finding managed IRQs by writing their affinity needs root"
+        );
     }
 }
 
@@ -355,8 +399,7 @@ fn json_lists_the_idle_states_of_the_rt_cpus() {
     let listed = &v["tuning"]["idle_states"];
     if expected.is_empty() {
         assert!(listed.is_null(), "{listed}");
-        eprintln!("SKIPPED: no cpuidle on the RT CPUs here");
-        return;
+        return skip!(Machine, "no cpuidle on the RT CPUs {rt_cpus:?} here");
     }
     let listed = listed.as_array().expect("idle_states");
     assert_eq!(listed.len(), expected.len(), "{listed:?} vs {expected:?}");

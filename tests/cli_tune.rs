@@ -5,6 +5,9 @@
 //! These change the live kernel settings for a moment, so they run one at a time (a lock), each with
 //! its revert file in a temporary directory, and a guard reverts (with --force) if a test fails halfway.
 
+mod common;
+
+use common::is_root;
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -30,11 +33,6 @@ fn run(c: &mut Command) -> (i32, String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn glob(dir: &str, keep: &dyn Fn(&str) -> bool, file: &str) -> Vec<PathBuf> {
@@ -176,21 +174,6 @@ fn format_list(cpus: &[usize]) -> String {
     out.join(",")
 }
 
-/// The IRQ number and affinity of the `/proc/interrupts` line whose handler is `name`.
-fn irq_named(name: &str) -> Option<(u32, Vec<usize>)> {
-    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
-    let n: u32 = text
-        .lines()
-        .find(|l| l.split_whitespace().last() == Some(name))?
-        .split(':')
-        .next()?
-        .trim()
-        .parse()
-        .ok()?;
-    let aff = std::fs::read_to_string(format!("/proc/irq/{n}/smp_affinity_list")).ok()?;
-    Some((n, parse_list(&aff)))
-}
-
 #[test]
 fn dry_run_prints_the_commands_and_the_boot_line_and_writes_nothing() {
     let _l = lock();
@@ -213,41 +196,70 @@ fn dry_run_prints_the_commands_and_the_boot_line_and_writes_nothing() {
         "{out}"
     );
 
-    // A movable IRQ whose affinity includes an RT CPU is moved to its other CPUs.
-    match irq_named("virtio3-tx") {
-        Some((n, aff)) if aff.iter().any(|c| rt.contains(c)) => {
-            let mut off: Vec<usize> = aff.iter().copied().filter(|c| !rt.contains(c)).collect();
-            if off.is_empty() {
-                off = housekeeping.clone();
+    // Every IRQ whose affinity includes an RT CPU, found here, and whether the kernel lets it move
+    // found by trying (its affinity written back unchanged): a movable one is moved to its other
+    // CPUs; one the kernel refuses to move is never written, and the plan says why.
+    let (mut moved, mut refused) = (0, 0);
+    let mut managed_named = false;
+    if is_root() {
+        for line in common::proc_interrupts().expect("/proc/interrupts") {
+            let n = line.irq;
+            let Some(aff) = common::irq_cpus(n, "smp_affinity_list") else {
+                continue;
+            };
+            if !aff.iter().any(|c| rt.contains(c)) {
+                continue;
             }
-            let line = format!(
-                "echo {} > /proc/irq/{n}/smp_affinity_list",
-                format_list(&off)
-            );
-            assert!(out.contains(&line), "no `{line}` in\n{out}");
+            let file = format!("/proc/irq/{n}/smp_affinity_list");
+            let read_before = before
+                .get(&PathBuf::from(&file))
+                .and_then(|b| b.as_deref())
+                .and_then(|b| common::parse_cpu_list(&String::from_utf8_lossy(b)));
+            if read_before.as_ref() != Some(&aff) {
+                continue; // moved by someone else while the dry run read it
+            }
+            match common::affinity_write_refused(n) {
+                Some(false) => {
+                    moved += 1;
+                    let mut off: Vec<usize> =
+                        aff.iter().copied().filter(|c| !rt.contains(c)).collect();
+                    if off.is_empty() {
+                        off = housekeeping.clone();
+                    }
+                    let line = format!("echo {} > {file}", format_list(&off));
+                    assert!(out.contains(&line), "no `{line}` in\n{out}");
+                }
+                Some(true) => {
+                    refused += 1;
+                    assert!(!out.contains(&file), "IRQ {n} cannot be moved:\n{out}");
+                    let said = out
+                        .lines()
+                        .find(|l| l.contains(&format!("IRQ {n} ")) && l.contains(&line.last_word))
+                        .unwrap_or_else(|| {
+                            panic!("IRQ {n} ({}) is not named in\n{out}", line.rest)
+                        });
+                    assert!(
+                        said.contains("kernel-managed") || said.contains("refuses to move it"),
+                        "{said}"
+                    );
+                    managed_named |= said.contains("kernel-managed");
+                }
+                None => {}
+            }
         }
-        other => eprintln!("SKIPPED: virtio3-tx has no RT CPU in its affinity here ({other:?})"),
     }
-    // The managed block queue is never written: it is a boot parameter.
-    match irq_named("virtio1-req.0") {
-        Some((n, aff)) if aff.iter().any(|c| rt.contains(c)) => {
-            assert!(
-                !out.contains(&format!("/proc/irq/{n}/smp_affinity_list")),
-                "{out}"
-            );
-            let boot = out
-                .lines()
-                .skip_while(|l| !l.starts_with("# add to GRUB_CMDLINE_LINUX"))
-                .nth(1)
-                .unwrap_or_else(|| panic!("no boot line in\n{out}"));
-            assert!(
-                boot.split_whitespace()
-                    .any(|w| w == format!("isolcpus=managed_irq,domain,{}", format_list(&rt))),
-                "{boot}"
-            );
-            assert!(out.contains(&format!("IRQ {n} virtio1-req.0 is")), "{out}");
-        }
-        other => eprintln!("SKIPPED: virtio1-req.0 has no RT CPU in its affinity here ({other:?})"),
+    // A managed IRQ on the RT CPUs is a boot parameter.
+    if managed_named {
+        let boot = out
+            .lines()
+            .skip_while(|l| !l.starts_with("# add to GRUB_CMDLINE_LINUX"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no boot line in\n{out}"));
+        assert!(
+            boot.split_whitespace()
+                .any(|w| w == format!("isolcpus=managed_irq,domain,{}", format_list(&rt))),
+            "{boot}"
+        );
     }
     // Every sysctl printed is in its `sysctl -w` form, and each one's current value is not the target.
     for line in out.lines().filter(|l| l.starts_with("sysctl -w kernel.")) {
@@ -260,13 +272,34 @@ fn dry_run_prints_the_commands_and_the_boot_line_and_writes_nothing() {
         let now = std::fs::read_to_string(format!("/proc/sys/kernel/{key}")).unwrap();
         assert_ne!(now.trim(), value, "{line}");
     }
+    if !is_root() {
+        return skip!(
+            Ci,
+            "the IRQ lines are not checked: finding which IRQs move by trying needs root"
+        );
+    }
+    eprintln!("IRQs with an RT CPU in their affinity: {moved} movable (moved), {refused} refused");
+    if moved == 0 {
+        skip!(
+            Machine,
+            "no movable IRQ has an RT CPU {rt:?} in its affinity here"
+        );
+    }
+    if refused == 0 {
+        skip!(
+            Machine,
+            "no IRQ the kernel refuses to move has an RT CPU {rt:?} in its affinity here"
+        );
+    }
 }
 
 #[test]
 fn tune_then_revert_leaves_every_file_as_it_was() {
     if !is_root() {
-        eprintln!("SKIPPED: tune writes kernel settings; only root can run this test");
-        return;
+        return skip!(
+            Ci,
+            "tune writes kernel settings; only root can run this test"
+        );
     }
     let _l = lock();
     let dir = tempfile::tempdir().unwrap();
@@ -314,8 +347,10 @@ fn tune_then_revert_leaves_every_file_as_it_was() {
 #[test]
 fn an_unprivileged_user_is_refused_before_anything_is_written() {
     if !is_root() {
-        eprintln!("SKIPPED: only root can start a child as the unprivileged user 'nobody'");
-        return;
+        return skip!(
+            Ci,
+            "only root can start a child as the unprivileged user 'nobody'"
+        );
     }
     let _l = lock();
     let dir = tempfile::tempdir().unwrap();
@@ -350,8 +385,10 @@ fn an_unprivileged_user_is_refused_before_anything_is_written() {
 #[test]
 fn revert_leaves_a_value_someone_else_changed_and_says_so() {
     if !is_root() {
-        eprintln!("SKIPPED: tune writes kernel settings; only root can run this test");
-        return;
+        return skip!(
+            Ci,
+            "tune writes kernel settings; only root can run this test"
+        );
     }
     let _l = lock();
     let dir = tempfile::tempdir().unwrap();
@@ -416,8 +453,10 @@ fn revert_leaves_a_value_someone_else_changed_and_says_so() {
 #[test]
 fn a_second_tune_refuses_while_a_revert_file_exists() {
     if !is_root() {
-        eprintln!("SKIPPED: tune writes kernel settings; only root can run this test");
-        return;
+        return skip!(
+            Ci,
+            "tune writes kernel settings; only root can run this test"
+        );
     }
     let _l = lock();
     let dir = tempfile::tempdir().unwrap();
@@ -467,11 +506,15 @@ fn bad_cpu_lists_and_a_missing_revert_file_are_usage_errors() {
         assert!(err.contains(says), "{cpu}: {err}");
         assert!(out.is_empty(), "{out}");
     }
-    if is_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let rf = dir.path().join("none.json").display().to_string();
-        let (code, _, err) = run(&mut rtapi(&["tune", "--revert", "--revert-file", &rf]));
-        assert_eq!(code, 2, "{err}");
-        assert!(err.contains("nothing to revert"), "{err}");
+    if !is_root() {
+        return skip!(
+            Ci,
+            "a missing revert file is not checked: --revert needs root"
+        );
     }
+    let dir = tempfile::tempdir().unwrap();
+    let rf = dir.path().join("none.json").display().to_string();
+    let (code, _, err) = run(&mut rtapi(&["tune", "--revert", "--revert-file", &rf]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nothing to revert"), "{err}");
 }

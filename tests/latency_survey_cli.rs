@@ -1,5 +1,7 @@
 //! `rtapi latency-test --all-cpus` end to end: the real binary surveys the real CPUs of this machine.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -247,8 +249,10 @@ fn all_cpus_with_one_cpu_is_refused() {
 fn ctrl_c_ends_the_survey_and_reports_the_cpus_measured_so_far() {
     let online = online_cpus();
     if online.len() < 2 {
-        eprintln!("SKIPPED: a survey of one CPU cannot be interrupted between CPUs");
-        return;
+        return skip!(
+            Machine,
+            "a survey of one CPU cannot be interrupted between CPUs"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("survey.json");
@@ -325,12 +329,11 @@ fn ctrl_c_ends_the_survey_and_reports_the_cpus_measured_so_far() {
 fn a_cpu_that_cannot_be_measured_is_a_row_that_says_why() {
     let online = online_cpus();
     if online.len() < 2 {
-        eprintln!("SKIPPED: needs two online CPUs to forbid one");
-        return;
+        return skip!(Machine, "needs two online CPUs to forbid one");
     }
-    if Command::new("taskset").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: taskset (util-linux) is not installed");
-        return;
+    if let Err(e) = Command::new("taskset").arg("--version").output() {
+        // util-linux is Essential on Debian: every machine .ci/run runs on has it.
+        return skip!(Ci, "taskset (util-linux) cannot run: {e}");
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("survey.json");

@@ -1,5 +1,7 @@
 //! `rtapi latency-test` end to end: the real binary, real threads, its files and exit codes.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -141,27 +143,111 @@ fn histogram_file_is_cyclictest_format_and_svg_shows_both_threads() {
     );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let parsed =
-        rtapi::latency::histogram::parse(&std::fs::read_to_string(&hist).unwrap()).unwrap();
-    assert_eq!(parsed.counts.len(), 2, "one column per thread");
-    for (i, t) in report["threads"].as_array().unwrap().iter().enumerate() {
-        let sum: u64 = parsed.counts[i].iter().sum();
-        assert_eq!(sum, parsed.total[i]);
+    // The file, read with the test's own reader of cyclictest's layout (checked against a real
+    // cyclictest run by `cyclictest_writes_the_layout_the_histogram_reader_expects`), holds the
+    // report's numbers.
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let file = common::cyclictest::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    file.check_sums().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let threads = report["threads"].as_array().unwrap();
+    assert_eq!(file.bins.len(), 2, "one column per thread");
+    assert_eq!(threads.len(), 2);
+    for (i, t) in threads.iter().enumerate() {
+        let counts: Vec<u64> = t["histogram"]["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        // Rows run to the longest thread's bins; a shorter one is 0 beyond its own.
+        assert!(file.bins[i].len() >= counts.len(), "thread {i}");
         assert_eq!(
-            sum + parsed.overflows[i],
+            file.bins[i][..counts.len()],
+            counts[..],
+            "thread {i}'s bins"
+        );
+        assert!(
+            file.bins[i][counts.len()..].iter().all(|&c| c == 0),
+            "thread {i}"
+        );
+        let overflow = t["histogram"]["overflow"].as_u64().unwrap();
+        assert_eq!(file.overflows[i], overflow, "thread {i}");
+        assert_eq!(
+            file.total[i] + file.overflows[i],
             t["cycles"].as_u64().unwrap(),
+            "thread {i}: every cycle is in a bin or an overflow"
+        );
+        let l = &t["latency_ns"];
+        assert_eq!(
+            file.min_us[i],
+            l["min"].as_u64().unwrap() / 1000,
             "thread {i}"
         );
         assert_eq!(
-            parsed.max_us[i],
-            t["latency_ns"]["max"].as_u64().unwrap() / 1000
+            file.max_us[i],
+            l["max"].as_u64().unwrap() / 1000,
+            "thread {i}"
         );
+        let mean_us = l["mean"].as_f64().unwrap() / 1000.0;
+        assert!(
+            (file.avg_us[i] as f64 - mean_us).abs() <= 1.0,
+            "thread {i}: avg {} µs, mean {mean_us} µs",
+            file.avg_us[i]
+        );
+        // The overflow cycles listed are the report's spikes beyond the last bin, in order.
+        let limit = 1000 * file.bins[i].len() as u64;
+        let mut beyond: Vec<u64> = t["spikes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|sp| sp["latency_ns"].as_u64().unwrap() >= limit)
+            .map(|sp| sp["cycle"].as_u64().unwrap())
+            .collect();
+        beyond.sort_unstable();
+        assert_eq!(file.overflow_cycles[i].0, beyond, "thread {i}");
     }
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(
         svg.contains("base (overflow") && svg.contains("servo (overflow"),
         "both threads in the legend"
     );
+}
+
+/// The test's reader of the histogram layout, [`common::cyclictest::parse`], reads what a real
+/// cyclictest writes with `-h`, and its numbers mean what cyclictest's mean: every loop of each thread
+/// is in a bin or an overflow, the bins sum to `# Total`, the listed overflow cycles and the others to
+/// `# Histogram Overflows`. (So a file it reads is in cyclictest's layout.)
+#[test]
+fn cyclictest_writes_the_layout_the_histogram_reader_expects() {
+    const LOOPS: u64 = 300;
+    // 8 bins of 1 µs: on a loaded VM most wakes overflow, some land in bins; SCHED_OTHER (no -p),
+    // so no privilege is needed; one loop every 500 µs.
+    let out = match Command::new("cyclictest")
+        .args(["-q", "-t", "2", "-i", "500", "-h", "8"])
+        .arg(format!("-l{LOOPS}"))
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => return skip!(Ci, "cyclictest (rt-tests) cannot run: {e}"),
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    let h = common::cyclictest::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    h.check_sums().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(h.bins.len(), 2, "two threads");
+    for t in 0..2 {
+        assert_eq!(h.bins[t].len(), 8, "{text}");
+        assert_eq!(h.total[t] + h.overflows[t], LOOPS, "thread {t}:\n{text}");
+        assert!(
+            h.min_us[t] <= h.avg_us[t] && h.avg_us[t] <= h.max_us[t],
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -375,8 +461,10 @@ fn without_privileges_the_same_loop_runs_as_sim() {
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: only root can start a child as the unprivileged user 'nobody'");
-        return;
+        return skip!(
+            Ci,
+            "only root can start a child as the unprivileged user 'nobody'"
+        );
     }
     let mut c = rtapi(
         "nobody",

@@ -5,6 +5,8 @@
 //! *accounted for*, wakes are *never early*, the timeline *does not drift* — never a latency
 //! bound. Run with `--nocapture` to see the measured numbers.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -570,8 +572,8 @@ fn sched_fifo_can_be_set_and_restored() {
         assert_eq!(original, Policy::Other, "test threads start as SCHED_OTHER");
         match sched::set_current_policy(Policy::Fifo { priority: 42 }) {
             Err(SchedError::NotPermitted(_)) if !nix::unistd::geteuid().is_root() => {
-                println!("not root: SCHED_FIFO refused, as expected");
-                return;
+                // Refused, as it must be without privileges; setting and restoring is not checked.
+                return skip!(Ci, "not root: SCHED_FIFO refused, as expected");
             }
             r => r.unwrap(),
         }
@@ -601,27 +603,41 @@ fn read_dma_latency() -> Option<i32> {
 #[test]
 fn dma_latency_is_held_at_zero_while_the_guard_lives() {
     let _serial = DMA_LATENCY.lock().unwrap_or_else(|e| e.into_inner());
-    let Ok(guard) = DmaLatencyGuard::hold(0) else {
-        println!("no /dev/cpu_dma_latency access here; skipped");
-        return;
+    let guard = match DmaLatencyGuard::hold(0) {
+        Ok(g) => g,
+        Err(e) if !nix::unistd::geteuid().is_root() => {
+            return skip!(Ci, "no /dev/cpu_dma_latency access as a normal user ({e})")
+        }
+        Err(e) if !std::path::Path::new("/dev/cpu_dma_latency").exists() => {
+            return skip!(Machine, "no /dev/cpu_dma_latency here ({e})")
+        }
+        Err(e) => panic!("as root, /dev/cpu_dma_latency must be writable: {e}"),
     };
     assert_eq!(read_dma_latency(), Some(0));
+    let ours = |holders: &[(u32, String)]| holders.iter().any(|&(p, _)| p == std::process::id());
+    assert!(
+        ours(&dma_latency_holders()),
+        "the guard holds /dev/cpu_dma_latency open"
+    );
     drop(guard);
-    // The kernel keeps the lowest request of all open handles: another process's (an rtapi instance
-    // of another test binary, a tuned profile) keeps it at 0 after ours is gone.
-    let others: Vec<String> = dma_latency_holders()
-        .into_iter()
-        .filter(|&(pid, _)| pid != std::process::id())
+    // Released: this process has no handle on it any more (the kernel keeps a request exactly as
+    // long as its handle is open)...
+    let holders = dma_latency_holders();
+    assert!(!ours(&holders), "released on drop: {holders:?}");
+    // ...and the value goes back up, unless another process's request (an rtapi instance of
+    // another test binary, a tuned profile) keeps it at 0.
+    let others: Vec<String> = holders
+        .iter()
         .map(|(pid, comm)| format!("{comm} ({pid})"))
         .collect();
-    if read_dma_latency() == Some(0) && !others.is_empty() {
+    if others.is_empty() {
+        assert_ne!(read_dma_latency(), Some(0), "released on drop");
+    } else {
         eprintln!(
-            "SKIPPED: released on drop not checked: {} also hold(s) /dev/cpu_dma_latency",
+            "the value after the drop is not checked: {} also hold(s) /dev/cpu_dma_latency",
             others.join(", ")
         );
-        return;
     }
-    assert_ne!(read_dma_latency(), Some(0), "released on drop");
 }
 
 /// Processes with `/dev/cpu_dma_latency` open: (pid, comm).
@@ -656,12 +672,16 @@ fn full_hardening_as_root_succeeds_and_reports_each_step() {
         println!("{step}: {outcome:?}");
     }
     assert_eq!(h.report.steps.len(), 6);
-    if nix::unistd::geteuid().is_root() {
-        assert!(
-            h.report.failures(true).is_empty(),
-            "{:?}",
-            h.report.failures(true)
+    if !nix::unistd::geteuid().is_root() {
+        return skip!(
+            Ci,
+            "not root: only the report's steps are checked, not their success"
         );
-        assert!(h.dma_latency.is_some());
     }
+    assert!(
+        h.report.failures(true).is_empty(),
+        "{:?}",
+        h.report.failures(true)
+    );
+    assert!(h.dma_latency.is_some());
 }

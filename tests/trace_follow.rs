@@ -3,20 +3,28 @@
 //! every spike is counted by cause, and without tracefs the counters around each spike are given
 //! instead (said so, never passed off as a trace).
 
+mod common;
+
 use serde_json::Value;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Why a test cannot run here, or `None`.
-fn cannot_run() -> Option<&'static str> {
+/// Why a test cannot run here (and whether `.ci/run` provides what is missing), or `None`.
+fn cannot_run() -> Option<(common::Prereq, &'static str)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Some("--trace needs root (tracefs instances) and SCHED_FIFO");
+        return Some((
+            common::Prereq::Ci,
+            "--trace needs root (tracefs instances) and SCHED_FIFO",
+        ));
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return Some("needs two CPUs (one measured, one for the test)");
+        return Some((
+            common::Prereq::Machine,
+            "needs two CPUs (one measured, one for the test)",
+        ));
     }
     None
 }
@@ -112,13 +120,11 @@ fn main_cause(spike: &Value) -> Option<&Value> {
 
 #[test]
 fn spikes_from_the_start_of_a_busy_run_are_explained_at_its_end() {
-    if let Some(why) = cannot_run() {
-        eprintln!("SKIPPED: {why}");
-        return;
+    if let Some((prereq, why)) = cannot_run() {
+        return common::skip(test_name!(), why, prereq);
     }
     if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
-        eprintln!("SKIPPED: tracefs is not mounted at /sys/kernel/tracing");
-        return;
+        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
     }
     // A base thread at 25 µs writes ~40 000 wakeups a second into the trace: the kernel's ring
     // (32 MiB) holds a few seconds of it, so by the end of a 12 s run the bursts of its first two
@@ -244,9 +250,8 @@ fn spikes_from_the_start_of_a_busy_run_are_explained_at_its_end() {
 
 #[test]
 fn without_tracefs_the_counters_around_each_spike_are_given_and_said_to_be_untraced() {
-    if let Some(why) = cannot_run() {
-        eprintln!("SKIPPED: {why}");
-        return;
+    if let Some((prereq, why)) = cannot_run() {
+        return common::skip(test_name!(), why, prereq);
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (_, stop, h) = spinner(last_cpu(), Duration::ZERO, Duration::from_secs(60));

@@ -20,9 +20,12 @@
 //!
 //! (This replaces `trace_latency.rs`, whose spinner test it absorbs with stricter assertions.)
 //!
-//! Needs root, tracefs and two CPUs; otherwise each test prints `SKIPPED: why` on stderr. Any
+//! Needs root, tracefs and two CPUs; otherwise each test prints `SKIPPED: <test>: <why>` on stderr
+//! (and fails under CI when it is not root). Any
 //! system setting changed (`rps_cpus`, an IRQ's `smp_affinity_list`) is restored by a guard, also
 //! when the test panics.
+
+mod common;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -64,11 +67,18 @@ struct Cpus {
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn cpus_or_skip() -> Option<Cpus> {
-    let why = if !nix::unistd::geteuid().is_root() {
-        "--trace needs root (tracefs instances, SCHED_FIFO)".to_string()
+/// The CPUs of `test`, or `None` after saying why it cannot run here.
+fn cpus_or_skip(test: &str) -> Option<Cpus> {
+    let (prereq, why) = if !nix::unistd::geteuid().is_root() {
+        (
+            common::Prereq::Ci,
+            "--trace needs root (tracefs instances, SCHED_FIFO)".to_string(),
+        )
     } else if !Path::new(TRACEFS).join("instances").is_dir() {
-        format!("tracefs is not mounted at {TRACEFS} (mount -t tracefs nodev {TRACEFS})")
+        (
+            common::Prereq::Machine,
+            format!("tracefs is not mounted at {TRACEFS} (mount -t tracefs nodev {TRACEFS})"),
+        )
     } else {
         match online_cpus() {
             Ok(c) if c.len() >= 2 => {
@@ -78,10 +88,13 @@ fn cpus_or_skip() -> Option<Cpus> {
                     _one_at_a_time: ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()),
                 })
             }
-            other => format!("needs two online CPUs (one measured, one for the test): {other:?}"),
+            other => (
+                common::Prereq::Machine,
+                format!("needs two online CPUs (one measured, one for the test): {other:?}"),
+            ),
         }
     };
-    eprintln!("SKIPPED: {why}");
+    common::skip(test, &why, prereq);
     None
 }
 
@@ -639,7 +652,9 @@ fn assert_never_invents(run: &Run) {
 
 #[test]
 fn a_fifo_99_spinner_is_named_by_comm_and_pid() {
-    let Some(cpus) = cpus_or_skip() else { return };
+    let Some(cpus) = cpus_or_skip(test_name!()) else {
+        return;
+    };
     let rt = cpus.rt;
     let (tx, rx) = std::sync::mpsc::channel();
     let (run, injections) = run_with(&cpus, 30, INJECTED_TRACE, move || {
@@ -693,15 +708,16 @@ fn a_fifo_99_spinner_is_named_by_comm_and_pid() {
 
 #[test]
 fn a_loopback_udp_flood_steered_to_the_rt_cpu_is_named_net_rx() {
-    let Some(cpus) = cpus_or_skip() else { return };
+    let Some(cpus) = cpus_or_skip(test_name!()) else {
+        return;
+    };
     let rps = "/sys/class/net/lo/queues/rx-0/rps_cpus";
     // Receive processing of loopback traffic goes to the RT CPU's backlog (RPS); the sender runs on
     // the other CPU, so on the RT CPU only the NET_RX softirq runs.
     let _rps = match Restore::set(rps, &format!("{:x}", 1u64 << cpus.rt)) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("SKIPPED: cannot steer loopback receive with {rps}: {e}");
-            return;
+            return skip!(Machine, "cannot steer loopback receive with {rps}: {e}");
         }
     };
     // Every packet is broadcast to SINKS sockets, each running a costly filter: a batch of 64
@@ -861,40 +877,81 @@ fn send_batch(sock: &UdpSocket) {
 
 // 3. The disk's interrupt
 
-/// The IRQs of the root disk's virtio device (`virtioN-…`), from /proc/interrupts: the device, and
-/// each IRQ's number and name.
-fn disk_irqs() -> Option<(String, Vec<(u32, String)>)> {
-    let dev = fs::read_link("/sys/block/vda/device").ok()?;
-    let virtio = dev.file_name()?.to_string_lossy().into_owned();
-    let text = fs::read_to_string("/proc/interrupts").ok()?;
-    let irqs = text
-        .lines()
-        .filter_map(|l| {
-            let (n, rest) = l.trim_start().split_once(':')?;
-            let n: u32 = n.parse().ok()?;
-            let name = rest.split_whitespace().last()?.to_string();
-            name.starts_with(&format!("{virtio}-")).then_some((n, name))
-        })
+/// The disk holding `dir` (its whole disk when `dir` is on a partition) and the IRQs of the PCI
+/// device behind it (`msi_irqs`), each with its number and `/proc/interrupts` name; found from
+/// `/sys/dev/block` and `/sys/block`, whatever the disk (virtio, NVMe, SATA).
+fn disk_irqs(dir: &Path) -> Result<(String, Vec<(u32, String)>), String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = fs::metadata(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .dev();
+    // glibc's dev_t encoding (gnu_dev_major/minor).
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let node = format!("/sys/dev/block/{major}:{minor}");
+    let mut sys = fs::canonicalize(&node).map_err(|e| {
+        format!(
+            "{} is on {major}:{minor}, not a block device ({node}: {e})",
+            dir.display()
+        )
+    })?;
+    if sys.join("partition").exists() {
+        sys.pop();
+    }
+    let disk = sys.file_name().unwrap().to_string_lossy().into_owned();
+    let mut pci = fs::canonicalize(sys.join("device"))
+        .map_err(|e| format!("disk {disk} has no device ({e})"))?;
+    while !pci.join("msi_irqs").is_dir() {
+        if !pci.pop() || pci == Path::new("/sys/devices") {
+            return Err(format!(
+                "disk {disk} is not behind a device with MSI interrupts"
+            ));
+        }
+    }
+    let numbers: Vec<u32> = fs::read_dir(pci.join("msi_irqs"))
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
-    Some((virtio, irqs))
+    let lines = common::proc_interrupts().ok_or("/proc/interrupts is unreadable")?;
+    let irqs = lines
+        .into_iter()
+        .filter(|l| numbers.contains(&l.irq))
+        .map(|l| (l.irq, l.last_word))
+        .collect();
+    Ok((disk, irqs))
 }
 
 #[test]
 fn disk_interrupts_on_the_rt_cpu_are_named() {
-    let Some(cpus) = cpus_or_skip() else { return };
-    let Some((virtio, irqs)) = disk_irqs() else {
-        eprintln!("SKIPPED: no virtio block device vda");
+    let Some(cpus) = cpus_or_skip(test_name!()) else {
         return;
     };
-    // The request queue's IRQ, if it fires on the RT CPU (a managed IRQ: it cannot be moved).
-    let Some((irq, name)) = irqs.into_iter().find(|(n, name)| {
-        !name.ends_with("-config")
-            && fs::read_to_string(format!("/proc/irq/{n}/effective_affinity_list"))
-                .is_ok_and(|a| a.trim() == cpus.rt.to_string())
-    }) else {
-        eprintln!("SKIPPED: no interrupt of {virtio} fires on CPU {}", cpus.rt);
-        return;
+    let (disk, irqs) = match disk_irqs(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
+        Ok(found) => found,
+        Err(why) => return skip!(Machine, "no disk interrupt to inject: {why}"),
     };
+    // The disk's IRQ that fires most on the RT CPU and is delivered only there (a request queue; a
+    // managed IRQ, which cannot be moved).
+    let on_rt = |n: u32| {
+        common::proc_interrupts()
+            .and_then(|ls| ls.into_iter().find(|l| l.irq == n))
+            .map_or(0, |l| l.count_on(&[cpus.rt]))
+    };
+    let Some((irq, name)) = irqs
+        .into_iter()
+        .filter(|&(n, _)| {
+            common::irq_cpus(n, "effective_affinity_list").is_some_and(|a| a == [cpus.rt])
+                && on_rt(n) > 0
+        })
+        .max_by_key(|&(n, _)| on_rt(n))
+    else {
+        return skip!(
+            Machine,
+            "no interrupt of disk {disk} fires on CPU {}",
+            cpus.rt
+        );
+    };
+    eprintln!("disk {disk}: IRQ {irq} ({name}) fires on CPU {}", cpus.rt);
     // A file on the root disk, read with O_DIRECT so that every read is a request to the device.
     let dir = tempfile::Builder::new()
         .prefix("trace-inject-")
@@ -952,12 +1009,12 @@ fn disk_interrupts_on_the_rt_cpu_are_named() {
             .unwrap()
     });
     if injections.len() < INJECTIONS {
-        eprintln!(
-            "SKIPPED: only {} of {MAX_BURSTS} disk bursts delayed the servo thread past the \
-             threshold on this host: too few to judge",
+        return skip!(
+            Machine,
+            "only {} of {MAX_BURSTS} disk bursts delayed the servo thread past the threshold on \
+             this host: too few to judge",
             injections.len()
         );
-        return;
     }
     // The interrupt did fire on the RT CPU in every burst (the test's own trace).
     let events = parse_text(&run.own_trace).events;
@@ -1020,10 +1077,11 @@ fn net_tx_irq() -> Option<(String, std::net::Ipv4Addr, u32, String)> {
 #[test]
 #[ignore = "transmit completions barely exceed the spike threshold on the test VM: noise decides"]
 fn a_network_interrupt_moved_onto_the_rt_cpu_is_named() {
-    let Some(cpus) = cpus_or_skip() else { return };
-    let Some((iface, gw, irq, name)) = net_tx_irq() else {
-        eprintln!("SKIPPED: no default route through a virtio network device");
+    let Some(cpus) = cpus_or_skip(test_name!()) else {
         return;
+    };
+    let Some((iface, gw, irq, name)) = net_tx_irq() else {
+        return skip!(Machine, "no default route through a virtio network device");
     };
     // Transmit completions interrupt where the IRQ's affinity says: moved onto the RT CPU, they
     // run there (the handler, then NET_RX polling the transmit queue). Restored on drop.
@@ -1031,8 +1089,7 @@ fn a_network_interrupt_moved_onto_the_rt_cpu_is_named() {
     let _moved = match Restore::set(&path, &cpus.rt.to_string()) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("SKIPPED: IRQ {irq} ({name}) cannot be moved: {path}: {e}");
-            return;
+            return skip!(Machine, "IRQ {irq} ({name}) cannot be moved: {path}: {e}");
         }
     };
     let other = cpus.other;
@@ -1076,12 +1133,12 @@ fn a_network_interrupt_moved_onto_the_rt_cpu_is_named() {
             .unwrap()
     });
     if injections.len() < INJECTIONS {
-        eprintln!(
-            "SKIPPED: only {} of {MAX_BURSTS} transmit bursts on {iface} delayed the servo thread \
-             past the threshold: too few to judge",
+        return skip!(
+            Machine,
+            "only {} of {MAX_BURSTS} transmit bursts on {iface} delayed the servo thread past \
+             the threshold: too few to judge",
             injections.len()
         );
-        return;
     }
     let events = parse_text(&run.own_trace).events;
     for (k, inj) in injections.iter().enumerate() {
@@ -1284,7 +1341,9 @@ impl Drop for AlignedBuf {
 
 #[test]
 fn a_quiet_run_blames_nothing_that_did_not_happen() {
-    let Some(cpus) = cpus_or_skip() else { return };
+    let Some(cpus) = cpus_or_skip(test_name!()) else {
+        return;
+    };
     let rt = cpus.rt;
     // The spinner of the first test, pinned to the RT CPU at SCHED_FIFO 99, but it only wakes and
     // sleeps: it may be named for the microseconds it runs, never for a spike.

@@ -1,7 +1,11 @@
 //! The trace module on the real kernel: a tracefs instance on CPU 1, a SCHED_FIFO 99 thread named
 //! `spinner` spinning ~0.5 ms there, and the attribution of that window must name it. Needs root,
-//! tracefs and a CPU 1; otherwise it says `SKIPPED: reason` on stderr.
+//! tracefs and a CPU 1; otherwise it says `SKIPPED: <test>: <why>` on stderr
+//! (and fails under CI when it is not root).
 
+mod common;
+
+use common::Prereq;
 use std::path::Path;
 use std::time::Duration;
 
@@ -11,27 +15,28 @@ use rtapi::trace::{attribute, CauseKind, TraceSession};
 
 const CPU: usize = 1;
 
-fn skip_reason() -> Option<String> {
+/// Why the test cannot run here (and whether `.ci/run` provides what is missing), or `None`.
+fn skip_reason() -> Option<(Prereq, String)> {
     if !nix::unistd::geteuid().is_root() {
-        return Some("tracing needs root".into());
+        return Some((Prereq::Ci, "tracing needs root".into()));
     }
     if !Path::new("/sys/kernel/tracing/instances").is_dir() {
-        return Some(
+        return Some((
+            Prereq::Machine,
             "tracefs is not mounted at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)"
                 .into(),
-        );
+        ));
     }
     if !online_cpus().is_ok_and(|c| c.contains(&CPU)) {
-        return Some(format!("no CPU {CPU}"));
+        return Some((Prereq::Machine, format!("no CPU {CPU}")));
     }
     None
 }
 
 #[test]
 fn a_spinning_fifo_thread_is_named_with_its_time() {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED: {why}");
-        return;
+    if let Some((prereq, why)) = skip_reason() {
+        return common::skip(test_name!(), &why, prereq);
     }
     let session = TraceSession::start(&[CPU], &TraceSession::default_name()).unwrap();
     let dir = session.dir().to_path_buf();
@@ -129,8 +134,10 @@ fn without_root_the_refusal_says_what_is_missing() {
     let out = match out {
         Ok(o) if o.status.success() => o,
         other => {
-            eprintln!("SKIPPED: the test binary could not run as user nobody ({other:?})");
-            return;
+            return skip!(
+                Machine,
+                "the test binary could not run as user nobody ({other:?})"
+            );
         }
     };
     let stdout = String::from_utf8_lossy(&out.stdout);

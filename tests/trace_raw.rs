@@ -1,6 +1,8 @@
 //! The binary reader (`trace_pipe_raw`) decodes the same events as the kernel's own text: one real
 //! trace of a busy CPU, read both ways, event by event.
 
+mod common;
+
 use rtapi::trace::{CpuReader, EventKind, Formats, RawReader, TraceSession};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,12 +28,10 @@ fn comparable(k: &EventKind) -> EventKind {
 fn raw_pages_decode_to_the_events_the_text_shows() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: tracefs instances need root");
-        return;
+        return skip!(Ci, "tracefs instances need root");
     }
     if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
-        eprintln!("SKIPPED: tracefs is not mounted at /sys/kernel/tracing");
-        return;
+        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
     }
     let cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
     let session = TraceSession::start(&[cpu], &format!("rtapi-rawtest-{}", std::process::id()))

@@ -6,7 +6,7 @@
 //! - an owner SIGKILLed mid-run: `show` says dead, `getp` warns, `setp`/`sets`/`watch` exit 1.
 
 mod common;
-use common::{rtapi, text};
+use common::{is_root, rtapi, text};
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
@@ -50,11 +50,6 @@ impl Drop for Killed {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// The entry point of the child processes; a no-op in a normal test run.
 #[test]
 fn child() {
@@ -89,8 +84,7 @@ fn squat(instance: &str) {
 #[test]
 fn a_segment_planted_by_another_user_is_refused_everywhere() {
     if !is_root() {
-        eprintln!("SKIPPED: only root can start the squatter as user nobody");
-        return;
+        return skip!(Ci, "only root can start the squatter as user nobody");
     }
     let inst = unique("forged");
     let path = shm_path(&inst);
@@ -115,8 +109,10 @@ fn a_segment_planted_by_another_user_is_refused_everywhere() {
         line.clear();
         if out.read_line(&mut line).unwrap() == 0 {
             // The test binary must be reachable by nobody (target/ world-readable).
-            eprintln!("SKIPPED: the squatter (user nobody) could not start; is the test binary readable by nobody?");
-            return;
+            return skip!(
+                Machine,
+                "the squatter (user nobody) could not start; is the test binary readable by nobody?"
+            );
         }
         if line.trim() == "SQUAT-READY" {
             break;

@@ -15,8 +15,9 @@ use rtapi_hal::*;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/read_segment.py");
 
-/// Runs the Python reader; `None` (and SKIPPED on stderr) if there is no python3.
-fn python(instance: &str, rounds: usize) -> Option<(bool, String, String)> {
+/// Runs the Python reader for `test`; `None` (and `SKIPPED: <test>: …` on stderr, a failure under
+/// CI) if there is no python3.
+fn python(test: &str, instance: &str, rounds: usize) -> Option<(bool, String, String)> {
     match Command::new("python3")
         .arg(SCRIPT)
         .arg(instance)
@@ -29,7 +30,11 @@ fn python(instance: &str, rounds: usize) -> Option<(bool, String, String)> {
             String::from_utf8_lossy(&o.stderr).into_owned(),
         )),
         Err(e) => {
-            eprintln!("SKIPPED: no python3 to run the LAYOUT.md reader ({e})");
+            common::skip(
+                test,
+                &format!("no python3 to run the LAYOUT.md reader ({e})"),
+                common::Prereq::Ci,
+            );
             None
         }
     }
@@ -140,7 +145,7 @@ fn python_reader_from_layout_md_agrees_with_the_rust_reader() {
     hal.link("c.s32", "io").unwrap();
     hal.delf("c.f", "servo").unwrap();
 
-    let Some((ok, stdout, stderr)) = python(&inst, 1) else {
+    let Some((ok, stdout, stderr)) = python(test_name!(), &inst, 1) else {
         return;
     };
     assert!(ok, "python reader failed: {stderr}");
@@ -205,7 +210,7 @@ fn python_reader_follows_the_generation_protocol_during_changes() {
             n
         })
     };
-    let result = python(&inst, 1000);
+    let result = python(test_name!(), &inst, 1000);
     stop.store(true, Ordering::Relaxed);
     let changes = changer.join().unwrap();
     let Some((ok, stdout, stderr)) = result else {
@@ -279,7 +284,7 @@ fn python_reader_refuses_what_layout_md_refuses() {
         let inst = unique_instance("pyforged");
         let _c = Cleanup(inst.clone());
         write_shm(&shm_path(&inst), &forged);
-        let Some((ok, _, stderr)) = python(&inst, 1) else {
+        let Some((ok, _, stderr)) = python(test_name!(), &inst, 1) else {
             return;
         };
         assert!(

@@ -157,8 +157,10 @@ fn a_fifo_or_socket_at_the_segment_name_is_refused_without_hanging() {
 #[test]
 fn another_users_segment_is_believed_only_when_trusted_explicitly() {
     if !is_root() {
-        eprintln!("SKIPPED: only root can give a segment file to another user (chown)");
-        return;
+        return skip!(
+            Ci,
+            "only root can give a segment file to another user (chown)"
+        );
     }
     let inst = unique_instance("owner");
     let _c = Cleanup(inst.clone());

@@ -3,6 +3,11 @@
 
 #![allow(dead_code)] // each test file uses only some of these
 
+pub mod cyclictest;
+mod skipping;
+#[allow(unused_imports)] // not every test file skips
+pub use skipping::*;
+
 use std::process::{Command, Output};
 
 /// Runs `rtapi ARGS` to completion with errors-only logging.
@@ -25,4 +30,97 @@ pub fn text(o: &Output) -> (String, String) {
 /// Whether the segment of `instance` exists.
 pub fn segment_exists(instance: &str) -> bool {
     std::path::Path::new(&format!("/dev/shm/rtapi-{instance}")).exists()
+}
+
+/// One numbered line of `/proc/interrupts`, read by the tests themselves (not the crate's parser).
+#[derive(Debug, Clone)]
+pub struct InterruptLine {
+    /// The IRQ number: `/proc/irq/N`.
+    pub irq: u32,
+    /// `(cpu, count)` for each CPU column of the header.
+    pub counts: Vec<(usize, u64)>,
+    /// The words after the counts: chip, hardware IRQ, handler names.
+    pub rest: String,
+    /// The last word of the line (a handler's name).
+    pub last_word: String,
+}
+
+impl InterruptLine {
+    /// Interrupts since boot on the CPUs in `cpus`.
+    pub fn count_on(&self, cpus: &[usize]) -> u64 {
+        self.counts
+            .iter()
+            .filter(|(c, _)| cpus.contains(c))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// The numbered lines of `/proc/interrupts` (LOC, RES, … have no affinity and are left out); `None`
+/// when it cannot be read.
+pub fn proc_interrupts() -> Option<Vec<InterruptLine>> {
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    let mut lines = text.lines();
+    let cpus: Vec<usize> = lines
+        .next()?
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
+        .collect();
+    Some(
+        lines
+            .filter_map(|l| {
+                let (num, after) = l.split_once(':')?;
+                let irq = num.trim().parse().ok()?;
+                let mut words = after.split_whitespace().peekable();
+                let mut counts = Vec::new();
+                for &cpu in &cpus {
+                    let Some(n) = words.peek().and_then(|w| w.parse().ok()) else {
+                        break;
+                    };
+                    counts.push((cpu, n));
+                    words.next();
+                }
+                let rest: Vec<&str> = words.collect();
+                Some(InterruptLine {
+                    irq,
+                    counts,
+                    last_word: rest.last().copied().unwrap_or_default().to_string(),
+                    rest: rest.join(" "),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// A kernel CPU list (`0-3,5`).
+pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<usize>().ok()?..=b.parse().ok()?),
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+/// `/proc/irq/N/FILE` (`smp_affinity_list`, `effective_affinity_list`) as CPUs; `None` if unreadable.
+pub fn irq_cpus(irq: u32, file: &str) -> Option<Vec<usize>> {
+    parse_cpu_list(&std::fs::read_to_string(format!("/proc/irq/{irq}/{file}")).ok()?)
+}
+
+/// Whether the kernel refuses to change IRQ `irq`'s affinity (a kernel-managed queue IRQ, a per-CPU or
+/// not balanceable one), found by trying: its current `smp_affinity_list` is written back unchanged —
+/// for a movable IRQ a write of the value it has, for the others refused whatever the value. Needs
+/// root; `None` when the file cannot be read.
+pub fn affinity_write_refused(irq: u32) -> Option<bool> {
+    let path = format!("/proc/irq/{irq}/smp_affinity_list");
+    let current = std::fs::read_to_string(&path).ok()?;
+    Some(std::fs::write(&path, current.trim()).is_err())
+}
+
+/// Whether we run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }

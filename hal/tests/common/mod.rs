@@ -1,6 +1,13 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
+// The one skip helper of the workspace's tests (`SKIPPED: <test>: <why>`, a failure under CI for what
+// `.ci/run` provides), shared with the root package's tests.
+#[path = "../../../tests/common/skipping.rs"]
+mod skipping;
+#[allow(unused_imports)] // not every test file skips
+pub use skipping::*;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// An instance name no other test (or parallel test run) uses: tag, pid and a counter.
