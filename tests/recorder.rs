@@ -13,6 +13,15 @@ use common::{rtapi, segment_exists, text};
 #[path = "common/eventually.rs"]
 mod eventually;
 
+/// The tests here run 1 ms SCHED_FIFO threads on the same CPU, and one of them makes its thread
+/// spin (a stall, until the watchdog sees it): run in parallel, that starves the others' threads for
+/// hundreds of periods. One at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn instance(tag: &str) -> String {
     format!("rec-{tag}-{}", std::process::id())
 }
@@ -131,6 +140,7 @@ fn no_temporaries(dir: &Path) {
 
 #[test]
 fn a_300_ms_sigstop_is_in_the_frozen_dump_with_the_periods_before_it() {
+    let _one = serial();
     let (dir, inst) = (scratch("stop"), instance("stop"));
     // Only an overrun of 250 periods or more freezes it: the host's hiccups (a period or two, often
     // on this VM) write no dump of their own that the stop could fall into.
@@ -143,6 +153,9 @@ fn a_300_ms_sigstop_is_in_the_frozen_dump_with_the_periods_before_it() {
     let out = dir.join("dumps");
     // Over a second of history first.
     periods(&inst, 1100);
+    let reader = rtapi_hal::HalReader::open(&inst, rtapi_hal::Access::ReadOnly).unwrap();
+    let s = reader.thread_stats("servo").unwrap();
+    let before_stop = s.cycles + s.overruns;
     let pid = child.id() as i32;
     // SAFETY: kill has no memory preconditions; the pid is our own child's.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
@@ -150,9 +163,12 @@ fn a_300_ms_sigstop_is_in_the_frozen_dump_with_the_periods_before_it() {
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
+    // The dump of this stop (not of a stall that came before it).
     let found = eventually::until("the overrun dump", eventually::GENEROUS, || {
         dumps(&out).into_iter().find(|(_, j)| {
-            j["trigger"]["event"] == "overrun" && j["trigger"]["missed"].as_u64() >= Some(250)
+            j["trigger"]["event"] == "overrun"
+                && j["trigger"]["missed"].as_u64() >= Some(250)
+                && j["trigger"]["period"].as_u64() >= Some(before_stop)
         })
     });
     let err = stop(child);
@@ -190,7 +206,12 @@ fn a_300_ms_sigstop_is_in_the_frozen_dump_with_the_periods_before_it() {
         "the wake after the stop came ≥ 250 ms late: {latency:?}"
     );
     // The periods before the stop: over a second of them (up to the window), all run or missed.
-    assert!(i >= 1000, "only {i} periods before the stop");
+    assert!(
+        i >= 1000,
+        "only {i} periods before the stop (rows from {:?} to {:?}, trigger {at})",
+        rows.first(),
+        rows.last()
+    );
     // Then the gap: exactly `missed` rows of skipped periods, then the post-trigger stretch.
     let gap = rows[i + 1..].iter().take_while(|r| r.1 == "missed").count() as u64;
     assert_eq!(gap, missed);
@@ -205,6 +226,7 @@ fn a_300_ms_sigstop_is_in_the_frozen_dump_with_the_periods_before_it() {
 
 #[test]
 fn recorder_dump_writes_on_demand_and_never_over_an_earlier_dump() {
+    let _one = serial();
     let (dir, inst) = (scratch("dump"), instance("dump"));
     let toml = machine(&dir, &inst, RECORDER);
     let child = run(&toml, &inst);
@@ -293,6 +315,7 @@ fn a_bad_recorder_table_is_refused_at_its_line_and_nothing_starts() {
 /// and thread, and the periods before it are in the CSV.
 #[test]
 fn a_fault_and_a_stall_each_freeze_the_recorder() {
+    let _one = serial();
     use rtapi::runtime::function::Cycle;
     use rtapi::runtime::recorder::RecorderConfig;
     use rtapi::runtime::watchdog::{StallAction, WatchdogOptions};
@@ -396,6 +419,7 @@ fn rows_plain(csv: &str) -> Vec<u64> {
 /// the JSON names the pin; a rising edge of the same signal does not.
 #[test]
 fn an_estop_signal_going_false_freezes_the_recorder() {
+    let _one = serial();
     let (dir, inst) = (scratch("estop"), instance("estop"));
     let toml = machine(
         &dir,
