@@ -5,6 +5,8 @@
 
 mod common;
 use common::{rtapi, text};
+#[path = "common/eventually.rs"]
+mod eventually;
 #[path = "common/sim_axis.rs"]
 mod sim_axis;
 use sim_axis::SimAxis;

@@ -1,7 +1,6 @@
 //! `rtapi latency-test` end to end: the real binary, real threads, its files and exit codes.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 #[path = "common/eventually.rs"]
 mod eventually;

@@ -228,9 +228,11 @@ fn ten_ms_for_five_seconds_accounts_500_periods_without_drift_on_every_driver() 
             total >= accounted && total <= due_at_stop,
             "{timer}: {total} accounted at stop, {accounted} before, {due_at_stop} due"
         );
-        // The wakes stay on the grid: the least lateness of the last periods is within a period.
+        // The wakes stay on the grid: the least lateness of the last 8 wakes (a floor, not a
+        // latency: a host stall delays one or two of them, a timer re-armed from its wake drifts
+        // through the whole period) is a tenth of a period.
         assert!(
-            s.drift_ns >= 0 && s.drift_ns < s.period_ns as i64,
+            s.drift_ns >= 0 && s.drift_ns < s.period_ns as i64 / 10,
             "{timer}: drift {} ns",
             s.drift_ns
         );
