@@ -141,7 +141,12 @@ fn health_is_readable_resettable_and_shows_a_stopped_process() {
         "a 300 ms stop of a 1 ms thread misses ~300 periods, not {missed}"
     );
     assert!(overruns >= 1.0, "{overruns}");
-    assert!(latency_max >= 250e6, "latency-max {latency_max} ns");
+    // The stop fell in the wait (a late wake) or in the functions' work (a long period).
+    let tmax = run.getp("servo.tmax");
+    assert!(
+        latency_max >= 250e6 || tmax >= 250e6,
+        "latency-max {latency_max} ns, tmax {tmax} ns"
+    );
     // The base thread too.
     eventually::until_true("the base thread's too", eventually::GENEROUS, || {
         run.getp("base.missed") >= 250.0 * 20.0
