@@ -29,11 +29,9 @@ fn periods(instance: &str, n: u64) {
     let reader = rtapi_hal::HalReader::open(instance, rtapi_hal::Access::ReadOnly).unwrap();
     let cycles = || reader.thread_stats("servo").unwrap().cycles;
     let at = cycles();
-    eventually::until_true(
-        &format!("{n} servo periods"),
-        eventually::GENEROUS,
-        || cycles() >= at + n,
-    );
+    eventually::until_true(&format!("{n} servo periods"), eventually::GENEROUS, || {
+        cycles() >= at + n
+    });
 }
 
 /// Waits until process `pid` has the FIFO of `instance`'s `sampler.0` mapped (a reader attached to
@@ -279,7 +277,10 @@ fn enable_false_stops_sampling_and_an_unfed_streamer_counts_underruns() {
     let u1: i32 = getp(&r.name, "streamer.0.underruns").parse().unwrap();
     periods(&r.name, 100);
     let u2: i32 = getp(&r.name, "streamer.0.underruns").parse().unwrap();
-    assert!(u1 > 0 && u2 >= u1 + 100, "an underrun every period: {u1} {u2}");
+    assert!(
+        u1 > 0 && u2 >= u1 + 100,
+        "an underrun every period: {u1} {u2}"
+    );
     assert_eq!(getp(&r.name, "streamer.0.empty"), "TRUE");
     r.stop();
     for f in ["sampler.0", "streamer.0"] {

@@ -288,7 +288,10 @@ fn ctrl_c_ends_the_survey_and_reports_the_cpus_measured_so_far() {
     assert_eq!(status.code(), Some(0));
     // The statuses below show it stopped early; the bound only catches a hang.
     eprintln!("ended {took:?} after Ctrl-C");
-    assert!(took < Duration::from_secs(30), "ended {took:?} after Ctrl-C");
+    assert!(
+        took < Duration::from_secs(30),
+        "ended {took:?} after Ctrl-C"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["settings"]["interrupted"], true);

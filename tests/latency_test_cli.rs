@@ -110,8 +110,8 @@ fn json_report_has_the_documented_keys_and_consistent_numbers() {
         }
         // A 100 µs / 1 ms thread for the run's measured duration (2 s asked; a busy host can make
         // it longer): every period is accounted for, woken or missed.
-        let due = v["settings"]["duration_s"].as_f64().unwrap() * 1e9
-            / t["period_ns"].as_f64().unwrap();
+        let due =
+            v["settings"]["duration_s"].as_f64().unwrap() * 1e9 / t["period_ns"].as_f64().unwrap();
         let accounted = (t["cycles"].as_u64().unwrap() + t["overruns"].as_u64().unwrap()) as f64;
         assert!((accounted - due).abs() / due < 0.05, "{accounted} of {due}");
     }

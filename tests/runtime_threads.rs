@@ -82,7 +82,9 @@ impl Calls {
     fn new(cap: usize) -> Arc<Calls> {
         Arc::new(Calls {
             n: AtomicUsize::new(0),
-            rows: (0..cap).map(|_| [(); 3].map(|_| AtomicU64::new(0))).collect(),
+            rows: (0..cap)
+                .map(|_| [(); 3].map(|_| AtomicU64::new(0)))
+                .collect(),
         })
     }
 
@@ -140,7 +142,10 @@ fn assert_on_the_timeline(rows: &[(u64, u64, Nanos)], first: Nanos, period: Nano
     rows.iter()
         .map(|&(k, _, now)| {
             let due = first + period * k as i64;
-            assert!(now >= due, "period {k} woke at {now}, before its deadline {due}");
+            assert!(
+                now >= due,
+                "period {k} woke at {now}, before its deadline {due}"
+            );
             now - due
         })
         .collect()
@@ -300,9 +305,11 @@ fn a_long_function_costs_three_skipped_periods_and_keeps_the_timeline() {
     })
     .unwrap();
     let first = running.origin() + period;
-    eventually::until_true("15 periods after the long one", eventually::GENEROUS, || {
-        calls.rows().last().is_some_and(|r| r.0 >= 40)
-    });
+    eventually::until_true(
+        "15 periods after the long one",
+        eventually::GENEROUS,
+        || calls.rows().last().is_some_and(|r| r.0 >= 40),
+    );
     let summary = running.stop();
     let stats = summary.threads[0].stats.unwrap();
     let rows = calls.rows();
@@ -328,7 +335,11 @@ fn a_long_function_costs_three_skipped_periods_and_keeps_the_timeline() {
         "on the original timeline after the long call: least lateness {least}"
     );
     // Accounting: every call is a period run; every period up to the last call is run or missed.
-    assert_eq!(stats.cycles, calls.count(), "every period run called it once");
+    assert_eq!(
+        stats.cycles,
+        calls.count(),
+        "every period run called it once"
+    );
     let missed_seen: u64 = rows.iter().map(|r| r.1).sum();
     assert_eq!(
         rows.len() as u64 + missed_seen,
@@ -783,8 +794,14 @@ fn functions_are_added_removed_and_moved_while_threads_run() {
     let (e1, e2) = (cycles("servo") - s1, cycles("slow") - s2);
     let (d1, d2) = (count(1) - a1, count(2) - a2);
     eprintln!("servo: {d1} calls of f1 in {e1} periods; slow: {d2} calls of f2 in {e2} periods");
-    assert!(d2.abs_diff(e2) <= 1, "f2 runs in slow, once a period: {d2} vs {e2}");
-    assert!(d1.abs_diff(e1) <= 1, "f1 runs in servo, once a period: {d1} vs {e1}");
+    assert!(
+        d2.abs_diff(e2) <= 1,
+        "f2 runs in slow, once a period: {d2} vs {e2}"
+    );
+    assert!(
+        d1.abs_diff(e1) <= 1,
+        "f1 runs in servo, once a period: {d1} vs {e1}"
+    );
     let summary = running.stop();
     let slow = summary
         .threads

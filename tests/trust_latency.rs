@@ -14,7 +14,6 @@ mod eventually;
 
 const NOBODY: u32 = 65534;
 
-
 /// A command asked to run for 15 minutes that is refused must end long before that; this only tells
 /// "refused before running" from "ran", whatever this shared machine's scheduling noise.
 const REFUSED_BEFORE_RUNNING: Duration = Duration::from_secs(60);

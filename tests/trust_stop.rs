@@ -383,7 +383,11 @@ fn stall_action_stop_ends_the_wait() {
     // Long enough for a loaded machine; the reason says whether the stall or the limit ended it.
     let reason = running.wait(Some(HANG));
     eprintln!("wait returned {reason:?} after {:?}", t0.elapsed());
-    assert_eq!(reason, StopReason::Stalled, "the stall ended the wait, not the limit");
+    assert_eq!(
+        reason,
+        StopReason::Stalled,
+        "the stall ended the wait, not the limit"
+    );
     let summary = running.stop();
     release.store(true, Ordering::Relaxed);
     assert_eq!(
@@ -466,7 +470,12 @@ fn sigterm_ends_a_process_with_a_stuck_thread_within_a_second() {
     eventually::until_true(
         "the child's servo thread is stalled",
         eventually::GENEROUS,
-        || matches!(thread_state(&instance, "servo"), ThreadState::Stalled { .. }),
+        || {
+            matches!(
+                thread_state(&instance, "servo"),
+                ThreadState::Stalled { .. }
+            )
+        },
     );
     sigterm(&c);
     let (status, took, err) = finish(c);
@@ -703,17 +712,20 @@ fn sigterm_ends_run_and_latency_test_within_a_second_whatever_the_period() {
         let pid = c.id();
         let loaded = args.iter().any(|a| a == "--load");
         if loaded {
-            eventually::until_true(
-                &format!("{args:?}: loaded"),
-                eventually::GENEROUS,
-                || {
-                    ["load-cpu-", "load-mem-", "load-io-"]
-                        .iter()
-                        .all(|w| threads_of(pid).iter().any(|n| n.starts_with(w)))
+            eventually::until_true(&format!("{args:?}: loaded"), eventually::GENEROUS, || {
+                ["load-cpu-", "load-mem-", "load-io-"]
+                    .iter()
+                    .all(|w| threads_of(pid).iter().any(|n| n.starts_with(w)))
+            });
+        } else {
+            wait_until_in_its_timer(
+                pid,
+                if args[0] == "run" {
+                    "rtapi-slow"
+                } else {
+                    "rtapi-servo"
                 },
             );
-        } else {
-            wait_until_in_its_timer(pid, if args[0] == "run" { "rtapi-slow" } else { "rtapi-servo" });
         }
         assert!(segment_exists(&instance), "{args:?}: no segment");
         sigterm(&c);
@@ -729,6 +741,9 @@ fn sigterm_ends_run_and_latency_test_within_a_second_whatever_the_period() {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(&format!("rtapi-load-{pid}-")))
             .collect();
-        assert!(left.is_empty(), "{args:?}: the io load's directory left: {left:?}");
+        assert!(
+            left.is_empty(),
+            "{args:?}: the io load's directory left: {left:?}"
+        );
     }
 }
