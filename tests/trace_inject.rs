@@ -385,11 +385,30 @@ fn run_with(
         .join("instances")
         .join(format!("rtapi-{}", child.id()));
     let t0 = Instant::now();
-    while !instance.exists() && t0.elapsed() < Duration::from_secs(10) {
+    while !instance.exists() && t0.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(instance.exists(), "latency-test started tracing");
-    std::thread::sleep(Duration::from_millis(500));
+    // Its servo thread runs (the segment says so; on a busy host that can take a while after the
+    // trace is on), with half a second of quiet periods before the first injection.
+    let t1 = Instant::now();
+    loop {
+        let s = rtapi_hal::HalReader::open(&hal_instance(), rtapi_hal::Access::ReadOnly)
+            .and_then(|r| r.thread_stats("servo"));
+        if s.is_ok_and(|s| s.cycles + s.overruns >= 500) {
+            break;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(30),
+            "latency-test's servo thread never ran 500 periods"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!(
+        "tracing after {:?}, 500 servo periods {:?} later",
+        t1 - t0,
+        t1.elapsed()
+    );
     let injections = inject();
     // Stop it (as Ctrl-C does) shortly after the last injection: the report keeps the 32 worst
     // spikes, and a longer run only adds the host's noise to them.
