@@ -110,8 +110,11 @@ fn dumps(dir: &Path) -> Vec<(PathBuf, serde_json::Value)> {
     v
 }
 
-/// CSV rows as (period, state, latency_ns, missed, exec_ns).
-fn rows(csv: &str) -> Vec<(u64, String, Option<i64>, Option<u64>, Option<u64>)> {
+/// A CSV row: (period, state, latency_ns, missed, exec_ns).
+type Row = (u64, String, Option<i64>, Option<u64>, Option<u64>);
+
+/// CSV rows.
+fn rows(csv: &str) -> Vec<Row> {
     let mut lines = csv.lines();
     assert!(lines
         .next()
