@@ -273,7 +273,8 @@ fn recorder_dump_writes_on_demand_and_never_over_an_earlier_dump() {
     no_temporaries(&out);
     // An instance without a recorder says so.
     let inst2 = instance("none");
-    let toml2 = machine(&scratch("none"), &inst2, "");
+    let dir2 = scratch("none");
+    let toml2 = machine(&dir2, &inst2, "");
     let child = run(&toml2, &inst2);
     let o = rtapi(&["recorder", "dump", "--instance", &inst2]);
     stop(child);
@@ -281,6 +282,7 @@ fn recorder_dump_writes_on_demand_and_never_over_an_earlier_dump() {
     assert!(!o.status.success());
     assert!(stderr.contains("no flight recorder"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir2);
 }
 
 #[test]
