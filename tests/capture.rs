@@ -5,6 +5,8 @@ mod common;
 #[path = "common/halrun.rs"]
 mod halrun;
 use halrun::{halcmd, Halrun as Running, T};
+#[path = "common/eventually.rs"]
+mod eventually;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -20,6 +22,36 @@ fn getp(instance: &str, name: &str) -> String {
     let (ok, out, err) = halcmd(instance, &["getp", name]);
     assert!(ok, "getp {name}: {err}");
     out.trim().to_string()
+}
+
+/// Waits until the servo thread of `instance` has run `n` more periods (from the segment).
+fn periods(instance: &str, n: u64) {
+    let reader = rtapi_hal::HalReader::open(instance, rtapi_hal::Access::ReadOnly).unwrap();
+    let cycles = || reader.thread_stats("servo").unwrap().cycles;
+    let at = cycles();
+    eventually::until_true(&format!("{n} servo periods"), eventually::GENEROUS, || {
+        cycles() >= at + n
+    });
+}
+
+/// Waits until process `pid` has the FIFO of `instance`'s `sampler.0` mapped (a reader attached to
+/// it) and handles SIGTERM.
+fn attached(pid: u32, instance: &str) {
+    let fifo = format!("/dev/shm/rtapi-{instance}:sampler.0");
+    eventually::until_true(
+        &format!("the reader {pid} attached to {fifo}"),
+        eventually::GENEROUS,
+        || {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let term = status
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+                .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0);
+            maps.contains(&fifo) && term
+        },
+    );
 }
 
 fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
@@ -233,18 +265,22 @@ fn enable_false_stops_sampling_and_an_unfed_streamer_counts_underruns() {
     });
     let (ok, _, err) = halcmd(&r.name, &["setp", "sampler.0.enable", "0"]);
     assert!(ok, "{err}");
-    std::thread::sleep(Duration::from_millis(20));
+    // The period under way may still sample; from the next one on, none does.
+    periods(&r.name, 2);
     let a = getp(&r.name, "sampler.0.sample-num");
     let depth = getp(&r.name, "sampler.0.curr-depth");
-    std::thread::sleep(Duration::from_millis(200));
+    periods(&r.name, 200);
     assert_eq!(getp(&r.name, "sampler.0.sample-num"), a);
     assert_eq!(getp(&r.name, "sampler.0.curr-depth"), depth);
     assert_eq!(a, depth, "every sample taken is in the ring");
     // Nothing feeds the streamer: every period is an underrun.
     let u1: i32 = getp(&r.name, "streamer.0.underruns").parse().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    periods(&r.name, 100);
     let u2: i32 = getp(&r.name, "streamer.0.underruns").parse().unwrap();
-    assert!(u1 > 0 && u2 > u1, "{u1} {u2}");
+    assert!(
+        u1 > 0 && u2 >= u1 + 100,
+        "an underrun every period: {u1} {u2}"
+    );
     assert_eq!(getp(&r.name, "streamer.0.empty"), "TRUE");
     r.stop();
     for f in ["sampler.0", "streamer.0"] {
@@ -328,7 +364,7 @@ fn bad_stream_lines_are_errors_naming_the_line_and_signals_end_the_reader() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        attached(child.id(), &r.name);
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
         let o = child.wait_with_output().unwrap();
@@ -349,7 +385,7 @@ fn the_reader_ends_when_the_instance_ends() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    attached(child.id(), &r.name);
     r.stop();
     let o = child.wait_with_output().unwrap();
     let (_, err) = text(&o);

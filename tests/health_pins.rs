@@ -5,6 +5,8 @@
 
 mod common;
 use common::{rtapi, text};
+#[path = "common/eventually.rs"]
+mod eventually;
 #[path = "common/sim_axis.rs"]
 mod sim_axis;
 use sim_axis::SimAxis;
@@ -109,29 +111,46 @@ fn health_is_readable_resettable_and_shows_a_stopped_process() {
     // time is read-only.
     let out = rtapi(&["setp", "servo.time", "0", "--instance", i]);
     assert!(!out.status.success(), "servo.time must be read-only");
-    std::thread::sleep(Duration::from_millis(50));
-    let tmax = run.getp("servo.tmax");
-    assert!(tmax > 0.0, "tmax grows again after a reset");
+    eventually::until_true(
+        "tmax grows again after a reset",
+        eventually::GENEROUS,
+        || run.getp("servo.tmax") > 0.0,
+    );
 
     // Stop the whole process for 300 ms: the servo thread's next wake is ~300 ms late and the
     // deadlines in between are missed, which its pins keep.
     let missed0 = run.getp("servo.missed");
     let overruns0 = run.getp("servo.overruns");
     run.signal(nix::sys::signal::Signal::SIGSTOP);
+    // The stimulus: 300 ms at least (a busy host only makes it longer).
     std::thread::sleep(Duration::from_millis(300));
     run.signal(nix::sys::signal::Signal::SIGCONT);
-    std::thread::sleep(Duration::from_millis(100));
-    let missed = run.getp("servo.missed") - missed0;
+    let missed = eventually::until(
+        "the servo thread's pins show the stop",
+        eventually::GENEROUS,
+        || {
+            let m = run.getp("servo.missed") - missed0;
+            (m >= 250.0).then_some(m)
+        },
+    );
     let overruns = run.getp("servo.overruns") - overruns0;
     let latency_max = run.getp("servo.latency-max");
+    eprintln!("a 300 ms stop: {missed} servo periods missed");
     assert!(
-        (250.0..=2000.0).contains(&missed),
-        "a 300 ms stop of a 1 ms thread misses ~300 periods: {missed}"
+        missed < 30_000.0,
+        "a 300 ms stop of a 1 ms thread misses ~300 periods, not {missed}"
     );
     assert!(overruns >= 1.0, "{overruns}");
-    assert!(latency_max >= 250e6, "latency-max {latency_max} ns");
+    // The stop fell in the wait (a late wake) or in the functions' work (a long period).
+    let tmax = run.getp("servo.tmax");
+    assert!(
+        latency_max >= 250e6 || tmax >= 250e6,
+        "latency-max {latency_max} ns, tmax {tmax} ns"
+    );
     // The base thread too.
-    assert!(run.getp("base.missed") >= 250.0 * 20.0);
+    eventually::until_true("the base thread's too", eventually::GENEROUS, || {
+        run.getp("base.missed") >= 250.0 * 20.0
+    });
     // Not stalled now (the watchdog's pin follows the thread, which runs again).
     assert_eq!(run.getp("servo.stalled"), 0.0);
 }

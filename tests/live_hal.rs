@@ -9,7 +9,7 @@ use rtapi_hal::{Value, ValueType};
 use std::time::{Duration, Instant};
 
 fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(5);
+    let until = Instant::now() + Duration::from_secs(30);
     while !ok() {
         assert!(Instant::now() < until, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(5));

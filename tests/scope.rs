@@ -9,7 +9,12 @@ mod halrun;
 use common::rtapi;
 use halrun::Halrun as Owner;
 
-use std::process::{Child, Command, Stdio};
+#[path = "common/eventually.rs"]
+mod eventually;
+
+use std::io::BufRead;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const AXIS: &str = "\
@@ -31,11 +36,28 @@ addf pid.0.do-pid-calcs servo
 start
 ";
 
-/// Starts `rtapi scope ARGS` and waits until it says it is armed.
-fn scope(owner: &Owner, args: &[&str]) -> Child {
+/// A running `rtapi scope`, its standard error read as it comes.
+struct Scope {
+    child: Child,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Scope {
+    /// Waits for the end: (status, stdout, stderr).
+    fn output(mut self) -> (ExitStatus, String, String) {
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut out).unwrap();
+        let status = self.child.wait().unwrap();
+        (status, out, self.stderr.join().unwrap())
+    }
+}
+
+/// Starts `rtapi scope ARGS` and waits until it says it is ready: attached, the pre-trigger share
+/// full, the trigger able to fire from the next period on.
+fn scope(owner: &Owner, args: &[&str]) -> Scope {
     let mut all = vec!["scope", "--instance", &owner.name, "--thread", "servo"];
     all.extend_from_slice(args);
-    let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
         .args(&all)
         .env("RUST_LOG", "error")
         .stdin(Stdio::piped())
@@ -43,22 +65,35 @@ fn scope(owner: &Owner, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while !owner.show("comp").contains("scope-") {
-        assert!(Instant::now() < until, "the scope did not attach");
-        std::thread::sleep(Duration::from_millis(10));
+    let pipe = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let t0 = Instant::now();
+    let mut seen = String::new();
+    loop {
+        let left = eventually::GENEROUS.saturating_sub(t0.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with("rtapi scope: ready:") => break,
+            Ok(line) => seen.push_str(&(line + "\n")),
+            Err(e) => panic!("the scope never said it was ready ({e:?}): {seen}"),
+        }
     }
-    // Its pre-trigger share fills in a few hundred periods.
-    std::thread::sleep(Duration::from_millis(500));
-    child
+    eprintln!("scope ready after {:?}", t0.elapsed());
+    Scope { child, stderr }
 }
 
-fn finish(child: Child) -> (bool, String) {
-    let o = child.wait_with_output().unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+fn finish(scope: Scope) -> (bool, String) {
+    let (status, _, err) = scope.output();
+    (status.success(), err)
 }
 
 /// (period, values) rows of a scope CSV.
@@ -144,9 +179,8 @@ fn a_command_step_is_captured_one_row_per_period_with_the_step_at_the_pre_trigge
     );
     let set = rtapi(&["sets", "--instance", &owner.name, "cmd", "1"]);
     assert!(set.status.success());
-    let o = child.wait_with_output().unwrap();
-    let (preview, err) = common::text(&o);
-    assert!(o.status.success(), "{err}");
+    let (status, preview, err) = child.output();
+    assert!(status.success(), "{err}");
     // The preview: the command's line low then high from the trigger column on (64 columns, row 100
     // of 400 is column 16), and the trigger marked under it.
     let lines: Vec<&str> = preview.lines().collect();
@@ -283,13 +317,18 @@ fn a_manual_trigger_fires_on_enter() {
             out.to_str().unwrap(),
         ],
     );
-    // Armed and waiting: nothing written yet.
-    std::thread::sleep(Duration::from_millis(200));
+    // Ready and waiting: 200 periods go by and nothing fires before Enter.
+    let reader = rtapi_hal::HalReader::open(&owner.name, rtapi_hal::Access::ReadOnly).unwrap();
+    let cycles = || reader.thread_stats("servo").unwrap().cycles;
+    let at = cycles();
+    eventually::until_true("200 servo periods", eventually::GENEROUS, || {
+        cycles() >= at + 200
+    });
     assert!(
-        child.try_wait().unwrap().is_none(),
+        child.child.try_wait().unwrap().is_none(),
         "it must wait for Enter"
     );
-    writeln!(child.stdin.take().unwrap()).unwrap();
+    writeln!(child.child.stdin.take().unwrap()).unwrap();
     let (ok, err) = finish(child);
     assert!(ok, "{err}");
     assert_eq!(

