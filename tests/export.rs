@@ -683,7 +683,10 @@ fn a_prometheus_server_scrapes_the_exporter() {
             prom.log()
         );
         std::thread::sleep(Duration::from_millis(200));
-        if TcpStream::connect(&prom.addr).is_err() {
+        // Up and ready: Prometheus answers 503 while it is still starting (its TSDB, under load).
+        if TcpStream::connect(&prom.addr).is_err()
+            || get(&prom.addr, "/-/ready", None).status != 200
+        {
             continue;
         }
         let result = prom.query(&query);

@@ -219,7 +219,7 @@ fn histogram_file_is_cyclictest_format_and_svg_shows_both_threads() {
 
 /// The test's reader of the histogram layout, [`common::cyclictest::parse`], reads what a real
 /// cyclictest writes with `-h`, and its numbers mean what cyclictest's mean: every loop of each thread
-/// is in a bin or an overflow, the bins sum to `# Total`, the listed overflow cycles and the others to
+/// is in a bin or an overflow (the thread that finished has all `-l` loops), the bins sum to `# Total`, the listed overflow cycles and the others to
 /// `# Histogram Overflows`. (So a file it reads is in cyclictest's layout.)
 #[test]
 fn cyclictest_writes_the_layout_the_histogram_reader_expects() {
@@ -244,9 +244,17 @@ fn cyclictest_writes_the_layout_the_histogram_reader_expects() {
     let h = common::cyclictest::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     h.check_sums().unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(h.bins.len(), 2, "two threads");
+    // cyclictest ends every thread once one has run its loops: a thread the load held back has
+    // fewer (seen under stress: 116 and 300).
+    let loops: Vec<u64> = (0..2).map(|t| h.total[t] + h.overflows[t]).collect();
+    assert_eq!(loops.iter().max(), Some(&LOOPS), "{loops:?}:\n{text}");
     for t in 0..2 {
         assert_eq!(h.bins[t].len(), 8, "{text}");
-        assert_eq!(h.total[t] + h.overflows[t], LOOPS, "thread {t}:\n{text}");
+        assert!(
+            (1..=LOOPS).contains(&loops[t]),
+            "thread {t}: {} loops:\n{text}",
+            loops[t]
+        );
         assert!(
             h.min_us[t] <= h.avg_us[t] && h.avg_us[t] <= h.max_us[t],
             "{text}"
