@@ -512,6 +512,13 @@ fn flavors_set_the_policy_priority_and_cpu() {
         let s = seen.clone();
         let mut rt = Runtime::configure(RuntimeOptions {
             flavor: Some(flavor.into()),
+            // A host stall must not make the watchdog demote the thread to SCHED_OTHER for a while
+            // (it restores the policy once periods complete again): a full stressed run read the
+            // policy in that window.
+            watchdog: rtapi::runtime::watchdog::WatchdogOptions {
+                action: rtapi::runtime::watchdog::StallAction::Report,
+                ..Default::default()
+            },
             ..options(&format!("flv-{flavor}"))
         })
         .unwrap();
