@@ -488,3 +488,34 @@ fn vanished_instances_are_forgotten_and_memory_stays_bounded() {
         &err[..err.len().min(2000)]
     );
 }
+
+#[test]
+fn an_instance_still_running_is_kept_though_its_file_was_removed() {
+    let (hal, inst) = owner("unlinked");
+    let _planted = Planted(vec![shm(&inst)]);
+    let exp = Exporter::start(&["--forget-after", "0.2"]);
+    fn up<'a>(body: &'a str, inst: &str) -> Vec<&'a str> {
+        up_series(body, &format!("{inst}\""))
+    }
+    let (_, body, _) = exp.scrape();
+    assert_eq!(
+        up(&body, &inst),
+        [format!("rtapi_up{{instance=\"{inst}\"}} 1").as_str()]
+    );
+    // Someone removes the file of a running instance: its owner still runs, the exporter's reader
+    // still reads it; it stays up past the grace period.
+    std::fs::remove_file(shm(&inst)).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, body, _) = exp.scrape();
+    assert_eq!(
+        up(&body, &inst),
+        [format!("rtapi_up{{instance=\"{inst}\"}} 1").as_str()]
+    );
+    // Once its owner is gone too, it is forgotten after the grace period.
+    drop(hal);
+    let (_, body, _) = exp.scrape();
+    println!("owner gone: {:?}", up(&body, &inst));
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, body, _) = exp.scrape();
+    assert!(up(&body, &inst).is_empty(), "{:?}", up(&body, &inst));
+}
