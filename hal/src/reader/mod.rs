@@ -483,8 +483,16 @@ impl Scan<'_, '_> {
         for (r, name, (off, _, bins)) in &threads {
             let mut have = positions.remove(name.as_str()).unwrap_or_default();
             have.sort_unstable();
+            // The count is the segment's word, not ours: compared with what the functions table
+            // holds before anything is built from it (a count of 2^32-1 is 4 G positions).
             let listed = r.u32(th::FUNCTIONS);
-            if have != (0..listed).collect::<Vec<_>>() {
+            if listed as usize > functions.len() {
+                return Err(corrupt(format!(
+                    "thread '{name}' runs {listed} functions but the segment has {}",
+                    functions.len()
+                )));
+            }
+            if have.len() != listed as usize || have.iter().zip(0..).any(|(&p, i)| p != i) {
                 return Err(corrupt(format!(
                     "thread '{name}' runs {listed} functions but its functions' positions are {have:?}"
                 )));

@@ -6,8 +6,14 @@
 //! side, so a scrape never writes the segment nor makes an RT thread wait. An instance whose owner
 //! has gone, whose segment was removed or refused, reads as `rtapi_up 0` with no other series; it is
 //! opened again at every scrape, so a restarted instance comes back by itself.
+//!
+//! Without `--instance`, an instance whose segment has vanished from `/dev/shm` stays `rtapi_up 0`
+//! for a grace period (`--forget-after`, default [`FORGET_AFTER`]) and is then forgotten: its series
+//! end and its state is dropped, so instances that come and go do not pile up in the exposition or in
+//! the exporter's memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use rtapi_hal::{Access, HalError, HalReader, ThreadState, Trust, Value};
 
@@ -23,6 +29,10 @@ pub enum Selection {
 
 /// Where the segments live.
 const SHM: &str = "/dev/shm";
+
+/// How long an instance whose segment vanished from `/dev/shm` is still reported (`rtapi_up 0`)
+/// before it is forgotten, unless `--forget-after` says otherwise.
+pub const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// The instance names with a segment in `/dev/shm` now (`rtapi-NAME` with a valid instance name:
 /// FIFOs, `rtapi-NAME:sampler.0`, are not instances). Only names are read here; the file itself is
@@ -50,6 +60,8 @@ pub fn scan() -> std::io::Result<Vec<String>> {
 struct Followed {
     reader: Option<HalReader>,
     said: Option<String>,
+    /// When its segment was last found in `/dev/shm` (`None`: not looked for yet).
+    last_seen: Option<Instant>,
 }
 
 /// The exporter's state across scrapes.
@@ -58,6 +70,7 @@ pub struct Sources {
     trust: Trust,
     pins: Vec<String>,
     followed: BTreeMap<String, Followed>,
+    forget_after: Duration,
     log: Box<dyn FnMut(&str) + Send>,
 }
 
@@ -66,6 +79,7 @@ impl Sources {
         selection: Selection,
         trust: Trust,
         pins: Vec<String>,
+        forget_after: Duration,
         log: Box<dyn FnMut(&str) + Send>,
     ) -> Sources {
         Sources {
@@ -73,6 +87,7 @@ impl Sources {
             trust,
             pins,
             followed: BTreeMap::new(),
+            forget_after,
             log,
         }
     }
@@ -86,6 +101,7 @@ impl Sources {
             Followed {
                 reader: Some(reader),
                 said: Some(format!("is up (pid {pid})")),
+                last_seen: None,
             },
         );
     }
@@ -104,15 +120,51 @@ impl Sources {
         match &self.selection {
             Selection::Named(n) => n.clone(),
             Selection::All => {
+                let found = match scan() {
+                    Ok(found) => found,
+                    Err(e) => {
+                        // Nothing is forgotten on a listing that failed.
+                        (self.log)(&format!("cannot list {SHM}: {e}"));
+                        return self.followed.keys().cloned().collect();
+                    }
+                };
+                self.forget_vanished(&found, Instant::now());
                 let mut names: Vec<String> = self.followed.keys().cloned().collect();
-                match scan() {
-                    Ok(found) => names.extend(found),
-                    Err(e) => (self.log)(&format!("cannot list {SHM}: {e}")),
-                }
+                names.extend(found);
                 names.sort();
                 names.dedup();
                 names
             }
+        }
+    }
+
+    /// Drops the instances whose segment has been missing from `/dev/shm` (`found` lists what is
+    /// there) for the grace period since it was last found, unless one is still up (an open reader
+    /// of a live owner: its file was removed under it, yet it runs).
+    fn forget_vanished(&mut self, found: &[String], now: Instant) {
+        for name in found {
+            self.followed.entry(name.clone()).or_default().last_seen = Some(now);
+        }
+        let present: BTreeSet<&str> = found.iter().map(String::as_str).collect();
+        let grace = self.forget_after;
+        let mut forgotten = Vec::new();
+        self.followed.retain(|name, f| {
+            if present.contains(name.as_str()) {
+                return true;
+            }
+            let since = *f.last_seen.get_or_insert(now);
+            let up = f.reader.as_ref().is_some_and(HalReader::owner_alive);
+            let keep = up || now.duration_since(since) < grace;
+            if !keep {
+                forgotten.push(name.clone());
+            }
+            keep
+        });
+        for name in forgotten {
+            (self.log)(&format!(
+                "instance '{name}' is forgotten: no {SHM}/rtapi-{name} for {} s",
+                grace.as_secs_f64()
+            ));
         }
     }
 

@@ -2,16 +2,25 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::text::Format;
 
 /// Longest request head read; a scraper's is a few hundred bytes.
 const MAX_HEAD: usize = 16 * 1024;
 
-/// How long a client may take to send its request or read the answer: one slow client must not hold
-/// the (single-threaded) server for long.
+/// How long a client may take to send its whole request head, and again to read the whole answer:
+/// a deadline for all of it, not for each read (a client that sends a byte every second would
+/// otherwise hold its connection for hours).
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The time left until `deadline`, `None` once it has passed (a zero socket timeout would mean
+/// "block forever").
+fn left(deadline: Instant) -> Option<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+}
 
 /// What a client asked for.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,8 +41,8 @@ pub enum BadRequest {
     Malformed(&'static str),
 }
 
-/// Reads a request head (up to the blank line) from `stream`.
-pub fn read_request(stream: &mut TcpStream) -> Result<Request, BadRequest> {
+/// Reads a request head (up to the blank line) from `stream`, all of it before `deadline`.
+pub fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<Request, BadRequest> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     let end = loop {
@@ -42,6 +51,12 @@ pub fn read_request(stream: &mut TcpStream) -> Result<Request, BadRequest> {
         }
         if buf.len() > MAX_HEAD {
             return Err(BadRequest::Malformed("request head too long"));
+        }
+        let Some(wait) = left(deadline) else {
+            return Err(BadRequest::Gone);
+        };
+        if stream.set_read_timeout(Some(wait)).is_err() {
+            return Err(BadRequest::Gone);
         }
         match stream.read(&mut chunk) {
             Ok(0) | Err(_) => return Err(BadRequest::Gone),
@@ -172,11 +187,12 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// Writes `r` (without the body for HEAD) and closes the connection.
+/// Writes `r` (without the body for HEAD), all of it before `deadline`, and closes the connection.
 pub fn write_response(
     stream: &mut TcpStream,
     r: &Response,
     head_only: bool,
+    deadline: Instant,
 ) -> std::io::Result<()> {
     let mut out = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -193,7 +209,17 @@ pub fn write_response(
     if !head_only {
         out.push_str(&r.body);
     }
-    stream.write_all(out.as_bytes())?;
+    let mut rest = out.as_bytes();
+    while !rest.is_empty() {
+        let wait = left(deadline).ok_or(std::io::ErrorKind::TimedOut)?;
+        stream.set_write_timeout(Some(wait))?;
+        match stream.write(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     stream.flush()?;
     let _ = stream.shutdown(std::net::Shutdown::Write);
     Ok(())

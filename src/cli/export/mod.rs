@@ -39,6 +39,10 @@ pub struct Args {
     /// or by yourself are read, so another user cannot plant a forged instance.
     #[arg(long, value_name = "USER")]
     trust_owner: Vec<String>,
+    /// Without --instance: how long an instance whose segment vanished from /dev/shm is still
+    /// reported as rtapi_up 0 before it is forgotten (its series end).
+    #[arg(long, value_name = "SECONDS", default_value_t = collect::FORGET_AFTER.as_secs_f64())]
+    forget_after: f64,
 }
 
 /// The `--listen` address, resolved.
@@ -102,6 +106,13 @@ fn open_named(name: &str, trust: &rtapi_hal::Trust) -> Result<HalReader, Failure
 pub fn run(args: Args) -> Result<(), Failure> {
     let addr = listen_address(&args.listen)?;
     let trust = instance::trust(&args.trust_owner)?;
+    let forget_after = std::time::Duration::try_from_secs_f64(args.forget_after).map_err(|_| {
+        Failure::usage(format!(
+            "--forget-after {}: give a number of seconds, 0 or more (default {})",
+            args.forget_after,
+            collect::FORGET_AFTER.as_secs()
+        ))
+    })?;
     for p in &args.pin {
         rtapi_hal::name::validate(p).map_err(|e| Failure::usage(format!("--pin: {e}")))?;
     }
@@ -169,6 +180,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         selection,
         trust,
         args.pin,
+        forget_after,
         Box::new(|line| out::eprintln(&format!("rtapi export: {line}"))),
     );
     for (name, r) in opened {
@@ -177,17 +189,96 @@ pub fn run(args: Args) -> Result<(), Failure> {
     serve(&listener, sources, local)
 }
 
-/// Clients served at once; one more gets a 503 at once (a scraper retries at its next interval).
+/// Connections served at once. When all are taken, a new one closes the oldest that is still
+/// sending its request or reading its answer (an idle or slow client), so a scraper always gets in;
+/// only when every one is being answered does it get a 503 at once.
 const MAX_CLIENTS: usize = 16;
+
+/// Where a connection is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Sending its request head (before its deadline): may be closed for a newer client.
+    Reading,
+    /// Waiting for or running its collection: never closed.
+    Collecting,
+    /// Reading its answer (before its deadline): may be closed for a newer client.
+    Writing,
+}
+
+/// A connection being served: its own thread has the stream, this is a handle to close it.
+struct Conn {
+    id: u64,
+    since: std::time::Instant,
+    phase: Phase,
+    handle: std::net::TcpStream,
+}
+
+/// The connections being served, shared by the accepting thread and the clients'.
+#[derive(Default)]
+struct Conns {
+    next: u64,
+    open: Vec<Conn>,
+}
+
+type Registry = std::sync::Arc<std::sync::Mutex<Conns>>;
+
+fn lock(r: &Registry) -> std::sync::MutexGuard<'_, Conns> {
+    r.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Conns {
+    /// Makes room for one more: `false` if every connection is being answered.
+    fn make_room(&mut self) -> bool {
+        if self.open.len() < MAX_CLIENTS {
+            return true;
+        }
+        let oldest = self
+            .open
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.phase != Phase::Collecting)
+            .min_by_key(|(_, c)| c.since)
+            .map(|(i, _)| i);
+        match oldest {
+            Some(i) => {
+                let c = self.open.swap_remove(i);
+                log::debug!(
+                    "closing a connection idle in {:?} for {:?} for a new one",
+                    c.phase,
+                    c.since.elapsed()
+                );
+                // Its thread's read or write fails at once and it ends.
+                let _ = c.handle.shutdown(std::net::Shutdown::Both);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Moves connection `id` to `phase`: `false` if it was closed meanwhile.
+    fn enter(&mut self, id: u64, phase: Phase) -> bool {
+        match self.open.iter_mut().find(|c| c.id == id) {
+            Some(c) => {
+                c.phase = phase;
+                c.since = std::time::Instant::now();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.open.retain(|c| c.id != id);
+    }
+}
 
 /// Answers requests, each connection on a thread of its own (so a client that connects and sends
 /// nothing holds only its own thread, for at most the client timeout), the collection one at a time;
 /// forever (Ctrl-C ends the process: it owns nothing to clean).
 fn serve(listener: &TcpListener, sources: Sources, local: SocketAddr) -> Result<(), Failure> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     let sources = Arc::new(Mutex::new(sources));
-    let active = Arc::new(AtomicUsize::new(0));
+    let registry: Registry = Arc::default();
     for conn in listener.incoming() {
         let mut stream = match conn {
             Ok(s) => s,
@@ -198,45 +289,77 @@ fn serve(listener: &TcpListener, sources: Sources, local: SocketAddr) -> Result<
                 continue;
             }
         };
-        let _ = stream.set_read_timeout(Some(http::CLIENT_TIMEOUT));
-        let _ = stream.set_write_timeout(Some(http::CLIENT_TIMEOUT));
-        if active.load(Ordering::Relaxed) >= MAX_CLIENTS {
-            let busy = Response::text(
-                503,
-                format!("{MAX_CLIENTS} clients are being served; try again\n"),
-            );
-            let _ = http::write_response(&mut stream, &busy, false);
+        let start = std::time::Instant::now();
+        let Ok(handle) = stream.try_clone() else {
             continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
-        let (sources, active) = (Arc::clone(&sources), Arc::clone(&active));
+        };
+        let id = {
+            let mut conns = lock(&registry);
+            if !conns.make_room() {
+                drop(conns);
+                let busy = Response::text(
+                    503,
+                    format!("{MAX_CLIENTS} clients are being answered; try again\n"),
+                );
+                let _ =
+                    http::write_response(&mut stream, &busy, false, start + http::CLIENT_TIMEOUT);
+                continue;
+            }
+            conns.next += 1;
+            let id = conns.next;
+            conns.open.push(Conn {
+                id,
+                since: start,
+                phase: Phase::Reading,
+                handle,
+            });
+            id
+        };
+        let (sources, reg) = (Arc::clone(&sources), Arc::clone(&registry));
         let spawned = std::thread::Builder::new()
             .name("rtapi-export-client".into())
             .spawn(move || {
-                client(stream, &sources, local);
-                active.fetch_sub(1, Ordering::Relaxed);
+                client(stream, &sources, local, &reg, id, start);
+                lock(&reg).remove(id);
             });
         if let Err(e) = spawned {
+            lock(&registry).remove(id);
             log::warn!("serving a client: cannot start a thread: {e}");
         }
     }
     Ok(())
 }
 
-/// One connection: one request, one answer.
-fn client(mut stream: std::net::TcpStream, sources: &std::sync::Mutex<Sources>, local: SocketAddr) {
-    let (response, head_only) = match http::read_request(&mut stream) {
+/// One connection: one request (its head within the client timeout of `start`), one answer (within
+/// the client timeout of its start).
+fn client(
+    mut stream: std::net::TcpStream,
+    sources: &std::sync::Mutex<Sources>,
+    local: SocketAddr,
+    registry: &Registry,
+    id: u64,
+    start: std::time::Instant,
+) {
+    let (response, head_only) = match http::read_request(&mut stream, start + http::CLIENT_TIMEOUT)
+    {
         Err(BadRequest::Gone) => return,
         Err(BadRequest::Malformed(why)) => {
             (Response::text(400, format!("bad request: {why}\n")), false)
         }
         Ok(req) => {
+            if !lock(registry).enter(id, Phase::Collecting) {
+                return;
+            }
             let head_only = req.method == "HEAD";
             let mut sources = sources.lock().unwrap_or_else(|p| p.into_inner());
             (answer(&req, &mut sources, local), head_only)
         }
     };
-    if let Err(e) = http::write_response(&mut stream, &response, head_only) {
+    if !lock(registry).enter(id, Phase::Writing) {
+        return;
+    }
+    let deadline = std::time::Instant::now() + http::CLIENT_TIMEOUT;
+    if let Err(e) = http::write_response(&mut stream, &response, head_only, deadline) {
         log::debug!("answering a client: {e}");
     }
 }
