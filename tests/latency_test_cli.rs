@@ -248,13 +248,9 @@ fn cyclictest_writes_the_layout_the_histogram_reader_expects() {
     // fewer (seen under stress: 116 and 300).
     let loops: Vec<u64> = (0..2).map(|t| h.total[t] + h.overflows[t]).collect();
     assert_eq!(loops.iter().max(), Some(&LOOPS), "{loops:?}:\n{text}");
-    for t in 0..2 {
+    for (t, &n) in loops.iter().enumerate() {
         assert_eq!(h.bins[t].len(), 8, "{text}");
-        assert!(
-            (1..=LOOPS).contains(&loops[t]),
-            "thread {t}: {} loops:\n{text}",
-            loops[t]
-        );
+        assert!((1..=LOOPS).contains(&n), "thread {t}: {n} loops:\n{text}");
         assert!(
             h.min_us[t] <= h.avg_us[t] && h.avg_us[t] <= h.max_us[t],
             "{text}"
