@@ -441,16 +441,48 @@ impl Session {
         text: &str,
         out: &mut dyn Write,
     ) -> Result<Flow, ConfigError> {
-        match self.parse(file, text) {
-            Ok(commands) => self.run_commands(file, dir, &commands, out),
-            Err(mut errors) => {
-                let first = errors.remove(0);
-                if self.keep_going {
-                    self.errors.push(first.clone());
-                    self.errors.append(&mut errors);
-                }
-                Err(first)
+        // Syntax first, every error at once (nothing else kept); then each command runs as it is
+        // parsed again: memory does not grow with the file beyond its text and the model.
+        let ini = self.ini.clone();
+        let subst = Subst {
+            ini: ini.as_ref(),
+            env: &process_env,
+        };
+        let mut errors = Vec::new();
+        parse::each_command(file, text, &subst, &mut |c| {
+            if let Err(e) = c {
+                errors.push(e);
             }
+            std::ops::ControlFlow::Continue(())
+        });
+        if !errors.is_empty() {
+            let first = errors.remove(0);
+            if self.keep_going {
+                self.errors.push(first.clone());
+                self.errors.append(&mut errors);
+            }
+            return Err(first);
+        }
+        let outer = std::mem::replace(&mut self.dir, dir.map(Path::to_path_buf));
+        let mut first_error = None;
+        let mut done = None;
+        parse::each_command(file, text, &subst, &mut |c| {
+            let Ok(c) = c else {
+                return std::ops::ControlFlow::Continue(());
+            };
+            match self.run_one(file, dir, &c, out, &mut first_error) {
+                Some(r) => {
+                    done = Some(r);
+                    std::ops::ControlFlow::Break(())
+                }
+                None => std::ops::ControlFlow::Continue(()),
+            }
+        });
+        self.dir = outer;
+        match (done, first_error) {
+            (Some(r), _) => r,
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(Flow::Continue),
         }
     }
 
@@ -477,70 +509,86 @@ impl Session {
     ) -> Result<Flow, ConfigError> {
         let mut first_error = None;
         for c in commands {
-            // User-space components that asked to join while this file runs join between its
-            // commands (its lines after `loadusr PROG` may use them).
-            self.serve_user_inbox();
-            if self.echo {
-                let _ = writeln!(out, "{}", c.text);
-            }
-            let result = match &c.command {
-                Command::Source { file: f } => self.run_source(file, dir, f, out),
-                command => {
-                    // A failed command changes nothing (halcmd checks a whole `net` before
-                    // linking any pin), so an interactive session or `-k` goes on from a clean state.
-                    let live = self.live.is_some();
-                    let opaque = self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
-                    let before = (self.rollback || self.keep_going || live || opaque)
-                        .then(|| self.model.clone());
-                    self.unknown_name.set(false);
-                    let mut done = self.exec(file, c.line, command, out);
-                    // Checking only, after a LinuxCNC module: a name the model does not know may be
-                    // one the module makes. Not checked, listed, and the model stays as it was.
-                    if let (Err((line, m)), true, true) = (&done, opaque, self.unknown_name.get()) {
-                        self.unchecked.push(ConfigError::at(
-                            file,
-                            *line,
-                            format!(
-                                "not checked: {m} (it may be made by a LinuxCNC module loaded above: \
-                                 --check does not run module code)"
-                            ),
-                        ));
-                        if let Some(b) = &before {
-                            self.model = b.clone();
-                        }
-                        done = Ok(Flow::Continue);
-                    }
-                    // Attached to a running instance: make the same change there.
-                    if let (Ok(_), Some(b), true) = (&done, &before, live) {
-                        if let Err(m) = self.sync(b) {
-                            done = Err((c.line, m));
-                        }
-                    }
-                    done.map_err(|(line, m)| {
-                        if let Some(mut before) = before {
-                            before.keep_users_from(&self.model);
-                            self.model = before;
-                        }
-                        ConfigError::at(file, line, m)
-                    })
-                }
-            };
-            match result {
-                Ok(Flow::Quit) => return Ok(Flow::Quit),
-                Ok(Flow::Continue) => {}
-                Err(e) if self.keep_going => {
-                    if !self.errors.contains(&e) {
-                        self.errors.push(e.clone());
-                    }
-                    first_error.get_or_insert(e);
-                }
-                Err(e) => return Err(e),
+            if let Some(done) = self.run_one(file, dir, c, out, &mut first_error) {
+                return done;
             }
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(Flow::Continue),
         }
+    }
+
+    /// Runs one command; `Some` when the file ends here (`quit`, or an error without `-k`).
+    fn run_one(
+        &mut self,
+        file: &str,
+        dir: Option<&Path>,
+        c: &Located,
+        out: &mut dyn Write,
+        first_error: &mut Option<ConfigError>,
+    ) -> Option<Result<Flow, ConfigError>> {
+        // User-space components that asked to join while this file runs join between its
+        // commands (its lines after `loadusr PROG` may use them).
+        self.serve_user_inbox();
+        if self.echo {
+            let _ = writeln!(out, "{}", c.text);
+        }
+        let result = match &c.command {
+            Command::Source { file: f } => self.run_source(file, dir, f, out),
+            command => {
+                // A failed command changes nothing (halcmd checks a whole `net` before
+                // linking any pin), so an interactive session or `-k` goes on from a clean state.
+                let live = self.live.is_some();
+                let opaque = self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
+                // (Checking only after a module, a failed lookup below changed nothing either.)
+                let before =
+                    (self.rollback || self.keep_going || live).then(|| self.model.clone());
+                self.unknown_name.set(false);
+                let mut done = self.exec(file, c.line, command, out);
+                // Checking only, after a LinuxCNC module: a name the model does not know may be
+                // one the module makes. Not checked, listed, and the model stays as it was.
+                if let (Err((line, m)), true, true) = (&done, opaque, self.unknown_name.get()) {
+                    self.unchecked.push(ConfigError::at(
+                        file,
+                        *line,
+                        format!(
+                            "not checked: {m} (it may be made by a LinuxCNC module loaded above: \
+                             --check does not run module code)"
+                        ),
+                    ));
+                    if let Some(b) = &before {
+                        self.model = b.clone();
+                    }
+                    done = Ok(Flow::Continue);
+                }
+                // Attached to a running instance: make the same change there.
+                if let (Ok(_), Some(b), true) = (&done, &before, live) {
+                    if let Err(m) = self.sync(b) {
+                        done = Err((c.line, m));
+                    }
+                }
+                done.map_err(|(line, m)| {
+                    if let Some(mut before) = before {
+                        before.keep_users_from(&self.model);
+                        self.model = before;
+                    }
+                    ConfigError::at(file, line, m)
+                })
+            }
+        };
+        match result {
+            Ok(Flow::Quit) => return Some(Ok(Flow::Quit)),
+            Ok(Flow::Continue) => {}
+            Err(e) if self.keep_going => {
+                if !self.errors.contains(&e) {
+                    self.errors.push(e.clone());
+                }
+                first_error.get_or_insert(e);
+            }
+            Err(e) => return Some(Err(e)),
+        }
+        None
     }
 
     fn run_source(
@@ -1531,6 +1579,19 @@ impl Session {
                 ))
             }
         };
+        // What `start` refuses (a thread's run list is fixed-size), refused here, in the same words.
+        let n = len + functs.len();
+        if n > crate::runtime::runlist::MAX_RUN_LIST {
+            return Err((
+                function.line,
+                format!(
+                    "addf {}: thread {}: {}",
+                    function.text,
+                    thread.text,
+                    crate::runtime::runlist::PublishError::TooLong(n)
+                ),
+            ));
+        }
         for (i, f) in functs.into_iter().enumerate() {
             t.functs.insert(at + i, f);
         }
