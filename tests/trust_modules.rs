@@ -14,7 +14,10 @@ const RTAPI: &str = env!("CARGO_BIN_EXE_rtapi");
 fn need(ok: bool, test: &str, why: &str) -> bool {
     if !ok {
         eprintln!("SKIPPED: {test}: {why}");
-        assert!(std::env::var_os("CI").is_none(), "{test}: {why} (CI must have it)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: {why} (CI must have it)"
+        );
     }
     ok
 }
@@ -24,7 +27,10 @@ fn is_root() -> bool {
 }
 
 fn have_gcc() -> bool {
-    Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new("gcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn have_linuxcnc_headers() -> bool {
@@ -79,7 +85,13 @@ fn real_module(dir: &Path, marker: &Path) -> PathBuf {
     .unwrap();
     let so = dir.join("tmod.so");
     let o = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-DRTAPI", "-D_GNU_SOURCE", "-D__MODULE__"])
+        .args([
+            "-shared",
+            "-fPIC",
+            "-DRTAPI",
+            "-D_GNU_SOURCE",
+            "-D__MODULE__",
+        ])
         .arg("-I/usr/include/linuxcnc")
         .arg("-o")
         .arg(&so)
@@ -128,8 +140,11 @@ impl Drop for Remove {
 #[test]
 fn a_module_file_of_another_user_in_tmp_is_refused_and_never_runs() {
     let t = "a_module_file_of_another_user_in_tmp_is_refused_and_never_runs";
-    if !need(is_root(), t, "needs root (to own files as nobody, and as the attacked user)")
-        || !need(have_gcc(), t, "gcc is missing")
+    if !need(
+        is_root(),
+        t,
+        "needs root (to own files as nobody, and as the attacked user)",
+    ) || !need(have_gcc(), t, "gcc is missing")
     {
         return;
     }
@@ -155,18 +170,35 @@ fn a_module_file_of_another_user_in_tmp_is_refused_and_never_runs() {
     chmod(&confdir, 0o755);
     let hal = confdir.join("t.hal");
     let cases = [
-        (format!("loadrt {}\n", dropped.display()), "owned by uid 65534"),
-        (format!("loadrt linuxcnc:../../../../tmp/{tag}\n"), "takes a module name"),
+        (
+            format!("loadrt {}\n", dropped.display()),
+            "owned by uid 65534",
+        ),
+        (
+            format!("loadrt linuxcnc:../../../../tmp/{tag}\n"),
+            "takes a module name",
+        ),
         ("loadrt ./triple.so\n".to_string(), "does not exist"),
     ];
     for (body, why) in &cases {
         std::fs::write(&hal, body).unwrap();
         for check in [true, false] {
-            let o = halrun(check, &hal, Path::new("/tmp"), &format!("tm{}", std::process::id()));
+            let o = halrun(
+                check,
+                &hal,
+                Path::new("/tmp"),
+                &format!("tm{}", std::process::id()),
+            );
             let e = stderr(&o);
             assert_eq!(o.status.code(), Some(2), "{body} check={check}: {e}");
-            assert!(e.contains("t.hal:1:") && e.contains(why), "{body} check={check}: {e}");
-            assert!(!marker.exists(), "{body} check={check}: the constructor ran: {e}");
+            assert!(
+                e.contains("t.hal:1:") && e.contains(why),
+                "{body} check={check}: {e}"
+            );
+            assert!(
+                !marker.exists(),
+                "{body} check={check}: the constructor ran: {e}"
+            );
         }
     }
     // The message says what is wrong and what to do.
@@ -245,7 +277,11 @@ fn a_shared_object_that_is_no_module_is_refused_before_it_is_opened() {
 fn a_module_next_to_the_hal_file_loads_by_relative_path_and_check_never_runs_it() {
     let t = "a_module_next_to_the_hal_file_loads_by_relative_path_and_check_never_runs_it";
     if !need(have_gcc(), t, "gcc is missing")
-        || !need(have_linuxcnc_headers(), t, "LinuxCNC's headers are missing (linuxcnc-uspace-dev)")
+        || !need(
+            have_linuxcnc_headers(),
+            t,
+            "LinuxCNC's headers are missing (linuxcnc-uspace-dev)",
+        )
     {
         return;
     }
@@ -258,19 +294,28 @@ fn a_module_next_to_the_hal_file_loads_by_relative_path_and_check_never_runs_it(
     let marker = work.path().join("RAN");
     real_module(&mods, &marker);
     let hal = conf.join("t.hal");
-    std::fs::write(&hal, "loadrt ./mods/tmod.so gain=21 label=hello\nshow pin\nsetp tmod.out 1\n")
-        .unwrap();
+    std::fs::write(
+        &hal,
+        "loadrt ./mods/tmod.so gain=21 label=hello\nshow pin\nsetp tmod.out 1\n",
+    )
+    .unwrap();
     let elsewhere = work.path();
     // --check: accepted, the module's pins are not known (listed as not checked), nothing ran.
     let o = halrun(true, &hal, elsewhere, "tmr");
     let e = stderr(&o);
     assert!(o.status.success(), "{e}");
-    assert!(e.contains("t.hal:3: not checked:") && e.contains("tmod.out"), "{e}");
+    assert!(
+        e.contains("t.hal:3: not checked:") && e.contains("tmod.out"),
+        "{e}"
+    );
     assert!(!marker.exists(), "--check ran the module");
     // Arguments checked from the file alone.
     std::fs::write(&hal, "loadrt ./mods/tmod.so gain=x\n").unwrap();
     let e = stderr(&halrun(true, &hal, elsewhere, "tmr"));
-    assert!(e.contains("'x' is not an integer (a C int) for tmod"), "{e}");
+    assert!(
+        e.contains("'x' is not an integer (a C int) for tmod"),
+        "{e}"
+    );
     std::fs::write(&hal, "loadrt ./mods/tmod.so bogus=1\n").unwrap();
     let e = stderr(&halrun(true, &hal, elsewhere, "tmr"));
     assert!(
@@ -279,12 +324,22 @@ fn a_module_next_to_the_hal_file_loads_by_relative_path_and_check_never_runs_it(
     );
     assert!(!marker.exists(), "--check ran the module");
     // A real halrun runs it: its pin, its argument, its marker.
-    std::fs::write(&hal, "loadrt ./mods/tmod.so gain=21 label=hello\nshow pin\n").unwrap();
-    let o = halrun(false, &hal, elsewhere, &format!("tmr{}", std::process::id()));
+    std::fs::write(
+        &hal,
+        "loadrt ./mods/tmod.so gain=21 label=hello\nshow pin\n",
+    )
+    .unwrap();
+    let o = halrun(
+        false,
+        &hal,
+        elsewhere,
+        &format!("tmr{}", std::process::id()),
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        out.lines().any(|l| l.contains("tmod.out") && l.contains("42")),
+        out.lines()
+            .any(|l| l.contains("tmod.out") && l.contains("42")),
         "{out}"
     );
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "hello");
@@ -303,7 +358,12 @@ fn check_refuses_the_thread_start_refuses() {
     let hal = work.path().join("many.hal");
     std::fs::write(&hal, l.join("\n") + "\n").unwrap();
     for check in [true, false] {
-        let o = halrun(check, &hal, Path::new("/"), &format!("tmf{}", std::process::id()));
+        let o = halrun(
+            check,
+            &hal,
+            Path::new("/"),
+            &format!("tmf{}", std::process::id()),
+        );
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "check={check}: {e}");
         assert!(
@@ -323,7 +383,17 @@ fn check_memory_is_linear_in_the_file() {
                 net s and2.1.in0 and2.1.in1\n";
     let line = "setp and2.0.in0 1\nsets s 0\n";
     let n = ((16 << 20) - head.len() - 64) / line.len();
-    std::fs::write(&hal, format!("{head}{}", line.repeat(n))).unwrap();
+    {
+        // Written line by line: this process stays small (a child's peak counts what it was
+        // forked from, before its exec).
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&hal).unwrap());
+        f.write_all(head.as_bytes()).unwrap();
+        for _ in 0..n {
+            f.write_all(line.as_bytes()).unwrap();
+        }
+        f.flush().unwrap();
+    }
     let size = std::fs::metadata(&hal).unwrap().len();
     let child = Command::new(RTAPI)
         .args(["halrun", "--check", "-f"])

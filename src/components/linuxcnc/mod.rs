@@ -4,8 +4,9 @@
 //! otherwise it falls back to the LinuxCNC module `NAME.so` found on the module search path: the
 //! directories given by the config ([`set_module_path`]), then `$RTAPI_LINUXCNC_MODULES` (a `:`
 //! list), then Debian's `/usr/lib/linuxcnc/modules`. A module is asked for explicitly with the prefix
-//! `linuxcnc:` (`loadrt linuxcnc:pid`, even though rtapi has a native pid) or by a path
-//! (`loadrt ./my_comp.so`, `loadrt linuxcnc:/opt/x.so`).
+//! `linuxcnc:` (`loadrt linuxcnc:pid`, even though rtapi has a native pid: a name only) or by a path
+//! (`loadrt ./my_comp.so`, from the `.hal` file's directory; `loadrt /opt/x.so`). Every module file
+//! must pass [`trust::check_owner`] and [`trust::inspect`] before it is opened.
 //!
 //! **Loading** (as LinuxCNC's `rtapi_app`): `dlopen(RTLD_NOW | RTLD_GLOBAL)` in load order, so a module
 //! resolves every symbol at once — one rtapi does not provide fails the `loadrt`, naming it, instead
@@ -17,7 +18,8 @@
 //! ([`unload_all`]).
 //!
 //! **Dry runs.** A config is checked on a [`Validation`](super::Validation) before anything real
-//! happens; learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
+//! happens (`halrun --check` instead checks modules from their files only: [`check_static`]);
+//! learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
 //! module, runs it, then calls `rtapi_app_exit`. Its handle stays open while the dry run goes on (a
 //! module loaded after it may use its symbols) and is closed before a real load, or before the next
 //! dry run of the same module, so that each load starts from fresh statics.
@@ -1031,10 +1033,18 @@ mod tests {
         assert_eq!(resolve("a b", false, None), Resolved::Unknown);
         assert_eq!(resolve("x.so", false, None), Resolved::Unknown);
         // `linuxcnc:` takes a name only (rtapi_app refuses `/` and `..` in a name).
-        for text in ["linuxcnc:../../tmp/x.so", "linuxcnc:/usr/lib/linuxcnc/modules/and2.so", "linuxcnc:.."] {
+        for text in [
+            "linuxcnc:../../tmp/x.so",
+            "linuxcnc:/usr/lib/linuxcnc/modules/and2.so",
+            "linuxcnc:..",
+        ] {
             match resolve(text, false, None) {
                 Resolved::Missing { message } => {
-                    assert!(message.contains("takes a module name") && message.contains("loadrt ./NAME.so"), "{message}")
+                    assert!(
+                        message.contains("takes a module name")
+                            && message.contains("loadrt ./NAME.so"),
+                        "{message}"
+                    )
                 }
                 other => panic!("{text}: {other:?}"),
             }

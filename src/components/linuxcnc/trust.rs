@@ -81,13 +81,20 @@ pub fn check_owner(path: &Path) -> Result<PathBuf, String> {
         return refuse(
             "the file",
             &canonical,
-            format!("has mode {:04o} (writable by group or others)", meta.mode() & 0o7777),
+            format!(
+                "has mode {:04o} (writable by group or others)",
+                meta.mode() & 0o7777
+            ),
             format!("`chmod go-w {}`", canonical.display()),
         );
     }
     for dir in canonical.ancestors().skip(1) {
-        let m = std::fs::metadata(dir)
-            .map_err(|e| format!("LinuxCNC module file {shown}: cannot stat {}: {e}", dir.display()))?;
+        let m = std::fs::metadata(dir).map_err(|e| {
+            format!(
+                "LinuxCNC module file {shown}: cannot stat {}: {e}",
+                dir.display()
+            )
+        })?;
         if !owner_ok(m.uid()) {
             return refuse(
                 "the directory",
@@ -102,7 +109,10 @@ pub fn check_owner(path: &Path) -> Result<PathBuf, String> {
             return refuse(
                 "the directory",
                 dir,
-                format!("has mode {:04o} (writable by group or others)", m.mode() & 0o7777),
+                format!(
+                    "has mode {:04o} (writable by group or others)",
+                    m.mode() & 0o7777
+                ),
                 format!("`chmod go-w {}`, or move the module", dir.display()),
             );
         }
@@ -168,9 +178,7 @@ pub fn inspect(path: &Path) -> Result<ModuleInfo, String> {
     let shown = path.display();
     let data = std::fs::read(path)
         .map_err(|e| format!("LinuxCNC module file {shown} cannot be read: {e}"))?;
-    let not_module = |why: &str| {
-        format!("{shown} is not a LinuxCNC real-time module ({why})")
-    };
+    let not_module = |why: &str| format!("{shown} is not a LinuxCNC real-time module ({why})");
     let file = ElfFile64::<Endianness>::parse(&*data)
         .map_err(|_| not_module("not a 64-bit ELF shared object"))?;
     if file.kind() != object::ObjectKind::Dynamic {
@@ -222,7 +230,9 @@ pub fn inspect(path: &Path) -> Result<ModuleInfo, String> {
         })
     };
     let c_string_at = |addr: u64| -> Option<String> {
-        let s = file.sections().find(|s| addr >= s.address() && addr < s.address() + s.size())?;
+        let s = file
+            .sections()
+            .find(|s| addr >= s.address() && addr < s.address() + s.size())?;
         let d = s.data().ok()?;
         let rest = d.get(usize::try_from(addr - s.address()).ok()?..)?;
         let end = rest.iter().position(|b| *b == 0)?;
@@ -291,7 +301,10 @@ mod tests {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = check_owner(&p).unwrap_err();
-        assert!(e.contains("the directory") && e.contains("mode 0777"), "{e}");
+        assert!(
+            e.contains("the directory") && e.contains("mode 0777"),
+            "{e}"
+        );
         // Sticky, like /tmp: its entries are the caller's, so it is accepted.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
         check_owner(&p).unwrap();

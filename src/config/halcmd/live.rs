@@ -136,8 +136,7 @@ impl Session {
                     &l.args,
                 ),
             };
-            loaded
-                .map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
+            loaded.map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
         }
 
         // Signals created.

@@ -540,10 +540,10 @@ impl Session {
                 // A failed command changes nothing (halcmd checks a whole `net` before
                 // linking any pin), so an interactive session or `-k` goes on from a clean state.
                 let live = self.live.is_some();
-                let opaque = self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
+                let opaque =
+                    self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
                 // (Checking only after a module, a failed lookup below changed nothing either.)
-                let before =
-                    (self.rollback || self.keep_going || live).then(|| self.model.clone());
+                let before = (self.rollback || self.keep_going || live).then(|| self.model.clone());
                 self.unknown_name.set(false);
                 let mut done = self.exec(file, c.line, command, out);
                 // Checking only, after a LinuxCNC module: a name the model does not know may be
@@ -1036,7 +1036,8 @@ impl Session {
         let native = self.registry.get(&component.text).is_some();
         match linuxcnc::resolve(&component.text, native, self.dir.as_deref()) {
             linuxcnc::Resolved::Module { path, explicit } => {
-                return self.loadrt_module(component, &path, instances, args, text, origin, explicit)
+                return self
+                    .loadrt_module(component, &path, instances, args, text, origin, explicit)
             }
             linuxcnc::Resolved::Missing { message } => {
                 return Err((component.line, format!("loadrt {c}: {message}")))
@@ -1103,33 +1104,40 @@ impl Session {
         let line = origin.line;
         let c = clip(&component.text);
         let args = LoadArgs { args: args.clone() };
-        if self.model.loaded.iter().any(|l| l.module.as_deref() == Some(path)) {
+        if self
+            .model
+            .loaded
+            .iter()
+            .any(|l| l.module.as_deref() == Some(path))
+        {
             let module = path.file_stem().unwrap_or_default().to_string_lossy();
             return Err((
                 line,
-                format!("loadrt {c}: LinuxCNC module {module} is already loaded (unloadrt it first)"),
+                format!(
+                    "loadrt {c}: LinuxCNC module {module} is already loaded (unloadrt it first)"
+                ),
             ));
         }
         let loaded = if self.check_only {
-            linuxcnc::check_static(path, instances, &args).map(|()| (Vec::new(), Declared::default()))
+            linuxcnc::check_static(path, instances, &args)
+                .map(|()| (Vec::new(), Declared::default()))
         } else {
             self.dry_load_module(path, instances, &args)
         };
-        let (names, declared) = loaded
-            .map_err(|e| {
-                if e.is_unavailable() && !explicit {
-                    (
-                        component.line,
-                        format!(
-                            "{}; {}",
-                            output::not_available(&self.registry, &component.text),
-                            e.message
-                        ),
-                    )
-                } else {
-                    (line, format!("loadrt {c}: {}", e.message))
-                }
-            })?;
+        let (names, declared) = loaded.map_err(|e| {
+            if e.is_unavailable() && !explicit {
+                (
+                    component.line,
+                    format!(
+                        "{}; {}",
+                        output::not_available(&self.registry, &component.text),
+                        e.message
+                    ),
+                )
+            } else {
+                (line, format!("loadrt {c}: {}", e.message))
+            }
+        })?;
         let n = names.len();
         if self.model.instances + n > MAX_COMPONENT_INSTANCES {
             return Err((
