@@ -195,8 +195,19 @@ fn what_rtapi_lacks_is_named_at_loadrt() {
     assert!(e.contains("count"), "{e}");
     let e = check("loadrt linuxcnc:nosuchmodule\n");
     assert!(e.contains("no LinuxCNC module nosuchmodule.so"), "{e}");
-    // rtapi_app_main failing: its return and the module's own message.
-    let e = check("loadrt linuxcnc:siggen num_chan=100\n");
+    // rtapi_app_main failing: its return and the module's own message (a real halrun: --check
+    // never runs module code, so it cannot know).
+    let f = dir.path().join("x.hal");
+    std::fs::write(&f, "loadrt linuxcnc:siggen num_chan=100\n").unwrap();
+    let o = rtapi(&[
+        "halrun",
+        "--instance",
+        &format!("lcmw{}", std::process::id()),
+        "-f",
+        f.to_str().unwrap(),
+    ]);
+    let (_, e) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("rtapi_app_main failed"), "{e}");
 }
 
@@ -878,7 +889,15 @@ fn classify_module(dir: &Path, name: &str) -> (Class, String) {
         format!("{first}loadrt linuxcnc:{name} {args}\nshow funct\n"),
     )
     .unwrap();
-    let o = module_child(&["halrun", "--check", "-f", check.to_str().unwrap()]);
+    // Not --check: that never runs module code; this file has no `start`, so nothing runs after it.
+    let instance = format!("lcmk{}-{}", std::process::id(), name.replace('_', "-"));
+    let o = module_child(&[
+        "halrun",
+        "--instance",
+        &instance,
+        "-f",
+        check.to_str().unwrap(),
+    ]);
     let (out, err) = text(&o);
     let first = err
         .lines()
@@ -1038,7 +1057,10 @@ fn modules_are_found_on_the_config_then_the_environment_path() {
     std::fs::write(&hal, "loadrt pathtest\nshow pin\n").unwrap();
     let run = |ini: bool| -> String {
         let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
-        c.arg("halrun").arg("--check");
+        // Not --check (it never runs modules, so it cannot show their pins).
+        c.arg("halrun")
+            .arg("--instance")
+            .arg(format!("lcmp{}", std::process::id()));
         if ini {
             c.arg("-i").arg(dir.path().join("m.ini"));
         }

@@ -61,7 +61,7 @@ impl Harness {
             .ok_or_else(|| LoadError::new("loadrt: no component named"))?;
         // A LinuxCNC module's count=/names= are its own arguments: none unless given.
         let module = matches!(
-            super::linuxcnc::resolve(name, self.registry.get(name).is_some()),
+            super::linuxcnc::resolve(name, self.registry.get(name).is_some(), None),
             super::linuxcnc::Resolved::Module { .. }
         );
         let mut instances = Instances::Count(usize::from(!module));

@@ -366,7 +366,21 @@ impl Registry {
         self.entries.values()
     }
 
-    /// `loadrt NAME …`: checks the arguments, then loads every instance into `target`.
+    /// `loadrt` of the LinuxCNC module file `path` (already resolved: see [`linuxcnc::resolve`]).
+    pub(crate) fn load_module(
+        &self,
+        target: &mut dyn Target,
+        declared: &mut Declared,
+        presets: &Presets,
+        path: &std::path::Path,
+        instances: &Instances,
+        args: &LoadArgs,
+    ) -> Result<Vec<String>, LoadError> {
+        linuxcnc::load(target, declared, presets, path, instances, args)
+    }
+
+    /// `loadrt NAME …`: checks the arguments, then loads every instance into `target` (a path in
+    /// `NAME` is taken from the working directory).
     pub fn load(
         &self,
         target: &mut dyn Target,
@@ -376,7 +390,7 @@ impl Registry {
         instances: &Instances,
         args: &LoadArgs,
     ) -> Result<Vec<String>, LoadError> {
-        match linuxcnc::resolve(name, self.get(name).is_some()) {
+        match linuxcnc::resolve(name, self.get(name).is_some(), None) {
             linuxcnc::Resolved::Native | linuxcnc::Resolved::Unknown => {}
             linuxcnc::Resolved::Module { path, .. } => {
                 return linuxcnc::load(target, declared, presets, &path, instances, args)

@@ -196,6 +196,68 @@ pub(super) fn write(
     Ok(())
 }
 
+/// Checks `key=value` against the arguments module file `info` declares, without loading it (the
+/// same messages as [`write`]; a type the file does not show statically is not checked).
+pub(super) fn check_static(
+    info: &super::trust::ModuleInfo,
+    module: &str,
+    key: &str,
+    value: &str,
+) -> Result<(), String> {
+    use super::trust::ArgKind;
+    let Some(decl) = info.args.get(key) else {
+        let known: Vec<String> = info.args.keys().map(|k| format!("{k}=")).collect();
+        return Err(format!(
+            "LinuxCNC module {module} has no argument '{key}'; it takes {}",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    };
+    let values: Vec<&str> = match decl.size {
+        Some(_) => value.split(',').collect(),
+        None => vec![value],
+    };
+    if let Some(n) = decl.size {
+        if values.len() > n {
+            return Err(format!(
+                "{key}={value}: LinuxCNC module {module} takes at most {n} values for {key}"
+            ));
+        }
+    }
+    for v in values {
+        if decl.size.is_some() && v.is_empty() {
+            continue;
+        }
+        match decl.kind {
+            Some(ArgKind::Int) => {
+                parse_integer(v)
+                    .and_then(|n| c_int::try_from(n).ok())
+                    .ok_or_else(|| {
+                        format!("{key}={value}: '{v}' is not an integer (a C int) for {module}")
+                    })?;
+            }
+            Some(ArgKind::Long) => {
+                parse_integer(v)
+                    .and_then(|n| c_long::try_from(n).ok())
+                    .ok_or_else(|| {
+                        format!("{key}={value}: '{v}' is not an integer (a C long) for {module}")
+                    })?;
+            }
+            Some(ArgKind::Str) | None => {
+                if v.contains('\0') {
+                    return Err(format!(
+                        "{key}: a value with a NUL byte cannot be given to {module}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,9 @@
 //! otherwise it falls back to the LinuxCNC module `NAME.so` found on the module search path: the
 //! directories given by the config ([`set_module_path`]), then `$RTAPI_LINUXCNC_MODULES` (a `:`
 //! list), then Debian's `/usr/lib/linuxcnc/modules`. A module is asked for explicitly with the prefix
-//! `linuxcnc:` (`loadrt linuxcnc:pid`, even though rtapi has a native pid) or by a path
-//! (`loadrt ./my_comp.so`, `loadrt linuxcnc:/opt/x.so`).
+//! `linuxcnc:` (`loadrt linuxcnc:pid`, even though rtapi has a native pid: a name only) or by a path
+//! (`loadrt ./my_comp.so`, from the `.hal` file's directory; `loadrt /opt/x.so`). Every module file
+//! must pass [`trust::check_owner`] and [`trust::inspect`] before it is opened.
 //!
 //! **Loading** (as LinuxCNC's `rtapi_app`): `dlopen(RTLD_NOW | RTLD_GLOBAL)` in load order, so a module
 //! resolves every symbol at once — one rtapi does not provide fails the `loadrt`, naming it, instead
@@ -17,7 +18,8 @@
 //! ([`unload_all`]).
 //!
 //! **Dry runs.** A config is checked on a [`Validation`](super::Validation) before anything real
-//! happens; learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
+//! happens (`halrun --check` instead checks modules from their files only: [`check_static`]);
+//! learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
 //! module, runs it, then calls `rtapi_app_exit`. Its handle stays open while the dry run goes on (a
 //! module loaded after it may use its symbols) and is closed before a real load, or before the next
 //! dry run of the same module, so that each load starts from fresh statics.
@@ -40,6 +42,7 @@
 
 mod args;
 mod capi;
+pub mod trust;
 
 use std::collections::HashSet;
 use std::ffi::{c_int, c_void, CStr, CString};
@@ -90,53 +93,99 @@ pub enum Resolved {
     Native,
     /// A LinuxCNC module file; `explicit` when asked for by prefix or path rather than by fallback.
     Module {
-        /// The `.so` file.
+        /// The `.so` file, canonical, its owners checked ([`trust::check_owner`]).
         path: PathBuf,
         /// Asked for with `linuxcnc:` or a path.
         explicit: bool,
     },
-    /// Asked for explicitly, but no such file.
+    /// Asked for explicitly, but no such file; or a file that is refused (its owner or mode, a
+    /// `linuxcnc:` name that is a path).
     Missing {
-        /// What was looked for, for the message.
+        /// What was looked for, or why it is refused, for the message.
         message: String,
     },
     /// Not native, no module either (the caller says the component is unknown).
     Unknown,
 }
 
-/// Resolves `loadrt TEXT`; `native` tells whether rtapi has a component of that name.
-pub fn resolve(text: &str, native: bool) -> Resolved {
-    let (explicit, name) = match text.strip_prefix(EXPLICIT_PREFIX) {
-        Some(rest) => (true, rest),
-        None => (text.contains('/'), text),
-    };
-    if !explicit && native {
-        return Resolved::Native;
-    }
-    if name.contains('/') {
-        let path = PathBuf::from(name);
-        return if path.is_file() {
-            Resolved::Module {
-                path,
-                explicit: true,
-            }
-        } else {
-            Resolved::Missing {
-                message: format!("LinuxCNC module file {name} does not exist"),
-            }
-        };
-    }
-    let dirs = search_path();
-    let plain = !name.is_empty()
+/// Whether `name` is a module name (`[A-Za-z0-9_-]+`): the only names looked up on the search path.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if plain {
-        for d in &dirs {
-            let p = d.join(format!("{name}.so"));
-            if p.is_file() {
-                return Resolved::Module { path: p, explicit };
-            }
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Resolves `loadrt TEXT`; `native` tells whether rtapi has a component of that name, `base` is the
+/// directory of the `.hal` file that says it (a relative path is taken from there, as `source`
+/// does; `None`: the working directory, for a command typed at a prompt).
+///
+/// A **name** (`pid`, `linuxcnc:pid`) is looked up only on the module search path; `linuxcnc:` with
+/// anything but a name (`linuxcnc:../x`, `linuxcnc:/opt/x.so`) is refused, as LinuxCNC's `rtapi_app`
+/// refuses a name with `/` or `..`. A **path** — a word with a `/`, without the prefix
+/// (`./triple.so`, `/opt/m/x.so`) — is the explicit way to load a file. Either way the file found
+/// must pass [`trust::check_owner`].
+pub fn resolve(text: &str, native: bool, base: Option<&Path>) -> Resolved {
+    if let Some(name) = text.strip_prefix(EXPLICIT_PREFIX) {
+        if !plain_name(name) {
+            return Resolved::Missing {
+                message: format!(
+                    "'{text}': loadrt {EXPLICIT_PREFIX} takes a module name ([A-Za-z0-9_-], looked \
+                     up in the module search path), not a path; to load a module file, give its \
+                     path without the prefix: loadrt ./NAME.so (relative to the .hal file's \
+                     directory) or loadrt /full/path/NAME.so"
+                ),
+            };
+        }
+        return search(name, true);
+    }
+    if text.contains('/') {
+        let given = Path::new(text);
+        let path = match base {
+            Some(d) if given.is_relative() => d.join(given),
+            _ => given.to_path_buf(),
+        };
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Resolved::Missing {
+                message: format!(
+                    "LinuxCNC module file {} does not exist{}",
+                    path.display(),
+                    if given.is_relative() {
+                        " (a relative path is taken from the directory of the .hal file that says it)"
+                    } else {
+                        ""
+                    }
+                ),
+            };
+        }
+        return match trust::check_owner(&path) {
+            Ok(path) => Resolved::Module {
+                path,
+                explicit: true,
+            },
+            Err(message) => Resolved::Missing { message },
+        };
+    }
+    if native {
+        return Resolved::Native;
+    }
+    if plain_name(text) {
+        search(text, false)
+    } else {
+        Resolved::Unknown
+    }
+}
+
+/// `NAME.so` on the search path.
+fn search(name: &str, explicit: bool) -> Resolved {
+    let dirs = search_path();
+    for d in &dirs {
+        let p = d.join(format!("{name}.so"));
+        if p.is_file() {
+            return match trust::check_owner(&p) {
+                Ok(path) => Resolved::Module { path, explicit },
+                Err(message) => Resolved::Missing { message },
+            };
         }
     }
     if explicit {
@@ -150,6 +199,80 @@ pub fn resolve(text: &str, native: bool) -> Resolved {
     } else {
         Resolved::Unknown
     }
+}
+
+/// Symbols exported by the modules [`check_static`] accepted in this process (later ones may use
+/// them, as after `RTLD_GLOBAL`).
+static STATIC_EXPORTS: Mutex<Vec<(PathBuf, Vec<String>)>> = Mutex::new(Vec::new());
+
+/// Libraries every process of rtapi has loaded: a module needing only these has every symbol it
+/// needs either in them, in rtapi, or in a module loaded before it.
+const PROCESS_LIBRARIES: &[&str] = &[
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libgcc_s.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+];
+
+/// `loadrt` of module file `path` checked **without loading it** (`halrun --check`): its owners and
+/// mode, that it is a LinuxCNC real-time module for this machine, its arguments (names, types, array
+/// sizes; `count=`/`names=` are its own), and the symbols it needs from rtapi (every `hal_*` /
+/// `rtapi_*` one) and, when it names no library beyond the C library's, every other one (rtapi's, a
+/// module's checked before it). What its `rtapi_app_main` would make is not known.
+pub(crate) fn check_static(
+    path: &Path,
+    instances: &Instances,
+    args: &LoadArgs,
+) -> Result<(), LoadError> {
+    let path = trust::check_owner(path).map_err(LoadError::new)?;
+    let module = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    let info = trust::inspect(&path).map_err(LoadError::new)?;
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    match instances {
+        Instances::Count(0) => {}
+        Instances::Count(n) => pairs.push(("count".into(), n.to_string())),
+        Instances::Names(names) => pairs.push(("names".into(), names.join(","))),
+    }
+    pairs.extend(args.args.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for (k, v) in &pairs {
+        args::check_static(&info, &module, k, v).map_err(LoadError::new)?;
+    }
+    let only_process_libraries = info
+        .libraries
+        .iter()
+        .all(|l| PROCESS_LIBRARIES.contains(&l.as_str()));
+    let mut exports = lock(&STATIC_EXPORTS);
+    exports.retain(|(p, _)| *p != path);
+    for sym in &info.needs {
+        let ours = sym.starts_with("hal_") || sym.starts_with("rtapi_");
+        if !ours && !only_process_libraries {
+            continue;
+        }
+        if exports.iter().any(|(_, e)| e.contains(sym)) {
+            continue;
+        }
+        let Ok(c) = CString::new(sym.as_str()) else {
+            continue;
+        };
+        // SAFETY: RTLD_DEFAULT looks a NUL-terminated name up in the objects already loaded (rtapi
+        // and its libraries); nothing is loaded or run.
+        if unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null() {
+            return Err(open_error(
+                &module,
+                &path,
+                &format!("undefined symbol: {sym}"),
+            ));
+        }
+    }
+    exports.push((path, info.exports));
+    Ok(())
 }
 
 // ---- the process's modules and components ----------------------------------------------------
@@ -572,7 +695,10 @@ pub(crate) fn load(
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    // Its owners and mode, and that it is a LinuxCNC module, before any of its code can run (a
+    // shared object's constructors run inside dlopen).
+    let canonical = trust::check_owner(path).map_err(LoadError::new)?;
+    trust::inspect(&canonical).map_err(LoadError::new)?;
     if lock(&MODULES).iter().any(|m| m.path == canonical) {
         return Err(LoadError::new(format!(
             "LinuxCNC module {module} is already loaded (unloadrt it first)"
@@ -591,7 +717,8 @@ pub(crate) fn load(
         .map_err(|_| LoadError::new(format!("module path {} has a NUL byte", path.display())))?;
     // SAFETY: a NUL-terminated path; RTLD_NOW resolves every symbol now (failing on a missing one),
     // RTLD_GLOBAL lets modules loaded later use this one's symbols. Running the module's
-    // constructors is what loading a module means (it is trusted code in this process).
+    // constructors is what loading a module means: the file passed `trust::check_owner` (only root
+    // or the caller could have written it) and `trust::inspect` (a LinuxCNC module) just above.
     let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if handle.is_null() {
         return Err(open_error(&module, path, &dlerror_text()));
@@ -880,29 +1007,48 @@ mod tests {
 
     #[test]
     fn loadrt_text_resolves_to_native_module_or_nothing() {
-        assert_eq!(resolve("pid", true), Resolved::Native);
-        assert_eq!(resolve("frobnicator", false), Resolved::Unknown);
-        match resolve("/nonexistent/x.so", false) {
+        assert_eq!(resolve("pid", true, None), Resolved::Native);
+        assert_eq!(resolve("frobnicator", false, None), Resolved::Unknown);
+        match resolve("/nonexistent/x.so", false, None) {
             Resolved::Missing { message } => {
                 assert!(message.contains("does not exist"), "{message}")
             }
             other => panic!("{other:?}"),
         }
-        match resolve("linuxcnc:frobnicator", false) {
+        match resolve("linuxcnc:frobnicator", false, None) {
             Resolved::Missing { message } => {
                 assert!(message.contains("frobnicator.so") && message.contains(MODULE_PATH_ENV))
             }
             other => panic!("{other:?}"),
         }
-        // Names that are no plain file name are never searched for.
-        // (A directory no machine has: `../x` exists when the tests run from /tmp/something.)
+        // A relative path is taken from the .hal file's directory.
         assert_eq!(
-            resolve("../rtapi-test-no-such-dir/x", false),
+            resolve("../x.so", false, Some(Path::new("/rtapi-test-no-such-dir/sub"))),
             Resolved::Missing {
-                message: "LinuxCNC module file ../rtapi-test-no-such-dir/x does not exist".into()
+                message: "LinuxCNC module file /rtapi-test-no-such-dir/sub/../x.so does not exist \
+                          (a relative path is taken from the directory of the .hal file that says it)"
+                    .into()
             }
         );
-        assert_eq!(resolve("a b", false), Resolved::Unknown);
+        assert_eq!(resolve("a b", false, None), Resolved::Unknown);
+        assert_eq!(resolve("x.so", false, None), Resolved::Unknown);
+        // `linuxcnc:` takes a name only (rtapi_app refuses `/` and `..` in a name).
+        for text in [
+            "linuxcnc:../../tmp/x.so",
+            "linuxcnc:/usr/lib/linuxcnc/modules/and2.so",
+            "linuxcnc:..",
+        ] {
+            match resolve(text, false, None) {
+                Resolved::Missing { message } => {
+                    assert!(
+                        message.contains("takes a module name")
+                            && message.contains("loadrt ./NAME.so"),
+                        "{message}"
+                    )
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -158,15 +158,34 @@ fn tokenize(line: &str, number: usize, words: &mut Vec<Word>) {
     }
 }
 
+#[cfg(test)]
 /// Splits `text` into logical lines of words. Errors carry their line.
 pub(crate) fn logical_lines(text: &str, subst: &Subst<'_>) -> Vec<LexResult<Vec<Word>>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = Vec::new();
+    each_logical_line(text, subst, &mut |l| {
+        lines.push(l);
+        std::ops::ControlFlow::Continue(())
+    });
+    lines
+}
+
+/// Gives `text`'s logical lines to `f` one by one, as they are read (nothing is kept: memory does
+/// not grow with the file); `f` may stop early.
+pub(crate) fn each_logical_line(
+    text: &str,
+    subst: &Subst<'_>,
+    f: &mut dyn FnMut(LexResult<Vec<Word>>) -> std::ops::ControlFlow<()>,
+) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = Emit { f, stopped: false };
     let mut current: Vec<Word> = Vec::new();
     let mut continued_from: Option<usize> = None;
     let mut failed = false;
     let mut count = 0;
     for (i, raw) in text.lines().enumerate() {
+        if lines.stopped {
+            return;
+        }
         let number = i + 1;
         count = number;
         let code = match strip_comment(raw) {
@@ -209,7 +228,20 @@ pub(crate) fn logical_lines(text: &str, subst: &Subst<'_>) -> Vec<LexResult<Vec<
             ),
         )));
     }
-    lines
+}
+
+/// [`each_logical_line`]'s sink.
+struct Emit<'a> {
+    f: &'a mut dyn FnMut(LexResult<Vec<Word>>) -> std::ops::ControlFlow<()>,
+    stopped: bool,
+}
+
+impl Emit<'_> {
+    fn push(&mut self, l: LexResult<Vec<Word>>) {
+        if !self.stopped {
+            self.stopped = (self.f)(l).is_break();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -118,16 +118,25 @@ impl Session {
                 presets.insert(name.clone(), value.to_string());
             }
             let mut target = LiveTarget::new(rt).map_err(|e| e.message)?;
-            self.registry
-                .load(
+            let loaded = match &l.module {
+                Some(path) => self.registry.load_module(
+                    &mut target,
+                    &mut Declared::default(),
+                    &presets,
+                    path,
+                    &l.instances,
+                    &l.args,
+                ),
+                None => self.registry.load(
                     &mut target,
                     &mut Declared::default(),
                     &presets,
                     &l.component,
                     &l.instances,
                     &l.args,
-                )
-                .map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
+                ),
+            };
+            loaded.map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
         }
 
         // Signals created.

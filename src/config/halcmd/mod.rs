@@ -91,6 +91,8 @@ struct Loaded {
     /// The arguments as written (for `save`).
     text: String,
     origin: Origin,
+    /// A LinuxCNC module: its file, resolved where the `loadrt` was (the `.hal` file's directory).
+    module: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +195,14 @@ pub struct Session {
     programs: Vec<usr::Program>,
     /// User-space components waiting to join while the session is busy (`user.rs`).
     inbox: std::sync::Arc<user::UserInbox>,
+    /// The directory of the file whose commands run now (relative module paths start there).
+    dir: Option<PathBuf>,
+    /// Only checking (`halrun --check`): LinuxCNC modules are checked from their files, never run.
+    check_only: bool,
+    /// Set when a command failed on a name the model does not know (see [`Session::unchecked`]).
+    unknown_name: std::cell::Cell<bool>,
+    /// Commands a check could not check (they name what a LinuxCNC module would have made).
+    unchecked: Vec<ConfigError>,
 }
 
 impl Session {
@@ -211,6 +221,26 @@ impl Session {
             &mut declared,
             &Presets::new(),
             component,
+            instances,
+            args,
+        )?;
+        Ok((names, declared))
+    }
+
+    /// [`dry_load`](Self::dry_load) of a LinuxCNC module file.
+    fn dry_load_module(
+        &self,
+        path: &Path,
+        instances: &Instances,
+        args: &LoadArgs,
+    ) -> Result<(Vec<String>, Declared), crate::components::LoadError> {
+        let mut scratch = Validation::new(&self.instance)?;
+        let mut declared = Declared::default();
+        let names = self.registry.load_module(
+            &mut scratch,
+            &mut declared,
+            &Presets::new(),
+            path,
             instances,
             args,
         )?;
@@ -270,6 +300,10 @@ impl Session {
             start_options: None,
             programs: Vec::new(),
             inbox: Default::default(),
+            dir: None,
+            check_only: false,
+            unknown_name: std::cell::Cell::new(false),
+            unchecked: Vec::new(),
         })
     }
 
@@ -309,6 +343,19 @@ impl Session {
     /// yet, and every later command changes the running instance (halrun's way).
     pub fn start_on_start(&mut self, options: crate::runtime::RuntimeOptions) {
         self.start_options = Some(options);
+    }
+
+    /// Only checks (`halrun --check`): a LinuxCNC module's `loadrt` is checked from its file (owners,
+    /// symbols, arguments) and its code never runs, so what it would make is unknown; a later command
+    /// that fails only on a name the model does not know is not an error then but listed in
+    /// [`unchecked`](Self::unchecked). [`apply_to`](Self::apply_to) leaves modules out.
+    pub fn set_check_only(&mut self, on: bool) {
+        self.check_only = on;
+    }
+
+    /// The commands a check-only session could not check (with why), in order.
+    pub fn unchecked(&self) -> &[ConfigError] {
+        &self.unchecked
     }
 
     /// Whether the script ran `start` (and no `stop` after it): halrun then keeps running.
@@ -394,16 +441,48 @@ impl Session {
         text: &str,
         out: &mut dyn Write,
     ) -> Result<Flow, ConfigError> {
-        match self.parse(file, text) {
-            Ok(commands) => self.run_commands(file, dir, &commands, out),
-            Err(mut errors) => {
-                let first = errors.remove(0);
-                if self.keep_going {
-                    self.errors.push(first.clone());
-                    self.errors.append(&mut errors);
-                }
-                Err(first)
+        // Syntax first, every error at once (nothing else kept); then each command runs as it is
+        // parsed again: memory does not grow with the file beyond its text and the model.
+        let ini = self.ini.clone();
+        let subst = Subst {
+            ini: ini.as_ref(),
+            env: &process_env,
+        };
+        let mut errors = Vec::new();
+        parse::each_command(file, text, &subst, &mut |c| {
+            if let Err(e) = c {
+                errors.push(e);
             }
+            std::ops::ControlFlow::Continue(())
+        });
+        if !errors.is_empty() {
+            let first = errors.remove(0);
+            if self.keep_going {
+                self.errors.push(first.clone());
+                self.errors.append(&mut errors);
+            }
+            return Err(first);
+        }
+        let outer = std::mem::replace(&mut self.dir, dir.map(Path::to_path_buf));
+        let mut first_error = None;
+        let mut done = None;
+        parse::each_command(file, text, &subst, &mut |c| {
+            let Ok(c) = c else {
+                return std::ops::ControlFlow::Continue(());
+            };
+            match self.run_one(file, dir, &c, out, &mut first_error) {
+                Some(r) => {
+                    done = Some(r);
+                    std::ops::ControlFlow::Break(())
+                }
+                None => std::ops::ControlFlow::Continue(()),
+            }
+        });
+        self.dir = outer;
+        match (done, first_error) {
+            (Some(r), _) => r,
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(Flow::Continue),
         }
     }
 
@@ -415,54 +494,101 @@ impl Session {
         commands: &[Located],
         out: &mut dyn Write,
     ) -> Result<Flow, ConfigError> {
+        let outer = std::mem::replace(&mut self.dir, dir.map(Path::to_path_buf));
+        let r = self.run_commands_in(file, dir, commands, out);
+        self.dir = outer;
+        r
+    }
+
+    fn run_commands_in(
+        &mut self,
+        file: &str,
+        dir: Option<&Path>,
+        commands: &[Located],
+        out: &mut dyn Write,
+    ) -> Result<Flow, ConfigError> {
         let mut first_error = None;
         for c in commands {
-            // User-space components that asked to join while this file runs join between its
-            // commands (its lines after `loadusr PROG` may use them).
-            self.serve_user_inbox();
-            if self.echo {
-                let _ = writeln!(out, "{}", c.text);
-            }
-            let result = match &c.command {
-                Command::Source { file: f } => self.run_source(file, dir, f, out),
-                command => {
-                    // A failed command changes nothing (halcmd checks a whole `net` before
-                    // linking any pin), so an interactive session or `-k` goes on from a clean state.
-                    let live = self.live.is_some();
-                    let before =
-                        (self.rollback || self.keep_going || live).then(|| self.model.clone());
-                    let mut done = self.exec(file, c.line, command, out);
-                    // Attached to a running instance: make the same change there.
-                    if let (Ok(_), Some(b), true) = (&done, &before, live) {
-                        if let Err(m) = self.sync(b) {
-                            done = Err((c.line, m));
-                        }
-                    }
-                    done.map_err(|(line, m)| {
-                        if let Some(mut before) = before {
-                            before.keep_users_from(&self.model);
-                            self.model = before;
-                        }
-                        ConfigError::at(file, line, m)
-                    })
-                }
-            };
-            match result {
-                Ok(Flow::Quit) => return Ok(Flow::Quit),
-                Ok(Flow::Continue) => {}
-                Err(e) if self.keep_going => {
-                    if !self.errors.contains(&e) {
-                        self.errors.push(e.clone());
-                    }
-                    first_error.get_or_insert(e);
-                }
-                Err(e) => return Err(e),
+            if let Some(done) = self.run_one(file, dir, c, out, &mut first_error) {
+                return done;
             }
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(Flow::Continue),
         }
+    }
+
+    /// Runs one command; `Some` when the file ends here (`quit`, or an error without `-k`).
+    fn run_one(
+        &mut self,
+        file: &str,
+        dir: Option<&Path>,
+        c: &Located,
+        out: &mut dyn Write,
+        first_error: &mut Option<ConfigError>,
+    ) -> Option<Result<Flow, ConfigError>> {
+        // User-space components that asked to join while this file runs join between its
+        // commands (its lines after `loadusr PROG` may use them).
+        self.serve_user_inbox();
+        if self.echo {
+            let _ = writeln!(out, "{}", c.text);
+        }
+        let result = match &c.command {
+            Command::Source { file: f } => self.run_source(file, dir, f, out),
+            command => {
+                // A failed command changes nothing (halcmd checks a whole `net` before
+                // linking any pin), so an interactive session or `-k` goes on from a clean state.
+                let live = self.live.is_some();
+                let opaque =
+                    self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
+                // (Checking only after a module, a failed lookup below changed nothing either.)
+                let before = (self.rollback || self.keep_going || live).then(|| self.model.clone());
+                self.unknown_name.set(false);
+                let mut done = self.exec(file, c.line, command, out);
+                // Checking only, after a LinuxCNC module: a name the model does not know may be
+                // one the module makes. Not checked, listed, and the model stays as it was.
+                if let (Err((line, m)), true, true) = (&done, opaque, self.unknown_name.get()) {
+                    self.unchecked.push(ConfigError::at(
+                        file,
+                        *line,
+                        format!(
+                            "not checked: {m} (it may be made by a LinuxCNC module loaded above: \
+                             --check does not run module code)"
+                        ),
+                    ));
+                    if let Some(b) = &before {
+                        self.model = b.clone();
+                    }
+                    done = Ok(Flow::Continue);
+                }
+                // Attached to a running instance: make the same change there.
+                if let (Ok(_), Some(b), true) = (&done, &before, live) {
+                    if let Err(m) = self.sync(b) {
+                        done = Err((c.line, m));
+                    }
+                }
+                done.map_err(|(line, m)| {
+                    if let Some(mut before) = before {
+                        before.keep_users_from(&self.model);
+                        self.model = before;
+                    }
+                    ConfigError::at(file, line, m)
+                })
+            }
+        };
+        match result {
+            Ok(Flow::Quit) => return Some(Ok(Flow::Quit)),
+            Ok(Flow::Continue) => {}
+            Err(e) if self.keep_going => {
+                if !self.errors.contains(&e) {
+                    self.errors.push(e.clone());
+                }
+                first_error.get_or_insert(e);
+            }
+            Err(e) => return Some(Err(e)),
+        }
+        None
     }
 
     fn run_source(
@@ -509,16 +635,27 @@ impl Session {
             }
         }
         for l in &m.loaded {
-            self.registry
-                .load(
+            let loaded = match &l.module {
+                // A check runs no module code.
+                Some(_) if self.check_only => continue,
+                Some(path) => self.registry.load_module(
+                    target,
+                    &mut Declared::default(),
+                    &presets,
+                    path,
+                    &l.instances,
+                    &l.args,
+                ),
+                None => self.registry.load(
                     target,
                     &mut Declared::default(),
                     &presets,
                     &l.component,
                     &l.instances,
                     &l.args,
-                )
-                .map_err(|e| err(&l.origin, format!("loadrt {}: {}", l.component, e.message)))?;
+                ),
+            };
+            loaded.map_err(|e| err(&l.origin, format!("loadrt {}: {}", l.component, e.message)))?;
         }
         for (name, s) in &m.signals {
             let hal = target.hal();
@@ -798,6 +935,7 @@ impl Session {
         if self.model.signals.contains_key(&name.text) {
             Ok(&name.text)
         } else {
+            self.unknown_name.set(true);
             Err((
                 name.line,
                 format!(
@@ -850,6 +988,7 @@ impl Session {
 
     /// "no pin X" with what exists next to it, or who creates it in LinuxCNC.
     fn unknown(&self, what: &str, name: &str) -> String {
+        self.unknown_name.set(true);
         let prefix = name.rsplit_once('.').map(|(p, _)| p).unwrap_or("");
         let mut siblings: Vec<&str> = self
             .model
@@ -895,9 +1034,10 @@ impl Session {
             return self.loadrt_threads(instances, args, origin);
         }
         let native = self.registry.get(&component.text).is_some();
-        match linuxcnc::resolve(&component.text, native) {
-            linuxcnc::Resolved::Module { explicit, .. } => {
-                return self.loadrt_module(component, instances, args, text, origin, explicit)
+        match linuxcnc::resolve(&component.text, native, self.dir.as_deref()) {
+            linuxcnc::Resolved::Module { path, explicit } => {
+                return self
+                    .loadrt_module(component, &path, instances, args, text, origin, explicit)
             }
             linuxcnc::Resolved::Missing { message } => {
                 return Err((component.line, format!("loadrt {c}: {message}")))
@@ -941,6 +1081,7 @@ impl Session {
             names,
             text: text.to_string(),
             origin,
+            module: None,
         });
         Ok(())
     }
@@ -949,9 +1090,11 @@ impl Session {
     /// included, are its own; its `rtapi_app_main` says which components, pins and functions it makes.
     /// Found by fallback (`explicit` false), a module that cannot run here is reported as a component
     /// rtapi does not have, with the reason.
+    #[allow(clippy::too_many_arguments)]
     fn loadrt_module(
         &mut self,
         component: &Word,
+        path: &Path,
         instances: &Instances,
         args: &BTreeMap<String, String>,
         text: &str,
@@ -961,22 +1104,40 @@ impl Session {
         let line = origin.line;
         let c = clip(&component.text);
         let args = LoadArgs { args: args.clone() };
-        let (names, declared) = self
-            .dry_load(&component.text, instances, &args)
-            .map_err(|e| {
-                if e.is_unavailable() && !explicit {
-                    (
-                        component.line,
-                        format!(
-                            "{}; {}",
-                            output::not_available(&self.registry, &component.text),
-                            e.message
-                        ),
-                    )
-                } else {
-                    (line, format!("loadrt {c}: {}", e.message))
-                }
-            })?;
+        if self
+            .model
+            .loaded
+            .iter()
+            .any(|l| l.module.as_deref() == Some(path))
+        {
+            let module = path.file_stem().unwrap_or_default().to_string_lossy();
+            return Err((
+                line,
+                format!(
+                    "loadrt {c}: LinuxCNC module {module} is already loaded (unloadrt it first)"
+                ),
+            ));
+        }
+        let loaded = if self.check_only {
+            linuxcnc::check_static(path, instances, &args)
+                .map(|()| (Vec::new(), Declared::default()))
+        } else {
+            self.dry_load_module(path, instances, &args)
+        };
+        let (names, declared) = loaded.map_err(|e| {
+            if e.is_unavailable() && !explicit {
+                (
+                    component.line,
+                    format!(
+                        "{}; {}",
+                        output::not_available(&self.registry, &component.text),
+                        e.message
+                    ),
+                )
+            } else {
+                (line, format!("loadrt {c}: {}", e.message))
+            }
+        })?;
         let n = names.len();
         if self.model.instances + n > MAX_COMPONENT_INSTANCES {
             return Err((
@@ -998,6 +1159,7 @@ impl Session {
             names,
             text: text.to_string(),
             origin,
+            module: Some(path.to_path_buf()),
         });
         Ok(())
     }
@@ -1098,7 +1260,13 @@ impl Session {
             .model
             .loaded
             .iter()
-            .filter(|l| all || l.component == component.text)
+            .filter(|l| {
+                all || l.component == component.text
+                    // A module checked without running it: its components are not known, its name is.
+                    || (l.names.is_empty()
+                        && l.module.as_deref().and_then(Path::file_stem)
+                            == Some(std::ffi::OsStr::new(&component.text)))
+            })
             .cloned()
             .collect();
         found |= !gone.is_empty();
@@ -1345,6 +1513,7 @@ impl Session {
     ) -> Result<(), (usize, String)> {
         let functs = self.functions_named(&function.text);
         if functs.is_empty() {
+            self.unknown_name.set(true);
             let known: Vec<&str> = self.model.functions.keys().map(String::as_str).collect();
             return Err((
                 function.line,
@@ -1418,6 +1587,19 @@ impl Session {
                 ))
             }
         };
+        // What `start` refuses (a thread's run list is fixed-size), refused here, in the same words.
+        let n = len + functs.len();
+        if n > crate::runtime::runlist::MAX_RUN_LIST {
+            return Err((
+                function.line,
+                format!(
+                    "addf {}: thread {}: {}",
+                    function.text,
+                    thread.text,
+                    crate::runtime::runlist::PublishError::TooLong(n)
+                ),
+            ));
+        }
         for (i, f) in functs.into_iter().enumerate() {
             t.functs.insert(at + i, f);
         }
@@ -1427,6 +1609,7 @@ impl Session {
     fn delf(&mut self, function: &Word, thread: Option<&Word>) -> Result<(), (usize, String)> {
         let functs = self.functions_named(&function.text);
         if functs.is_empty() {
+            self.unknown_name.set(true);
             return Err((
                 function.line,
                 format!("delf: no function named {}", quote(&function.text)),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use rtapi_hal::ValueType;
 
-use super::lex::{logical_lines, Subst, Word};
+use super::lex::{Subst, Word};
 use crate::components::{Instances, MAX_INSTANCES};
 use crate::config::ConfigError;
 use crate::rt::units::{clip, quote};
@@ -262,8 +262,30 @@ pub(crate) fn parse(
 ) -> Result<Vec<Located>, Vec<ConfigError>> {
     let mut commands = Vec::new();
     let mut errors = Vec::new();
-    for words in logical_lines(text, subst) {
-        match words.and_then(|words| {
+    each_command(file, text, subst, &mut |c| {
+        match c {
+            Ok(c) => commands.push(c),
+            Err(e) => errors.push(e),
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    if errors.is_empty() {
+        Ok(commands)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Parses `text` command by command, giving each to `f` as it is read (nothing is kept); `f` may
+/// stop early.
+pub(crate) fn each_command(
+    file: &str,
+    text: &str,
+    subst: &Subst<'_>,
+    f: &mut dyn FnMut(Result<Located, ConfigError>) -> std::ops::ControlFlow<()>,
+) {
+    super::lex::each_logical_line(text, subst, &mut |words| {
+        let c = words.and_then(|words| {
             let line = words[0].line;
             parse_command(&words).map(|command| Located {
                 line,
@@ -274,16 +296,9 @@ pub(crate) fn parse(
                     .collect::<Vec<_>>()
                     .join(" "),
             })
-        }) {
-            Ok(c) => commands.push(c),
-            Err((line, message)) => errors.push(ConfigError::at(file, line, message)),
-        }
-    }
-    if errors.is_empty() {
-        Ok(commands)
-    } else {
-        Err(errors)
-    }
+        });
+        f(c.map_err(|(line, message)| ConfigError::at(file, line, message)))
+    });
 }
 
 type ParseResult<T> = Result<T, (usize, String)>;
