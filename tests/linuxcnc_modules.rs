@@ -879,14 +879,14 @@ fn classify_module(dir: &Path, name: &str) -> (Class, String) {
         .find(|(m, _)| *m == name)
         .map_or("", |(_, a)| a);
     let check = dir.join(format!("{name}-check.hal"));
-    let first = if NEEDS_HOSTMOT2.contains(&name) {
+    let before = if NEEDS_HOSTMOT2.contains(&name) {
         "loadrt linuxcnc:hostmot2\n"
     } else {
         ""
     };
     std::fs::write(
         &check,
-        format!("{first}loadrt linuxcnc:{name} {args}\nshow funct\n"),
+        format!("{before}loadrt linuxcnc:{name} {args}\nshow funct\n"),
     )
     .unwrap();
     // Not --check: that never runs module code; this file has no `start`, so nothing runs after it.
@@ -934,7 +934,7 @@ fn classify_module(dir: &Path, name: &str) -> (Class, String) {
         return (Class::LoadsNoFunction, String::new());
     }
     let mut hal =
-        format!("loadrt threads name1=t period1=1000000\n{first}loadrt linuxcnc:{name} {args}\n");
+        format!("loadrt threads name1=t period1=1000000\n{before}loadrt linuxcnc:{name} {args}\n");
     for f in &functions {
         hal.push_str(&format!("addf {f} t\n"));
     }
