@@ -234,13 +234,7 @@ pub(crate) fn check_static(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
     let info = trust::inspect(&path).map_err(LoadError::new)?;
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    match instances {
-        Instances::Count(0) => {}
-        Instances::Count(n) => pairs.push(("count".into(), n.to_string())),
-        Instances::Names(names) => pairs.push(("names".into(), names.join(","))),
-    }
-    pairs.extend(args.args.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let pairs = arg_pairs(instances, args);
     for (k, v) in &pairs {
         args::check_static(&info, &module, k, v).map_err(LoadError::new)?;
     }
@@ -751,13 +745,7 @@ pub(crate) fn load(
 
     // Arguments: count=/names= are the module's own.
     let mut strings = Vec::new();
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    match instances {
-        Instances::Count(0) => {}
-        Instances::Count(n) => pairs.push(("count".into(), n.to_string())),
-        Instances::Names(names) => pairs.push(("names".into(), names.join(","))),
-    }
-    pairs.extend(args.args.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let pairs = arg_pairs(instances, args);
     for (k, v) in &pairs {
         if let Err(m) = args::write(handle, &module, path, k, v, &mut strings) {
             close(handle);
@@ -999,6 +987,19 @@ pub fn unload_all() {
 /// The names of the LinuxCNC modules loaded and kept in this process, in load order.
 pub fn loaded() -> Vec<String> {
     lock(&MODULES).iter().map(|m| m.name.clone()).collect()
+}
+
+/// A module's arguments as `name=value` pairs: `count=`/`names=` first (they are the module's own),
+/// then the line's.
+fn arg_pairs(instances: &Instances, args: &LoadArgs) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    match instances {
+        Instances::Count(0) => {}
+        Instances::Count(n) => pairs.push(("count".into(), n.to_string())),
+        Instances::Names(names) => pairs.push(("names".into(), names.join(","))),
+    }
+    pairs.extend(args.args.iter().map(|(k, v)| (k.clone(), v.clone())));
+    pairs
 }
 
 #[cfg(test)]

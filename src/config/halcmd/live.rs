@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, HashSet};
 use rtapi_hal::{HalReader, Value, WriteOptions};
 
 use super::{Model, Session};
-use crate::components::{Declared, LiveTarget, Presets, Validation};
+use crate::components::{LiveTarget, Presets, Validation};
 use crate::runtime::{Running, Runtime, RuntimeOptions};
 
 /// The running instance a session changes.
@@ -118,24 +118,7 @@ impl Session {
                 presets.insert(name.clone(), value.to_string());
             }
             let mut target = LiveTarget::new(rt).map_err(|e| e.message)?;
-            let loaded = match &l.module {
-                Some(path) => self.registry.load_module(
-                    &mut target,
-                    &mut Declared::default(),
-                    &presets,
-                    path,
-                    &l.instances,
-                    &l.args,
-                ),
-                None => self.registry.load(
-                    &mut target,
-                    &mut Declared::default(),
-                    &presets,
-                    &l.component,
-                    &l.instances,
-                    &l.args,
-                ),
-            };
+            let loaded = l.load_into(&self.registry, &mut target, &presets);
             loaded.map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
         }
 

@@ -30,7 +30,7 @@ use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
 use super::{invalid_name, read_text, ConfigError};
 use crate::components::{
-    linuxcnc, Declared, Instances, LoadArgs, Presets, Registry, Target, Validation,
+    linuxcnc, Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target, Validation,
 };
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, clip, quote};
@@ -93,6 +93,31 @@ struct Loaded {
     origin: Origin,
     /// A LinuxCNC module: its file, resolved where the `loadrt` was (the `.hal` file's directory).
     module: Option<PathBuf>,
+}
+
+impl Loaded {
+    /// Loads it into `target`: the LinuxCNC module at its resolved path, or the component by name.
+    fn load_into(
+        &self,
+        registry: &Registry,
+        target: &mut dyn Target,
+        presets: &Presets,
+    ) -> Result<Vec<String>, LoadError> {
+        let declared = &mut Declared::default();
+        match &self.module {
+            Some(path) => {
+                registry.load_module(target, declared, presets, path, &self.instances, &self.args)
+            }
+            None => registry.load(
+                target,
+                declared,
+                presets,
+                &self.component,
+                &self.instances,
+                &self.args,
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -635,26 +660,11 @@ impl Session {
             }
         }
         for l in &m.loaded {
-            let loaded = match &l.module {
-                // A check runs no module code.
-                Some(_) if self.check_only => continue,
-                Some(path) => self.registry.load_module(
-                    target,
-                    &mut Declared::default(),
-                    &presets,
-                    path,
-                    &l.instances,
-                    &l.args,
-                ),
-                None => self.registry.load(
-                    target,
-                    &mut Declared::default(),
-                    &presets,
-                    &l.component,
-                    &l.instances,
-                    &l.args,
-                ),
-            };
+            // A check runs no module code.
+            if self.check_only && l.module.is_some() {
+                continue;
+            }
+            let loaded = l.load_into(&self.registry, target, &presets);
             loaded.map_err(|e| err(&l.origin, format!("loadrt {}: {}", l.component, e.message)))?;
         }
         for (name, s) in &m.signals {
