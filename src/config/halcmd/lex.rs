@@ -159,7 +159,17 @@ fn tokenize(line: &str, number: usize, words: &mut Vec<Word>) {
 }
 
 /// Splits `text` into logical lines of words. Errors carry their line.
+#[cfg(test)]
 pub(crate) fn logical_lines(text: &str, subst: &Subst<'_>) -> Vec<LexResult<Vec<Word>>> {
+    logical_lines_from(text, 1, subst)
+}
+
+/// [`logical_lines`] of text whose first line is line `first` of its file (a piece of it).
+pub(crate) fn logical_lines_from(
+    text: &str,
+    first: usize,
+    subst: &Subst<'_>,
+) -> Vec<LexResult<Vec<Word>>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = Vec::new();
     let mut current: Vec<Word> = Vec::new();
@@ -167,7 +177,7 @@ pub(crate) fn logical_lines(text: &str, subst: &Subst<'_>) -> Vec<LexResult<Vec<
     let mut failed = false;
     let mut count = 0;
     for (i, raw) in text.lines().enumerate() {
-        let number = i + 1;
+        let number = i + first.max(1);
         count = number;
         let code = match strip_comment(raw) {
             Ok(code) => code.trim_end(),
@@ -203,7 +213,7 @@ pub(crate) fn logical_lines(text: &str, subst: &Subst<'_>) -> Vec<LexResult<Vec<
     }
     if let Some(start) = continued_from {
         lines.push(Err((
-            count.max(1),
+            count.max(first.max(1)),
             format!(
                 "the file ends inside a continued line (started at line {start}): remove the final `\\` or finish the command"
             ),

@@ -150,6 +150,11 @@ struct Model {
 
 type Step = Result<Flow, (usize, String)>;
 
+/// The error of a command abandoned because the instance is stopping.
+pub const STOPPING: &str =
+    "not run: the instance is stopping (SIGTERM, SIGINT, SIGHUP or a stall); this command and the \
+     ones after it were abandoned";
+
 /// A halcmd session: executes `.hal` commands into a netlist model, then emits it to a [`Target`].
 ///
 /// ```
@@ -193,6 +198,9 @@ pub struct Session {
     programs: Vec<usr::Program>,
     /// User-space components waiting to join while the session is busy (`user.rs`).
     inbox: std::sync::Arc<user::UserInbox>,
+    /// Set when the instance is stopping: a command sequence (a file, a client's script) stops
+    /// between two commands, and a waiting command (`loadusr -w`, `waitusr`) stops waiting.
+    abort: Vec<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Session {
@@ -270,6 +278,7 @@ impl Session {
             start_options: None,
             programs: Vec::new(),
             inbox: Default::default(),
+            abort: Vec::new(),
         })
     }
 
@@ -375,6 +384,51 @@ impl Session {
         self.run_text(&shown, path.parent(), &text, out)
     }
 
+    /// Lines `first_line…` of `file` (a piece of it another process read, e.g. `rtapi halcmd -f`):
+    /// run as that file's lines, `source` relative to its directory, errors at its line numbers.
+    pub fn run_script(
+        &mut self,
+        file: &Path,
+        first_line: usize,
+        text: &str,
+        out: &mut dyn Write,
+    ) -> Result<Flow, ConfigError> {
+        let shown = file.display().to_string();
+        let commands = match parse::parse_from(
+            &shown,
+            text,
+            first_line,
+            &Subst {
+                ini: self.ini.as_ref(),
+                env: &process_env,
+            },
+        ) {
+            Ok(c) => c,
+            Err(mut errors) => {
+                let first = errors.remove(0);
+                if self.keep_going {
+                    self.errors.push(first.clone());
+                    self.errors.append(&mut errors);
+                }
+                return Err(first);
+            }
+        };
+        self.run_commands(&shown, file.parent(), &commands, out)
+    }
+
+    /// From now on a command sequence stops between two commands once `flag` is set, and a
+    /// waiting command stops waiting (see [`aborted`](Self::aborted)).
+    pub fn abort_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.abort.push(flag);
+    }
+
+    /// Whether the instance is stopping: what runs now should give up.
+    pub(crate) fn aborted(&self) -> bool {
+        self.abort
+            .iter()
+            .any(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Parses `text` (all syntax errors at once) with this session's substitutions.
     pub(crate) fn parse(&self, file: &str, text: &str) -> Result<Vec<Located>, Vec<ConfigError>> {
         parse::parse(
@@ -417,6 +471,10 @@ impl Session {
     ) -> Result<Flow, ConfigError> {
         let mut first_error = None;
         for c in commands {
+            // A stop wins over the rest of the file (whoever sent it is told where it ended).
+            if self.aborted() {
+                return Err(ConfigError::at(file, c.line, STOPPING));
+            }
             // User-space components that asked to join while this file runs join between its
             // commands (its lines after `loadusr PROG` may use them).
             self.serve_user_inbox();

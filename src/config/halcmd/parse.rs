@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use rtapi_hal::ValueType;
 
-use super::lex::{logical_lines, Subst, Word};
+use super::lex::{logical_lines_from, Subst, Word};
 use crate::components::{Instances, MAX_INSTANCES};
 use crate::config::ConfigError;
 use crate::rt::units::{clip, quote};
@@ -260,9 +260,19 @@ pub(crate) fn parse(
     text: &str,
     subst: &Subst<'_>,
 ) -> Result<Vec<Located>, Vec<ConfigError>> {
+    parse_from(file, text, 1, subst)
+}
+
+/// [`parse`] of text whose first line is line `first` of `file`.
+pub(crate) fn parse_from(
+    file: &str,
+    text: &str,
+    first: usize,
+    subst: &Subst<'_>,
+) -> Result<Vec<Located>, Vec<ConfigError>> {
     let mut commands = Vec::new();
     let mut errors = Vec::new();
-    for words in logical_lines(text, subst) {
+    for words in logical_lines_from(text, first, subst) {
         match words.and_then(|words| {
             let line = words[0].line;
             parse_command(&words).map(|command| Located {
