@@ -25,7 +25,7 @@ use std::os::fd::AsFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -373,8 +373,9 @@ pub struct Reply {
 /// closed, so a client cannot make the owner hold (and, under `mlockall`, lock) its memory.
 /// `rtapi halcmd -f` sends a file in pieces well below it.
 pub const MAX_REQUEST_BYTES: usize = 1 << 20;
-/// How many clients may be connected at once; the next one is refused with a message. Every
-/// `loadusr`'d program with a user-space component holds one while it runs.
+/// How many clients may be connected at once. When full, the connection idle longest (holding no
+/// user-space component) is closed with a message to make room; when none is, the newcomer is
+/// refused with one. Every `loadusr`'d program with a user-space component holds one while it runs.
 pub const MAX_CLIENTS: usize = 32;
 /// The stack of a client's connection thread. It only reads, parses and writes: the commands run
 /// on the one executor thread. Under `mlockall(MCL_FUTURE)` every stack is locked whole, so it is
@@ -533,12 +534,79 @@ impl Drop for ControlServer {
     }
 }
 
-/// Counts a connection while its thread lives.
-struct Slot(Arc<AtomicUsize>);
+/// The connections being served: at most [`MAX_CLIENTS`]. When full, the one idle longest that
+/// holds no user-space component is closed (told why) to make room; if every one is busy or holds
+/// a component, the newcomer is refused.
+#[derive(Default)]
+struct Connections {
+    next_id: u64,
+    list: Vec<Conn>,
+}
+
+struct Conn {
+    id: u64,
+    /// To close it from the accept loop (shutdown ends its thread's read).
+    stream: UnixStream,
+    /// Since when it waits for a request; `None` while one of its requests runs.
+    idle_since: Option<std::time::Instant>,
+    /// It declared user-space components (a `loadusr`'d program): never closed to make room.
+    holds_components: bool,
+}
+
+type Registry = Arc<Mutex<Connections>>;
+
+fn registry(r: &Registry) -> std::sync::MutexGuard<'_, Connections> {
+    r.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Connections {
+    /// Makes room for one more: `false` if it cannot.
+    fn make_room(&mut self) -> bool {
+        if self.list.len() < MAX_CLIENTS {
+            return true;
+        }
+        let victim = self
+            .list
+            .iter()
+            .filter(|c| !c.holds_components)
+            .filter_map(|c| c.idle_since.map(|t| (t, c.id)))
+            .min()
+            .map(|(_, id)| id);
+        let Some(id) = victim else { return false };
+        let i = self.list.iter().position(|c| c.id == id).expect("listed");
+        let conn = self.list.remove(i);
+        let _ = refuse(
+            conn.stream,
+            &format!(
+                "closed: {MAX_CLIENTS} clients were connected to this instance, the most it \
+                 serves at once, and this connection was the one idle longest"
+            ),
+        );
+        true
+    }
+
+    fn update(&mut self, id: u64, f: impl FnOnce(&mut Conn)) {
+        if let Some(c) = self.list.iter_mut().find(|c| c.id == id) {
+            f(c);
+        }
+    }
+}
+
+/// A connection's place in the registry while its thread lives.
+struct Slot {
+    id: u64,
+    registry: Registry,
+}
+
+impl Slot {
+    fn set(&self, f: impl FnOnce(&mut Conn)) {
+        registry(&self.registry).update(self.id, f);
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        registry(&self.registry).list.retain(|c| c.id != self.id);
     }
 }
 
@@ -549,7 +617,7 @@ fn accept_loop(
 ) {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { nix::libc::geteuid() };
-    let clients = Arc::new(AtomicUsize::new(0));
+    let clients: Registry = Arc::default();
     let mut seen = 0;
     while !shared.stop.load(Ordering::Relaxed) {
         follow_affinity(&affinity, &mut seen, "control");
@@ -564,27 +632,38 @@ fn accept_loop(
                     );
                     continue;
                 }
-                if clients.load(Ordering::Relaxed) >= MAX_CLIENTS {
-                    let _ = refuse(
-                        stream,
-                        &format!(
-                            "refused: {MAX_CLIENTS} clients are connected to this instance, the \
-                             most it serves at once; close one (an idle `rtapi halcmd` prompt?) \
-                             and try again"
-                        ),
-                    );
-                    continue;
-                }
-                clients.fetch_add(1, Ordering::Relaxed);
-                let slot = Slot(Arc::clone(&clients));
+                let slot = {
+                    let mut r = registry(&clients);
+                    let (Ok(closer), true) = (stream.try_clone(), r.make_room()) else {
+                        drop(r);
+                        let _ = refuse(
+                            stream,
+                            &format!(
+                                "refused: {MAX_CLIENTS} clients are connected to this instance, \
+                                 the most it serves at once, and none is idle; close one and try \
+                                 again"
+                            ),
+                        );
+                        continue;
+                    };
+                    r.next_id += 1;
+                    let id = r.next_id;
+                    r.list.push(Conn {
+                        id,
+                        stream: closer,
+                        idle_since: Some(std::time::Instant::now()),
+                        holds_components: false,
+                    });
+                    Slot {
+                        id,
+                        registry: Arc::clone(&clients),
+                    }
+                };
                 let shared = shared.clone();
                 let spawned = std::thread::Builder::new()
                     .name("rtapi-control-client".into())
                     .stack_size(CLIENT_STACK)
-                    .spawn(move || {
-                        let _slot = slot;
-                        serve(stream, shared)
-                    });
+                    .spawn(move || serve(stream, shared, slot));
                 if let Err(e) = spawned {
                     log::warn!("cannot serve a control client: {e}");
                 }
@@ -602,21 +681,24 @@ fn accept_loop(
     }
 }
 
-/// Answers `why` and hangs up. The socket is non-blocking (accepted from a non-blocking listener):
-/// a client that reads nothing cannot hold us.
-fn refuse(mut stream: UnixStream, why: &str) -> io::Result<()> {
-    let _ = stream.set_nonblocking(true);
+/// Answers `why` and hangs up. The answer is sent without waiting (`MSG_DONTWAIT`): a client that
+/// reads nothing cannot hold the accept loop. The shutdown also ends the read of the thread that
+/// serves it, if one does.
+fn refuse(stream: UnixStream, why: &str) -> io::Result<()> {
     let reply = Reply {
         ok: false,
         out: String::new(),
         error: Some(why.to_string()),
         quit: true,
     };
-    writeln!(
-        stream,
-        "{}",
-        serde_json::to_string(&reply).unwrap_or_default()
-    )
+    let text = format!("{}\n", serde_json::to_string(&reply).unwrap_or_default());
+    let sent = nix::sys::socket::send(
+        std::os::fd::AsRawFd::as_raw_fd(&stream),
+        text.as_bytes(),
+        nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+    );
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    sent.map(|_| ()).map_err(io::Error::from)
 }
 
 /// The user-space components a connection declared: removed when it ends, however it ends (the
@@ -670,7 +752,7 @@ fn read_request(
 }
 
 /// One client: requests in, replies out, until it hangs up, quits, or the server stops.
-fn serve(stream: UnixStream, shared: Shared) {
+fn serve(stream: UnixStream, shared: Shared, slot: Slot) {
     let mut owned = Owned {
         names: Vec::new(),
         shared: shared.clone(),
@@ -708,8 +790,15 @@ fn serve(stream: UnixStream, shared: Shared) {
                 return;
             }
         }
+        slot.set(|c| c.idle_since = None);
         let text = String::from_utf8_lossy(&line);
-        let Some(reply) = answer(text.trim_end(), &shared, (&mut owned.names, pid)) else {
+        let answered = answer(text.trim_end(), &shared, (&mut owned.names, pid));
+        let holds = !owned.names.is_empty();
+        slot.set(|c| {
+            c.idle_since = Some(std::time::Instant::now());
+            c.holds_components = holds;
+        });
+        let Some(reply) = answered else {
             // The instance is stopping.
             let reply = Reply {
                 ok: false,
