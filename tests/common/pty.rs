@@ -41,6 +41,15 @@ impl Pty {
             ws_ypixel: 0,
         };
         let pty = nix::pty::openpty(Some(&winsize), None).expect("openpty");
+        // openpty's descriptors are inherited across exec: the child (and every process the test
+        // starts later) would hold the master too, and closing ours would never hang up.
+        for fd in [&pty.master, &pty.slave] {
+            nix::fcntl::fcntl(
+                fd.as_raw_fd(),
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )
+            .expect("FD_CLOEXEC");
+        }
         let slave: OwnedFd = pty.slave;
         let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup slave"));
         cmd.stdin(io(&slave)).stdout(io(&slave)).stderr(io(&slave));
