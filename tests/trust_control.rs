@@ -272,6 +272,37 @@ fn sigterm_wins_over_a_16_mib_file_a_client_is_running() {
     assert!(echoed < lines, "{echoed} of {lines} commands ran");
 }
 
+/// The stop is seen between two commands of a piece a client sent: the rest of it is abandoned
+/// and the client told where. The file's first command sends the owner SIGTERM and waits (`-w`)
+/// until the stop reaches it; with `-k` the file would go on after that failure, so only the check
+/// between commands can keep the 1 000 `echo` lines after it from running.
+#[test]
+fn a_stop_abandons_the_rest_of_a_clients_file_between_two_commands() {
+    let mut owner = Owner::halrun("tc-between", BASE, Stdio::null());
+    let file = owner.dir.path().join("between.hal");
+    let text = format!(
+        "loadusr -w sh -c 'kill -TERM {}; exec sleep 1000'\necho\n{}",
+        owner.pid(),
+        "echo\n".repeat(1000)
+    );
+    std::fs::write(&file, text).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["halcmd", "--instance", &owner.name, "-k", "-f"])
+        .arg(&file)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    owner.check_clean_end("a SIGTERM from the client's file");
+    let (out, err) = common::text(&o);
+    eprintln!("client: {:?}; stderr: {err}", o.status);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("between.hal:1: loadusr -w") && err.contains("between.hal:2: not run"),
+        "the waiting command gave up (line 1) and the rest was abandoned from line 2: {err}"
+    );
+    assert_eq!(out.lines().count(), 0, "no `echo` after the stop ran: {out}");
+}
+
 /// The owner opened whatever path a client named: `-f /dev/stdin` (its own standard input) or a
 /// FIFO blocked it for good with the session held. Now a client's own pipe or stdin is read by the
 /// client, and a request that names a FIFO or a non-regular file to the owner is refused at once,

@@ -932,7 +932,25 @@ fn answer(
             };
             Some(reply_of(result))
         }
-        request => shared.run(move |exec| run_request(exec, request)),
+        request => {
+            // A piece of a file that a stop keeps from running: the client is told where it ended.
+            let at = match &request {
+                Request::Script {
+                    file, first_line, ..
+                } => Some(format!("{}:{first_line}: ", file.display())),
+                _ => None,
+            };
+            shared
+                .run(move |exec| run_request(exec, request))
+                .or_else(|| {
+                    at.map(|at| Reply {
+                        ok: false,
+                        out: String::new(),
+                        error: Some(format!("{at}{}", crate::config::halcmd::STOPPING)),
+                        quit: true,
+                    })
+                })
+        }
     }
 }
 

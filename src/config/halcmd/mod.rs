@@ -473,7 +473,11 @@ impl Session {
         for c in commands {
             // A stop wins over the rest of the file (whoever sent it is told where it ended).
             if self.aborted() {
-                return Err(ConfigError::at(file, c.line, STOPPING));
+                let e = ConfigError::at(file, c.line, STOPPING);
+                if self.keep_going {
+                    self.errors.push(e.clone());
+                }
+                return Err(e);
             }
             // User-space components that asked to join while this file runs join between its
             // commands (its lines after `loadusr PROG` may use them).
