@@ -118,7 +118,11 @@ impl Owner {
             if t0.elapsed() > EVENTUALLY {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("{} still running {:?} after the stop", self.name, t0.elapsed());
+                panic!(
+                    "{} still running {:?} after the stop",
+                    self.name,
+                    t0.elapsed()
+                );
             }
             std::thread::sleep(Duration::from_millis(5));
         };
@@ -200,9 +204,15 @@ fn ended(pid: u32) -> bool {
 /// The children of `pid` (every thread's), with their command names and states.
 fn children(pid: u32) -> Vec<(u32, String, char)> {
     let mut v = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
         let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        for c in list.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+        for c in list
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+        {
             let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
             let state = std::fs::read_to_string(format!("/proc/{c}/stat"))
                 .ok()
@@ -248,9 +258,17 @@ fn sigterm_wins_over_a_16_mib_file_a_client_is_running() {
     let status = client.wait().unwrap();
     let echoed = drain.join().unwrap() + 1;
     let mut err = String::new();
-    client.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    client
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     eprintln!("client: {status:?}, {echoed} lines echoed; stderr: {err}");
-    assert!(!status.success(), "the client is told its file did not run whole");
+    assert!(
+        !status.success(),
+        "the client is told its file did not run whole"
+    );
     // Where it stopped: `…/echo.hal:LINE: not run: the instance is stopping…`.
     let at = err
         .find("echo.hal:")
@@ -300,7 +318,11 @@ fn a_stop_abandons_the_rest_of_a_clients_file_between_two_commands() {
         err.contains("between.hal:1: loadusr -w") && err.contains("between.hal:2: not run"),
         "the waiting command gave up (line 1) and the rest was abandoned from line 2: {err}"
     );
-    assert_eq!(out.lines().count(), 0, "no `echo` after the stop ran: {out}");
+    assert_eq!(
+        out.lines().count(),
+        0,
+        "no `echo` after the stop ran: {out}"
+    );
 }
 
 /// The owner opened whatever path a client named: `-f /dev/stdin` (its own standard input) or a
@@ -319,9 +341,18 @@ fn fifos_and_stdin_cannot_block_the_owner() {
     let hal_s = hal.to_str().unwrap();
     for (what, req) in [
         ("source FIFO", format!(r#"{{"source": "{fifo_s}"}}"#)),
-        ("source /dev/stdin", r#"{"source": "/dev/stdin"}"#.to_string()),
-        ("ini FIFO", format!(r#"{{"source": "{hal_s}", "ini": "{fifo_s}"}}"#)),
-        ("line source FIFO", format!(r#"{{"line": "source {fifo_s}"}}"#)),
+        (
+            "source /dev/stdin",
+            r#"{"source": "/dev/stdin"}"#.to_string(),
+        ),
+        (
+            "ini FIFO",
+            format!(r#"{{"source": "{hal_s}", "ini": "{fifo_s}"}}"#),
+        ),
+        (
+            "line source FIFO",
+            format!(r#"{{"line": "source {fifo_s}"}}"#),
+        ),
         (
             "script source FIFO",
             format!(r#"{{"script": "source fifo\n", "file": "{hal_s}"}}"#),
@@ -411,7 +442,10 @@ fn a_terminal_hangup_ends_halrun_i_cleanly() {
     p.hangup();
     let t0 = Instant::now();
     let status = p.wait(EVENTUALLY);
-    eprintln!("halrun -I after the hangup: {status:?} in {:?}", t0.elapsed());
+    eprintln!(
+        "halrun -I after the hangup: {status:?} in {:?}",
+        t0.elapsed()
+    );
     let left = common::segment_exists(&name);
     if status.is_none() || left {
         let _ = std::fs::remove_file(format!("/dev/shm/rtapi-{name}"));
@@ -460,7 +494,10 @@ fn loadusr_programs_end_with_their_owner_and_are_reaped() {
     let t0 = Instant::now();
     loop {
         let kids = children(owner.pid());
-        if !kids.iter().any(|(_, comm, state)| comm == "true" || *state == 'Z') {
+        if !kids
+            .iter()
+            .any(|(_, comm, state)| comm == "true" || *state == 'Z')
+        {
             break;
         }
         assert!(
@@ -471,7 +508,10 @@ fn loadusr_programs_end_with_their_owner_and_are_reaped() {
         std::thread::sleep(Duration::from_millis(20));
     }
     eprintln!("`true` reaped within {:?}", t0.elapsed());
-    assert!(!ended(sleep), "sleep must outlive the halcmd client that started it");
+    assert!(
+        !ended(sleep),
+        "sleep must outlive the halcmd client that started it"
+    );
     owner.signal(nix::sys::signal::Signal::SIGKILL);
     let _ = owner.child.take().unwrap().wait();
     let t0 = Instant::now();
@@ -483,7 +523,10 @@ fn loadusr_programs_end_with_their_owner_and_are_reaped() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    eprintln!("loadusr'd sleep ended {:?} after the owner's SIGKILL", t0.elapsed());
+    eprintln!(
+        "loadusr'd sleep ended {:?} after the owner's SIGKILL",
+        t0.elapsed()
+    );
     // A SIGKILLed owner leaves its segment: ours to remove.
     let _ = std::fs::remove_file(format!("/dev/shm/rtapi-{}", owner.name));
 }
@@ -492,13 +535,14 @@ fn loadusr_programs_end_with_their_owner_and_are_reaped() {
 // Finding 8: control-socket memory.
 
 /// A 1 GiB line without a newline grew the owner to 1.69 GB, locked, never given back. Now a line
-/// longer than 1 MiB is refused and the connection closed: the owner's RSS stays bounded while
+/// longer than 1 MiB is refused and the connection closed: the owner's peak RSS stays bounded while
 /// the client tries to send 2 GiB, and the owner serves the next client.
 #[test]
 fn a_2_gib_line_is_refused_and_the_owner_stays_small() {
     let owner = Owner::halrun("tc-line", BASE, Stdio::null());
     let pid = owner.pid();
-    let before = proc_status(pid, "VmRSS");
+    // The peak (VmHWM): a buffer given back after the refusal must not hide what was held.
+    let before = proc_status(pid, "VmHWM");
     let s = connect(&owner.name);
     let mut w = s.try_clone().unwrap();
     let writer = std::thread::spawn(move || {
@@ -515,9 +559,9 @@ fn a_2_gib_line_is_refused_and_the_owner_stays_small() {
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line).unwrap();
     let sent = writer.join().unwrap();
-    let after = proc_status(pid, "VmRSS");
+    let after = proc_status(pid, "VmHWM");
     eprintln!(
-        "reply {line:?}; sent {} MiB before the owner hung up; VmRSS {before} kB → {after} kB",
+        "reply {line:?}; sent {} MiB before the owner hung up; peak RSS (VmHWM) {before} kB → {after} kB",
         sent >> 20
     );
     let r: serde_json::Value = serde_json::from_str(&line).unwrap();

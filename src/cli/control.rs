@@ -743,7 +743,9 @@ fn read_request(
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(_) => return Err(None),
         }
@@ -980,12 +982,12 @@ fn run_request(exec: &mut dyn Executor, request: Request) -> Reply {
             *keep_going,
             &mut out,
         ),
-        Request::Recorder { recorder, dir } if recorder == "dump" => exec
-            .recorder_dump(dir.as_deref())
-            .map(|files| {
+        Request::Recorder { recorder, dir } if recorder == "dump" => {
+            exec.recorder_dump(dir.as_deref()).map(|files| {
                 out.extend_from_slice(files.as_bytes());
                 Flow::Continue
-            }),
+            })
+        }
         Request::Recorder { recorder, .. } => Err(format!(
             "unknown recorder request {}; the recorder understands \"dump\"",
             crate::rt::units::quote(recorder)
@@ -1220,7 +1222,9 @@ pub fn send_file(
     let mut raw = Vec::new();
     loop {
         raw.clear();
-        let n = reader.read_until(b'\n', &mut raw).map_err(ClientError::Io)?;
+        let n = reader
+            .read_until(b'\n', &mut raw)
+            .map_err(ClientError::Io)?;
         if n > 0 {
             let line = std::str::from_utf8(&raw).map_err(|e| {
                 ClientError::Refused(format!(
@@ -1244,7 +1248,10 @@ pub fn send_file(
             piece.clear();
             first = next;
             if !reply.ok {
-                sent.failed += reply.error.as_deref().map_or(1, |e| e.lines().count().max(1));
+                sent.failed += reply
+                    .error
+                    .as_deref()
+                    .map_or(1, |e| e.lines().count().max(1));
                 if !keep_going || reply.error.as_deref().is_some_and(is_stopping) {
                     return Ok(sent);
                 }

@@ -96,9 +96,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
         // This process reads the file (its permissions, its standard input for /dev/stdin, a
         // FIFO only it waits on) and sends its lines in pieces; the owner opens none of it.
         let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-        let mut input = std::fs::File::open(file).map_err(|e| {
-            Failure::runtime(format!("{}: cannot read: {e}", file.display()))
-        })?;
+        let mut input = std::fs::File::open(file)
+            .map_err(|e| Failure::runtime(format!("{}: cannot read: {e}", file.display())))?;
         let sent = send_file(
             &mut client,
             &mut input,

@@ -72,12 +72,21 @@ fn end_with_parent(command: &mut Command) {
     // calls are allowed: prctl and getppid are system calls that allocate nothing and take no lock.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             // The parent may have died before the prctl: then no signal comes; do not start.
             if libc::getppid() != parent {
-                return Err(std::io::Error::other("the instance ended while starting it"));
+                return Err(std::io::Error::other(
+                    "the instance ended while starting it",
+                ));
             }
             Ok(())
         });
@@ -233,7 +242,10 @@ impl Session {
         let pid = self.user_pid("waitusr", name)?;
         loop {
             if self.aborted() {
-                return Err((name.line, format!("waitusr {}: {}", quote(&name.text), super::STOPPING)));
+                return Err((
+                    name.line,
+                    format!("waitusr {}: {}", quote(&name.text), super::STOPPING),
+                ));
             }
             // Departures (and arrivals) that came while this command holds the session.
             self.serve_user_inbox();
