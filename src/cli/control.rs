@@ -10,15 +10,20 @@
 //!   bound the name first cannot answer for the instance.
 //!
 //! Protocol: one JSON object per line each way. A request is `{"line": "show pin"}` (one halcmd
-//! command) or `{"source": "/abs/file.hal", "ini": "/abs/machine.ini", "keep_going": false}` (a whole
-//! file, read by the owner) or `{"recorder": "dump", "dir": "/abs/dir"}` (a flight-recorder dump
+//! command) or `{"script": "TEXT", "file": "/abs/file.hal", "first_line": 1, "ini": "/abs/m.ini",
+//! "keep_going": false}` (lines of a file the client read, in pieces below [`MAX_REQUEST_BYTES`]:
+//! `rtapi halcmd -f`) or `{"source": "/abs/file.hal", "ini": "/abs/machine.ini", "keep_going":
+//! false}` (a whole file, read by the owner; only a regular file) or `{"recorder": "dump", "dir": "/abs/dir"}` (a flight-recorder dump
 //! now) or `{"user_component": "panel", "pins": [{"name": "panel.button", "type": "bit", "dir":
 //! "out"}], "params": [{"name": "panel.gain", "type": "float", "access": "rw"}]}` (a user-space
 //! component joins the instance, tied to this connection: when the connection closes, however the
 //! client ends, the owner removes it) or `{"user_exit": "panel"}` (it leaves now); the answer is `{"ok": true, "out": "…"}`, or `{"ok": false, "out": "…",
 //! "error": "…"}`, with `"quit": true` when the command ends the session. Commands from all clients
 //! and the owner's own prompt go through one [`Executor`] behind a mutex, one at a time, outside the
-//! real-time threads.
+//! real-time threads: the clients' on one executor thread, fed by connection threads with small
+//! stacks that only read, parse and write (at most [`MAX_CLIENTS`], lines of at most
+//! [`MAX_REQUEST_BYTES`]). A stop of the server abandons a running command sequence between two
+//! commands ([`Executor::abort_when`]).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
