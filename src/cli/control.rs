@@ -10,23 +10,28 @@
 //!   bound the name first cannot answer for the instance.
 //!
 //! Protocol: one JSON object per line each way. A request is `{"line": "show pin"}` (one halcmd
-//! command) or `{"source": "/abs/file.hal", "ini": "/abs/machine.ini", "keep_going": false}` (a whole
-//! file, read by the owner) or `{"recorder": "dump", "dir": "/abs/dir"}` (a flight-recorder dump
+//! command) or `{"script": "TEXT", "file": "/abs/file.hal", "first_line": 1, "ini": "/abs/m.ini",
+//! "keep_going": false}` (lines of a file the client read, in pieces below [`MAX_REQUEST_BYTES`]:
+//! `rtapi halcmd -f`) or `{"source": "/abs/file.hal", "ini": "/abs/machine.ini", "keep_going":
+//! false}` (a whole file, read by the owner; only a regular file) or `{"recorder": "dump", "dir": "/abs/dir"}` (a flight-recorder dump
 //! now) or `{"user_component": "panel", "pins": [{"name": "panel.button", "type": "bit", "dir":
 //! "out"}], "params": [{"name": "panel.gain", "type": "float", "access": "rw"}]}` (a user-space
 //! component joins the instance, tied to this connection: when the connection closes, however the
 //! client ends, the owner removes it) or `{"user_exit": "panel"}` (it leaves now); the answer is `{"ok": true, "out": "…"}`, or `{"ok": false, "out": "…",
 //! "error": "…"}`, with `"quit": true` when the command ends the session. Commands from all clients
 //! and the owner's own prompt go through one [`Executor`] behind a mutex, one at a time, outside the
-//! real-time threads.
+//! real-time threads: the clients' on one executor thread, fed by connection threads with small
+//! stacks that only read, parse and write (at most [`MAX_CLIENTS`], lines of at most
+//! [`MAX_REQUEST_BYTES`]). A stop of the server abandons a running command sequence between two
+//! commands ([`Executor::abort_when`]).
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -57,6 +62,26 @@ pub trait Executor: Send {
         keep_going: bool,
         out: &mut dyn Write,
     ) -> Result<Flow, String>;
+    /// Lines `first_line…` of the file `file` that a client read and sent (`rtapi halcmd -f`):
+    /// run as that file's lines would be (`source` relative to its directory, errors at its
+    /// lines), with `[SECTION]KEY` from `ini` and `keep_going` for these lines only.
+    fn script(
+        &mut self,
+        file: &Path,
+        first_line: usize,
+        text: &str,
+        ini: Option<&Path>,
+        keep_going: bool,
+        out: &mut dyn Write,
+    ) -> Result<Flow, String> {
+        let _ = (file, first_line, text, ini, keep_going, out);
+        Err("this instance cannot run a client's file".into())
+    }
+    /// From now on, a command sequence stops between two commands once `flag` is set (the owner is
+    /// stopping), abandoning the rest with an error that says so.
+    fn abort_when(&mut self, flag: Arc<AtomicBool>) {
+        let _ = flag;
+    }
     /// `rtapi recorder dump`: the instance's flight recorder writes a dump now (into `dir`, or its
     /// configured directory); the answer lists the files.
     fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, String> {
@@ -105,29 +130,27 @@ impl Executor for crate::config::halcmd::Session {
         keep_going: bool,
         out: &mut dyn Write,
     ) -> Result<Flow, String> {
-        use crate::config::halcmd::{Flow as F, Ini};
-        let ini = match ini {
-            Some(p) => Some(Ini::load(p).map_err(|e| e.to_string())?),
-            None => None,
-        };
-        // The file's own INI and -k, for this file only.
-        let saved = (self.take_ini(), self.keep_going);
-        self.set_ini(ini);
-        self.keep_going = keep_going;
-        let errors_before = self.errors().len();
-        let result = crate::config::halcmd::Session::source(self, file, out);
-        let errors: Vec<String> = self.errors()[errors_before..]
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
-        self.set_ini(saved.0);
-        self.keep_going = saved.1;
-        match result {
-            Ok(F::Quit) => Ok(Flow::Quit),
-            Ok(F::Continue) => Ok(Flow::Continue),
-            Err(_) if errors.len() > 1 => Err(errors.join("\n")),
-            Err(e) => Err(e.to_string()),
-        }
+        self.with_file_settings(ini, keep_going, |s| {
+            crate::config::halcmd::Session::source(s, file, out)
+        })
+    }
+
+    fn script(
+        &mut self,
+        file: &Path,
+        first_line: usize,
+        text: &str,
+        ini: Option<&Path>,
+        keep_going: bool,
+        out: &mut dyn Write,
+    ) -> Result<Flow, String> {
+        self.with_file_settings(ini, keep_going, |s| {
+            crate::config::halcmd::Session::run_script(s, file, first_line, text, out)
+        })
+    }
+
+    fn abort_when(&mut self, flag: Arc<AtomicBool>) {
+        crate::config::halcmd::Session::abort_when(self, flag)
     }
 
     fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, String> {
@@ -156,6 +179,49 @@ impl Executor for crate::config::halcmd::Session {
     }
 }
 
+trait FileSettings {
+    fn with_file_settings(
+        &mut self,
+        ini: Option<&Path>,
+        keep_going: bool,
+        run: impl FnOnce(&mut Self) -> Result<crate::config::halcmd::Flow, crate::config::ConfigError>,
+    ) -> Result<Flow, String>;
+}
+
+impl FileSettings for crate::config::halcmd::Session {
+    /// Runs `run` with the file's own INI and -k, for this file only; a failure under -k joins
+    /// every message.
+    fn with_file_settings(
+        &mut self,
+        ini: Option<&Path>,
+        keep_going: bool,
+        run: impl FnOnce(&mut Self) -> Result<crate::config::halcmd::Flow, crate::config::ConfigError>,
+    ) -> Result<Flow, String> {
+        use crate::config::halcmd::{Flow as F, Ini};
+        let ini = match ini {
+            Some(p) => Some(Ini::load(p).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let saved = (self.take_ini(), self.keep_going);
+        self.set_ini(ini);
+        self.keep_going = keep_going;
+        let errors_before = self.errors().len();
+        let result = run(self);
+        let errors: Vec<String> = self.errors()[errors_before..]
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        self.set_ini(saved.0);
+        self.keep_going = saved.1;
+        match result {
+            Ok(F::Quit) => Ok(Flow::Quit),
+            Ok(F::Continue) => Ok(Flow::Continue),
+            Err(_) if errors.len() > 1 => Err(errors.join("\n")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 /// The socket name of an instance's control socket (abstract namespace).
 pub fn socket_name(instance: &str) -> String {
     format!("rtapi-control-{instance}")
@@ -166,6 +232,19 @@ pub fn socket_name(instance: &str) -> String {
 enum Request {
     Line {
         line: String,
+    },
+    /// Lines of a file the client read (`rtapi halcmd -f`), in pieces below
+    /// [`MAX_REQUEST_BYTES`]: `{"script": "TEXT", "file": "/abs/x.hal", "first_line": 1, "ini":
+    /// "/abs/m.ini", "keep_going": false}`.
+    Script {
+        script: String,
+        file: PathBuf,
+        #[serde(default = "one")]
+        first_line: usize,
+        #[serde(default)]
+        ini: Option<PathBuf>,
+        #[serde(default)]
+        keep_going: bool,
     },
     Source {
         source: PathBuf,
@@ -192,6 +271,10 @@ enum Request {
     UserExit {
         user_exit: String,
     },
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A pin (`dir`: in, out, io) or a param (`access`: ro, rw) of a user-space component on the wire.
@@ -291,13 +374,28 @@ pub struct Reply {
     pub quit: bool,
 }
 
-/// The listening side, in the instance's owner. Dropping it stops listening; connections being served
-/// end after their current command.
+/// The longest request line the owner reads (1 MiB): a longer one is refused and its connection
+/// closed, so a client cannot make the owner hold (and, under `mlockall`, lock) its memory.
+/// `rtapi halcmd -f` sends a file in pieces well below it.
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+/// How many clients may be connected at once. When full, the connection idle longest (holding no
+/// user-space component) is closed with a message to make room; when none is, the newcomer is
+/// refused with one. Every `loadusr`'d program with a user-space component holds one while it runs.
+pub const MAX_CLIENTS: usize = 32;
+/// The stack of a client's connection thread. It only reads, parses and writes: the commands run
+/// on the one executor thread. Under `mlockall(MCL_FUTURE)` every stack is locked whole, so it is
+/// small and explicit (the default would be 2 MiB per idle client).
+const CLIENT_STACK: usize = 64 << 10;
+/// How often a waiting thread looks at the stop flag.
+const LOOK: Duration = Duration::from_millis(100);
+
+/// The listening side, in the instance's owner. Dropping it stops listening; the command being run
+/// for a client is told to stop between its commands ([`Executor::abort_when`]) and connections end.
 pub struct ControlServer {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    /// CPUs the listening thread (and so the client threads it starts) should move to.
-    affinity: Arc<Mutex<Option<Vec<usize>>>>,
+    /// CPUs the control threads should move to, with a version each thread compares with its own.
+    affinity: Arc<Mutex<(u64, Option<Vec<usize>>)>>,
 }
 
 /// The credentials of the process at the other end of a Unix stream socket.
@@ -312,6 +410,62 @@ fn peer(stream: &UnixStream) -> io::Result<nix::libc::ucred> {
     })
 }
 
+/// Work for the executor thread: it runs with the session locked.
+type Job = Box<dyn FnOnce(&mut dyn Executor) + Send>;
+
+/// What the connection threads share.
+#[derive(Clone)]
+struct Shared {
+    jobs: mpsc::Sender<Job>,
+    inbox: Option<Arc<UserInbox>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Shared {
+    /// Runs `f` on the executor thread and waits for its result; `None` when the server stops
+    /// first (the job may still run, and is told to stop between its commands).
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn Executor) -> T + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = mpsc::channel();
+        self.jobs
+            .send(Box::new(move |e| {
+                let _ = tx.send(f(e));
+            }))
+            .ok()?;
+        loop {
+            match rx.recv_timeout(LOOK) {
+                Ok(v) => return Some(v),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) if self.stop.load(Ordering::Relaxed) => {
+                    return None
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Asks the executor thread to add/remove the components waiting in the inbox (a command it
+    /// is running serves them itself, between commands or while it waits).
+    fn nudge(&self) {
+        let _ = self.jobs.send(Box::new(|e| e.serve_user_inbox()));
+    }
+}
+
+/// Applies a new affinity if its version is newer than `seen`.
+fn follow_affinity(affinity: &Mutex<(u64, Option<Vec<usize>>)>, seen: &mut u64, who: &str) {
+    let (version, cpus) = affinity.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if version != *seen {
+        *seen = version;
+        if let Some(cpus) = cpus {
+            if let Err(e) = crate::rt::sched::set_current_affinity(&cpus) {
+                log::warn!("cannot move the {who} thread off the RT CPUs: {e}");
+            }
+        }
+    }
+}
+
 impl ControlServer {
     /// Listens for `instance`'s clients and serves them with `executor`. Fails when another process
     /// already holds the name (another owner of the same instance, or a squatter: either way this
@@ -320,17 +474,44 @@ impl ControlServer {
         let addr = SocketAddr::from_abstract_name(socket_name(instance).as_bytes())?;
         let listener = UnixListener::bind_addr(&addr)?;
         listener.set_nonblocking(true)?;
-        let inbox = executor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .user_inbox();
         let stop = Arc::new(AtomicBool::new(false));
-        let stop_flag = Arc::clone(&stop);
-        let affinity = Arc::new(Mutex::new(None));
+        let inbox = {
+            let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
+            // A stop abandons whatever a client's command is doing, between its commands.
+            exec.abort_when(Arc::clone(&stop));
+            exec.user_inbox()
+        };
+        let affinity = Arc::new(Mutex::new((0, None)));
+        let (jobs, queue) = mpsc::channel::<Job>();
+        {
+            let (affinity, stop) = (Arc::clone(&affinity), Arc::clone(&stop));
+            // One thread runs every client's commands (default stack: commands may go deep, e.g.
+            // a LinuxCNC module's init); it ends when the server and its connections are gone.
+            std::thread::Builder::new()
+                .name("rtapi-control-exec".into())
+                .spawn(move || {
+                    let mut seen = 0;
+                    while let Ok(job) = queue.recv() {
+                        follow_affinity(&affinity, &mut seen, "control");
+                        if stop.load(Ordering::Relaxed) {
+                            // Nobody waits any more: drop what is queued.
+                            continue;
+                        }
+                        let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
+                        job(&mut *exec);
+                    }
+                })?;
+        }
+        let shared = Shared {
+            jobs,
+            inbox,
+            stop: Arc::clone(&stop),
+        };
         let moves = Arc::clone(&affinity);
         let thread = std::thread::Builder::new()
             .name("rtapi-control".into())
-            .spawn(move || accept_loop(listener, executor, inbox, stop_flag, moves))?;
+            .stack_size(CLIENT_STACK)
+            .spawn(move || accept_loop(listener, shared, moves))?;
         Ok(ControlServer {
             stop,
             thread: Some(thread),
@@ -338,12 +519,13 @@ impl ControlServer {
         })
     }
 
-    /// Moves the listening thread to `cpus` (within its next look at the stop flag, ≤ 250 ms), and
-    /// so every client thread started after: for a server that listened before the instance
+    /// Moves the control threads to `cpus` (within their next look, ≤ 250 ms, or next command),
+    /// and so every client thread started after: for a server that listened before the instance
     /// started (halrun), once its RT CPUs are known. Empty: no change.
     pub fn keep_off_rt_cpus(&self, cpus: &[usize]) {
         if !cpus.is_empty() {
-            *self.affinity.lock().unwrap_or_else(|p| p.into_inner()) = Some(cpus.to_vec());
+            let mut a = self.affinity.lock().unwrap_or_else(|p| p.into_inner());
+            *a = (a.0 + 1, Some(cpus.to_vec()));
         }
     }
 }
@@ -357,34 +539,139 @@ impl Drop for ControlServer {
     }
 }
 
+/// The connections being served: at most [`MAX_CLIENTS`]. When full, the one idle longest that
+/// holds no user-space component is closed (told why) to make room; if every one is busy or holds
+/// a component, the newcomer is refused.
+#[derive(Default)]
+struct Connections {
+    next_id: u64,
+    list: Vec<Conn>,
+}
+
+struct Conn {
+    id: u64,
+    /// To close it from the accept loop (shutdown ends its thread's read).
+    stream: UnixStream,
+    /// Since when it waits for a request; `None` while one of its requests runs.
+    idle_since: Option<std::time::Instant>,
+    /// It declared user-space components (a `loadusr`'d program): never closed to make room.
+    holds_components: bool,
+}
+
+type Registry = Arc<Mutex<Connections>>;
+
+fn registry(r: &Registry) -> std::sync::MutexGuard<'_, Connections> {
+    r.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Connections {
+    /// Makes room for one more: `false` if it cannot.
+    fn make_room(&mut self) -> bool {
+        if self.list.len() < MAX_CLIENTS {
+            return true;
+        }
+        let victim = self
+            .list
+            .iter()
+            .filter(|c| !c.holds_components)
+            .filter_map(|c| c.idle_since.map(|t| (t, c.id)))
+            .min()
+            .map(|(_, id)| id);
+        let Some(id) = victim else { return false };
+        let i = self.list.iter().position(|c| c.id == id).expect("listed");
+        let conn = self.list.remove(i);
+        let _ = refuse(
+            conn.stream,
+            &format!(
+                "closed: {MAX_CLIENTS} clients were connected to this instance, the most it \
+                 serves at once, and this connection was the one idle longest"
+            ),
+        );
+        true
+    }
+
+    fn update(&mut self, id: u64, f: impl FnOnce(&mut Conn)) {
+        if let Some(c) = self.list.iter_mut().find(|c| c.id == id) {
+            f(c);
+        }
+    }
+}
+
+/// A connection's place in the registry while its thread lives.
+struct Slot {
+    id: u64,
+    registry: Registry,
+}
+
+impl Slot {
+    fn set(&self, f: impl FnOnce(&mut Conn)) {
+        registry(&self.registry).update(self.id, f);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        registry(&self.registry).list.retain(|c| c.id != self.id);
+    }
+}
+
 fn accept_loop(
     listener: UnixListener,
-    executor: SharedExecutor,
-    inbox: Option<Arc<UserInbox>>,
-    stop: Arc<AtomicBool>,
-    affinity: Arc<Mutex<Option<Vec<usize>>>>,
+    shared: Shared,
+    affinity: Arc<Mutex<(u64, Option<Vec<usize>>)>>,
 ) {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { nix::libc::geteuid() };
-    while !stop.load(Ordering::Relaxed) {
-        let moved = affinity.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(cpus) = moved {
-            if let Err(e) = crate::rt::sched::set_current_affinity(&cpus) {
-                log::warn!("cannot move the control thread off the RT CPUs: {e}");
-            }
-        }
+    let clients: Registry = Arc::default();
+    let mut seen = 0;
+    while !shared.stop.load(Ordering::Relaxed) {
+        follow_affinity(&affinity, &mut seen, "control");
         match listener.accept() {
             Ok((stream, _)) => {
                 let allowed = peer(&stream).is_ok_and(|c| c.uid == 0 || c.uid == me);
                 if !allowed {
-                    let _ = refuse(stream);
+                    let _ = refuse(
+                        stream,
+                        "refused: this instance takes commands only from root and the user that \
+                         runs it",
+                    );
                     continue;
                 }
-                let (executor, stop) = (Arc::clone(&executor), Arc::clone(&stop));
-                let inbox = inbox.clone();
-                let _ = std::thread::Builder::new()
+                let slot = {
+                    let mut r = registry(&clients);
+                    let (Ok(closer), true) = (stream.try_clone(), r.make_room()) else {
+                        drop(r);
+                        let _ = refuse(
+                            stream,
+                            &format!(
+                                "refused: {MAX_CLIENTS} clients are connected to this instance, \
+                                 the most it serves at once, and none is idle; close one and try \
+                                 again"
+                            ),
+                        );
+                        continue;
+                    };
+                    r.next_id += 1;
+                    let id = r.next_id;
+                    r.list.push(Conn {
+                        id,
+                        stream: closer,
+                        idle_since: Some(std::time::Instant::now()),
+                        holds_components: false,
+                    });
+                    Slot {
+                        id,
+                        registry: Arc::clone(&clients),
+                    }
+                };
+                let shared = shared.clone();
+                let spawned = std::thread::Builder::new()
                     .name("rtapi-control-client".into())
-                    .spawn(move || serve(stream, executor, inbox, stop));
+                    .stack_size(CLIENT_STACK)
+                    .spawn(move || serve(stream, shared, slot));
+                if let Err(e) = spawned {
+                    log::warn!("cannot serve a control client: {e}");
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Asleep in the kernel until a client comes (or a look at the stop flag is due).
@@ -399,86 +686,144 @@ fn accept_loop(
     }
 }
 
-fn refuse(mut stream: UnixStream) -> io::Result<()> {
+/// Answers `why` and hangs up. The answer is sent without waiting (`MSG_DONTWAIT`): a client that
+/// reads nothing cannot hold the accept loop. The shutdown also ends the read of the thread that
+/// serves it, if one does.
+fn refuse(stream: UnixStream, why: &str) -> io::Result<()> {
     let reply = Reply {
         ok: false,
         out: String::new(),
-        error: Some(
-            "refused: this instance takes commands only from root and the user that runs it".into(),
-        ),
+        error: Some(why.to_string()),
         quit: true,
     };
-    writeln!(
-        stream,
-        "{}",
-        serde_json::to_string(&reply).unwrap_or_default()
-    )
+    let text = format!("{}\n", serde_json::to_string(&reply).unwrap_or_default());
+    let sent = nix::sys::socket::send(
+        std::os::fd::AsRawFd::as_raw_fd(&stream),
+        text.as_bytes(),
+        nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+    );
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    sent.map(|_| ()).map_err(io::Error::from)
 }
 
 /// The user-space components a connection declared: removed when it ends, however it ends (the
 /// client exits, crashes or is killed: the kernel closes its socket and our read sees the end).
 struct Owned {
     names: Vec<String>,
-    executor: SharedExecutor,
-    inbox: Option<Arc<UserInbox>>,
-    stop: Arc<AtomicBool>,
+    shared: Shared,
 }
 
 impl Drop for Owned {
     fn drop(&mut self) {
         for name in std::mem::take(&mut self.names) {
-            if let Err(e) = leave(&name, &self.executor, self.inbox.as_deref(), &self.stop) {
+            if let Err(e) = leave(&name, &self.shared) {
                 log::warn!("removing user component {name}: {e}");
             }
         }
     }
 }
 
+/// One request line, at most [`MAX_REQUEST_BYTES`]: `Ok(None)` at the end of the connection,
+/// `Err` for a line too long (or a read error). Looks at the stop flag between reads.
+fn read_request(
+    reader: &mut BufReader<UnixStream>,
+    buf: &mut Vec<u8>,
+    stop: &AtomicBool,
+) -> Result<Option<()>, Option<String>> {
+    buf.clear();
+    while !stop.load(Ordering::Relaxed) {
+        let room = (MAX_REQUEST_BYTES + 1).saturating_sub(buf.len()) as u64;
+        match (&mut *reader).take(room).read_until(b'\n', buf) {
+            Ok(0) if buf.is_empty() => return Ok(None),
+            Ok(0) => return Ok(None), // a last line without its newline: dropped
+            Ok(_) if buf.ends_with(b"\n") => return Ok(Some(())),
+            Ok(_) if buf.len() > MAX_REQUEST_BYTES => {
+                return Err(Some(format!(
+                    "refused: a request longer than {} MiB; send a file with `rtapi halcmd -f \
+                     FILE` (it goes in pieces), not as one line",
+                    MAX_REQUEST_BYTES >> 20
+                )))
+            }
+            Ok(_) => {} // a timeout cut the line: read the rest
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return Err(None),
+        }
+    }
+    Ok(None)
+}
+
 /// One client: requests in, replies out, until it hangs up, quits, or the server stops.
-fn serve(
-    stream: UnixStream,
-    executor: SharedExecutor,
-    inbox: Option<Arc<UserInbox>>,
-    stop: Arc<AtomicBool>,
-) {
+fn serve(stream: UnixStream, shared: Shared, slot: Slot) {
     let mut owned = Owned {
         names: Vec::new(),
-        executor: Arc::clone(&executor),
-        inbox: inbox.clone(),
-        stop: Arc::clone(&stop),
+        shared: shared.clone(),
     };
     // The client's process: a user-space component it declares belongs to it (waitusr, unloadusr).
     let pid = peer(&stream).ok().map(|c| c.pid as u32);
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    // A client that stops reading cannot hold this thread for long either.
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    while !stop.load(Ordering::Relaxed) {
-        match reader.read_line(&mut line) {
-            Ok(0) => return,
-            Ok(_) if !line.ends_with('\n') => continue, // a timeout cut the line; read the rest
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
+    let mut line = Vec::new();
+    loop {
+        match read_request(&mut reader, &mut line, &shared.stop) {
+            Ok(Some(())) => {}
+            Ok(None) | Err(None) => return,
+            Err(Some(why)) => {
+                // Not worth keeping what it sent.
+                line = Vec::new();
+                let reply = Reply {
+                    ok: false,
+                    out: String::new(),
+                    error: Some(why),
+                    quit: true,
+                };
+                let _ = writeln!(
+                    writer,
+                    "{}",
+                    serde_json::to_string(&reply).unwrap_or_default()
+                );
+                drop(line);
+                return;
             }
-            Err(_) => return,
         }
-        let reply = answer(
-            line.trim_end(),
-            &executor,
-            inbox.as_deref(),
-            &stop,
-            (&mut owned.names, pid),
-        );
-        line.clear();
+        slot.set(|c| c.idle_since = None);
+        let text = String::from_utf8_lossy(&line);
+        let answered = answer(text.trim_end(), &shared, (&mut owned.names, pid));
+        let holds = !owned.names.is_empty();
+        slot.set(|c| {
+            c.idle_since = Some(std::time::Instant::now());
+            c.holds_components = holds;
+        });
+        let Some(reply) = answered else {
+            // The instance is stopping.
+            let reply = Reply {
+                ok: false,
+                out: String::new(),
+                error: Some("the instance is stopping; the request was not run".into()),
+                quit: true,
+            };
+            let _ = writeln!(
+                writer,
+                "{}",
+                serde_json::to_string(&reply).unwrap_or_default()
+            );
+            return;
+        };
+        // A big request's buffer goes back; a small one is reused.
+        if line.capacity() > 64 << 10 {
+            line = Vec::new();
+        }
         let quit = reply.quit;
         let text = serde_json::to_string(&reply).unwrap_or_default();
         if writeln!(writer, "{text}").is_err() || quit {
@@ -489,33 +834,25 @@ fn serve(
 
 /// Adds a user-space component through the inbox when there is one: the session's holder may be
 /// busy for a while (a `loadusr -W` waiting for this very component), so the request waits there
-/// and whoever holds the session — or this thread, once it gets it — adds it.
-fn join(
-    c: UserComponent,
-    executor: &SharedExecutor,
-    inbox: Option<&UserInbox>,
-    stop: &AtomicBool,
-) -> Result<(), String> {
-    let Some(inbox) = inbox else {
-        let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
-        return exec.add_user_component(&c);
+/// and whoever runs commands adds it between them.
+fn join(c: UserComponent, shared: &Shared) -> Result<(), String> {
+    let Some(inbox) = shared.inbox.as_deref() else {
+        return shared
+            .run(move |e| e.add_user_component(&c))
+            .unwrap_or_else(|| Err("the instance is stopping".into()));
     };
     let name = c.name.clone();
     let answer = inbox.post(c);
+    shared.nudge();
     loop {
-        match answer.recv_timeout(Duration::from_millis(2)) {
+        match answer.recv_timeout(LOOK) {
             Ok(r) => return r,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err("the instance dropped the request".into())
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        match executor.try_lock() {
-            Ok(mut exec) => exec.serve_user_inbox(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().serve_user_inbox(),
-            Err(std::sync::TryLockError::WouldBlock) => {}
-        }
-        if stop.load(Ordering::Relaxed) && inbox.withdraw(&name) {
+        if shared.stop.load(Ordering::Relaxed) && inbox.withdraw(&name) {
             return Err("the instance is stopping".into());
         }
     }
@@ -523,117 +860,145 @@ fn join(
 
 /// Removes a user-space component through the inbox when there is one (the session's holder may be
 /// a `waitusr` waiting for exactly this); whether it was there.
-fn leave(
-    name: &str,
-    executor: &SharedExecutor,
-    inbox: Option<&UserInbox>,
-    stop: &AtomicBool,
-) -> Result<bool, String> {
-    let Some(inbox) = inbox else {
-        let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
-        return exec.remove_user_component(name);
+fn leave(name: &str, shared: &Shared) -> Result<bool, String> {
+    let Some(inbox) = shared.inbox.as_deref() else {
+        let name = name.to_string();
+        return shared
+            .run(move |e| e.remove_user_component(&name))
+            .unwrap_or(Ok(false));
     };
     let answer = inbox.post_leave(name);
+    shared.nudge();
     loop {
-        match answer.recv_timeout(Duration::from_millis(2)) {
+        match answer.recv_timeout(LOOK) {
             Ok(r) => return r,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(false),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        match executor.try_lock() {
-            Ok(mut exec) => exec.serve_user_inbox(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().serve_user_inbox(),
-            Err(std::sync::TryLockError::WouldBlock) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(false),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         // A stopping instance deletes everything itself.
-        if stop.load(Ordering::Relaxed) {
+        if shared.stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
     }
 }
 
+fn reply_of(result: Result<(), String>) -> Reply {
+    Reply {
+        ok: result.is_ok(),
+        out: String::new(),
+        error: result.err(),
+        quit: false,
+    }
+}
+
+/// The answer to one request; `None` when the instance stops before it is answered.
 fn answer(
     request: &str,
-    executor: &SharedExecutor,
-    inbox: Option<&UserInbox>,
-    stop: &AtomicBool,
+    shared: &Shared,
     (owned, pid): (&mut Vec<String>, Option<u32>),
-) -> Reply {
+) -> Option<Reply> {
     let request: Request = match serde_json::from_str(request) {
         Ok(r) => r,
         Err(e) => {
-            return Reply {
+            return Some(Reply {
                 ok: false,
                 out: String::new(),
                 error: Some(format!(
                     "bad request ({e}); expected {{\"line\": \"COMMAND\"}}"
                 )),
                 quit: false,
-            }
+            })
         }
     };
-    if let Request::UserComponent {
-        user_component: name,
-        pins,
-        params,
-    } = &request
-    {
-        let result = user_component(name, pins, params)
-            .map_err(|e| format!("user component {}: {e}", crate::rt::units::quote(name)))
-            .and_then(|mut c| {
-                c.pid = pid;
-                join(c, executor, inbox, stop)
-            });
-        if result.is_ok() {
-            owned.push(name.clone());
-        }
-        return Reply {
-            ok: result.is_ok(),
-            out: String::new(),
-            error: result.err(),
-            quit: false,
-        };
-    }
-    if let Request::UserExit { user_exit: name } = &request {
-        let result = if owned.contains(name) {
-            owned.retain(|n| n != name);
-            leave(name, executor, inbox, stop).map(|_| ())
-        } else {
-            Err(format!(
-                "user component {}: not declared on this connection",
-                crate::rt::units::quote(name)
-            ))
-        };
-        return Reply {
-            ok: result.is_ok(),
-            out: String::new(),
-            error: result.err(),
-            quit: false,
-        };
-    }
-    let mut out = Vec::new();
-    let result = {
-        // A command that panicked poisoned nothing we rely on: the interpreter checks its own state.
-        let mut exec = executor.lock().unwrap_or_else(|p| p.into_inner());
-        match &request {
-            Request::Line { line } => exec.execute(line, &mut out),
-            Request::Source {
-                source,
-                ini,
-                keep_going,
-            } => exec.source(source, ini.as_deref(), *keep_going, &mut out),
-            Request::Recorder { recorder, dir } if recorder == "dump" => {
-                exec.recorder_dump(dir.as_deref()).map(|files| {
-                    out.extend_from_slice(files.as_bytes());
-                    Flow::Continue
-                })
+    match request {
+        Request::UserComponent {
+            user_component: name,
+            pins,
+            params,
+        } => {
+            let result = user_component(&name, &pins, &params)
+                .map_err(|e| format!("user component {}: {e}", crate::rt::units::quote(&name)))
+                .and_then(|mut c| {
+                    c.pid = pid;
+                    join(c, shared)
+                });
+            if result.is_ok() {
+                owned.push(name);
             }
-            Request::Recorder { recorder, .. } => Err(format!(
-                "unknown recorder request {}; the recorder understands \"dump\"",
-                crate::rt::units::quote(recorder)
-            )),
-            Request::UserComponent { .. } => unreachable!("answered above"),
-            Request::UserExit { .. } => unreachable!("answered above"),
+            Some(reply_of(result))
+        }
+        Request::UserExit { user_exit: name } => {
+            let result = if owned.contains(&name) {
+                owned.retain(|n| n != &name);
+                leave(&name, shared).map(|_| ())
+            } else {
+                Err(format!(
+                    "user component {}: not declared on this connection",
+                    crate::rt::units::quote(&name)
+                ))
+            };
+            Some(reply_of(result))
+        }
+        request => {
+            // A piece of a file that a stop keeps from running: the client is told where it ended.
+            let at = match &request {
+                Request::Script {
+                    file, first_line, ..
+                } => Some(format!("{}:{first_line}: ", file.display())),
+                _ => None,
+            };
+            shared
+                .run(move |exec| run_request(exec, request))
+                .or_else(|| {
+                    at.map(|at| Reply {
+                        ok: false,
+                        out: String::new(),
+                        error: Some(format!("{at}{}", crate::config::halcmd::STOPPING)),
+                        quit: true,
+                    })
+                })
+        }
+    }
+}
+
+/// A request that runs commands, on the executor thread. Every file the owner opens for it must be
+/// a regular file ([`crate::config::RegularOnly`]): a FIFO or a device could block it forever.
+fn run_request(exec: &mut dyn Executor, request: Request) -> Reply {
+    let _regular = crate::config::RegularOnly::new();
+    let mut out = Vec::new();
+    let result = match &request {
+        Request::Line { line } => exec.execute(line, &mut out),
+        Request::Source {
+            source,
+            ini,
+            keep_going,
+        } => exec.source(source, ini.as_deref(), *keep_going, &mut out),
+        Request::Script {
+            script,
+            file,
+            first_line,
+            ini,
+            keep_going,
+        } => exec.script(
+            file,
+            *first_line,
+            script,
+            ini.as_deref(),
+            *keep_going,
+            &mut out,
+        ),
+        Request::Recorder { recorder, dir } if recorder == "dump" => {
+            exec.recorder_dump(dir.as_deref()).map(|files| {
+                out.extend_from_slice(files.as_bytes());
+                Flow::Continue
+            })
+        }
+        Request::Recorder { recorder, .. } => Err(format!(
+            "unknown recorder request {}; the recorder understands \"dump\"",
+            crate::rt::units::quote(recorder)
+        )),
+        Request::UserComponent { .. } | Request::UserExit { .. } => {
+            unreachable!("answered by the connection")
         }
     };
     let out = String::from_utf8_lossy(&out).into_owned();
@@ -794,7 +1159,26 @@ impl ControlClient {
         })
     }
 
-    /// Runs a whole file in the instance (the owner reads it).
+    /// Runs lines `first_line…` of `file`, read here, in the instance (the owner opens nothing but
+    /// the INI, which must be a regular file); see [`send_file`].
+    pub fn script(
+        &mut self,
+        file: &Path,
+        first_line: usize,
+        text: &str,
+        ini: Option<&Path>,
+        keep_going: bool,
+    ) -> Result<Reply, ClientError> {
+        self.request(&Request::Script {
+            script: text.to_string(),
+            file: file.to_path_buf(),
+            first_line,
+            ini: ini.map(Path::to_path_buf),
+            keep_going,
+        })
+    }
+
+    /// Runs a whole file in the instance (the owner reads it; it must be a regular file).
     pub fn source(
         &mut self,
         file: &Path,
@@ -807,6 +1191,90 @@ impl ControlClient {
             keep_going,
         })
     }
+}
+
+/// The most text one [`ControlClient::script`] request carries (whole lines; a longer line goes
+/// alone): with JSON's escapes it stays below [`MAX_REQUEST_BYTES`].
+pub const SCRIPT_PIECE: usize = 128 << 10;
+
+/// What [`send_file`] did.
+#[derive(Debug, Default)]
+pub struct Sent {
+    /// Replies that failed (with `keep_going`, every failed piece; else the first ends it).
+    pub failed: usize,
+    /// The file asked to end the session (`quit`).
+    pub quit: bool,
+}
+
+/// Reads halcmd lines from `input` (a file, a pipe, standard input: this process reads it, with
+/// its own permissions) and runs them in the instance in pieces of at most [`SCRIPT_PIECE`],
+/// `shown` naming the file in messages and `source` resolving against its directory. A piece is
+/// sent when it is full or, from a pipe, when nothing more has come yet (so a slow writer's
+/// commands run as they come). Each reply goes to `on_reply`. Without `keep_going` the first
+/// failure ends it, as a stop of the instance does.
+pub fn send_file(
+    client: &mut ControlClient,
+    input: &mut dyn Read,
+    shown: &Path,
+    ini: Option<&Path>,
+    keep_going: bool,
+    on_reply: &mut dyn FnMut(&Reply),
+) -> Result<Sent, ClientError> {
+    let mut reader = BufReader::with_capacity(SCRIPT_PIECE, input);
+    let mut sent = Sent::default();
+    let mut piece = String::new();
+    let (mut first, mut next) = (1usize, 1usize);
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        let n = reader
+            .read_until(b'\n', &mut raw)
+            .map_err(ClientError::Io)?;
+        if n > 0 {
+            let line = std::str::from_utf8(&raw).map_err(|e| {
+                ClientError::Refused(format!(
+                    "{}:{next}: not UTF-8 (byte {} of the line); save the file as UTF-8",
+                    shown.display(),
+                    e.valid_up_to() + 1
+                ))
+            })?;
+            piece.push_str(line);
+            if !line.ends_with('\n') {
+                piece.push('\n');
+            }
+            next += 1;
+        }
+        let continued = piece.trim_end().ends_with('\\');
+        let full = piece.len() >= SCRIPT_PIECE;
+        let waiting = reader.buffer().is_empty();
+        if !piece.is_empty() && (n == 0 || (!continued && (full || waiting))) {
+            let reply = client.script(shown, first, &piece, ini, keep_going)?;
+            on_reply(&reply);
+            piece.clear();
+            first = next;
+            if !reply.ok {
+                sent.failed += reply
+                    .error
+                    .as_deref()
+                    .map_or(1, |e| e.lines().count().max(1));
+                if !keep_going || reply.error.as_deref().is_some_and(is_stopping) {
+                    return Ok(sent);
+                }
+            }
+            if reply.quit {
+                sent.quit = true;
+                return Ok(sent);
+            }
+        }
+        if n == 0 {
+            return Ok(sent);
+        }
+    }
+}
+
+/// Whether an error says the instance is stopping.
+pub fn is_stopping(error: &str) -> bool {
+    error.contains(crate::config::halcmd::STOPPING) || error.contains("the instance is stopping")
 }
 
 #[cfg(test)]

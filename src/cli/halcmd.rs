@@ -1,7 +1,8 @@
 //! `rtapi halcmd`: halcmd commands against a running instance, from another terminal.
 //!
-//! `rtapi halcmd show pin` runs one command; `-f FILE` a file (read by the instance's owner, with `-i
-//! INI` for `[SECTION]KEY`; `-f -` reads commands from standard input); with neither, an interactive
+//! `rtapi halcmd show pin` runs one command; `-f FILE` a file (read here, by this process, and sent
+//! in pieces; `-i INI` for `[SECTION]KEY`, read by the owner, a regular file; `-f -` reads commands
+//! from standard input); with neither, an interactive
 //! prompt with history and tab completion of commands and of the instance's object names. The
 //! commands go over the instance's control socket (see `control.rs`) to the owner, which runs them
 //! through the same interpreter as its `.hal` files.
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rtapi_hal::{Access, HalReader};
 
-use super::control::{ClientError, ControlClient, Flow, Reply};
+use super::control::{send_file, ClientError, ControlClient, Flow, Reply};
 use super::instance::{self, Target};
 use super::prompt::{self, Outcome};
 use super::Failure;
@@ -92,15 +93,23 @@ pub fn run(args: Args) -> Result<(), Failure> {
             &client.execute(&args.command.join(" ")).map_err(lost)?,
         ))
     } else if let Some(file) = args.file.as_deref().filter(|f| *f != Path::new("-")) {
+        // This process reads the file (its permissions, its standard input for /dev/stdin, a
+        // FIFO only it waits on) and sends its lines in pieces; the owner opens none of it.
         let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-        let reply = client
-            .source(
-                &abs(file),
-                args.ini.as_deref().map(abs).as_deref(),
-                args.keep_going,
-            )
-            .map_err(lost)?;
-        usize::from(!print(&reply))
+        let mut input = std::fs::File::open(file)
+            .map_err(|e| Failure::runtime(format!("{}: cannot read: {e}", file.display())))?;
+        let sent = send_file(
+            &mut client,
+            &mut input,
+            &abs(file),
+            args.ini.as_deref().map(abs).as_deref(),
+            args.keep_going,
+            &mut |r| {
+                print(r);
+            },
+        )
+        .map_err(lost)?;
+        sent.failed
     } else {
         let mut broken = None;
         let failed =

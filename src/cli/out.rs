@@ -20,7 +20,8 @@ pub fn print(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+        // A closed pipe, or a terminal that hung up (EIO): nobody reads any more.
+        Err(e) if e.kind() == ErrorKind::BrokenPipe || e.raw_os_error() == Some(libc::EIO) => {
             STDOUT_CLOSED.store(true, Ordering::Relaxed);
             Ok(())
         }

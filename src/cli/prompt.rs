@@ -159,6 +159,10 @@ pub fn interactive(
             // Ctrl-C drops the line being typed, as a shell does.
             Err(ReadlineError::Interrupted) => continue,
             Err(ReadlineError::Eof) => break,
+            // The terminal hung up (it was closed: EIO), or a stop request came with the error:
+            // the end of input, as Ctrl-D is.
+            Err(ReadlineError::Io(e)) if e.raw_os_error() == Some(libc::EIO) => break,
+            Err(_) if crate::rt::signals::stop_requested_if_watched() => break,
             Err(e) => return Err(std::io::Error::other(e)),
         }
     }

@@ -126,11 +126,19 @@ pub(crate) fn serve_shared(
     }
     let limit = duration.map(|d| Duration::from_nanos(d.as_nanos().max(0) as u64));
     let begun = std::time::Instant::now();
+    // Signals and stalls are seen without the session: a client's command may hold it (a long
+    // file, a `loadusr -w`), and a stop must win within one tick whatever it does. Once seen, the
+    // server's stop flag makes that command give up between its commands.
+    let probe = lock().runtime().map(Runtime::stop_probe);
     let reason = loop {
-        // The session is locked only for a look: commands from other terminals take it meanwhile.
-        let stop = match lock().runtime() {
-            Some(rt) => rt.poll_stop(),
-            None => Some(StopReason::ThreadsEnded),
+        if let Some(reason) = probe.as_ref().and_then(|p| p.poll()) {
+            break reason;
+        }
+        // The session is only tried: commands from other terminals take it meanwhile.
+        let stop = match shared.try_lock() {
+            Ok(mut s) => look(&mut s),
+            Err(std::sync::TryLockError::Poisoned(p)) => look(&mut p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
         };
         if let Some(reason) = stop {
             break reason;
@@ -145,6 +153,16 @@ pub(crate) fn serve_shared(
         .detach()
         .expect("the session stays attached while serving");
     finish(running, reason)
+}
+
+/// One look at a session not otherwise busy: reaps the `loadusr` programs that ended, and whether
+/// the run should end.
+fn look(session: &mut Session) -> Option<StopReason> {
+    session.reap_programs();
+    match session.runtime() {
+        Some(rt) => rt.poll_stop(),
+        None => Some(StopReason::ThreadsEnded),
+    }
 }
 
 fn banner(running: &Runtime<Running>, instance: &str, duration: Option<Nanos>) {

@@ -125,11 +125,85 @@ enum ReadError {
     TooLarge,
 }
 
+thread_local! {
+    static REGULAR_ONLY: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// While one lives, every config, `.hal` and INI file this thread opens must be a regular file: a
+/// FIFO, a device or a terminal is refused before it is opened. The owner of an instance reads the
+/// files its control clients name under it, so that no client can make it wait forever on a pipe
+/// nobody writes, or on its own standard input (`/dev/stdin`).
+pub struct RegularOnly(());
+
+impl RegularOnly {
+    /// Starts refusing (nests).
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> RegularOnly {
+        REGULAR_ONLY.with(|c| c.set(c.get() + 1));
+        RegularOnly(())
+    }
+}
+
+impl Drop for RegularOnly {
+    fn drop(&mut self) {
+        REGULAR_ONLY.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// What a non-regular file is, for the refusal.
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device (a terminal, /dev/stdin?)"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` for reading; under [`RegularOnly`] only a regular file (checked before the open,
+/// and again on the descriptor, so that a swap in between is caught too).
+fn open_for_reading(path: &Path) -> std::io::Result<std::fs::File> {
+    if REGULAR_ONLY.with(|c| c.get()) == 0 {
+        return std::fs::File::open(path);
+    }
+    let refuse = |t: std::fs::FileType| {
+        std::io::Error::other(format!(
+            "it is {}: an instance reads only regular files for other processes (a pipe or a \
+             terminal could block it); `rtapi halcmd -f FILE` reads pipes and standard input \
+             itself",
+            kind_of(t)
+        ))
+    };
+    let t = std::fs::metadata(path)?.file_type();
+    if !t.is_file() {
+        return Err(refuse(t));
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: if it became a FIFO since, the open does not wait for a writer.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let t = f.metadata()?.file_type();
+    if !t.is_file() {
+        return Err(refuse(t));
+    }
+    Ok(f)
+}
+
 /// A file's bytes, at most [`MAX_FILE_BYTES`].
 fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
+    open_for_reading(path)
         .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
         .map_err(ReadError::Io)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {

@@ -1,8 +1,9 @@
-//! Signals the runtime owns: the operator's stop request (SIGINT/SIGTERM) and the wake-up signal that
+//! Signals the runtime owns: the operator's stop request (SIGINT/SIGTERM/SIGHUP) and the wake-up signal that
 //! gets a stop request to an RT thread at once, whatever its period.
 //!
 //! **Stop requests.** [`shutdown_flag`] installs, once per process, handlers that only set a flag for
-//! SIGINT and SIGTERM. A command that will start a runtime calls it first thing, so that a Ctrl-C at any
+//! SIGINT, SIGTERM and SIGHUP (a closed terminal ends a run as SIGTERM does: summary, segment removed,
+//! exit status as for SIGTERM). A command that will start a runtime calls it first thing, so that a Ctrl-C at any
 //! moment — during configuration and start-up too — is a request the command answers (stop, report,
 //! remove the segment), never the default action that kills the process and leaves the segment behind.
 //!
@@ -65,12 +66,22 @@ pub fn interrupt(thread: libc::pthread_t) -> Result<(), SysError> {
 
 static SHUTDOWN: OnceCell<Arc<AtomicBool>> = OnceCell::new();
 
-/// The process's stop-request flag, set by SIGINT or SIGTERM. The first call installs the handlers;
+/// The process's stop-request flag, set by SIGINT, SIGTERM or SIGHUP. The first call installs the handlers;
 /// call it before anything that should not be cut short by a signal's default action.
 pub fn shutdown_flag() -> &'static Arc<AtomicBool> {
     SHUTDOWN.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // SIGHUP (the terminal closed, or `kill -HUP`) is a stop request like SIGTERM: the
+        // default action would end the process with its segment left behind and no summary.
+        for sig in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            // Started under `nohup` (SIGHUP ignored): a closed terminal must not stop it.
+            if sig == signal_hook::consts::SIGHUP && ignored(sig) {
+                continue;
+            }
             if let Err(e) = signal_hook::flag::register(sig, flag.clone()) {
                 // Without the handler the signal keeps its default action: the process still stops,
                 // only without its clean-up. Say so instead of failing a run over it.
@@ -83,12 +94,28 @@ pub fn shutdown_flag() -> &'static Arc<AtomicBool> {
     })
 }
 
-/// Whether SIGINT or SIGTERM arrived (installs the handlers if nobody did yet).
+/// Whether `sig` is ignored (`SIG_IGN`, inherited from the parent, e.g. `nohup`).
+fn ignored(sig: libc::c_int) -> bool {
+    // SAFETY: sigaction is plain data; with a null new action, sigaction only writes the current
+    // one into `old`.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: `old` is a valid sigaction we own; a null new-action pointer only queries.
+    let rc = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
+    rc == 0 && old.sa_sigaction == libc::SIG_IGN
+}
+
+/// Whether SIGINT, SIGTERM or SIGHUP arrived (installs the handlers if nobody did yet).
 pub fn shutdown_requested() -> bool {
     shutdown_flag().load(Ordering::Relaxed)
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread, so that the kernel delivers them to a non-RT thread
+/// Whether a stop request came, in a process that watches for them; `false` (and no handler
+/// installed) in one that does not.
+pub fn stop_requested_if_watched() -> bool {
+    SHUTDOWN.get().is_some_and(|f| f.load(Ordering::Relaxed))
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, so that the kernel delivers them to a non-RT thread
 /// of the process: an RT thread should not run handlers. Called by every RT thread at set-up.
 pub fn block_stop_signals_in_current_thread() -> Result<(), SysError> {
     // SAFETY: sigset_t is plain data; sigemptyset initializes it before use.
@@ -98,6 +125,7 @@ pub fn block_stop_signals_in_current_thread() -> Result<(), SysError> {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
     }
     // SAFETY: `set` is initialized; a null old-mask pointer is allowed.
     match unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } {

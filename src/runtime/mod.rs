@@ -199,6 +199,26 @@ impl From<FlavorError> for RuntimeError {
     }
 }
 
+/// A running runtime's stop requests, readable without the runtime ([`Runtime::stop_probe`]).
+#[derive(Clone)]
+pub struct StopProbe {
+    signal: &'static Arc<AtomicBool>,
+    stalled: Arc<AtomicBool>,
+}
+
+impl StopProbe {
+    /// A stop request (signal or stall), if one came.
+    pub fn poll(&self) -> Option<StopReason> {
+        if self.signal.load(Ordering::Relaxed) {
+            Some(StopReason::Signal)
+        } else if self.stalled.load(Ordering::Relaxed) {
+            Some(StopReason::Stalled)
+        } else {
+            None
+        }
+    }
+}
+
 /// The configuring state: registrations only.
 pub struct Configuring {
     system: SystemReport,
@@ -839,7 +859,17 @@ impl Runtime<Running> {
         self.state.started.elapsed()
     }
 
-    /// Why the run should end now, if it should: SIGINT/SIGTERM, a stall whose action is `stop`, or
+    /// The stop requests as a handle of their own, to look at without holding what holds the
+    /// runtime (a session another thread may keep busy): SIGINT/SIGTERM/SIGHUP and a stall's stop.
+    /// The end of every thread is only [`poll_stop`](Self::poll_stop)'s.
+    pub fn stop_probe(&self) -> StopProbe {
+        StopProbe {
+            signal: self.state.signal,
+            stalled: Arc::clone(&self.state.stalled_stop),
+        }
+    }
+
+    /// Why the run should end now, if it should: SIGINT/SIGTERM/SIGHUP, a stall whose action is `stop`, or
     /// every thread ended. Never blocks (for a caller that waits while serving other requests).
     pub fn poll_stop(&self) -> Option<StopReason> {
         if self.state.signal.load(Ordering::Relaxed) {

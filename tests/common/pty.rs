@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 /// A child whose stdin, stdout and stderr are the slave side of a new pseudo-terminal.
 pub struct Pty {
     child: Child,
-    master: std::fs::File,
+    /// `None` once [`Pty::hangup`] closed it.
+    master: Option<std::fs::File>,
+    /// Tells the reader thread to let go of its copy of the master (for a hangup).
+    closing: Arc<std::sync::atomic::AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
     /// Everything the child wrote so far (escape sequences included).
     seen: Arc<Mutex<Vec<u8>>>,
     /// Where the next `expect` starts looking.
@@ -37,6 +41,15 @@ impl Pty {
             ws_ypixel: 0,
         };
         let pty = nix::pty::openpty(Some(&winsize), None).expect("openpty");
+        // openpty's descriptors are inherited across exec: the child (and every process the test
+        // starts later) would hold the master too, and closing ours would never hang up.
+        for fd in [&pty.master, &pty.slave] {
+            nix::fcntl::fcntl(
+                fd.as_raw_fd(),
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )
+            .expect("FD_CLOEXEC");
+        }
         let slave: OwnedFd = pty.slave;
         let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup slave"));
         cmd.stdin(io(&slave)).stdout(io(&slave)).stderr(io(&slave));
@@ -59,29 +72,57 @@ impl Pty {
         let master = std::fs::File::from(pty.master);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (mut reader, sink) = (master.try_clone().unwrap(), seen.clone());
-        std::thread::spawn(move || {
+        let closing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = closing.clone();
+        let reader = std::thread::spawn(move || {
+            use std::os::fd::AsFd;
             let mut buf = [0u8; 4096];
-            // EIO when the child side closes: the end.
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
+            // EIO when the child side closes: the end. Looks at `stop` every 50 ms (a hangup
+            // needs every copy of the master closed).
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut fds = [nix::poll::PollFd::new(
+                    reader.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(50u16)) {
+                    Ok(0) => continue,
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break,
                 }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink.lock().unwrap().extend_from_slice(&buf[..n]),
+                }
             }
         });
         let _ = master.as_raw_fd();
         Pty {
             child,
-            master,
+            master: Some(master),
+            closing,
+            reader: Some(reader),
             seen,
             cursor: 0,
         }
     }
 
+    /// Closes the terminal, as closing a terminal window does: every copy of the master goes, so
+    /// the child's terminal hangs up (SIGHUP to it, EIO on its reads).
+    pub fn hangup(&mut self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.master = None;
+    }
+
     /// Types `text` (use "\r" for Enter, "\t" for Tab).
     pub fn send(&mut self, text: &str) {
-        self.master.write_all(text.as_bytes()).unwrap();
-        self.master.flush().unwrap();
+        let master = self.master.as_mut().expect("the terminal was hung up");
+        master.write_all(text.as_bytes()).unwrap();
+        master.flush().unwrap();
     }
 
     /// Everything seen so far, as text with escape sequences removed.

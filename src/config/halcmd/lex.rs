@@ -162,7 +162,7 @@ fn tokenize(line: &str, number: usize, words: &mut Vec<Word>) {
 /// Splits `text` into logical lines of words. Errors carry their line.
 pub(crate) fn logical_lines(text: &str, subst: &Subst<'_>) -> Vec<LexResult<Vec<Word>>> {
     let mut lines = Vec::new();
-    each_logical_line(text, subst, &mut |l| {
+    each_logical_line(text, 1, subst, &mut |l| {
         lines.push(l);
         std::ops::ControlFlow::Continue(())
     });
@@ -170,9 +170,11 @@ pub(crate) fn logical_lines(text: &str, subst: &Subst<'_>) -> Vec<LexResult<Vec<
 }
 
 /// Gives `text`'s logical lines to `f` one by one, as they are read (nothing is kept: memory does
-/// not grow with the file); `f` may stop early.
+/// not grow with the file); `f` may stop early. `text`'s first line is line `first` of its file (a
+/// piece of it, as a control client sends a file).
 pub(crate) fn each_logical_line(
     text: &str,
+    first: usize,
     subst: &Subst<'_>,
     f: &mut dyn FnMut(LexResult<Vec<Word>>) -> std::ops::ControlFlow<()>,
 ) {
@@ -186,7 +188,7 @@ pub(crate) fn each_logical_line(
         if lines.stopped {
             return;
         }
-        let number = i + 1;
+        let number = i + first.max(1);
         count = number;
         let code = match strip_comment(raw) {
             Ok(code) => code.trim_end(),
@@ -222,7 +224,7 @@ pub(crate) fn each_logical_line(
     }
     if let Some(start) = continued_from {
         lines.push(Err((
-            count.max(1),
+            count.max(first.max(1)),
             format!(
                 "the file ends inside a continued line (started at line {start}): remove the final `\\` or finish the command"
             ),

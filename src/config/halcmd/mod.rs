@@ -177,6 +177,11 @@ struct Model {
 
 type Step = Result<Flow, (usize, String)>;
 
+/// The error of a command abandoned because the instance is stopping.
+pub const STOPPING: &str =
+    "not run: the instance is stopping (SIGTERM, SIGINT, SIGHUP or a stall); this command and the \
+     ones after it were abandoned";
+
 /// A halcmd session: executes `.hal` commands into a netlist model, then emits it to a [`Target`].
 ///
 /// ```
@@ -228,6 +233,9 @@ pub struct Session {
     unknown_name: std::cell::Cell<bool>,
     /// Commands a check could not check (they name what a LinuxCNC module would have made).
     unchecked: Vec<ConfigError>,
+    /// Set when the instance is stopping: a command sequence (a file, a client's script) stops
+    /// between two commands, and a waiting command (`loadusr -w`, `waitusr`) stops waiting.
+    abort: Vec<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Session {
@@ -329,6 +337,7 @@ impl Session {
             check_only: false,
             unknown_name: std::cell::Cell::new(false),
             unchecked: Vec::new(),
+            abort: Vec::new(),
         })
     }
 
@@ -447,6 +456,51 @@ impl Session {
         self.run_text(&shown, path.parent(), &text, out)
     }
 
+    /// Lines `first_line…` of `file` (a piece of it another process read, e.g. `rtapi halcmd -f`):
+    /// run as that file's lines, `source` relative to its directory, errors at its line numbers.
+    pub fn run_script(
+        &mut self,
+        file: &Path,
+        first_line: usize,
+        text: &str,
+        out: &mut dyn Write,
+    ) -> Result<Flow, ConfigError> {
+        let shown = file.display().to_string();
+        let commands = match parse::parse_from(
+            &shown,
+            text,
+            first_line,
+            &Subst {
+                ini: self.ini.as_ref(),
+                env: &process_env,
+            },
+        ) {
+            Ok(c) => c,
+            Err(mut errors) => {
+                let first = errors.remove(0);
+                if self.keep_going {
+                    self.errors.push(first.clone());
+                    self.errors.append(&mut errors);
+                }
+                return Err(first);
+            }
+        };
+        self.run_commands(&shown, file.parent(), &commands, out)
+    }
+
+    /// From now on a command sequence stops between two commands once `flag` is set, and a
+    /// waiting command stops waiting (see [`aborted`](Self::aborted)).
+    pub fn abort_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.abort.push(flag);
+    }
+
+    /// Whether the instance is stopping: what runs now should give up.
+    pub(crate) fn aborted(&self) -> bool {
+        self.abort
+            .iter()
+            .any(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Parses `text` (all syntax errors at once) with this session's substitutions.
     pub(crate) fn parse(&self, file: &str, text: &str) -> Result<Vec<Located>, Vec<ConfigError>> {
         parse::parse(
@@ -474,7 +528,7 @@ impl Session {
             env: &process_env,
         };
         let mut errors = Vec::new();
-        parse::each_command(file, text, &subst, &mut |c| {
+        parse::each_command(file, text, 1, &subst, &mut |c| {
             if let Err(e) = c {
                 errors.push(e);
             }
@@ -491,7 +545,7 @@ impl Session {
         let outer = std::mem::replace(&mut self.dir, dir.map(Path::to_path_buf));
         let mut first_error = None;
         let mut done = None;
-        parse::each_command(file, text, &subst, &mut |c| {
+        parse::each_command(file, text, 1, &subst, &mut |c| {
             let Ok(c) = c else {
                 return std::ops::ControlFlow::Continue(());
             };
@@ -553,6 +607,14 @@ impl Session {
         out: &mut dyn Write,
         first_error: &mut Option<ConfigError>,
     ) -> Option<Result<Flow, ConfigError>> {
+        // A stop wins over the rest of the file (whoever sent it is told where it ended).
+        if self.aborted() {
+            let e = ConfigError::at(file, c.line, STOPPING);
+            if self.keep_going {
+                self.errors.push(e.clone());
+            }
+            return Some(Err(e));
+        }
         // User-space components that asked to join while this file runs join between its
         // commands (its lines after `loadusr PROG` may use them).
         self.serve_user_inbox();

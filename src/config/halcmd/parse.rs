@@ -260,9 +260,19 @@ pub(crate) fn parse(
     text: &str,
     subst: &Subst<'_>,
 ) -> Result<Vec<Located>, Vec<ConfigError>> {
+    parse_from(file, text, 1, subst)
+}
+
+/// [`parse`] of text whose first line is line `first` of `file`.
+pub(crate) fn parse_from(
+    file: &str,
+    text: &str,
+    first: usize,
+    subst: &Subst<'_>,
+) -> Result<Vec<Located>, Vec<ConfigError>> {
     let mut commands = Vec::new();
     let mut errors = Vec::new();
-    each_command(file, text, subst, &mut |c| {
+    each_command(file, text, first, subst, &mut |c| {
         match c {
             Ok(c) => commands.push(c),
             Err(e) => errors.push(e),
@@ -277,14 +287,15 @@ pub(crate) fn parse(
 }
 
 /// Parses `text` command by command, giving each to `f` as it is read (nothing is kept); `f` may
-/// stop early.
+/// stop early. `text`'s first line is line `first` of `file`.
 pub(crate) fn each_command(
     file: &str,
     text: &str,
+    first: usize,
     subst: &Subst<'_>,
     f: &mut dyn FnMut(Result<Located, ConfigError>) -> std::ops::ControlFlow<()>,
 ) {
-    super::lex::each_logical_line(text, subst, &mut |words| {
+    super::lex::each_logical_line(text, first, subst, &mut |words| {
         let c = words.and_then(|words| {
             let line = words[0].line;
             parse_command(&words).map(|command| Located {

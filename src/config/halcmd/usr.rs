@@ -59,7 +59,50 @@ fn terminate(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// The program gets SIGTERM when its parent ends, however it ends (SIGKILL included):
+/// `PR_SET_PDEATHSIG`, set in the child between fork and exec. The kernel sends it when the
+/// *thread* that forked ends, so programs are started only from threads that live as long as the
+/// instance: the owner's main thread (its files, its prompt) and the control socket's one executor
+/// thread (every client's commands; it ends only when the instance stops, when the programs are
+/// stopped anyway).
+fn end_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
+    // calls are allowed: prctl and getppid are system calls that allocate nothing and take no lock.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl: then no signal comes; do not start.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "the instance ended while starting it",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
 impl Session {
+    /// Reaps the `loadusr` programs that ended (no zombies while the instance runs); their status
+    /// stays known to `waitusr` and `loadusr -w`.
+    pub fn reap_programs(&mut self) {
+        for p in &mut self.programs {
+            // A reaped child keeps its status in its handle.
+            let _ = p.child.try_wait();
+        }
+    }
+
     pub(super) fn loadusr(
         &mut self,
         flags: &UsrFlags,
@@ -71,10 +114,13 @@ impl Session {
         if self.live.is_none() {
             return Err((line, output::loadusr_refusal(flags, &program.text)));
         }
-        let child = Command::new(&program.text)
+        let mut command = Command::new(&program.text);
+        command
             .args(args.iter().map(|a| a.text.as_str()))
             .env("RTAPI_INSTANCE", &self.instance)
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        end_with_parent(&mut command);
+        let child = command
             .spawn()
             .map_err(|e| (line, format!("loadusr: cannot start {name}: {e}")))?;
         let pid = child.id();
@@ -102,7 +148,7 @@ impl Session {
                         ),
                     ));
                 }
-                if Instant::now() >= until {
+                if Instant::now() >= until || self.aborted() {
                     let mut p = self.programs.remove(i);
                     terminate(&mut p.child);
                     return Err((
@@ -119,6 +165,9 @@ impl Session {
         }
         if flags.wait_exit {
             loop {
+                if self.aborted() {
+                    return Err((line, format!("loadusr -w {name}: {}", super::STOPPING)));
+                }
                 self.serve_user_inbox();
                 let Some(i) = index(self) else { break };
                 if let Ok(Some(status)) = self.programs[i].child.try_wait() {
@@ -192,6 +241,12 @@ impl Session {
     ) -> Result<(), (usize, String)> {
         let pid = self.user_pid("waitusr", name)?;
         loop {
+            if self.aborted() {
+                return Err((
+                    name.line,
+                    format!("waitusr {}: {}", quote(&name.text), super::STOPPING),
+                ));
+            }
             // Departures (and arrivals) that came while this command holds the session.
             self.serve_user_inbox();
             let mut ended = pid.and_then(|p| self.process_ended(p));
