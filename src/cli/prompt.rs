@@ -162,6 +162,8 @@ pub fn interactive(
             // The terminal hung up (it was closed: EIO), or a stop request came with the error:
             // the end of input, as Ctrl-D is.
             Err(ReadlineError::Io(e)) if e.raw_os_error() == Some(libc::EIO) => break,
+            // (rustyline reports some terminal errors as the errno itself.)
+            Err(ReadlineError::Errno(e)) if e as i32 == libc::EIO => break,
             Err(_) if crate::rt::signals::stop_requested_if_watched() => break,
             Err(e) => return Err(std::io::Error::other(e)),
         }

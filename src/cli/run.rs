@@ -245,6 +245,29 @@ pub(crate) fn finish(running: Runtime<Running>, reason: StopReason) -> Result<()
             stalled.join(", ")
         )));
     }
+    // A stall the thread recovered from is trouble too: for that time the machine's periods did
+    // not happen (README: a stalled thread exits 1, whatever followed it).
+    let recovered: Vec<String> = summary
+        .threads
+        .iter()
+        .filter(|t| t.stalls > 0)
+        .map(|t| {
+            format!(
+                "{} {} time(s), longest {} ms",
+                t.info.name,
+                t.stalls,
+                t.longest_stall.as_millis()
+            )
+        })
+        .collect();
+    if !recovered.is_empty() {
+        return Err(Failure::runtime(format!(
+            "thread(s) stalled during the run and recovered: {}; the machine did not keep its \
+             periods then (see the STALLED messages above; `rtapi detect` and `latency-test` \
+             show whether this PC can keep them)",
+            recovered.join("; ")
+        )));
+    }
     if reason == StopReason::ThreadsEnded {
         return Err(Failure {
             code: exit::RUNTIME,

@@ -13,11 +13,18 @@
 //! |-----------------------|----------|------|-----|---------|-----------------------------------|
 //! | `fault_drill.N.fire`  | pin      | bit  | IN  | FALSE   | a rising edge makes the function fault |
 //! | `fault_drill.N.calls` | pin      | u32  | OUT | 0       | calls that returned (before the fault) |
-//! | `fault_drill.N`       | function |      |     |         | one check of `fire`               |
+//! | `fault_drill.N.stall` | pin      | bit  | IN  | FALSE   | a rising edge makes the function stall |
+//! | `fault_drill.N.stall-ms` | param | u32  | RW  | 300     | how long a stall lasts, ms        |
+//! | `fault_drill.N`       | function |      |     |         | one check of `fire` and `stall`   |
+//!
+//! A **stall drill**: in the period in which `stall` rises, the function sleeps `stall-ms` and then
+//! returns, as a driver stuck on a bus would. The thread's periods stop completing: the watchdog
+//! marks it stalled (`<thread>.stalled`), the safety chain wired to it trips, and `rtapi run` exits 1
+//! at the end, though the thread went on afterwards. Unlike `fire`, it can be repeated.
 
 use rtapi_hal::{In, Out};
 
-use super::{Component, LoadContext, LoadError};
+use super::{Component, LoadContext, LoadError, ParamAccess};
 
 /// The `fault_drill` component.
 pub(crate) struct FaultDrill;
@@ -30,10 +37,14 @@ impl Component for FaultDrill {
     fn load(ctx: &mut LoadContext<'_>) -> Result<(), LoadError> {
         let fire = ctx.pin::<In, bool>("fire")?;
         let calls = ctx.pin::<Out, u32>("calls")?;
+        let stall = ctx.pin::<In, bool>("stall")?;
+        let stall_ms = ctx.param::<u32>("stall-ms", ParamAccess::Rw, 300)?;
         let name = ctx.instance().to_string();
         ctx.instance_function(move |hal| {
             let (fire, calls) = (hal.pin(fire), hal.pin(calls));
+            let (stall, stall_ms) = (hal.pin(stall), hal.param(stall_ms));
             let mut last = false;
+            let mut last_stall = false;
             let mut n = 0u32;
             Box::new(move |_| {
                 let now = fire.get();
@@ -41,6 +52,13 @@ impl Component for FaultDrill {
                     panic!("fault drill {name}: fire went TRUE");
                 }
                 last = now;
+                let stalling = stall.get();
+                if stalling && !last_stall {
+                    // The drill's point: a function that does not return for a while (a sleep is a
+                    // syscall; nothing is allocated).
+                    std::thread::sleep(std::time::Duration::from_millis(u64::from(stall_ms.get())));
+                }
+                last_stall = stalling;
                 n = n.wrapping_add(1);
                 calls.set(n);
             })

@@ -617,9 +617,12 @@ timer = "timerfd"
             .map(|m| m.threads[0].period)
             .map_err(|e| e[0].to_string())
         };
-        // Bare integers are nanoseconds, as a TOML integer or in a string (the HAL habit).
+        // A TOML integer is nanoseconds (the HAL habit); digits in a string are ambiguous.
         assert_eq!(one("25000"), Ok(Nanos::from_micros(25)));
-        assert_eq!(one("\"25000\""), Ok(Nanos::from_micros(25)));
+        assert_eq!(
+            one("\"1000\""),
+            Err("m.toml:3: thread 't': period '1000' has no unit: write \"1000ns\" or \"1000us\" (or 1000 without quotes: an integer is nanoseconds)".into())
+        );
         assert_eq!(one("\"1.5ms\""), Ok(Nanos::from_micros(1500)));
         assert_eq!(
             one("1.5"),

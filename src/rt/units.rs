@@ -1,7 +1,7 @@
 //! Durations as users write them on the command line and in configs: `25us`, `1ms`, `60s`, `2m`,
 //! `500ns`, or a decimal such as `1.5ms`. On the command line a number needs its unit (`25` is refused
-//! with "write a unit"), except a literal `0`; machine configs also take a bare integer of nanoseconds
-//! for a period (the HAL habit: `period = 25000`), see [`parse_config_period`].
+//! with "write a unit"), except a literal `0`; machine configs also take an unquoted integer of nanoseconds
+//! for a period (the HAL habit: `period = 25000`), but not a quoted one, see [`parse_config_period`].
 //! Parsing gives an [`rt::clock::Nanos`](crate::rt::clock::Nanos); its `Display` prints the form back.
 //!
 //! Thread periods have one rule everywhere ([`check_period`]): from [`MIN_PERIOD`] to [`MAX_PERIOD`].
@@ -54,15 +54,17 @@ pub fn parse_period_or_off(text: &str) -> Result<Nanos, String> {
     }
 }
 
-/// Parses a period written in a machine config: a duration with its unit, or a bare integer of
-/// nanoseconds (`"25000"`, as in LinuxCNC's `period1=25000`); then [`check_period`].
+/// Parses a period written as a string in a machine config: a duration with its unit
+/// (`"25us"`, `"1ms"`), then [`check_period`]. A string of bare digits is refused: `"1000"` could be
+/// meant as µs as easily as ns; the message offers both spellings, and the unquoted integer (a TOML
+/// integer is nanoseconds, as LinuxCNC's `period1=25000`).
 pub fn parse_config_period(text: &str) -> Result<Nanos, String> {
     let t = text.trim();
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        let ns = t
-            .parse::<i64>()
-            .map_err(|_| format!("invalid period {}: too large", quote(text)))?;
-        return check_period(Nanos::from_nanos(ns));
+        return Err(format!(
+            "period {} has no unit: write \"{t}ns\" or \"{t}us\" (or {t} without quotes: an integer is nanoseconds)",
+            quote(text)
+        ));
     }
     check_period(with_unit(text)?)
 }
@@ -299,18 +301,18 @@ mod tests {
         assert_eq!(parse_period_or_off("25us"), Ok(Nanos::from_micros(25)));
         assert!(parse_period_or_off("1ns").is_err());
         assert!(parse_period_or_off("25").is_err());
-        // Configs: a bare integer is nanoseconds, with the same limits.
-        assert_eq!(parse_config_period("25000"), Ok(Nanos::from_micros(25)));
+        // Configs: a string needs its unit (digits alone are ambiguous), with the same limits.
         assert_eq!(parse_config_period("1ms"), Ok(Nanos::from_millis(1)));
-        assert!(parse_config_period("999")
-            .unwrap_err()
-            .contains("shorter than 1us"));
-        assert!(parse_config_period("0")
-            .unwrap_err()
-            .contains("not positive"));
+        assert_eq!(
+            parse_config_period("1000").unwrap_err(),
+            "period '1000' has no unit: write \"1000ns\" or \"1000us\" (or 1000 without quotes: an integer is nanoseconds)"
+        );
         assert!(parse_config_period("99999999999999999999")
             .unwrap_err()
-            .contains("too large"));
+            .contains("has no unit"));
+        assert!(parse_config_period("0ns")
+            .unwrap_err()
+            .contains("not positive"));
     }
 
     #[test]

@@ -25,6 +25,7 @@
 pub(crate) mod crash;
 pub mod function;
 pub mod health;
+mod neighbours;
 pub(crate) mod panic;
 pub mod recorder;
 pub mod runlist;
@@ -958,6 +959,7 @@ impl Runtime<Running> {
             d.join().ok()
         });
         let mut stalled = dog.as_ref().map(Watchdog::stalled).unwrap_or_default();
+        let history = dog.as_ref().map(Watchdog::history).unwrap_or_default();
         for name in &abandoned {
             if !stalled.iter().any(|(n, _)| n == name) {
                 stalled.push((name.clone(), "in a function that does not return".into()));
@@ -994,12 +996,25 @@ impl Runtime<Running> {
                     .find(|(n, _)| *n == info.name)
                     .map(|(_, w)| w.clone());
                 let abandoned = abandoned.contains(&info.name);
+                let (stalls, longest_stall) = history
+                    .iter()
+                    .find(|(n, _, _)| *n == info.name)
+                    .map_or((0, Duration::ZERO), |(_, k, l)| (*k, *l));
+                // A thread left behind stalled without the watchdog seeing it (none watched) still
+                // stalled once.
+                let stalls = if stalls == 0 && stalled.is_some() {
+                    1
+                } else {
+                    stalls
+                };
                 ThreadSummary {
                     info,
                     stats,
                     histogram,
                     faulted,
                     stalled,
+                    stalls,
+                    longest_stall,
                     abandoned,
                 }
             })
@@ -1036,6 +1051,10 @@ pub struct ThreadSummary {
     pub faulted: Vec<String>,
     /// Where the thread was stuck if it was stalled when the run ended.
     pub stalled: Option<String>,
+    /// How many times it stalled during the run (recovered or not).
+    pub stalls: u32,
+    /// The longest of those stalls (one still going on at the stop: its length so far).
+    pub longest_stall: Duration,
     /// It did not end within [`STOP_GRACE`] and was left behind.
     pub abandoned: bool,
 }
@@ -1082,8 +1101,32 @@ impl fmt::Display for Summary {
                         ""
                     }
                 ));
+            } else if t.stalls > 0 {
+                table.note(format!(
+                    "  STALLED {} time(s) during the run (longest {} ms), recovered",
+                    t.stalls,
+                    t.longest_stall.as_millis()
+                ));
             }
         }
-        write!(f, "{table}")
+        write!(f, "{table}")?;
+        let mut trouble = Vec::new();
+        for t in &self.threads {
+            if t.stalls > 0 {
+                trouble.push(format!("{} stalled {} time(s)", t.info.name, t.stalls));
+            }
+            if !t.faulted.is_empty() {
+                trouble.push(format!(
+                    "{} has {} faulted function(s)",
+                    t.info.name,
+                    t.faulted.len()
+                ));
+            }
+        }
+        if trouble.is_empty() {
+            writeln!(f, "health: no stall, no faulted function")
+        } else {
+            writeln!(f, "health: {}", trouble.join("; "))
+        }
     }
 }

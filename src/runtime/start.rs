@@ -75,6 +75,17 @@ impl Runtime<Configuring> {
 
         let fifo = c.selection.flavor.real_time();
         let placed = place(&c.system, &c.threads, fifo)?;
+        let planned: Vec<super::neighbours::Planned> = placed
+            .iter()
+            .map(|p| super::neighbours::Planned {
+                name: &p.spec.name,
+                cpu: p.cpu,
+                priority: if fifo { p.priority } else { 0 },
+            })
+            .collect();
+        for warning in super::neighbours::shared_cpus(&c.opts.instance, &planned) {
+            log::warn!("{warning}");
+        }
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
         // A fault signal (a hosted C module's bad pointer) is reported with the thread and function,
         // and the segment file does not outlive the process.

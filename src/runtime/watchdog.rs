@@ -115,6 +115,9 @@ pub(crate) struct Watched {
     last: u64,
     seen: Instant,
     stalled_since: Option<Instant>,
+    /// Stalls seen during the run (a stall that is still going on counts), and the longest.
+    stalls: u32,
+    longest_stall: Duration,
     demoted: bool,
     /// `<thread>.stalled` in the HAL.
     stalled_pin: Option<rtapi_hal::Pin<rtapi_hal::Out, bool>>,
@@ -139,6 +142,8 @@ impl Watched {
             state,
             seen: Instant::now(),
             stalled_since: None,
+            stalls: 0,
+            longest_stall: Duration::ZERO,
             demoted: false,
             stalled_pin: None,
         }
@@ -201,6 +206,7 @@ impl Watchdog {
                     t.stalled_since = None; // ended: the thread itself published "stopped"
                 } else if let Some(since) = t.stalled_since.filter(|_| moved) {
                     t.stalled_since = None;
+                    t.longest_stall = t.longest_stall.max(since.elapsed());
                     t.state.set(ThreadState::Running);
                     if let Some(p) = &t.stalled_pin {
                         p.set(false);
@@ -228,6 +234,7 @@ impl Watchdog {
             }
             let function = t.heartbeat.in_function();
             t.stalled_since = Some(t.seen);
+            t.stalls += 1;
             if let Some(r) = &self.recorder {
                 r.stalled(index);
             }
@@ -266,6 +273,19 @@ impl Watchdog {
                 t.place(function),
             );
         }
+    }
+
+    /// Per thread that stalled during the run: its name, how many times, and the longest stall (one
+    /// still going on counts with its length so far).
+    pub fn history(&self) -> Vec<(String, u32, Duration)> {
+        self.threads
+            .iter()
+            .filter(|t| t.stalls > 0)
+            .map(|t| {
+                let now = t.stalled_since.map_or(Duration::ZERO, |s| s.elapsed());
+                (t.name.clone(), t.stalls, t.longest_stall.max(now))
+            })
+            .collect()
     }
 
     /// The threads stalled now, with where they are stuck.

@@ -28,6 +28,8 @@ const POLL: Duration = Duration::from_millis(5);
 /// A program `loadusr` started.
 pub(super) struct Program {
     name: String,
+    /// The component it was started for (`loadusr -Wn NAME`), if named.
+    component: Option<String>,
     child: Child,
 }
 
@@ -126,6 +128,7 @@ impl Session {
         let pid = child.id();
         self.programs.push(Program {
             name: program.text.clone(),
+            component: flags.wait_component.clone(),
             child,
         });
         let index = |s: &Session| s.programs.iter().position(|p| p.child.id() == pid);
@@ -239,7 +242,40 @@ impl Session {
         name: &Word,
         ignore_status: bool,
     ) -> Result<(), (usize, String)> {
-        let pid = self.user_pid("waitusr", name)?;
+        self.serve_user_inbox();
+        let pid = match self.user_pid("waitusr", name) {
+            Ok(pid) => pid,
+            Err(e) => {
+                // Started here for that component (`loadusr -Wn NAME`) and already gone: LinuxCNC's
+                // "not found or already exited" is no error, and neither is it here; only a failing
+                // exit status of its program is (unless -i).
+                let Some(i) = self
+                    .programs
+                    .iter()
+                    .position(|p| p.component.as_deref() == Some(&name.text))
+                else {
+                    return Err(e);
+                };
+                let pid = self.programs[i].child.id();
+                let until = Instant::now() + Duration::from_millis(50);
+                let mut ended = self.process_ended(pid);
+                while ended.is_none() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                    ended = self.process_ended(pid);
+                }
+                return match ended {
+                    Some(Some(status)) if !status.success() && !ignore_status => Err((
+                        name.line,
+                        format!(
+                            "waitusr {}: its program {}",
+                            quote(&name.text),
+                            status_text(status)
+                        ),
+                    )),
+                    _ => Ok(()),
+                };
+            }
+        };
         loop {
             if self.aborted() {
                 return Err((
