@@ -66,6 +66,9 @@ pub struct Args {
     /// Stop a started file after this long (e.g. 5s); default: until Ctrl-C.
     #[arg(long, value_parser = super::run::parse_run_duration)]
     duration: Option<Nanos>,
+    /// Log only errors (no once-a-second overrun lines), as halcmd's -q; RUST_LOG still wins.
+    #[arg(long, short = 'q')]
+    pub(crate) quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {

@@ -204,7 +204,13 @@ pub fn main() -> ExitCode {
     };
     // `latency-test --quiet` prints only its report (and errors): no once-a-second overrun
     // warnings. An explicit RUST_LOG still wins.
-    let quiet = matches!(&cli.command, Command::LatencyTest(a) if a.quiet);
+    // `run` and `halrun` take --quiet too: the once-a-second overrun lines are for a person watching.
+    let quiet = match &cli.command {
+        Command::LatencyTest(a) => a.quiet,
+        Command::Run(a) => a.quiet,
+        Command::Halrun(a) => a.quiet,
+        _ => false,
+    };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if quiet {
         "error"
     } else {

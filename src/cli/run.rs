@@ -36,6 +36,9 @@ pub struct Args {
     /// overrides the config's runtime.on_stall (default demote).
     #[arg(long, value_name = "ACTION")]
     on_stall: Option<StallAction>,
+    /// Log only errors (no once-a-second overrun lines); RUST_LOG still wins.
+    #[arg(long, short = 'q')]
+    pub(crate) quiet: bool,
 }
 
 /// `--duration`: a positive duration with its unit (0 would stop before the first period).
