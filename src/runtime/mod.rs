@@ -25,6 +25,7 @@
 pub(crate) mod crash;
 pub mod function;
 pub mod health;
+pub mod hosted;
 pub(crate) mod panic;
 pub mod recorder;
 pub mod runlist;
