@@ -212,7 +212,7 @@ impl Period {
     }
 
     /// The period whose work ended at `end` is recorded; before the first wake, deadlines that the
-    /// body's initial work overran are skipped (counted as missed in the next period).
+    /// body's first pass overran are passed over (the timeline starts at the next one).
     #[inline]
     fn complete(&mut self, end: Nanos) {
         match self.woke.take() {
@@ -221,7 +221,7 @@ impl Period {
                     .finished(wake, latency, end, overruns, false, &self.stats);
             }
             None if !self.ended && self.ledger.prev_wake().is_none() => {
-                self.ledger.skip_passed(end);
+                self.ledger.skip_to(end);
             }
             None => {}
         }
@@ -667,11 +667,7 @@ fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> Thr
         return s.clone();
     }
     let info = h.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let handle = h
-        .handle
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
+    let handle = h.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
     let grace = STOP_GRACE + Duration::from_nanos(info.period.as_nanos().max(0) as u64);
     let begin = Instant::now();
     let mut abandoned = false;
@@ -710,7 +706,12 @@ fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> Thr
         );
     }
     let panicked = h.control.panicked.load(Ordering::Relaxed);
-    for r in h.panics.lock().unwrap_or_else(|p| p.into_inner()).try_iter() {
+    for r in h
+        .panics
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .try_iter()
+    {
         log::error!(
             "thread {}: its body panicked{}: {}; the thread ended",
             info.name,

@@ -100,11 +100,7 @@ impl Runtime<Configuring> {
         };
         let (slots, slot_of) = make_slots(c.factories, &hal, &c.function_health);
         let slots = Arc::new(slots);
-        let hardening = harden(
-            c.opts.lock_memory,
-            c.opts.dma_latency,
-            c.selection.flavor,
-        )?;
+        let hardening = harden(c.opts.lock_memory, c.opts.dma_latency, c.selection.flavor)?;
         // Calibrated here (20 ms, once per process), not on an RT thread.
         let _ = crate::rt::clock::IntervalClock::get();
         let stop = Arc::new(AtomicBool::new(false));

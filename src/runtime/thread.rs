@@ -371,17 +371,17 @@ impl Ledger {
         self.prev_wake
     }
 
-    /// Deadlines already gone by at `t`, from the current one on, are skipped before any wake: the
-    /// first work of a hosted thread ended after its first deadline. Counted as missed in the health
-    /// pins and the next recorded period (as a period's own misses are); returns how many.
+    /// Deadlines already gone by at `t`, from the current one on, are passed over before the first
+    /// wake (the first work of a hosted thread ended after its first deadline): the timeline starts
+    /// at the first deadline still ahead, as LinuxCNC re-anchors its threads after their init pass.
+    /// They are not periods of the run, so not counted as missed; returns how many.
     #[inline]
-    pub(crate) fn skip_passed(&mut self, t: Nanos) -> u64 {
+    pub(crate) fn skip_to(&mut self, t: Nanos) -> u64 {
         let passed = match clock::missed_periods(self.deadline(), t, self.period) {
             0 if t < self.deadline() => 0,
             n => n + 1,
         };
         self.k += passed;
-        self.missed_before += passed;
         self.heartbeat.progress.store(self.k, Ordering::Relaxed);
         passed
     }
@@ -423,8 +423,7 @@ impl Ledger {
         if let Some(h) = &self.health {
             h.done(exec);
         }
-        let missed =
-            clock::missed_periods(self.deadline(), end, self.period).max(kernel_overruns);
+        let missed = clock::missed_periods(self.deadline(), end, self.period).max(kernel_overruns);
         self.recent[(self.k % DRIFT_WINDOW as u64) as usize] = latency;
         let drift = self.recent.iter().copied().min().unwrap_or(latency);
         // A spike's preemptions and page faults: counted since the previous spike sample (or the
@@ -619,7 +618,10 @@ impl Cycler {
         } else {
             now + Nanos::from_nanos(clk.ns(start, t0).min(i64::MAX as u64) as i64)
         };
-        self.ledger.heartbeat.in_function.store(0, Ordering::Relaxed);
+        self.ledger
+            .heartbeat
+            .in_function
+            .store(0, Ordering::Relaxed);
         self.ledger
             .finished(now, latency, end, kernel_overruns, any_fault, stats)
     }
