@@ -9,7 +9,7 @@ mod eventually;
 
 use rtapi::rt::clock::Nanos;
 use rtapi::rt::wake::TimerKind;
-use rtapi::runtime::hosted::{Flow, HostedOptions, HostedThreads, Period};
+use rtapi::runtime::hosted::{Flow, ForeignExit, HostedOptions, HostedThreads, Period};
 use rtapi::runtime::watchdog::{StallAction, WatchdogOptions};
 use rtapi::runtime::{RuntimeError, ThreadSpec};
 use rtapi_hal::{Access, HalReader, ThreadState, Value};
@@ -357,6 +357,46 @@ fn stop_ends_the_body_through_wait_and_joins_it() {
     let s = busy.stop();
     assert!(!s.abandoned);
     assert_eq!(s.stats.unwrap().cycles, wakes.load(SeqCst));
+    hosted.stop();
+}
+
+extern "C" {
+    /// hosted_exit.c: a C loop like LinuxCNC's `thread_task` — `rtapi_hosted_wait()` once per
+    /// period, forever — counting its periods.
+    fn rtapi_hosted_loop_forever(counter: *mut std::ffi::c_void);
+}
+
+/// A foreign loop that never returns (C code shaped like hal_lib's `thread_task`) ends on `stop()`:
+/// its `rtapi_hosted_wait()` leaves it by a longjmp between C frames, the body returns normally
+/// (the thread is joined, not abandoned), and the C loop's own period count is the segment's.
+#[test]
+fn a_foreign_loop_that_never_returns_is_left_without_cancelling_it() {
+    let hosted = open("foreign", StallAction::Report);
+    let counter = Arc::new(AtomicU64::new(0));
+    let exit = Arc::new(AtomicU64::new(0));
+    let (c, e) = (counter.clone(), exit.clone());
+    let h = hosted
+        .spawn(
+            ThreadSpec::new("servo-thread", Nanos::from_millis(1)),
+            Box::new(move |p: &mut Period| {
+                // SAFETY: the C loop only counts into the AtomicU64 (same size and alignment as an
+                // unsigned long here) and holds nothing a longjmp over it could leak.
+                let how = unsafe { p.run_foreign(rtapi_hosted_loop_forever, c.as_ptr().cast()) };
+                e.store(if how == ForeignExit::Left { 1 } else { 2 }, SeqCst);
+            }),
+        )
+        .unwrap();
+    eventually::until_true("the C loop runs", eventually::GENEROUS, || {
+        counter.load(SeqCst) >= 20
+    });
+    let s = h.stop();
+    assert_eq!(
+        exit.load(SeqCst),
+        1,
+        "left by rtapi_hosted_wait, body returned"
+    );
+    assert!(!s.abandoned && h.is_finished());
+    assert_eq!(s.stats.unwrap().cycles, counter.load(SeqCst));
     hosted.stop();
 }
 

@@ -161,8 +161,8 @@ impl HalBuilder {
     }
 
     /// How much room each table keeps for objects added while the segment runs ([`Hal::add_pin`] and
-    /// friends). Default: 4 × the built structure, at least 64 records more per table. Threads are
-    /// fixed at build.
+    /// friends). Default: 4 × the built structure, at least 64 records more per table. Threads have
+    /// room of their own ([`thread_room`](Self::thread_room)).
     pub fn capacity(mut self, capacity: crate::image::Capacity) -> Self {
         self.capacity = capacity;
         self

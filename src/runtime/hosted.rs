@@ -54,7 +54,7 @@
 //!
 //! **Health for LinuxCNC's HAL.** [`HostedHandle::health`] gives a [`HealthReader`] of the thread's
 //! `latency`, `latency-max`, `missed`, `late`, `stalled` (relaxed loads, callable from an RT thread);
-//! the master turns them into pins of a LinuxCNC HAL
+//! [`lcnc_health`](super::lcnc_health) turns them into pins of a LinuxCNC HAL
 //! component through `hal_lib`'s own API.
 //!
 //! What a hosted thread does not have: rtapi's function slots (its functions are the host's), the
@@ -251,6 +251,77 @@ impl Period {
     /// Whether the owner asked the thread to end (the next `wait()` returns [`Flow::Stop`]).
     pub fn stop_requested(&self) -> bool {
         self.ended || self.control.stop.load(Ordering::Relaxed)
+    }
+}
+
+// ---- foreign loops that never return (LinuxCNC's thread_task) -----------------------------------
+
+std::thread_local! {
+    /// The Period of the foreign task this thread runs in [`Period::run_foreign`] (null outside).
+    static CURRENT: std::cell::Cell<*mut Period> = const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
+
+extern "C" {
+    /// hosted_exit.c: calls `task(arg)` after a setjmp; 1 if `rtapi_hosted_wait` left it.
+    fn rtapi_hosted_call(
+        task: unsafe extern "C" fn(*mut std::ffi::c_void),
+        arg: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int;
+}
+
+/// How a foreign task run by [`Period::run_foreign`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignExit {
+    /// It returned by itself.
+    Returned,
+    /// Its `rtapi_hosted_wait()` said Stop and left it (longjmp between C frames).
+    Left,
+}
+
+/// Called by `rtapi_hosted_wait` (C): this thread's [`Period::wait`]; 0 continue, 1 stop (also
+/// when no task runs in [`Period::run_foreign`] on this thread). Never unwinds.
+#[no_mangle]
+extern "C" fn rtapi_hosted_period_wait() -> std::ffi::c_int {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        return 1;
+    }
+    // SAFETY: CURRENT is set by run_foreign on this thread to the Period it borrows mutably for the
+    // task's whole run, and cleared before that borrow ends; only this thread reads it.
+    match unsafe { &mut *p }.wait() {
+        Flow::Continue => 0,
+        Flow::Stop => 1,
+    }
+}
+
+impl Period {
+    /// Runs a foreign (C) task that calls `rtapi_hosted_wait()` once per period and may never
+    /// return — LinuxCNC's `thread_task(arg)`: when this thread is asked to stop,
+    /// `rtapi_hosted_wait()` does not return into the task but `longjmp`s from C back into C
+    /// (`hosted_exit.c`), skipping only the task's C frames, and this returns
+    /// [`ForeignExit::Left`]. No cancellation, no unwinding through Rust frames. A master whose
+    /// modules call `rtapi_wait()` makes that symbol `rtapi_hosted_wait` itself (an alias:
+    /// `-Wl,--defsym=rtapi_wait=rtapi_hosted_wait` and the dynamic list), not a Rust function
+    /// calling it — a Rust frame between the task and the jump would be skipped.
+    ///
+    /// # Safety
+    /// `task` must be safe to call with `arg` on this thread, and its frames (and any frame between
+    /// it and `rtapi_hosted_wait`) must be C frames that hold no resource a `longjmp` over them
+    /// would leak or leave locked.
+    pub unsafe fn run_foreign(
+        &mut self,
+        task: unsafe extern "C" fn(*mut std::ffi::c_void),
+        arg: *mut std::ffi::c_void,
+    ) -> ForeignExit {
+        let outer = CURRENT.with(|c| c.replace(std::ptr::from_mut(self)));
+        // SAFETY: forwarded from the caller's contract; hosted_exit.c's setjmp/longjmp stay in C.
+        let left = unsafe { rtapi_hosted_call(task, arg) };
+        CURRENT.with(|c| c.set(outer));
+        if left == 0 {
+            ForeignExit::Returned
+        } else {
+            ForeignExit::Left
+        }
     }
 }
 

@@ -26,6 +26,7 @@ pub(crate) mod crash;
 pub mod function;
 pub mod health;
 pub mod hosted;
+pub mod lcnc_health;
 pub(crate) mod panic;
 pub mod recorder;
 pub mod runlist;
