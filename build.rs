@@ -64,6 +64,13 @@ fn main() {
         .warnings(true)
         .extra_warnings(true)
         .compile("rtapi_linuxcnc_shim");
+    // Leaving a hosted thread's foreign loop by longjmp between C frames (runtime/hosted.rs).
+    println!("cargo:rerun-if-changed=src/runtime/hosted_exit.c");
+    cc::Build::new()
+        .file("src/runtime/hosted_exit.c")
+        .warnings(true)
+        .extra_warnings(true)
+        .compile("rtapi_hosted_exit");
 
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let list = out.join("linuxcnc_exports.list");

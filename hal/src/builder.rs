@@ -111,6 +111,8 @@ pub struct HalBuilder {
     pub(crate) permissions: Permissions,
     pub(crate) max_size: usize,
     pub(crate) capacity: crate::image::Capacity,
+    /// Room for threads added while the segment runs ([`HalBuilder::thread_room`]).
+    pub(crate) thread_room: crate::image::ThreadRoom,
     pub(crate) components: Vec<ComponentDef>,
     pub(crate) pins: Vec<PinDef>,
     pub(crate) params: Vec<ParamDef>,
@@ -133,6 +135,7 @@ impl HalBuilder {
             permissions: Permissions::default(),
             max_size: DEFAULT_MAX_SIZE,
             capacity: crate::image::Capacity::default(),
+            thread_room: crate::image::ThreadRoom::default(),
             components: Vec::new(),
             pins: Vec::new(),
             params: Vec::new(),
@@ -158,10 +161,18 @@ impl HalBuilder {
     }
 
     /// How much room each table keeps for objects added while the segment runs ([`Hal::add_pin`] and
-    /// friends). Default: 4 × the built structure, at least 64 records more per table. Threads are
-    /// fixed at build.
+    /// friends). Default: 4 × the built structure, at least 64 records more per table. Threads have
+    /// room of their own ([`thread_room`](Self::thread_room)).
     pub fn capacity(mut self, capacity: crate::image::Capacity) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// Room for threads added while the segment runs ([`Hal::add_thread`](crate::Hal::add_thread)):
+    /// `room.threads` spare thread records, each with a stats block reserved for a histogram of at
+    /// most `room.max_bins` bins. Default: none (the threads are the ones built).
+    pub fn thread_room(mut self, room: crate::image::ThreadRoom) -> Self {
+        self.thread_room = room;
         self
     }
 

@@ -422,7 +422,12 @@ impl fmt::Display for HalError {
             TableFull { table, capacity } => write!(
                 f,
                 "the HAL segment has no room for another {table} (its {table} table holds \
-                 {capacity}); build it with more spare capacity (HalBuilder::capacity)"
+                 {capacity}); build it with more spare capacity ({})",
+                if *table == "thread" {
+                    "HalBuilder::thread_room"
+                } else {
+                    "HalBuilder::capacity"
+                }
             ),
             StructureBusy { stuck: true } => write!(
                 f,

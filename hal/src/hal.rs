@@ -482,6 +482,45 @@ impl Hal {
         Ok(key)
     }
 
+    /// A new thread at run time (a LinuxCNC thread made while the instance runs), into the room kept
+    /// by [`HalBuilder::thread_room`]: its record and a fresh stats block (no cycles yet, state
+    /// stopped) appear in one structural change; its [`stats_writer`](Self::stats_writer) is then
+    /// available as for a built thread. Refused, with nothing changed, when the room is used up, when
+    /// its histogram has more bins than the room was reserved for, or for a name in use.
+    pub fn add_thread(&self, config: crate::thread::ThreadConfig) -> Result<ThreadKey> {
+        let mut m = self.model();
+        if m.plan.spare_used() >= m.plan.spare_stats.len() {
+            return Err(HalError::TableFull {
+                table: Table::Threads.as_str(),
+                capacity: m.plan.capacity[Table::Threads as usize],
+            });
+        }
+        if config.histogram.bins > m.plan.spare_bins {
+            return Err(HalError::InvalidConfig {
+                what: "thread histogram",
+                reason: format!(
+                    "thread '{}' asks for {} bins, but this segment kept room for threads of at most {} bins (HalBuilder::thread_room)",
+                    config.name, config.histogram.bins, m.plan.spare_bins
+                ),
+            });
+        }
+        let block = m.plan.spare_stats[m.plan.spare_used()];
+        let (hist, threshold) = (config.histogram, config.effective_spike_threshold());
+        let key = m.b.thread(config)?;
+        // The block is reachable only through the record, published below: its words may be written
+        // outside the change, and the change's closing release store orders them before it. A spare
+        // block is all zeros but these words (LAYOUT.md section 6).
+        for (off, v) in image::stats_header(hist, threshold) {
+            self.mapping.word(block + off).store(v, Ordering::Relaxed);
+        }
+        m.plan.stats.push(block);
+        m.writer_taken.push(false);
+        let c = Change::begin(&self.mapping);
+        Self::write_new(&c, &m, Table::Threads, key.index);
+        c.end();
+        Ok(key)
+    }
+
     /// `newsig NAME TYPE` at run time: a signal with no pins, value zero.
     pub fn new_signal(&self, name: &str, ty: ValueType) -> Result<()> {
         let mut m = self.model();

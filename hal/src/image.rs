@@ -19,7 +19,23 @@ pub(crate) struct Plan {
     /// Records each table has room for (2.0): the built ones plus spare room for run-time additions.
     pub capacity: [usize; 6],
     pub stats: Vec<usize>,
+    /// Stats blocks reserved for threads added while the segment runs, in the order they are used,
+    /// each of `spare_bins` bins.
+    pub spare_stats: Vec<usize>,
+    pub spare_bins: usize,
+    /// Threads in the built image (the first `built_threads` entries of `stats`).
+    pub built_threads: usize,
     pub total: usize,
+}
+
+/// Room for threads added while the segment runs (see
+/// [`HalBuilder::thread_room`](crate::HalBuilder::thread_room)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ThreadRoom {
+    /// Thread records (and stats blocks) kept free.
+    pub threads: usize,
+    /// The most histogram bins a thread added later may have (its stats block is reserved now).
+    pub max_bins: usize,
 }
 
 /// How much room the segment keeps for objects added while it runs (see
@@ -45,6 +61,7 @@ impl Default for Capacity {
 impl Capacity {
     fn of(self, table: Table, n: usize) -> Option<usize> {
         if table == Table::Threads {
+            // Threads have their own spare room (ThreadRoom): each needs a stats block too.
             return Some(n);
         }
         let scaled = n.checked_mul(self.factor.max(1))?;
@@ -53,6 +70,11 @@ impl Capacity {
 }
 
 impl Plan {
+    /// How many of the spare stats blocks threads added at run time took.
+    pub fn spare_used(&self) -> usize {
+        self.stats.len().saturating_sub(self.built_threads)
+    }
+
     /// Offset of record `index` of `table`.
     pub fn record(&self, table: Table, index: usize) -> usize {
         self.tables[table as usize] + index * table.record_size()
@@ -70,9 +92,11 @@ impl Plan {
         let mut capacity = [0; 6];
         let mut off = h::SIZE;
         for t in Table::ALL {
-            let cap = b
-                .capacity
-                .of(t, counts[t as usize])
+            let mut cap = b.capacity.of(t, counts[t as usize]);
+            if t == Table::Threads {
+                cap = cap.and_then(|c| c.checked_add(b.thread_room.threads));
+            }
+            let cap = cap
                 .filter(|&c| u32::try_from(c).is_ok())
                 .ok_or_else(too_big)?;
             tables[t as usize] = off;
@@ -89,6 +113,22 @@ impl Plan {
                 .checked_add(st::size(t.config.histogram.bins))
                 .ok_or_else(too_big)?;
         }
+        let room = b.thread_room;
+        let spare_bins = if room.threads == 0 { 0 } else { room.max_bins };
+        if room.threads > 0 && !(1..=crate::stats::MAX_BINS).contains(&spare_bins) {
+            return Err(HalError::InvalidConfig {
+                what: "thread room",
+                reason: format!(
+                    "max_bins must be 1..={} for threads added later (got {spare_bins})",
+                    crate::stats::MAX_BINS
+                ),
+            });
+        }
+        let mut spare_stats = Vec::with_capacity(room.threads);
+        for _ in 0..room.threads {
+            spare_stats.push(off);
+            off = off.checked_add(st::size(spare_bins)).ok_or_else(too_big)?;
+        }
         if off > b.max_size {
             return Err(HalError::SegmentFull {
                 needed: off as u64,
@@ -99,6 +139,9 @@ impl Plan {
             tables,
             capacity,
             stats,
+            spare_stats,
+            spare_bins,
+            built_threads: b.threads.len(),
             total: off,
         })
     }
@@ -262,12 +305,23 @@ pub(crate) fn function_place(b: &HalBuilder, plan: &Plan, i: usize) -> (u64, u32
     }
 }
 
+/// The creation-time words of a stats block (LAYOUT.md section 6) as `(offset in the block, value)`,
+/// for a block that is written into the live segment (a thread added while it runs); every other
+/// word of a fresh block is 0.
+pub(crate) fn stats_header(hist: HistogramConfig, spike_threshold_ns: i64) -> [(usize, u64); 6] {
+    [
+        (st::BIN_NS, hist.bin_ns),
+        (st::BIN_COUNT, hist.bins as u64),
+        (st::SPIKE_THRESHOLD_NS, spike_threshold_ns as u64),
+        (st::SPIKE_RING_LEN, st::SPIKE_RING as u64),
+        (st::LATENCY_MIN, i64::MAX as u64),
+        (st::LATENCY_MAX, i64::MIN as u64),
+    ]
+}
+
 fn encode_stats(im: &mut Image, base: usize, hist: HistogramConfig, spike_threshold_ns: i64) {
-    im.u64(base + st::BIN_NS, hist.bin_ns);
-    im.u64(base + st::BIN_COUNT, hist.bins as u64);
-    im.u64(base + st::SPIKE_THRESHOLD_NS, spike_threshold_ns as u64);
-    im.u64(base + st::SPIKE_RING_LEN, st::SPIKE_RING as u64);
-    // Sentinels so the first sample becomes both min and max.
-    im.u64(base + st::LATENCY_MIN, i64::MAX as u64);
-    im.u64(base + st::LATENCY_MAX, i64::MIN as u64);
+    // Latency min/max start as sentinels so the first sample becomes both.
+    for (off, v) in stats_header(hist, spike_threshold_ns) {
+        im.u64(base + off, v);
+    }
 }

@@ -109,7 +109,7 @@ pub use builder::{HalBuilder, DEFAULT_MAX_SIZE};
 pub use error::{HalError, ObjectKind, Result, WriteRefusal};
 pub use fifo::{FifoClient, FifoError, FifoKind, OwnedFifo};
 pub use hal::{Hal, ThreadStateCell};
-pub use image::Capacity;
+pub use image::{Capacity, ThreadRoom};
 pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{CellRef, Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Probe, Writable};

@@ -573,3 +573,113 @@ fn attached_pin_pointers_follow_links_and_unlinks() {
     drop(f);
     drop(substitute);
 }
+
+/// Threads added while the segment runs (a LinuxCNC thread made at `loadrt` time): each appears with
+/// its record and a fresh stats block of its own in one structural change, its stats writer records
+/// like a built thread's, other readers see it, and the room kept for them is a hard limit that a
+/// refused addition leaves untouched.
+#[test]
+fn threads_added_at_run_time_get_a_record_and_a_stats_block_of_their_own() {
+    let inst = unique_instance("live-thread");
+    let _c = Cleanup(inst.clone());
+    let mut b = HalBuilder::new(&inst).unwrap().thread_room(ThreadRoom {
+        threads: 2,
+        max_bins: 100,
+    });
+    b.thread(ThreadConfig::new("built", 1_000_000)).unwrap();
+    let hal = b.build().unwrap();
+    let r = HalReader::open(&inst, Access::ReadOnly).unwrap();
+    assert_eq!(r.threads().unwrap().len(), 1);
+
+    let hist = HistogramConfig {
+        bin_ns: 1000,
+        bins: 100,
+    };
+    let g = hal.generation();
+    let servo = hal
+        .add_thread(
+            ThreadConfig::new("servo-thread", 1_000_000)
+                .histogram(hist)
+                .priority(97)
+                .cpu(1),
+        )
+        .unwrap();
+    assert_eq!(hal.generation(), g + 2, "one structural change");
+    let t = r.thread_named("servo-thread").unwrap();
+    assert_eq!(
+        (t.period_ns, t.priority, t.cpu, t.stats.cycles),
+        (1_000_000, 97, Some(1), 0)
+    );
+    let w = hal.stats_writer(servo).unwrap();
+    for (latency, missed) in [(2500, 0), (7500, 3)] {
+        w.record(&PeriodSample {
+            now_ns: 1,
+            latency_ns: latency,
+            interval_ns: 0,
+            exec_ns: 10,
+            missed,
+            drift_ns: 0,
+            rusage: None,
+        });
+    }
+    let s = r.thread_stats("servo-thread").unwrap();
+    assert_eq!((s.cycles, s.overruns), (2, 3));
+    assert_eq!((s.latency_min_ns, s.latency_max_ns), (2500, 7500));
+    let h = r.histogram("servo-thread").unwrap();
+    assert_eq!((h.counts.len(), h.counts[2], h.counts[7]), (100, 1, 1));
+    // The built thread's block is not the new one's.
+    assert_eq!(r.thread_stats("built").unwrap().cycles, 0);
+    // The whole structure still passes the cross-record checks.
+    assert_eq!(r.snapshot().unwrap().threads.len(), 2);
+
+    // A name in use, a histogram larger than the room, then no room: refused, segment unchanged.
+    let g = hal.generation();
+    assert!(matches!(
+        hal.add_thread(ThreadConfig::new("built", 1_000_000).histogram(hist)),
+        Err(HalError::Duplicate { .. })
+    ));
+    let e = hal
+        .add_thread(
+            ThreadConfig::new("big", 1_000_000).histogram(HistogramConfig {
+                bin_ns: 1000,
+                bins: 101,
+            }),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("at most 100 bins"), "{e}");
+    assert_eq!(hal.generation(), g);
+    hal.add_thread(ThreadConfig::new("base-thread", 25_000).histogram(hist))
+        .unwrap();
+    let g = hal.generation();
+    let e = hal
+        .add_thread(ThreadConfig::new("third", 1_000_000).histogram(hist))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HalError::TableFull {
+                table: "thread",
+                capacity: 3
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("thread_room"), "{e}");
+    assert_eq!(hal.generation(), g);
+    assert_eq!(r.threads().unwrap().len(), 3);
+}
+
+/// Without a thread room the thread table is exactly the built threads.
+#[test]
+fn a_segment_without_thread_room_refuses_new_threads() {
+    let inst = unique_instance("no-room");
+    let _c = Cleanup(inst.clone());
+    let hal = HalBuilder::new(&inst).unwrap().build().unwrap();
+    assert!(matches!(
+        hal.add_thread(ThreadConfig::new("servo", 1_000_000)),
+        Err(HalError::TableFull {
+            table: "thread",
+            capacity: 0
+        })
+    ));
+}

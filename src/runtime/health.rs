@@ -115,6 +115,78 @@ pub fn declare_thread(
     })
 }
 
+/// Declares `<thread>.*` in a running instance (a hosted thread started while it runs), owned by
+/// `owner` (the [`OWNER`] component).
+pub fn add_thread(
+    hal: &rtapi_hal::Hal,
+    owner: ComponentKey,
+    thread: &str,
+) -> Result<ThreadKeys, HalError> {
+    let n = |s: &str| format!("{thread}.{s}");
+    Ok(ThreadKeys {
+        time: hal.add_pin(owner, &n("time"))?,
+        tmax: hal.add_param(owner, &n("tmax"), ParamAccess::Rw, 0i32)?,
+        latency: hal.add_pin(owner, &n("latency"))?,
+        latency_max: hal.add_pin(owner, &n("latency-max"))?,
+        overruns: hal.add_pin(owner, &n("overruns"))?,
+        missed: hal.add_pin(owner, &n("missed"))?,
+        late: hal.add_pin(owner, &n("late"))?,
+        stalled: hal.add_pin(owner, &n("stalled"))?,
+        faults: hal.add_pin(owner, &n("faults"))?,
+        faulted: hal.add_pin(owner, &n("faulted"))?,
+    })
+}
+
+/// What a thread's health pins say now, read from another thread (see [`HealthReader`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealthValues {
+    /// `<thread>.latency`: ns this period's wake came after its deadline.
+    pub latency: i32,
+    /// `<thread>.latency-max`.
+    pub latency_max: i32,
+    /// `<thread>.missed`: deadlines missed (skipped periods) in all.
+    pub missed: u32,
+    /// `<thread>.late`: TRUE in the period after a miss.
+    pub late: bool,
+    /// `<thread>.stalled`: TRUE while the watchdog says the thread stalled.
+    pub stalled: bool,
+}
+
+/// Reads one thread's health pins from any thread: a few relaxed loads, no allocation, no lock, no
+/// system call (callable from another RT thread, e.g. a LinuxCNC HAL function copying them into
+/// LinuxCNC's own pins).
+pub struct HealthReader {
+    latency: Pin<Out, i32>,
+    latency_max: Pin<Out, i32>,
+    missed: Pin<Out, u32>,
+    late: Pin<Out, bool>,
+    stalled: Pin<Out, bool>,
+}
+
+impl HealthReader {
+    pub(crate) fn new(hal: &rtapi_hal::Hal, keys: &ThreadKeys) -> Self {
+        HealthReader {
+            latency: hal.pin(keys.latency),
+            latency_max: hal.pin(keys.latency_max),
+            missed: hal.pin(keys.missed),
+            late: hal.pin(keys.late),
+            stalled: hal.pin(keys.stalled),
+        }
+    }
+
+    /// The values now.
+    #[inline]
+    pub fn read(&self) -> HealthValues {
+        HealthValues {
+            latency: self.latency.get(),
+            latency_max: self.latency_max.get(),
+            missed: self.missed.get(),
+            late: self.late.get(),
+            stalled: self.stalled.get(),
+        }
+    }
+}
+
 /// Declares `<function>.time` and `.tmax`, owned by the function's component.
 pub fn declare_function(
     b: &mut HalBuilder,

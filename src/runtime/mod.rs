@@ -25,6 +25,8 @@
 pub(crate) mod crash;
 pub mod function;
 pub mod health;
+pub mod hosted;
+pub mod lcnc_health;
 mod neighbours;
 pub(crate) mod panic;
 pub mod recorder;

@@ -41,10 +41,10 @@ use std::time::{Duration, Instant};
 
 /// A thread with its place decided.
 pub(super) struct Placement<'a> {
-    spec: &'a ThreadSpec,
-    cpu: usize,
-    priority: i32,
-    policy: Policy,
+    pub(super) spec: &'a ThreadSpec,
+    pub(super) cpu: usize,
+    pub(super) priority: i32,
+    pub(super) policy: Policy,
 }
 
 /// A spawned thread waiting in the handshakes.
@@ -111,7 +111,7 @@ impl Runtime<Configuring> {
         };
         let (slots, slot_of) = make_slots(c.factories, &hal, &c.function_health);
         let slots = Arc::new(slots);
-        let hardening = harden(&c.opts, c.selection.flavor)?;
+        let hardening = harden(c.opts.lock_memory, c.opts.dma_latency, c.selection.flavor)?;
         // Calibrated here (20 ms, once per process), not on an RT thread.
         let _ = crate::rt::clock::IntervalClock::get();
         let stop = Arc::new(AtomicBool::new(false));
@@ -176,7 +176,7 @@ impl Runtime<Configuring> {
 }
 
 /// Phase 1: CPU and priority of every thread, checked against the machine.
-fn place<'a>(
+pub(super) fn place<'a>(
     system: &SystemReport,
     threads: &'a [ThreadSpec],
     fifo: bool,
@@ -327,10 +327,14 @@ fn make_slots(
 }
 
 /// Phase 4: hardening; an essential step that failed is fatal when the flavor says so.
-fn harden(opts: &super::RuntimeOptions, flavor: flavor::Flavor) -> Result<Hardening, RuntimeError> {
+pub(super) fn harden(
+    lock_memory: bool,
+    dma_latency: bool,
+    flavor: flavor::Flavor,
+) -> Result<Hardening, RuntimeError> {
     let hardening = harden::harden_process(&HardenOptions {
-        lock_memory: opts.lock_memory,
-        dma_latency: opts.dma_latency,
+        lock_memory,
+        dma_latency,
         ..HardenOptions::default()
     });
     for failure in hardening

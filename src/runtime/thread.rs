@@ -62,6 +62,8 @@ pub struct Heartbeat {
     looping: AtomicBool,
     /// halcmd's `stop`: the thread keeps its timeline and its statistics but runs no function.
     paused: AtomicBool,
+    /// A hosted thread is in its period wait (`Period::wait`), not in its hosted code.
+    waiting: AtomicBool,
 }
 
 impl Heartbeat {
@@ -97,6 +99,27 @@ impl Heartbeat {
     /// functions or skips them (its wake, latency statistics and health pins go on either way).
     pub fn set_functions_running(&self, on: bool) {
         self.paused.store(!on, Ordering::Relaxed);
+    }
+
+    /// Whether a hosted thread is in its period wait (false while its hosted code runs).
+    pub fn waiting(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// A hosted thread enters (`true`) or leaves its period wait. Sequentially consistent: its
+    /// stopper reads it after setting the stop flag, and the thread reads the flag after this.
+    pub(crate) fn set_waiting(&self, on: bool) {
+        self.waiting.store(on, Ordering::SeqCst);
+    }
+
+    /// The thread's kernel tid, published by the thread itself once it runs.
+    pub(crate) fn set_tid(&self, tid: i32) {
+        self.tid.store(tid, Ordering::Relaxed);
+    }
+
+    /// The loop (or a hosted thread's body) runs from `true` until `false`.
+    pub(crate) fn set_looping(&self, on: bool) {
+        self.looping.store(on, Ordering::Release);
     }
 }
 
@@ -193,17 +216,28 @@ pub(crate) fn run(
 }
 
 fn setup(plan: &ThreadPlan) -> SetupResult {
+    setup_current(plan.policy, plan.cpu, plan.stack_prefault)
+}
+
+/// Sets the calling thread up as an RT thread: SIGINT/SIGTERM blocked (the process's main thread
+/// answers them), `policy`, pinned to `cpu` (else where it runs), `stack_prefault` bytes of stack
+/// touched. Returns the CPU.
+pub(crate) fn setup_current(
+    policy: Policy,
+    cpu: Option<usize>,
+    stack_prefault: usize,
+) -> SetupResult {
     crate::rt::signals::block_stop_signals_in_current_thread().map_err(SetupError::Signals)?;
-    sched::set_current_policy(plan.policy).map_err(SetupError::Policy)?;
-    let cpu = match plan.cpu {
+    sched::set_current_policy(policy).map_err(SetupError::Policy)?;
+    let cpu = match cpu {
         Some(cpu) => {
             sched::pin_current_thread(cpu).map_err(SetupError::Cpu)?;
             cpu
         }
         None => sched::current_cpu().map_err(|e| SetupError::Cpu(e.into()))?,
     };
-    if plan.stack_prefault > 0 {
-        crate::rt::harden::prefault_stack(plan.stack_prefault).map_err(SetupError::Stack)?;
+    if stack_prefault > 0 {
+        crate::rt::harden::prefault_stack(stack_prefault).map_err(SetupError::Stack)?;
     }
     Ok(cpu)
 }
@@ -254,19 +288,16 @@ fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
     }
 }
 
-/// The bookkeeping of one period after the wake — everything of the cycle loop but the wait: build the
-/// [`Cycle`], run and time the functions, account missed periods, record the stats, and give the next
-/// deadline on the absolute timeline. Public so that its cost can be benchmarked on its own.
-pub struct Cycler {
+/// A thread's timeline and the accounting of its periods: the one place of the rules for latency,
+/// missed periods (skipped, counted), drift, spikes, the stats record, the health pins written at
+/// the wake and after the work, the flight-recorder tap and the heartbeat. Two loops use it: the
+/// runtime's own cycle loop ([`Cycler`], which runs the functions between [`woke`](Ledger::woke) and
+/// [`finished`](Ledger::finished)) and a hosted thread, whose foreign code runs between them
+/// (`hosted.rs`, [`Period::wait`](super::hosted::Period::wait)). Nothing in it allocates, locks or
+/// logs.
+pub(crate) struct Ledger {
     first: Nanos,
     period: Nanos,
-    /// The functions (the instance's slot table) and this thread's published run list.
-    slots: Arc<Slots>,
-    list: Arc<RunListCell>,
-    /// The run list this thread took last (slot numbers; capacity reserved: adopting never allocates).
-    local: Vec<u32>,
-    /// The published word of `local`.
-    seen: u64,
     /// Latencies of the last [`DRIFT_WINDOW`] periods, for the drift estimate.
     recent: [i64; DRIFT_WINDOW],
     /// Period number of the current deadline.
@@ -278,10 +309,174 @@ pub struct Cycler {
     usage_base: Option<sched::ThreadUsage>,
     /// Health pins and params to write, if the thread has them in the HAL.
     health: Option<super::health::ThreadHealth>,
-    /// Times the functions.
-    clock: clock::IntervalClock,
     /// Writes each period into the flight recorder.
     recorder: Option<super::recorder::Tap>,
+}
+
+impl Ledger {
+    /// A timeline whose period 0 is due at `first`.
+    pub(crate) fn new(first: Nanos, period: Nanos) -> Ledger {
+        Ledger {
+            first,
+            period,
+            recent: [i64::MAX; DRIFT_WINDOW],
+            k: 0,
+            prev_wake: None,
+            missed_before: 0,
+            heartbeat: Arc::default(),
+            usage_base: None,
+            health: None,
+            recorder: None,
+        }
+    }
+
+    pub(crate) fn set_heartbeat(&mut self, heartbeat: Arc<Heartbeat>) {
+        self.heartbeat = heartbeat;
+    }
+
+    pub(crate) fn set_health(&mut self, health: super::health::ThreadHealth) {
+        self.health = Some(health);
+    }
+
+    pub(crate) fn heartbeat(&self) -> &Arc<Heartbeat> {
+        &self.heartbeat
+    }
+
+    /// Takes the thread's current usage as the base of the first spike's counts (on the thread).
+    pub(crate) fn start_usage_count(&mut self) {
+        self.usage_base = sched::thread_usage().ok();
+    }
+
+    /// The deadline the next wait is for.
+    #[inline]
+    pub(crate) fn deadline(&self) -> Nanos {
+        self.first + self.period * self.k as i64
+    }
+
+    /// The period number of [`deadline`](Self::deadline) (skipped periods included).
+    #[inline]
+    pub(crate) fn number(&self) -> u64 {
+        self.k
+    }
+
+    /// Periods missed (skipped) right before the current one.
+    #[inline]
+    pub(crate) fn missed_before(&self) -> u64 {
+        self.missed_before
+    }
+
+    /// The wake before the current one.
+    #[inline]
+    pub(crate) fn prev_wake(&self) -> Option<Nanos> {
+        self.prev_wake
+    }
+
+    /// Deadlines already gone by at `t`, from the current one on, are passed over before the first
+    /// wake (the first work of a hosted thread ended after its first deadline): the timeline starts
+    /// at the first deadline still ahead, as LinuxCNC re-anchors its threads after their init pass.
+    /// They are not periods of the run, so not counted as missed; returns how many.
+    #[inline]
+    pub(crate) fn skip_to(&mut self, t: Nanos) -> u64 {
+        let passed = match clock::missed_periods(self.deadline(), t, self.period) {
+            0 if t < self.deadline() => 0,
+            n => n + 1,
+        };
+        self.k += passed;
+        self.heartbeat.progress.store(self.k, Ordering::Relaxed);
+        passed
+    }
+
+    /// The thread woke at `now` for [`deadline`](Self::deadline): writes the health pins (so the
+    /// period's work already sees a late wake) and returns the wake latency.
+    #[inline]
+    pub(crate) fn woke(&mut self, now: Nanos) -> i64 {
+        let latency = (now - self.deadline()).as_nanos();
+        if let Some(h) = &mut self.health {
+            h.wake(latency, self.missed_before);
+        }
+        latency
+    }
+
+    /// A function of the thread faulted in this period (counted in the health pins).
+    #[inline]
+    pub(crate) fn fault(&mut self) {
+        if let Some(h) = &mut self.health {
+            h.fault();
+        }
+    }
+
+    /// The period woken at `now` (with `latency`) ended its work at `end`: deadlines that went by
+    /// meanwhile are skipped and counted (never run back to back; a periodic kernel timer's own
+    /// count, `kernel_overruns`, can only confirm the clock's), the period is recorded, and the
+    /// next deadline on the absolute timeline is returned.
+    #[inline]
+    pub(crate) fn finished(
+        &mut self,
+        now: Nanos,
+        latency: i64,
+        end: Nanos,
+        kernel_overruns: u64,
+        any_fault: bool,
+        stats: &StatsWriter,
+    ) -> Nanos {
+        let exec = (end - now).as_nanos().max(0) as u64;
+        if let Some(h) = &self.health {
+            h.done(exec);
+        }
+        let missed = clock::missed_periods(self.deadline(), end, self.period).max(kernel_overruns);
+        self.recent[(self.k % DRIFT_WINDOW as u64) as usize] = latency;
+        let drift = self.recent.iter().copied().min().unwrap_or(latency);
+        // A spike's preemptions and page faults: counted since the previous spike sample (or the
+        // loop's start), so that a figure belongs to the spike, not to the thread's whole life.
+        let rusage = if stats.is_spike(latency, missed) {
+            sched::thread_usage().ok().map(|u| {
+                let d = self.usage_base.map_or(u, |b| u.since(&b));
+                self.usage_base = Some(u);
+                ThreadRusage {
+                    involuntary_ctx_switches: d.involuntary_switches,
+                    page_faults: d.minor_faults + d.major_faults,
+                }
+            })
+        } else {
+            None
+        };
+        stats.record(&PeriodSample {
+            now_ns: now.as_nanos().max(0) as u64,
+            latency_ns: latency,
+            interval_ns: self
+                .prev_wake
+                .map_or(0, |p| (now - p).as_nanos().max(0) as u64),
+            exec_ns: exec,
+            missed,
+            drift_ns: drift,
+            rusage,
+        });
+        if let Some(tap) = &mut self.recorder {
+            tap.record(self.k, now, latency, exec, missed, any_fault);
+        }
+        self.prev_wake = Some(now);
+        self.missed_before = missed;
+        self.k += 1 + missed;
+        self.heartbeat.progress.store(self.k, Ordering::Relaxed);
+        self.deadline()
+    }
+}
+
+/// The bookkeeping of one period after the wake — everything of the cycle loop but the wait: build the
+/// [`Cycle`], run and time the functions, account missed periods, record the stats, and give the next
+/// deadline on the absolute timeline. Public so that its cost can be benchmarked on its own.
+pub struct Cycler {
+    /// The functions (the instance's slot table) and this thread's published run list.
+    slots: Arc<Slots>,
+    list: Arc<RunListCell>,
+    /// The run list this thread took last (slot numbers; capacity reserved: adopting never allocates).
+    local: Vec<u32>,
+    /// The published word of `local`.
+    seen: u64,
+    /// The timeline and the accounting of every period.
+    ledger: Ledger,
+    /// Times the functions.
+    clock: clock::IntervalClock,
 }
 
 impl Cycler {
@@ -309,56 +504,47 @@ impl Cycler {
         let mut local = Vec::with_capacity(super::runlist::MAX_RUN_LIST);
         local.extend(list.current());
         Cycler {
-            first,
-            period,
             slots,
             list,
             local,
             seen: 0,
-            recent: [i64::MAX; DRIFT_WINDOW],
-            k: 0,
-            prev_wake: None,
-            missed_before: 0,
-            heartbeat: Arc::default(),
-            usage_base: None,
-            health: None,
+            ledger: Ledger::new(first, period),
             clock: clock::IntervalClock::get(),
-            recorder: None,
         }
     }
 
     /// Writes one record per period into a flight recorder (see [`super::recorder`]).
     pub fn with_recorder(mut self, tap: super::recorder::Tap) -> Cycler {
-        self.recorder = Some(tap);
+        self.ledger.recorder = Some(tap);
         self
     }
 
     /// Writes the thread's health into the HAL each period (see [`super::health`]).
     pub fn with_health(mut self, health: super::health::ThreadHealth) -> Cycler {
-        self.health = Some(health);
+        self.ledger.set_health(health);
         self
     }
 
     /// Takes the thread's current usage as the base of the first spike's counts; call it on the
     /// thread that runs the periods, before the first one.
     pub fn start_usage_count(&mut self) {
-        self.usage_base = sched::thread_usage().ok();
+        self.ledger.start_usage_count();
     }
 
     /// Publishes progress and the function running into `heartbeat` (the runtime's watchdog reads it).
     pub fn watched_by(mut self, heartbeat: Arc<Heartbeat>) -> Cycler {
-        self.heartbeat = heartbeat;
+        self.ledger.set_heartbeat(heartbeat);
         self
     }
 
     /// The heartbeat this cycler writes.
     pub fn heartbeat(&self) -> &Arc<Heartbeat> {
-        &self.heartbeat
+        self.ledger.heartbeat()
     }
 
     /// The deadline the next wait is for.
     pub fn deadline(&self) -> Nanos {
-        self.first + self.period * self.k as i64
+        self.ledger.deadline()
     }
 
     /// One period: the thread woke at `now` for [`Cycler::deadline`]; `kernel_overruns` is what a
@@ -376,25 +562,22 @@ impl Cycler {
         let clk = self.clock;
         // A run list changed by addf/delf is taken here, whole (no allocation, no wait).
         self.list.adopt(&mut self.seen, &mut self.local);
-        let run_functions = !self.local.is_empty() && self.heartbeat.functions_running();
+        let run_functions = !self.local.is_empty() && self.ledger.heartbeat.functions_running();
         let start = if run_functions { clk.read() } else { 0 };
-        let (period, period_ns) = (self.period, self.period.as_nanos() as u64);
-        let deadline = self.deadline();
-        let latency = (now - deadline).as_nanos();
+        let period_ns = self.ledger.period.as_nanos() as u64;
         let cycle = Cycle {
-            number: self.k,
+            number: self.ledger.number(),
             period_ns,
             dt_ns: self
-                .prev_wake
+                .ledger
+                .prev_wake()
                 .map_or(period_ns, |p| (now - p).as_nanos().max(0) as u64),
-            missed: self.missed_before,
+            missed: self.ledger.missed_before(),
             now_ns: now.as_nanos(),
         };
 
         // Health first, so that this period's functions already see a late wake.
-        if let Some(h) = &mut self.health {
-            h.wake(latency, self.missed_before);
-        }
+        let latency = self.ledger.woke(now);
         // One interval-clock read per function (the TSC where the kernel keeps time with it):
         // each function's end is the next one's start.
         let mut t0 = start;
@@ -404,7 +587,10 @@ impl Cycler {
                 let Some(slot) = self.slots.get(n) else {
                     continue;
                 };
-                self.heartbeat.in_function.store(n + 1, Ordering::Relaxed);
+                self.ledger
+                    .heartbeat
+                    .in_function
+                    .store(n + 1, Ordering::Relaxed);
                 // SAFETY: this thread's adopted run list holds `n`: the slot is this thread's alone
                 // (slots.rs, ownership).
                 let called = unsafe { slot.call(&cycle) };
@@ -415,9 +601,7 @@ impl Cycler {
                 let faulted = called == Called::Panicked;
                 any_fault |= faulted;
                 if faulted {
-                    if let Some(h) = &mut self.health {
-                        h.fault();
-                    }
+                    self.ledger.fault();
                     events.push(RtEvent::FunctionFaulted {
                         function: n.min(u32::from(u16::MAX)) as u16,
                     });
@@ -434,51 +618,12 @@ impl Cycler {
         } else {
             now + Nanos::from_nanos(clk.ns(start, t0).min(i64::MAX as u64) as i64)
         };
-        if let Some(h) = &self.health {
-            h.done((end - now).as_nanos().max(0) as u64);
-        }
-        self.heartbeat.in_function.store(0, Ordering::Relaxed);
-
-        // Deadlines that went by while we were late or working are skipped, not run back to back.
-        // The kernel's own count (periodic timers) can only confirm the clock's, never exceed it.
-        let missed = clock::missed_periods(deadline, end, period).max(kernel_overruns);
-        self.recent[(self.k % DRIFT_WINDOW as u64) as usize] = latency;
-        let drift = self.recent.iter().copied().min().unwrap_or(latency);
-        // A spike's preemptions and page faults: counted since the previous spike sample (or the
-        // loop's start), so that a figure belongs to the spike, not to the thread's whole life.
-        let rusage = if stats.is_spike(latency, missed) {
-            sched::thread_usage().ok().map(|u| {
-                let d = self.usage_base.map_or(u, |b| u.since(&b));
-                self.usage_base = Some(u);
-                ThreadRusage {
-                    involuntary_ctx_switches: d.involuntary_switches,
-                    page_faults: d.minor_faults + d.major_faults,
-                }
-            })
-        } else {
-            None
-        };
-        stats.record(&PeriodSample {
-            now_ns: now.as_nanos().max(0) as u64,
-            latency_ns: latency,
-            interval_ns: self
-                .prev_wake
-                .map_or(0, |p| (now - p).as_nanos().max(0) as u64),
-            exec_ns: (end - now).as_nanos().max(0) as u64,
-            missed,
-            drift_ns: drift,
-            rusage,
-        });
-
-        if let Some(tap) = &mut self.recorder {
-            let exec = (end - now).as_nanos().max(0) as u64;
-            tap.record(self.k, now, latency, exec, missed, any_fault);
-        }
-        self.prev_wake = Some(now);
-        self.missed_before = missed;
-        self.k += 1 + missed;
-        self.heartbeat.progress.store(self.k, Ordering::Relaxed);
-        self.deadline()
+        self.ledger
+            .heartbeat
+            .in_function
+            .store(0, Ordering::Relaxed);
+        self.ledger
+            .finished(now, latency, end, kernel_overruns, any_fault, stats)
     }
 }
 

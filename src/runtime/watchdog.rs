@@ -121,6 +121,8 @@ pub(crate) struct Watched {
     demoted: bool,
     /// `<thread>.stalled` in the HAL.
     stalled_pin: Option<rtapi_hal::Pin<rtapi_hal::Out, bool>>,
+    /// A hosted thread: foreign code runs between its period waits (no function slots).
+    hosted: bool,
 }
 
 impl Watched {
@@ -146,7 +148,14 @@ impl Watched {
             longest_stall: Duration::ZERO,
             demoted: false,
             stalled_pin: None,
+            hosted: false,
         }
+    }
+
+    /// A hosted thread (see `runtime::hosted`): its place is its hosted code or its wait.
+    pub fn hosted(mut self) -> Self {
+        self.hosted = true;
+        self
     }
 
     /// Also sets and clears `<thread>.stalled` in the HAL.
@@ -156,6 +165,13 @@ impl Watched {
     }
 
     fn place(&self, function: Option<u32>) -> String {
+        if self.hosted {
+            return if self.heartbeat.waiting() {
+                "in its period wait".to_string()
+            } else {
+                "in its hosted code (between two period waits: it does not call wait)".to_string()
+            };
+        }
         match function {
             Some(i) => format!("in function {}", self.functions.name(i)),
             None => "outside its functions (in its timer wait or bookkeeping)".to_string(),
@@ -189,6 +205,16 @@ impl Watchdog {
     pub fn with_recorder(mut self, recorder: Option<Arc<super::recorder::Recorder>>) -> Self {
         self.recorder = recorder;
         self
+    }
+
+    /// Watches one more thread from the next look on (a hosted thread started while running).
+    pub fn add(&mut self, thread: Watched) {
+        self.threads.push(thread);
+    }
+
+    /// Stops watching thread `name` (a hosted thread that ended and was joined).
+    pub fn forget(&mut self, name: &str) {
+        self.threads.retain(|t| t.name != name);
     }
 
     /// One look at every thread; call it every few tens of milliseconds.

@@ -1,0 +1,950 @@
+//! Hosted threads: an rtapi instance whose threads are added while it runs and whose period loop is
+//! someone else's code (LinuxCNC 2.9's `hal_lib`, issue 24).
+//!
+//! LinuxCNC's `hal_lib` makes its threads (`servo-thread`, `base-thread`) at `loadrt` time with
+//! `rtapi_task_new`/`rtapi_task_start`, and the thread's body is `hal_lib`'s own loop: run the
+//! thread's functions, then call `rtapi_wait()` once per period. [`HostedThreads`] is the instance
+//! those threads live in — rtapi's own segment (`/dev/shm/rtapi-linuxcnc` by default, read by `rtapi
+//! show`, `watch`, `export` like any instance), the hardened process, the watchdog — and
+//! [`HostedThreads::spawn`] starts one of them: a hardened thread (the flavor's policy and the
+//! rate-monotonic or given SCHED_FIFO priority, pinned as rtapi's placement chooses, its stack
+//! prefaulted, rtapi's timer driver and wake mode) that runs the body it is given. The body calls
+//! [`Period::wait`] once per period — the period boundary:
+//!
+//! ```text
+//!  body: initial work ── wait ──► work ── wait ──► work ── wait ──► … ── return
+//!                        │                 │
+//!                        │  end of the work = now; exec = end − wake; deadlines passed by the end
+//!                        │  are skipped and counted (missed); the period is recorded (stats block,
+//!                        │  histogram, spikes, <thread>.time/tmax) — rtapi's Ledger, as its own loop
+//!                        │  stop requested? → Flow::Stop (no sleep)
+//!                        │  sleep to the next deadline on the absolute timeline (the thread's timer)
+//!                        └► wake: latency = now − deadline; <thread>.latency, .latency-max, .missed,
+//!                           .late written; heartbeat for the watchdog → Flow::Continue
+//! ```
+//!
+//! **Late periods are skipped, not caught up.** LinuxCNC 2.9's POSIX `rtapi_wait` advances its
+//! deadline by one period per call and does not sleep while it is behind, so after a stall of n
+//! periods it runs n periods back to back, each given the nominal period — a servo loop then
+//! computes n periods' worth of motion within microseconds, and a long stall (a SIGSTOP) becomes a
+//! burst of thousands of periods at SCHED_FIFO. rtapi keeps its own rule here too (the one of
+//! `Cycler::period`): the deadlines that went by while the thread was late are counted as missed
+//! (the stats block's `overruns`, `<thread>.missed`, `<thread>.late` in the next period) and the next
+//! wait sleeps to the first deadline still ahead. So `wait()` returns once per wake, never twice for
+//! one deadline, and every deadline of the timeline is either a wake or a missed period:
+//! `wakes + missed = deadlines elapsed` (tested in `tests/hosted_threads.rs`).
+//!
+//! **Ending a thread without cancelling it.** Nothing here uses `pthread_cancel` or unwinds through
+//! foreign frames: [`HostedHandle::stop`] sets the thread's stop flag and interrupts its wait if it is
+//! in one; `wait()` then returns [`Flow::Stop`] (and so does every later call), and the body is
+//! expected to return. A body of C code that cannot return on its own (hal_lib's `thread_task` loops
+//! forever) is left by its host with a `longjmp` from C code back to a `setjmp` in C code around the
+//! task call, so that no Rust frame is skipped — `wait()` itself returns normally. A body that does
+//! not come back within the grace period is left behind (demoted to SCHED_OTHER, named in the
+//! summary), as [`Runtime::stop`](super::Runtime::stop) does with a function that never returns.
+//!
+//! **The watchdog** watches every hosted thread from its start as it watches the runtime's own: a
+//! thread whose periods stop completing (stuck in foreign code, in a loop that no longer calls
+//! `wait`) is marked stalled in the segment and in `<thread>.stalled`, and the configured
+//! [`StallAction`](super::watchdog::StallAction) follows: the same one as for rtapi's threads.
+//! Demoting (the default) changes only the scheduling class of the thread through
+//! `sched_setscheduler` on its tid; it does not interrupt, signal or touch the code it runs, so it is
+//! as safe for foreign code mid-function as for rtapi's own functions, and the policy comes back when
+//! periods complete again.
+//!
+//! **Health for LinuxCNC's HAL.** [`HostedHandle::health`] gives a [`HealthReader`] of the thread's
+//! `latency`, `latency-max`, `missed`, `late`, `stalled` (relaxed loads, callable from an RT thread);
+//! [`lcnc_health`](super::lcnc_health) turns them into pins of a LinuxCNC HAL
+//! component through `hal_lib`'s own API.
+//!
+//! What a hosted thread does not have: rtapi's function slots (its functions are the host's), the
+//! flight recorder, pause/resume (LinuxCNC 2.9's POSIX `rtapi_task_pause` is `-ENOSYS` too) and a
+//! period change while it runs (the segment's thread record fixes the period, LAYOUT.md §7a; a
+//! thread with another period is another thread).
+
+use super::health::{self, HealthReader};
+use super::panic::PanicReport;
+use super::slots::Slots;
+use super::start;
+use super::thread::{self, Heartbeat, Ledger, SetupError};
+use super::watchdog::{Watchdog, WatchdogOptions, Watched};
+use super::{RuntimeError, StartedThread, Summary, ThreadSpec, ThreadSummary, STOP_GRACE};
+use crate::detect::SystemReport;
+use crate::flavor::{self, Selection};
+use crate::rt::clock::{self, Nanos};
+use crate::rt::harden::{self, Hardening};
+use crate::rt::sched::{self, Policy};
+use crate::rt::signals;
+use crate::rt::wake::{CycleTimer, TimerDriver, WakeError};
+use rtapi_hal::{
+    ComponentKey, Hal, HalBuilder, HalReader, HistogramConfig, Permissions, StatsWriter,
+    ThreadConfig, ThreadRoom,
+};
+use std::os::unix::thread::JoinHandleExt;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The instance LinuxCNC's threads live in unless told otherwise.
+pub const DEFAULT_HOSTED_INSTANCE: &str = "linuxcnc";
+
+/// How a hosted instance runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedOptions {
+    /// A forced flavor (`--flavor`); `None` = `RTAPI_FLAVOR`, else autodetection.
+    pub flavor: Option<String>,
+    /// `mlockall` and prefault (a failure is fatal under rt-preempt and posix).
+    pub lock_memory: bool,
+    /// Hold `/dev/cpu_dma_latency` at 0 while the instance lives.
+    pub dma_latency: bool,
+    /// Make the segment readable by the owner's group (otherwise 0600).
+    pub group_readable: bool,
+    /// When a thread is stalled and what follows.
+    pub watchdog: WatchdogOptions,
+    /// Threads the segment keeps room for (each with its stats block); LinuxCNC allows 64 tasks.
+    pub max_threads: usize,
+    /// Every hosted thread's latency histogram.
+    pub histogram: HistogramConfig,
+}
+
+impl Default for HostedOptions {
+    fn default() -> Self {
+        HostedOptions {
+            flavor: None,
+            lock_memory: true,
+            dma_latency: true,
+            group_readable: false,
+            watchdog: WatchdogOptions::default(),
+            max_threads: 16,
+            histogram: HistogramConfig::default(),
+        }
+    }
+}
+
+/// What [`Period::wait`] tells the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the body must return when wait() says Stop"]
+pub enum Flow {
+    /// The thread woke for its next period: do the period's work, then wait again.
+    Continue,
+    /// The owner asked the thread to end (or its timer failed): return from the body.
+    Stop,
+}
+
+/// The period boundary of one hosted thread, handed to its body. Lives on the thread's stack;
+/// nothing in it allocates after the thread started.
+pub struct Period {
+    ledger: Ledger,
+    timer: CycleTimer,
+    stats: StatsWriter,
+    period: Nanos,
+    control: Arc<Control>,
+    heartbeat: Arc<Heartbeat>,
+    /// The wake of the period whose work runs now: (time, latency, periodic timer's overruns).
+    woke: Option<(Nanos, i64, u64)>,
+    /// `wait()` said Stop once: it says so from then on.
+    ended: bool,
+}
+
+/// What the owner and a hosted thread share, besides the heartbeat.
+struct Control {
+    /// The owner asks the thread to end.
+    stop: Arc<AtomicBool>,
+    /// The errno of a failed timer wait (0: none).
+    wait_error: AtomicI32,
+    /// The body panicked (a Rust body: the panic was caught at the thread's top).
+    panicked: AtomicBool,
+}
+
+impl Period {
+    /// The period boundary, called once per period by the body: records the period whose work just
+    /// ended, sleeps to the next deadline on the absolute timeline (deadlines already gone by are
+    /// skipped and counted as missed, never run back to back), and measures the wake. Returns
+    /// [`Flow::Stop`] without sleeping once the owner asked the thread to end, or when a stop
+    /// interrupts the sleep; then the body should return. No allocation, lock, log or I/O: the
+    /// timer's wait, `clock_gettime`, stores into the segment and, in a spike period only, one
+    /// `getrusage`.
+    #[inline]
+    pub fn wait(&mut self) -> Flow {
+        let end = clock::now();
+        self.complete(end);
+        if self.ended || self.control.stop.load(Ordering::Relaxed) {
+            self.ended = true;
+            return Flow::Stop;
+        }
+        let deadline = self.ledger.deadline();
+        self.heartbeat.set_waiting(true);
+        // Read after `waiting` is set (SeqCst both): a stopper that set the flag before sees this
+        // thread waiting and interrupts it until it ends, so the request cannot be slept through.
+        let result = if self.control.stop.load(Ordering::SeqCst) {
+            Err(WakeError::Interrupted)
+        } else {
+            self.timer.wait_until(deadline)
+        };
+        self.heartbeat.set_waiting(false);
+        match result {
+            Ok(info) => {
+                let now = clock::now();
+                // A wake after the stop request is not a period of the run (as in the cycle loop).
+                if self.control.stop.load(Ordering::Relaxed) {
+                    self.ended = true;
+                    return Flow::Stop;
+                }
+                let latency = self.ledger.woke(now);
+                self.woke = Some((now, latency, info.kernel_overruns.unwrap_or(0)));
+                Flow::Continue
+            }
+            Err(WakeError::Interrupted) => {
+                self.ended = true;
+                Flow::Stop
+            }
+            Err(e) => {
+                let errno = match &e {
+                    WakeError::Sys(sys) => sys.errno as i32,
+                    _ => libc::EINVAL,
+                };
+                self.control.wait_error.store(errno, Ordering::Relaxed);
+                self.ended = true;
+                Flow::Stop
+            }
+        }
+    }
+
+    /// The period whose work ended at `end` is recorded; before the first wake, deadlines that the
+    /// body's first pass overran are passed over (the timeline starts at the next one).
+    #[inline]
+    fn complete(&mut self, end: Nanos) {
+        match self.woke.take() {
+            Some((wake, latency, overruns)) => {
+                self.ledger
+                    .finished(wake, latency, end, overruns, false, &self.stats);
+            }
+            None if !self.ended && self.ledger.prev_wake().is_none() => {
+                self.ledger.skip_to(end);
+            }
+            None => {}
+        }
+    }
+
+    /// The number of the current period on the thread's timeline (skipped periods included): after
+    /// a `wait()` that returned [`Flow::Continue`], the period just woken for.
+    pub fn number(&self) -> u64 {
+        self.ledger.number()
+    }
+
+    /// The deadline of the current period (after `Continue`: the one just woken for).
+    pub fn deadline(&self) -> Nanos {
+        self.ledger.deadline()
+    }
+
+    /// Periods missed (skipped) right before the current one.
+    pub fn missed(&self) -> u64 {
+        self.ledger.missed_before()
+    }
+
+    /// The thread's period.
+    pub fn period(&self) -> Nanos {
+        self.period
+    }
+
+    /// Whether the owner asked the thread to end (the next `wait()` returns [`Flow::Stop`]).
+    pub fn stop_requested(&self) -> bool {
+        self.ended || self.control.stop.load(Ordering::Relaxed)
+    }
+}
+
+// ---- foreign loops that never return (LinuxCNC's thread_task) -----------------------------------
+
+std::thread_local! {
+    /// The Period of the foreign task this thread runs in [`Period::run_foreign`] (null outside).
+    static CURRENT: std::cell::Cell<*mut Period> = const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
+
+extern "C" {
+    /// hosted_exit.c: calls `task(arg)` after a setjmp; 1 if `rtapi_hosted_wait` left it.
+    fn rtapi_hosted_call(
+        task: unsafe extern "C" fn(*mut std::ffi::c_void),
+        arg: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int;
+}
+
+/// How a foreign task run by [`Period::run_foreign`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignExit {
+    /// It returned by itself.
+    Returned,
+    /// Its `rtapi_hosted_wait()` said Stop and left it (longjmp between C frames).
+    Left,
+}
+
+/// Called by `rtapi_hosted_wait` (C): this thread's [`Period::wait`]; 0 continue, 1 stop (also
+/// when no task runs in [`Period::run_foreign`] on this thread). Never unwinds.
+#[no_mangle]
+extern "C" fn rtapi_hosted_period_wait() -> std::ffi::c_int {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        return 1;
+    }
+    // SAFETY: CURRENT is set by run_foreign on this thread to the Period it borrows mutably for the
+    // task's whole run, and cleared before that borrow ends; only this thread reads it.
+    match unsafe { &mut *p }.wait() {
+        Flow::Continue => 0,
+        Flow::Stop => 1,
+    }
+}
+
+impl Period {
+    /// Runs a foreign (C) task that calls `rtapi_hosted_wait()` once per period and may never
+    /// return — LinuxCNC's `thread_task(arg)`: when this thread is asked to stop,
+    /// `rtapi_hosted_wait()` does not return into the task but `longjmp`s from C back into C
+    /// (`hosted_exit.c`), skipping only the task's C frames, and this returns
+    /// [`ForeignExit::Left`]. No cancellation, no unwinding through Rust frames. A master whose
+    /// modules call `rtapi_wait()` makes that symbol `rtapi_hosted_wait` itself (an alias:
+    /// `-Wl,--defsym=rtapi_wait=rtapi_hosted_wait` and the dynamic list), not a Rust function
+    /// calling it — a Rust frame between the task and the jump would be skipped.
+    ///
+    /// # Safety
+    /// `task` must be safe to call with `arg` on this thread, and its frames (and any frame between
+    /// it and `rtapi_hosted_wait`) must be C frames that hold no resource a `longjmp` over them
+    /// would leak or leave locked.
+    pub unsafe fn run_foreign(
+        &mut self,
+        task: unsafe extern "C" fn(*mut std::ffi::c_void),
+        arg: *mut std::ffi::c_void,
+    ) -> ForeignExit {
+        let outer = CURRENT.with(|c| c.replace(std::ptr::from_mut(self)));
+        // SAFETY: forwarded from the caller's contract; hosted_exit.c's setjmp/longjmp stay in C.
+        let left = unsafe { rtapi_hosted_call(task, arg) };
+        CURRENT.with(|c| c.set(outer));
+        if left == 0 {
+            ForeignExit::Returned
+        } else {
+            ForeignExit::Left
+        }
+    }
+}
+
+/// One hosted thread as its owner sees it.
+struct Hosted {
+    info: Mutex<StartedThread>,
+    control: Arc<Control>,
+    heartbeat: Arc<Heartbeat>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+    panics: Mutex<mpsc::Receiver<PanicReport>>,
+    health: health::ThreadKeys,
+    /// Its end of run, once stopped.
+    summary: Mutex<Option<ThreadSummary>>,
+}
+
+/// A hosted thread started by [`HostedThreads::spawn`]: ask it to end, join it, read its health.
+/// Dropping the handle does not stop the thread ([`HostedThreads::stop`] stops every thread).
+pub struct HostedHandle {
+    hosted: Arc<Hosted>,
+    hal: HalReader,
+    watch: mpsc::Sender<WatchCmd>,
+    health: HealthReader,
+}
+
+/// Changes of the watchdog's list while the instance runs.
+enum WatchCmd {
+    Add(Box<Watched>),
+    Forget(String),
+}
+
+/// An rtapi instance whose threads are added while it runs (see the module documentation).
+pub struct HostedThreads {
+    hal: Hal,
+    system: SystemReport,
+    selection: Selection,
+    opts: HostedOptions,
+    origin: Nanos,
+    started: Instant,
+    owner: ComponentKey,
+    threads: Mutex<Vec<Arc<Hosted>>>,
+    watch: mpsc::Sender<WatchCmd>,
+    watchdog: Option<JoinHandle<Watchdog>>,
+    housekeeping_stop: Arc<AtomicBool>,
+    stalled_stop: Arc<AtomicBool>,
+    housekeeping: Vec<usize>,
+    _hardening: Hardening,
+}
+
+impl HostedThreads {
+    /// Creates instance `instance` with no thread yet: detects the machine, chooses the flavor
+    /// (`opts.flavor`, then `RTAPI_FLAVOR`, then autodetection), builds and publishes the segment
+    /// with room for `opts.max_threads` threads, hardens the process and starts the watchdog.
+    pub fn open(instance: &str, opts: HostedOptions) -> Result<Self, RuntimeError> {
+        Self::open_with(instance, opts, SystemReport::detect_live())
+    }
+
+    /// As [`open`](Self::open), with an already made detection report.
+    pub fn open_with(
+        instance: &str,
+        opts: HostedOptions,
+        system: SystemReport,
+    ) -> Result<Self, RuntimeError> {
+        let env = std::env::var("RTAPI_FLAVOR").ok();
+        let selection = flavor::select(&system, opts.flavor.as_deref(), env.as_deref())?;
+        for w in &selection.warnings {
+            log::warn!("{w}");
+        }
+        if opts.max_threads == 0 {
+            return Err(RuntimeError::Config(
+                "a hosted instance needs room for at least one thread (max_threads ≥ 1)".into(),
+            ));
+        }
+        signals::install_wake_handler().map_err(RuntimeError::Signals)?;
+        super::panic::install_hook();
+        let mut b = HalBuilder::new(instance)?
+            .capacity(rtapi_hal::Capacity {
+                factor: 4,
+                floor: start::LIVE_SPARE_RECORDS,
+            })
+            .thread_room(ThreadRoom {
+                threads: opts.max_threads,
+                max_bins: opts.histogram.bins,
+            });
+        if opts.group_readable {
+            // SAFETY: getegid has no preconditions and cannot fail.
+            let gid = unsafe { libc::getegid() };
+            b = b.permissions(Permissions::GroupReadable { gid });
+        }
+        let owner = b.component(health::OWNER)?;
+        let hal = b.build().map_err(RuntimeError::Segment)?;
+        super::crash::install();
+        super::crash::remove_on_crash(&super::crash::segment_path(&hal));
+        let hardening = start::harden(opts.lock_memory, opts.dma_latency, selection.flavor)?;
+        // Calibrated here (20 ms, once per process), not on an RT thread.
+        let _ = clock::IntervalClock::get();
+        let housekeeping = housekeeping_cpus(&system);
+        let (watch, commands) = mpsc::channel();
+        let housekeeping_stop = Arc::new(AtomicBool::new(false));
+        let stalled_stop = Arc::new(AtomicBool::new(false));
+        let watchdog = start_watchdog(
+            Watchdog::new(opts.watchdog, Vec::new(), stalled_stop.clone()),
+            commands,
+            &housekeeping_stop,
+            &housekeeping,
+            selection.flavor.real_time(),
+        );
+        hal.set_running(true);
+        Ok(HostedThreads {
+            hal,
+            system,
+            selection,
+            opts,
+            origin: clock::now(),
+            started: Instant::now(),
+            owner,
+            threads: Mutex::new(Vec::new()),
+            watch,
+            watchdog,
+            housekeeping_stop,
+            stalled_stop,
+            housekeeping,
+            _hardening: hardening,
+        })
+    }
+
+    /// The instance's own segment.
+    pub fn hal(&self) -> &Hal {
+        &self.hal
+    }
+
+    /// The flavor the threads run under.
+    pub fn flavor(&self) -> flavor::Flavor {
+        self.selection.flavor
+    }
+
+    /// The CPUs without RT threads (where the watchdog runs; empty: no restriction).
+    pub fn housekeeping_cpus(&self) -> &[usize] {
+        &self.housekeeping
+    }
+
+    /// Whether a stall whose action is `stop` asked for the run to end (see
+    /// [`StallAction::Stop`](super::watchdog::StallAction::Stop)).
+    pub fn stall_requests_stop(&self) -> bool {
+        self.stalled_stop.load(Ordering::Relaxed)
+    }
+
+    /// Starts thread `spec.name` running `body`: placed as rtapi places a thread (its CPU, or the RT
+    /// CPU detection chose; its priority, or rate-monotonic among the instance's threads), its record
+    /// and health pins added to the segment, set up (policy, CPU, stack, timer armed) before this
+    /// returns, and watched by the watchdog. Its first deadline is the first point of the instance's
+    /// timeline (`origin + n·period`) at least one period after its start; `body`'s work before its
+    /// first `wait()` is LinuxCNC's first pass. Fails with nothing running (but the segment's
+    /// records: a thread record is never removed) if the thread cannot be set up.
+    pub fn spawn(
+        &self,
+        spec: ThreadSpec,
+        body: Box<dyn FnOnce(&mut Period) + Send>,
+    ) -> Result<HostedHandle, RuntimeError> {
+        crate::rt::units::check_period(spec.period)
+            .map_err(|e| RuntimeError::Config(format!("thread '{}': {e}", spec.name)))?;
+        rtapi_hal::name::validate(&spec.name).map_err(RuntimeError::Hal)?;
+        if spec.timer.is_comparison_only() {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': timer '{}' is for compare-timers only; use nanosleep, posix-timer or timerfd",
+                spec.name, spec.timer
+            )));
+        }
+        if let Some(p) = spec.priority.filter(|p| !(1..=99).contains(p)) {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': priority {p} is outside SCHED_FIFO's 1..=99",
+                spec.name
+            )));
+        }
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        // Placement among the instance's threads (rate-monotonic priorities, CPU checks, spin).
+        let mut specs: Vec<ThreadSpec> = threads
+            .iter()
+            .map(|h| {
+                let i = h.info.lock().unwrap_or_else(|p| p.into_inner());
+                ThreadSpec {
+                    priority: Some(i.priority).filter(|&p| p > 0),
+                    cpu: Some(i.cpu),
+                    ..ThreadSpec::new(&i.name, i.period)
+                }
+            })
+            .collect();
+        if specs.iter().any(|s| s.name == spec.name) {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}' exists already in instance '{}'",
+                spec.name,
+                self.hal.instance()
+            )));
+        }
+        specs.push(spec.clone());
+        let fifo = self.selection.flavor.real_time();
+        let placed = start::place(&self.system, &specs, fifo)?;
+        let p = placed.last().expect("the new thread was placed");
+        let (cpu, priority, policy) = (p.cpu, p.priority, p.policy);
+
+        let mut config = ThreadConfig::new(&spec.name, spec.period.as_nanos() as u64)
+            .cpu(cpu as u32)
+            .priority(priority)
+            .flavor(self.selection.flavor.name())
+            .timer(spec.timer.name())
+            .histogram(self.opts.histogram);
+        if let Some(t) = spec.spike_threshold {
+            config = config.spike_threshold_ns(t.as_nanos().max(1));
+        }
+        let key = self.hal.add_thread(config)?;
+        let keys = health::add_thread(&self.hal, self.owner, &spec.name)?;
+        let stats = self.hal.stats_writer(key)?;
+        let heartbeat = Arc::new(Heartbeat::default());
+        let control = Arc::new(Control {
+            stop: Arc::new(AtomicBool::new(false)),
+            wait_error: AtomicI32::new(0),
+            panicked: AtomicBool::new(false),
+        });
+        let (panic_tx, panics) = mpsc::sync_channel(4);
+        let plan = HostedPlan {
+            name: spec.name.clone(),
+            period: spec.period,
+            policy,
+            cpu,
+            origin: self.origin,
+            timer: CycleTimer::new(spec.timer, spec.wake),
+            stats,
+            health: health::ThreadHealth::new(&self.hal, &keys),
+            heartbeat: heartbeat.clone(),
+            control: control.clone(),
+            stack_prefault: if self.opts.lock_memory {
+                harden::DEFAULT_STACK_PREFAULT
+            } else {
+                0
+            },
+            panics: panic_tx,
+        };
+        let (ready_tx, ready) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name(format!("rtapi-{}", spec.name))
+            .spawn(move || run(plan, body, ready_tx))
+            .map_err(|error| RuntimeError::Spawn {
+                thread: spec.name.clone(),
+                error,
+            })?;
+        let failed = |error: SetupError| RuntimeError::Thread {
+            thread: spec.name.clone(),
+            error,
+        };
+        match ready.recv_timeout(Duration::from_secs(5)) {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                let _ = handle.join();
+                return Err(failed(e));
+            }
+            Err(_) => {
+                // It never answered: leave it (it is told to end, should it get that far).
+                control.stop.store(true, Ordering::SeqCst);
+                return Err(failed(SetupError::NoAnswer));
+            }
+        }
+        let info = StartedThread {
+            name: spec.name.clone(),
+            period: spec.period,
+            priority,
+            cpu,
+            timer: spec.timer,
+            wake: spec.wake,
+            functions: Vec::new(),
+            tid: heartbeat.tid(),
+        };
+        let _ = self.watch.send(WatchCmd::Add(Box::new(
+            Watched::new(
+                spec.name.clone(),
+                Arc::new(Slots::with_capacity(0)),
+                spec.period,
+                policy,
+                heartbeat.clone(),
+                self.hal.thread_state_cell(key),
+            )
+            .with_stalled_pin(Some(self.hal.pin(keys.stalled)))
+            .hosted(),
+        )));
+        let hosted = Arc::new(Hosted {
+            info: Mutex::new(info),
+            control,
+            heartbeat,
+            handle: Mutex::new(Some(handle)),
+            panics: Mutex::new(panics),
+            health: keys,
+            summary: Mutex::new(None),
+        });
+        threads.push(Arc::clone(&hosted));
+        Ok(HostedHandle {
+            health: HealthReader::new(&self.hal, &hosted.health),
+            hosted,
+            hal: self.hal.reader()?,
+            watch: self.watch.clone(),
+        })
+    }
+
+    /// Every thread started so far, as started (with its tid).
+    pub fn threads(&self) -> Vec<StartedThread> {
+        self.threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|h| h.info.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .collect()
+    }
+
+    /// A reader of thread `name`'s health pins (for LinuxCNC HAL pins), if it exists.
+    pub fn health(&self, name: &str) -> Option<HealthReader> {
+        let threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        threads
+            .iter()
+            .find(|h| h.info.lock().unwrap_or_else(|p| p.into_inner()).name == name)
+            .map(|h| HealthReader::new(&self.hal, &h.health))
+    }
+
+    /// Ends every thread still running (as [`HostedHandle::stop`]), stops the watchdog and returns
+    /// the whole run's summary — every thread ever started, in start order — for a latency-test-style
+    /// report ([`Summary`]'s `Display`, `latency::verdict`). The segment goes when this returns.
+    pub fn stop(self) -> Summary {
+        let threads: Vec<Arc<Hosted>> =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        let reader = self.hal.reader().ok();
+        for h in &threads {
+            request_stop(h);
+        }
+        let summaries: Vec<ThreadSummary> = threads
+            .iter()
+            .map(|h| match reader.as_ref() {
+                Some(r) => finish(h, r, &self.watch),
+                None => h
+                    .summary
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+                    .unwrap_or_else(|| ThreadSummary {
+                        info: h.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                        stats: None,
+                        histogram: None,
+                        faulted: Vec::new(),
+                        stalled: None,
+                        stalls: 0,
+                        longest_stall: Duration::ZERO,
+                        abandoned: false,
+                    }),
+            })
+            .collect();
+        self.housekeeping_stop.store(true, Ordering::Relaxed);
+        if let Some(d) = self.watchdog {
+            d.thread().unpark();
+            let _ = d.join();
+        }
+        self.hal.set_running(false);
+        super::crash::forget_path(&super::crash::segment_path(&self.hal));
+        Summary {
+            flavor: self.selection.flavor,
+            run_time: self.started.elapsed(),
+            threads: summaries,
+        }
+    }
+}
+
+impl HostedHandle {
+    /// The thread as started (name, period, priority, CPU, tid).
+    pub fn info(&self) -> StartedThread {
+        self.hosted
+            .info
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The thread's health pins, read from any thread (see [`HealthReader`]).
+    pub fn health(&self) -> &HealthReader {
+        &self.health
+    }
+
+    /// Asks the thread to end without waiting: its next (or current) `wait()` returns
+    /// [`Flow::Stop`]. Callable from any thread (a `rtapi_task_delete` from another one).
+    pub fn request_stop(&self) {
+        request_stop(&self.hosted);
+    }
+
+    /// Whether the body has returned.
+    pub fn is_finished(&self) -> bool {
+        self.hosted
+            .handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_none_or(|h| h.is_finished())
+    }
+
+    /// Ends the thread: asks it to stop (its wait is interrupted if it is in one), joins it — bounded
+    /// by [`STOP_GRACE`] plus one period, the longest a body's work may take before its next
+    /// `wait()` — and returns its end of run. A thread that does not come back is left behind:
+    /// demoted to SCHED_OTHER, `abandoned` and `stalled` in the summary. Its record stays in the
+    /// segment (stopped) until the instance ends. A second call returns the same summary.
+    pub fn stop(&self) -> ThreadSummary {
+        request_stop(&self.hosted);
+        finish(&self.hosted, &self.hal, &self.watch)
+    }
+}
+
+fn request_stop(h: &Hosted) {
+    h.control.stop.store(true, Ordering::SeqCst);
+}
+
+/// Joins a thread asked to stop (interrupting its wait while it waits), bounded; its summary.
+fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> ThreadSummary {
+    let mut summary = h.summary.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = summary.as_ref() {
+        return s.clone();
+    }
+    let info = h.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let handle = h.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let grace = STOP_GRACE + Duration::from_nanos(info.period.as_nanos().max(0) as u64);
+    let begin = Instant::now();
+    let mut abandoned = false;
+    if let Some(handle) = handle {
+        // Only a thread in its wait is signalled: foreign code in a system call must not see an
+        // EINTR it does not expect. Again and again, so that a signal landing just before the
+        // thread's sleep cannot be lost (its flag check comes first, see `Period::wait`).
+        while !handle.is_finished() && begin.elapsed() < grace {
+            if h.heartbeat.waiting() {
+                let _ = signals::interrupt(handle.as_pthread_t());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if handle.is_finished() {
+            let _ = handle.join();
+        } else {
+            // Never leave a SCHED_FIFO thread spinning behind: the exit path needs CPU time too.
+            if let Some(tid) = h.heartbeat.tid() {
+                let _ = sched::set_thread_policy(tid, Policy::Other);
+            }
+            abandoned = true;
+            log::error!(
+                "thread {}: did not return within {} ms of the stop request; left behind",
+                info.name,
+                grace.as_millis()
+            );
+        }
+    }
+    let _ = watch.send(WatchCmd::Forget(info.name.clone()));
+    let errno = h.control.wait_error.load(Ordering::Relaxed);
+    if errno != 0 {
+        log::error!(
+            "thread {}: its timer wait failed ({}); wait() told the body to stop",
+            info.name,
+            nix::errno::Errno::from_raw(errno)
+        );
+    }
+    let panicked = h.control.panicked.load(Ordering::Relaxed);
+    for r in h
+        .panics
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .try_iter()
+    {
+        log::error!(
+            "thread {}: its body panicked{}: {}; the thread ended",
+            info.name,
+            r.location.map_or(String::new(), |l| format!(" at {l}")),
+            r.message
+        );
+    }
+    let s = ThreadSummary {
+        stats: reader.thread_stats(&info.name).ok(),
+        histogram: reader.histogram(&info.name).ok(),
+        faulted: if panicked {
+            vec![format!("{} (its body panicked)", info.name)]
+        } else {
+            Vec::new()
+        },
+        stalled: abandoned.then(|| {
+            if h.heartbeat.waiting() {
+                "in its period wait".to_string()
+            } else {
+                "in its hosted code (it never called wait again)".to_string()
+            }
+        }),
+        // (Stalls the thread recovered from are in the log and the HAL's `<thread>.stalled`; the
+        // hosted watchdog does not keep their count yet: only one that lasted to the end counts.)
+        stalls: u32::from(abandoned),
+        longest_stall: Duration::ZERO,
+        abandoned,
+        info,
+    };
+    *summary = Some(s.clone());
+    s
+}
+
+/// Everything a hosted thread needs, made before it starts.
+struct HostedPlan {
+    name: String,
+    period: Nanos,
+    policy: Policy,
+    cpu: usize,
+    origin: Nanos,
+    timer: CycleTimer,
+    stats: StatsWriter,
+    health: health::ThreadHealth,
+    heartbeat: Arc<Heartbeat>,
+    control: Arc<Control>,
+    stack_prefault: usize,
+    panics: mpsc::SyncSender<PanicReport>,
+}
+
+/// On the new thread: set up, arm the timer on the instance's timeline, report, run the body,
+/// record its last period.
+fn run(
+    plan: HostedPlan,
+    body: Box<dyn FnOnce(&mut Period) + Send>,
+    ready: mpsc::Sender<Result<usize, SetupError>>,
+) {
+    let setup = thread::setup_current(plan.policy, Some(plan.cpu), plan.stack_prefault);
+    // SAFETY: gettid has no preconditions and cannot fail.
+    plan.heartbeat.set_tid(unsafe { libc::gettid() });
+    super::panic::route_panics_of_current_thread(
+        &plan.name,
+        plan.panics.clone(),
+        plan.heartbeat.clone(),
+    );
+    let _crash = super::crash::enter_thread(
+        &plan.name,
+        plan.heartbeat.clone(),
+        Arc::new(Slots::with_capacity(0)),
+    );
+    if let Err(e) = setup {
+        let _ = ready.send(Err(e));
+        return;
+    }
+    let mut timer = plan.timer;
+    // The first point of the instance's timeline at least one period away: the body's first pass
+    // runs before it, as LinuxCNC's first period does.
+    let (_, first) = clock::next_on_timeline(plan.origin, plan.period, clock::now() + plan.period);
+    if let Err(error) = timer.arm(first, plan.period) {
+        let _ = ready.send(Err(SetupError::Arm {
+            timer: timer.kind(),
+            error,
+        }));
+        return;
+    }
+    // A stop request also interrupts the wait itself (the stopper signals the thread).
+    timer.stop_on(Arc::clone(&plan.control.stop));
+    let mut ledger = Ledger::new(first, plan.period);
+    ledger.set_heartbeat(plan.heartbeat.clone());
+    ledger.set_health(plan.health);
+    ledger.start_usage_count();
+    let mut period = Period {
+        ledger,
+        timer,
+        stats: plan.stats,
+        period: plan.period,
+        control: plan.control.clone(),
+        heartbeat: plan.heartbeat.clone(),
+        woke: None,
+        ended: false,
+    };
+    period.stats.set_running(true);
+    plan.heartbeat.set_looping(true);
+    let _ = ready.send(Ok(plan.cpu));
+    // A Rust body's panic ends the thread, not the process; foreign code never unwinds into here.
+    let returned =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut period))).is_ok();
+    if !returned {
+        plan.control.panicked.store(true, Ordering::Relaxed);
+    }
+    // The work after the last wake is the last period.
+    period.complete(clock::now());
+    plan.heartbeat.set_looping(false);
+    period.stats.set_running(false);
+}
+
+/// The CPUs that are not the RT CPU (all of them when detection chose none).
+fn housekeeping_cpus(system: &SystemReport) -> Vec<usize> {
+    let Some(rt) = system.cpus.rt_cpu else {
+        return Vec::new();
+    };
+    system
+        .cpus
+        .online
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| *c != rt && system.cpus.allowed.as_ref().is_none_or(|a| a.contains(c)))
+        .collect()
+}
+
+/// The watchdog thread: SCHED_FIFO 99 under a real-time flavor, off the RT CPU, every
+/// [`WATCHDOG_TICK`](super::WATCHDOG_TICK); takes threads added and removed on the way.
+fn start_watchdog(
+    mut dog: Watchdog,
+    commands: mpsc::Receiver<WatchCmd>,
+    stop: &Arc<AtomicBool>,
+    cpus: &[usize],
+    fifo: bool,
+) -> Option<JoinHandle<Watchdog>> {
+    let (stop, cpus) = (stop.clone(), cpus.to_vec());
+    std::thread::Builder::new()
+        .name("rtapi-watchdog".into())
+        .spawn(move || {
+            if fifo {
+                let _ = sched::set_current_policy(Policy::Fifo { priority: 99 });
+            }
+            if !cpus.is_empty() {
+                let _ = sched::set_current_affinity(&cpus);
+            }
+            while !stop.load(Ordering::Relaxed) {
+                for c in commands.try_iter() {
+                    match c {
+                        WatchCmd::Add(t) => dog.add(*t),
+                        WatchCmd::Forget(name) => dog.forget(&name),
+                    }
+                }
+                dog.check();
+                std::thread::park_timeout(super::WATCHDOG_TICK);
+            }
+            dog
+        })
+        .ok()
+}
