@@ -344,9 +344,14 @@ fn sigint_ends_the_test_early_and_still_reports() {
     assert_success(&out);
     let v = json_of(&out);
     assert_eq!(v["settings"]["interrupted"], true);
+    // Ended early (the signal, not the 60 s), and the report holds at least the periods seen before
+    // the signal (its duration is measured from its own start, a little after the thread's origin,
+    // so it is no bound here).
     let secs = v["settings"]["duration_s"].as_f64().unwrap();
-    assert!((1.0..60.0).contains(&secs), "ended early: {secs} s");
-    assert!(v["threads"][0]["cycles"].as_u64().unwrap() > 500);
+    assert!(secs > 0.0 && secs < 60.0, "ended early: {secs} s");
+    let t = &v["threads"][0];
+    let periods = t["cycles"].as_u64().unwrap() + t["overruns"].as_u64().unwrap();
+    assert!(periods >= 1000, "the report lost periods: {t}");
 }
 
 /// (pid, parent, process group, state) of every live stress-ng process on the machine.

@@ -66,14 +66,25 @@ impl Owner {
 
     fn spawn(name: String, dir: tempfile::TempDir, args: &[&str], stdin: Stdio) -> Owner {
         let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+        command
             .args(args)
             .env("RUST_LOG", "error")
             .stdin(stdin)
             .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .unwrap();
+            .stderr(std::fs::File::create(&err).unwrap());
+        // SAFETY: signal(2) is async-signal-safe and only changes the child's own disposition.
+        // SIGHUP at its default, as in a terminal session: a suite started under nohup (SIGHUP
+        // ignored, inherited by children) would otherwise hand the owner an ignored SIGHUP, which
+        // rtapi rightly keeps ignored.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                libc::signal(libc::SIGHUP, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
         let owner = Owner {
             name,
             child: Some(child),

@@ -53,7 +53,7 @@ impl Pty {
         let slave: OwnedFd = pty.slave;
         let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup slave"));
         cmd.stdin(io(&slave)).stdout(io(&slave)).stderr(io(&slave));
-        // SAFETY: setsid and ioctl(TIOCSCTTY) are async-signal-safe and touch only the child: a new
+        // SAFETY: setsid, ioctl(TIOCSCTTY) and signal are async-signal-safe and touch only the child: a new
         // session whose controlling terminal is the pty (stdin, fd 0, after the redirection).
         unsafe {
             use std::os::unix::process::CommandExt;
@@ -64,6 +64,9 @@ impl Pty {
                 if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                // A terminal's program starts with SIGHUP at its default, whatever the test
+                // suite was started with (under nohup it is ignored, and a child inherits that).
+                nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_DFL);
                 Ok(())
             });
         }
