@@ -23,7 +23,7 @@ const PARAMS: usize = 4;
 /// The values the writer process stores into `a.p7` (setp) and `a.p8` (write_own): bit patterns
 /// whose every byte is non-zero, so a store that landed in a `b` pin's cell (an s32) would show.
 const SETP_VALUE: f64 = 1234.567;
-const OWN_VALUE: f64 = -4321.125;
+const OWN_VALUE: f64 = -4321.123;
 
 /// Shape A: `a.pN` float IN pins starting at N + 0.5, `a.kN` float RW params at 100 + N.
 fn shape_a() -> (Vec<PinDecl>, Vec<ParamDecl>) {

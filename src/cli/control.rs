@@ -503,17 +503,14 @@ fn join(
     let name = c.name.clone();
     let answer = inbox.post(c);
     loop {
+        // An idle session is taken at once; a busy one serves the inbox itself meanwhile.
+        serve_if_idle(executor);
         match answer.recv_timeout(Duration::from_millis(2)) {
             Ok(r) => return r,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 return Err("the instance dropped the request".into())
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        match executor.try_lock() {
-            Ok(mut exec) => exec.serve_user_inbox(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().serve_user_inbox(),
-            Err(std::sync::TryLockError::WouldBlock) => {}
         }
         if stop.load(Ordering::Relaxed) && inbox.withdraw(&name) {
             return Err("the instance is stopping".into());
@@ -535,20 +532,25 @@ fn leave(
     };
     let answer = inbox.post_leave(name);
     loop {
+        serve_if_idle(executor);
         match answer.recv_timeout(Duration::from_millis(2)) {
             Ok(r) => return r,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(false),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
         }
-        match executor.try_lock() {
-            Ok(mut exec) => exec.serve_user_inbox(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().serve_user_inbox(),
-            Err(std::sync::TryLockError::WouldBlock) => {}
-        }
         // A stopping instance deletes everything itself.
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
+    }
+}
+
+/// Serves the user-component inbox when nobody holds the session (whoever holds it serves it).
+fn serve_if_idle(executor: &SharedExecutor) {
+    match executor.try_lock() {
+        Ok(mut exec) => exec.serve_user_inbox(),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().serve_user_inbox(),
+        Err(std::sync::TryLockError::WouldBlock) => {}
     }
 }
 
