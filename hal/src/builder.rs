@@ -13,8 +13,10 @@ use std::collections::HashMap;
 use crate::error::{HalError, ObjectKind, Result, WriteRefusal};
 use crate::hal::Hal;
 use crate::keys::{next_builder_id, ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
+use crate::layout::Table;
 use crate::name::{self, Instance};
 use crate::pin::{Direction, ParamAccess, PinDir};
+use crate::room::{put, Room};
 use crate::segment::Permissions;
 use crate::signal::{self, PinView, SignalDef};
 use crate::thread::ThreadConfig;
@@ -77,7 +79,7 @@ enum Namespace {
 #[derive(Debug, Clone, Copy)]
 enum Entry {
     Pin(usize),
-    Param,
+    Param(usize),
     Other(usize),
 }
 
@@ -124,6 +126,12 @@ pub struct HalBuilder {
     pub(crate) functions: Vec<FunctionDef>,
     pub(crate) threads: Vec<ThreadDef>,
     names: HashMap<(Namespace, String), Entry>,
+    /// Per table (in [`Table`] order): which slots hold live records, which deleted ones wait for
+    /// reuse. Nothing is deleted before the segment is built.
+    pub(crate) rooms: [Room; 6],
+    /// Whether a new object may take the slot of a deleted one: set by the live [`Hal`] only while it
+    /// holds the writers' exclusion (LAYOUT.md section 11), false otherwise.
+    pub(crate) reuse: bool,
 }
 
 impl HalBuilder {
@@ -145,6 +153,8 @@ impl HalBuilder {
             functions: Vec::new(),
             threads: Vec::new(),
             names: HashMap::new(),
+            rooms: Default::default(),
+            reuse: false,
         })
     }
 
@@ -209,9 +219,63 @@ impl HalBuilder {
     /// Index of the (live) param called `name`.
     pub(crate) fn param_index(&self, name: &str) -> Option<usize> {
         match self.lookup(Namespace::PinOrParam, name) {
-            Some(Entry::Param) => self.params.iter().rposition(|p| p.name == name),
+            Some(Entry::Param(i)) => Some(i),
             _ => None,
         }
+    }
+
+    /// The room of table `t`.
+    pub(crate) fn room(&self, t: Table) -> &Room {
+        &self.rooms[t as usize]
+    }
+
+    /// Whether the name is taken in the pin-and-param namespace (or not a valid name).
+    pub(crate) fn pin_or_param_name_free(&self, name: &str) -> Result<()> {
+        name::validate(name)?;
+        if self.lookup(Namespace::PinOrParam, name).is_some() {
+            return Err(HalError::Duplicate {
+                kind: ObjectKind::PinOrParam,
+                name: name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a component may be called `name` (valid and not taken).
+    pub(crate) fn component_name_free(&self, name: &str) -> Result<()> {
+        name::validate(name)?;
+        if self.lookup(Namespace::Component, name).is_some() {
+            return Err(HalError::Duplicate {
+                kind: ObjectKind::Component,
+                name: name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The live records of table `t` (pins, params or functions) that component `k` owns.
+    pub(crate) fn owned_by(&self, t: Table, k: usize) -> Vec<usize> {
+        let room = self.room(t);
+        let owner = |i: usize| match t {
+            Table::Pins => self.pins[i].component,
+            Table::Params => self.params[i].component,
+            Table::Functions => self.functions[i].component,
+            _ => usize::MAX,
+        };
+        (0..room.used_ever())
+            .filter(|&i| !room.is_deleted(i) && owner(i) == k)
+            .collect()
+    }
+
+    /// Refuses a key of a component that was deleted (its slot may hold another one by now).
+    fn check_component(&self, key: ComponentKey) -> Result<()> {
+        self.check_key(key.builder, "component");
+        if !self.room(Table::Components).holds(key.index, key.serial) {
+            return Err(HalError::StaleKey {
+                kind: ObjectKind::Component,
+            });
+        }
+        Ok(())
     }
 
     /// Index of the (live) signal called `name`.
@@ -246,37 +310,59 @@ impl HalBuilder {
         }
     }
 
-    /// Frees the names of component `index` and of every pin, param and function it owns (the
-    /// component was deleted; its pins were unlinked and its functions removed from their threads).
+    /// Frees the names and the slots of component `index` and of every pin, param and function it
+    /// owns (the component was deleted; its pins were unlinked and its functions removed from their
+    /// threads). The slots are reused by later objects.
     pub(crate) fn forget_component(&mut self, index: usize) {
+        let pins = self.owned_by(Table::Pins, index);
+        let params = self.owned_by(Table::Params, index);
+        let functions = self.owned_by(Table::Functions, index);
         let mut gone = vec![(Namespace::Component, self.components[index].name.clone())];
         gone.extend(
-            self.pins
-                .iter()
-                .filter(|p| p.component == index)
-                .map(|p| (Namespace::PinOrParam, p.name.clone())),
+            pins.iter()
+                .map(|&p| (Namespace::PinOrParam, self.pins[p].name.clone())),
         );
         gone.extend(
-            self.params
+            params
                 .iter()
-                .filter(|p| p.component == index)
-                .map(|p| (Namespace::PinOrParam, p.name.clone())),
+                .map(|&p| (Namespace::PinOrParam, self.params[p].name.clone())),
         );
         gone.extend(
-            self.functions
+            functions
                 .iter()
-                .filter(|f| f.component == index)
-                .map(|f| (Namespace::Function, f.name.clone())),
+                .map(|&f| (Namespace::Function, self.functions[f].name.clone())),
         );
         for key in gone {
             self.names.remove(&key);
         }
+        for (t, list) in [
+            (Table::Pins, pins),
+            (Table::Params, params),
+            (Table::Functions, functions),
+        ] {
+            for i in list {
+                self.rooms[t as usize].delete(i, true);
+            }
+        }
+        self.rooms[Table::Components as usize].delete(index, true);
     }
 
-    /// Frees signal `index`'s name (the signal was deleted; its pins were already taken off it).
-    pub(crate) fn forget_signal(&mut self, index: usize) {
+    /// Frees signal `index`'s name (the signal was deleted; its pins were already taken off it), and
+    /// its slot when `reusable`.
+    pub(crate) fn forget_signal(&mut self, index: usize, reusable: bool) {
         let name = self.signals[index].name.clone();
         self.names.remove(&(Namespace::Signal, name));
+        self.rooms[Table::Signals as usize].delete(index, reusable);
+    }
+
+    /// The slot the next object of table `t` gets (a deleted one's when reuse is allowed now).
+    fn next_slot(&self, t: Table) -> usize {
+        self.room(t).next(self.reuse)
+    }
+
+    /// Takes slot `i` of table `t` for a new object: its serial number.
+    fn take_slot(&mut self, t: Table, i: usize) -> u32 {
+        self.rooms[t as usize].take(i)
     }
 
     /// Takes pin `pin` off its signal (`unlinkp`); returns the signal's index.
@@ -322,22 +408,28 @@ impl HalBuilder {
 
     /// Registers a component: the owner of pins, params and functions (e.g. `pid.0`).
     pub fn component(&mut self, name: &str) -> Result<ComponentKey> {
-        let index = self.components.len();
+        let index = self.next_slot(Table::Components);
         self.claim(
             Namespace::Component,
             ObjectKind::Component,
             name,
             Entry::Other(index),
         )?;
-        self.components.push(ComponentDef {
-            name: name.to_string(),
-            pins: 0,
-            params: 0,
-            functions: 0,
-        });
+        let serial = self.take_slot(Table::Components, index);
+        put(
+            &mut self.components,
+            index,
+            ComponentDef {
+                name: name.to_string(),
+                pins: 0,
+                params: 0,
+                functions: 0,
+            },
+        );
         Ok(ComponentKey {
             builder: self.id,
             index,
+            serial,
         })
     }
 
@@ -375,24 +467,42 @@ impl HalBuilder {
         name: &str,
         init: T,
     ) -> Result<PinKey<D, T>> {
-        self.check_key(component.builder, "component");
-        let index = self.pins.len();
+        let (index, serial) = self.pin_raw(component, name, T::TYPE, D::DIR, init.to_bits())?;
+        Ok(PinKey::new(self.id, index, serial))
+    }
+
+    /// A pin of a type and direction known only at run time; its `(index, serial)`.
+    pub(crate) fn pin_raw(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        ty: ValueType,
+        dir: PinDir,
+        init: u64,
+    ) -> Result<(usize, u32)> {
+        self.check_component(component)?;
+        let index = self.next_slot(Table::Pins);
         self.claim(
             Namespace::PinOrParam,
             ObjectKind::PinOrParam,
             name,
             Entry::Pin(index),
         )?;
-        self.pins.push(PinDef {
-            name: name.to_string(),
-            ty: T::TYPE,
-            dir: D::DIR,
-            component: component.index,
-            signal: None,
-            init: init.to_bits(),
-        });
+        let serial = self.take_slot(Table::Pins, index);
+        put(
+            &mut self.pins,
+            index,
+            PinDef {
+                name: name.to_string(),
+                ty,
+                dir,
+                component: component.index,
+                signal: None,
+                init,
+            },
+        );
         self.components[component.index].pins += 1;
-        Ok(PinKey::new(self.id, index))
+        Ok((index, serial))
     }
 
     /// A param of `component` starting at `init`; `access` says whether other processes may `setp` it.
@@ -403,44 +513,72 @@ impl HalBuilder {
         access: ParamAccess,
         init: T,
     ) -> Result<ParamKey<T>> {
-        self.check_key(component.builder, "component");
-        let index = self.params.len();
+        let (index, serial) = self.param_raw(component, name, T::TYPE, access, init.to_bits())?;
+        Ok(ParamKey::new(self.id, index, serial))
+    }
+
+    /// A param of a type known only at run time; its `(index, serial)`.
+    pub(crate) fn param_raw(
+        &mut self,
+        component: ComponentKey,
+        name: &str,
+        ty: ValueType,
+        access: ParamAccess,
+        init: u64,
+    ) -> Result<(usize, u32)> {
+        self.check_component(component)?;
+        let index = self.next_slot(Table::Params);
         self.claim(
             Namespace::PinOrParam,
             ObjectKind::PinOrParam,
             name,
-            Entry::Param,
+            Entry::Param(index),
         )?;
-        self.params.push(ParamDef {
-            name: name.to_string(),
-            ty: T::TYPE,
-            access,
-            component: component.index,
-            init: init.to_bits(),
-        });
+        let serial = self.take_slot(Table::Params, index);
+        put(
+            &mut self.params,
+            index,
+            ParamDef {
+                name: name.to_string(),
+                ty,
+                access,
+                component: component.index,
+                init,
+            },
+        );
         self.components[component.index].params += 1;
-        Ok(ParamKey::new(self.id, index))
+        Ok((index, serial))
     }
 
     /// Declares a signal explicitly (`newsig`); [`net`](Self::net) also creates one on first use.
     pub fn signal(&mut self, name: &str, ty: ValueType) -> Result<()> {
-        let index = self.signals.len();
+        self.signal_at(name, ty).map(|_| ())
+    }
+
+    /// [`signal`](Self::signal), returning the signal's index.
+    pub(crate) fn signal_at(&mut self, name: &str, ty: ValueType) -> Result<usize> {
+        let index = self.next_slot(Table::Signals);
         self.claim(
             Namespace::Signal,
             ObjectKind::Signal,
             name,
             Entry::Other(index),
         )?;
-        self.signals.push(SignalDef {
-            name: name.to_string(),
-            ty,
-            writer: None,
-            readers: 0,
-            bidirs: 0,
-        });
-        self.signal_init.push(0);
-        self.signal_init_set.push(false);
-        Ok(())
+        self.take_slot(Table::Signals, index);
+        put(
+            &mut self.signals,
+            index,
+            SignalDef {
+                name: name.to_string(),
+                ty,
+                writer: None,
+                readers: 0,
+                bidirs: 0,
+            },
+        );
+        put(&mut self.signal_init, index, 0);
+        put(&mut self.signal_init_set, index, false);
+        Ok(index)
     }
 
     /// Sets the value signal `name` holds when the segment is built (what `sets` does on a running
@@ -501,10 +639,7 @@ impl HalBuilder {
         };
         let sig_index = match self.lookup(Namespace::Signal, signal) {
             Some(Entry::Other(i)) => i,
-            _ => {
-                self.signal(signal, self.pins[pin_index].ty)?;
-                self.signals.len() - 1
-            }
+            _ => self.signal_at(signal, self.pins[pin_index].ty)?,
         };
         let p = &self.pins[pin_index];
         let sig = &self.signals[sig_index];
@@ -529,23 +664,29 @@ impl HalBuilder {
     /// Registers a function of `component`: code the runtime calls once per period of the thread it is
     /// added to with [`addf`](Self::addf).
     pub fn function(&mut self, component: ComponentKey, name: &str) -> Result<FunctionKey> {
-        self.check_key(component.builder, "component");
-        let index = self.functions.len();
+        self.check_component(component)?;
+        let index = self.next_slot(Table::Functions);
         self.claim(
             Namespace::Function,
             ObjectKind::Function,
             name,
             Entry::Other(index),
         )?;
-        self.functions.push(FunctionDef {
-            name: name.to_string(),
-            component: component.index,
-            thread: None,
-        });
+        let serial = self.take_slot(Table::Functions, index);
+        put(
+            &mut self.functions,
+            index,
+            FunctionDef {
+                name: name.to_string(),
+                component: component.index,
+                thread: None,
+            },
+        );
         self.components[component.index].functions += 1;
         Ok(FunctionKey {
             builder: self.id,
             index,
+            serial,
         })
     }
 
@@ -564,9 +705,11 @@ impl HalBuilder {
             config,
             functions: Vec::new(),
         });
+        self.take_slot(Table::Threads, index);
         Ok(ThreadKey {
             builder: self.id,
             index,
+            serial: 0,
         })
     }
 

@@ -263,6 +263,11 @@ pub enum HalError {
         /// Records it has room for.
         capacity: usize,
     },
+    /// A key of an object that was deleted since (its record's slot may hold another object now).
+    StaleKey {
+        /// What the key was for.
+        kind: ObjectKind,
+    },
     /// The segment's structure generation stayed odd (mid-change) for longer than any real change
     /// takes (`stuck`), or kept changing for the whole retry budget.
     StructureBusy {
@@ -418,6 +423,11 @@ impl fmt::Display for HalError {
             Corrupt { reason } => write!(
                 f,
                 "the HAL segment is corrupt, refused: {reason}; restart the owning rtapi process"
+            ),
+            StaleKey { kind } => write!(
+                f,
+                "a key of a {kind} that was deleted was used (its place may hold another {kind} \
+                 now); get a new key from the object's owner"
             ),
             TableFull { table, capacity } => write!(
                 f,

@@ -4,9 +4,11 @@
 //! unlinks it). Handles (pins, params, stats writers) keep the *mapping* alive on their own, so a thread
 //! that outlives the `Hal` by a few periods writes into valid memory, merely no longer visible by name.
 
+use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use crate::builder::HalBuilder;
 use crate::error::{HalError, ObjectKind, Result};
@@ -17,21 +19,64 @@ use crate::layout::{
 };
 use crate::name::Instance;
 use crate::pin::{Direction, Param, ParamAccess, Pin, PinDir, PinSlot};
-use crate::reader::HalReader;
+use crate::reader::{HalReader, WritersGate};
+use crate::room::put;
 use crate::segment::{self, Block, Mapping};
 use crate::stats::{StatsWriter, StatsWriterParts};
 use crate::thread::ThreadState;
-use crate::value::{HalType, ValueType};
+use crate::value::{HalType, Value, ValueType};
 
 /// The owner's model of the structure: the builder's collections (names, nets, run lists), grown and
 /// changed by the structural operations, plus where everything is in the segment.
 struct Model {
     b: HalBuilder,
     plan: Plan,
-    /// Pointer slot of every pin, by pin index.
+    /// Pointer slot of every pin, by pin index (a reused index gets a new one).
     slots: Vec<Arc<PinSlot>>,
-    signal_deleted: Vec<bool>,
+    /// Signals whose cell a [`Probe`](crate::Probe) reads directly: their slots are never reused.
+    probed_signals: HashSet<usize>,
     writer_taken: Vec<bool>,
+}
+
+/// One pin of a component declared whole with [`Hal::add_component_with`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinDecl {
+    /// Full HAL name (`panel.button`).
+    pub name: String,
+    /// IN, OUT or IO.
+    pub dir: PinDir,
+    /// The value it starts at (its type is the pin's type).
+    pub init: Value,
+}
+
+/// One param of a component declared whole with [`Hal::add_component_with`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamDecl {
+    /// Full HAL name (`panel.gain`).
+    pub name: String,
+    /// RO or RW (for other processes' `setp`).
+    pub access: ParamAccess,
+    /// The value it starts at (its type is the param's type).
+    pub init: Value,
+}
+
+/// How long the owner waits for writers in other processes to finish their store before it gives a
+/// deleted record's slot to a new record; a writer holds the lock for microseconds, so one that holds
+/// it this long is stopped, and the new record takes a fresh slot instead.
+const REUSE_WAIT: Duration = Duration::from_millis(100);
+
+/// The writers' exclusion (LAYOUT.md section 11) for one structural change that reuses slots: the
+/// exclusive writers' lock on the segment file (writers in other processes) and the write side of the
+/// gate (writers in this process, through [`Hal::reader`]).
+struct Exclusive<'a> {
+    fd: &'a OwnedFd,
+    _gate: RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        segment::release_writers_lock(self.fd);
+    }
 }
 
 /// The owner of a live HAL segment, from [`HalBuilder::build`](crate::HalBuilder::build).
@@ -46,13 +91,21 @@ struct Model {
 /// (never taken by a real-time thread), makes the header's structure generation odd, writes the records,
 /// and makes it even again; readers retry a read that overlapped one (LAYOUT.md section 7a). Pin handles
 /// read through a pointer slot that a link re-points atomically, so RT threads never wait for a change.
+///
+/// **Room that comes back** (layout 2.1): a deleted record's slot goes to the next record added to its
+/// table, oldest deletion first, so components may join and leave for ever in constant room. A change
+/// that reuses a slot holds the writers' lock exclusively (LAYOUT.md section 11): no `setp` or user
+/// component's write in another process is between finding a cell and storing into it meanwhile.
 pub struct Hal {
     instance: Instance,
     mapping: Arc<Mapping>,
-    /// Holds the owner `flock` for as long as we live (see `segment`).
+    /// Holds the owner `flock` for as long as we live (see `segment`), and the writers' lock while a
+    /// change reuses a slot.
     fd: OwnedFd,
     builder_id: u32,
     model: Mutex<Model>,
+    /// Writers through this process's own readers vs. slot reuse (see [`Exclusive`]).
+    gate: WritersGate,
 }
 
 /// An open structural change: the generation is odd until [`end`](Change::end).
@@ -130,12 +183,13 @@ impl Hal {
             fd: owned.fd,
             builder_id: b.id,
             model: Mutex::new(Model {
-                signal_deleted: vec![false; b.signals.len()],
+                probed_signals: HashSet::new(),
                 writer_taken: vec![false; b.threads.len()],
                 slots,
                 plan,
                 b,
             }),
+            gate: Arc::new(RwLock::new(())),
         })
     }
 
@@ -169,7 +223,19 @@ impl Hal {
     /// If `key` came from another builder.
     pub fn pin<D: Direction, T: HalType>(&self, key: PinKey<D, T>) -> Pin<D, T> {
         self.check_key(key.builder);
-        Pin::new(self.model().slots[key.index].clone())
+        let m = self.model();
+        Self::check_serial(&m, Table::Pins, key.index, key.serial);
+        Pin::new(m.slots[key.index].clone())
+    }
+
+    /// Panics on a key of a deleted object: its slot may hold another object now, which a handle
+    /// typed for the old one must never reach.
+    fn check_serial(m: &Model, t: Table, index: usize, serial: u32) {
+        assert!(
+            m.b.room(t).holds(index, serial),
+            "a key of a deleted {} used with this Hal",
+            t.as_str()
+        );
     }
 
     /// Makes a C component's pin pointer follow pin `name`: LinuxCNC's `T **data_ptr_addr` from
@@ -219,11 +285,13 @@ impl Hal {
     /// A read-only probe of the pin or, if no pin has that name, the signal called `name` (for a
     /// recorder: [`Probe::get_f64`] is RT-safe).
     pub fn probe(&self, name: &str) -> Result<crate::pin::Probe> {
-        let m = self.model();
+        let mut m = self.model();
         if let Some(p) = m.b.pin_index(name) {
             return Ok(crate::pin::Probe::pin(m.slots[p].clone(), m.b.pins[p].ty));
         }
         if let Some(s) = m.b.signal_index(name) {
+            // The probe reads this record's cell for good: its slot is never given to another signal.
+            m.probed_signals.insert(s);
             let cell = m.plan.record(Table::Signals, s) + signal::VALUE;
             return Ok(crate::pin::Probe::cell(
                 Block::new(&self.mapping, cell, 8),
@@ -242,7 +310,9 @@ impl Hal {
     /// If `key` came from another builder.
     pub fn param<T: HalType>(&self, key: ParamKey<T>) -> Param<T> {
         self.check_key(key.builder);
-        let cell = self.model().plan.record(Table::Params, key.index) + param::VALUE;
+        let m = self.model();
+        Self::check_serial(&m, Table::Params, key.index, key.serial);
+        let cell = m.plan.record(Table::Params, key.index) + param::VALUE;
         Param::new(Block::new(&self.mapping, cell, 8))
     }
 
@@ -251,12 +321,14 @@ impl Hal {
     /// index the list as it was when the stats writer was taken.
     pub fn thread_functions(&self, key: ThreadKey) -> Vec<FunctionKey> {
         self.check_key(key.builder);
-        self.model().b.threads[key.index]
+        let m = self.model();
+        m.b.threads[key.index]
             .functions
             .iter()
             .map(|&f| FunctionKey {
                 builder: self.builder_id,
                 index: f,
+                serial: m.b.room(Table::Functions).serial(f),
             })
             .collect()
     }
@@ -305,7 +377,9 @@ impl Hal {
     /// per function (the runtime does).
     pub fn function_timer(&self, key: FunctionKey) -> crate::stats::FunctionTimer {
         self.check_key(key.builder);
-        let record = self.model().plan.record(Table::Functions, key.index);
+        let m = self.model();
+        Self::check_serial(&m, Table::Functions, key.index, key.serial);
+        let record = m.plan.record(Table::Functions, key.index);
         crate::stats::FunctionTimer::new(Block::new(&self.mapping, record, function::SIZE))
     }
 
@@ -331,7 +405,11 @@ impl Hal {
 
     /// A reader over this process's own mapping (no second `mmap`): the same API other processes use.
     pub fn reader(&self) -> Result<HalReader> {
-        HalReader::from_mapping(self.mapping.clone(), self.instance.clone())
+        HalReader::from_mapping(
+            self.mapping.clone(),
+            self.instance.clone(),
+            self.gate.clone(),
+        )
     }
 
     /// The structure generation now (even: consistent; it grows by 2 with every structural change).
@@ -343,9 +421,13 @@ impl Hal {
 
     // ---- structural changes ------------------------------------------------------------------------
 
-    fn room(m: &Model, t: Table, used: usize) -> Result<()> {
+    /// Refuses adding `n` records to table `t` unless they fit: in fresh room, or — while reuse is
+    /// allowed (`m.b.reuse`) — in slots of deleted records.
+    fn room(m: &Model, t: Table, n: usize) -> Result<()> {
         let capacity = m.plan.capacity[t as usize];
-        if used >= capacity {
+        let r = m.b.room(t);
+        let reusable = if m.b.reuse { r.reusable() } else { 0 };
+        if n > capacity - r.used_ever() + reusable {
             return Err(HalError::TableFull {
                 table: t.as_str(),
                 capacity,
@@ -354,10 +436,58 @@ impl Hal {
         Ok(())
     }
 
-    /// Writes record `i` of `t` afresh and the table's count (inside a change).
+    /// Takes the writers' exclusion, waiting at most [`REUSE_WAIT`] for writes in progress to end.
+    fn exclusive(&self) -> Option<Exclusive<'_>> {
+        let start = Instant::now();
+        let gate = loop {
+            match self.gate.try_write() {
+                Ok(g) => break g,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock) if start.elapsed() > REUSE_WAIT => return None,
+                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_micros(20)),
+            }
+        };
+        loop {
+            match segment::try_writers_lock(&self.fd, true) {
+                Ok(true) => {
+                    return Some(Exclusive {
+                        fd: &self.fd,
+                        _gate: gate,
+                    })
+                }
+                Ok(false) if start.elapsed() <= REUSE_WAIT => {
+                    std::thread::sleep(Duration::from_micros(20))
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Runs `f`, a change that adds records to `tables`, with the model locked. When one of those
+    /// tables has slots of deleted records, the change may reuse them: it then runs under the writers'
+    /// exclusion, so that no writer in any process is between finding a cell and storing into it
+    /// while a slot gets its new record (LAYOUT.md section 11). If the exclusion cannot be had (a
+    /// writer stopped mid-write), the records go to fresh room only.
+    fn adding<R>(&self, tables: &[Table], f: impl FnOnce(&mut Model) -> Result<R>) -> Result<R> {
+        let mut m = self.model();
+        let wanted = tables.iter().any(|&t| m.b.room(t).reusable() > 0);
+        let exclusive = if wanted { self.exclusive() } else { None };
+        m.b.reuse = exclusive.is_some();
+        let r = f(&mut m);
+        m.b.reuse = false;
+        drop(m);
+        drop(exclusive);
+        r
+    }
+
+    /// Writes record `i` of `t` afresh (a new slot or a reused one) and the table's count, which
+    /// is the number of slots ever used (inside a change).
     fn write_new(c: &Change<'_>, m: &Model, t: Table, i: usize) {
         c.bytes(m.plan.record(t, i), &image::record(&m.b, &m.plan, t, i));
-        c.u32(t.descriptor() + table::COUNT, (i + 1) as u32);
+        c.u32(
+            t.descriptor() + table::COUNT,
+            m.b.room(t).used_ever() as u32,
+        );
     }
 
     /// Rewrites a component record's counts (inside a change).
@@ -411,13 +541,79 @@ impl Hal {
 
     /// Loads a component at run time (`loadrt`): a new component record.
     pub fn add_component(&self, name: &str) -> Result<ComponentKey> {
-        let mut m = self.model();
-        Self::room(&m, Table::Components, m.b.components.len())?;
-        let key = m.b.component(name)?;
-        let c = Change::begin(&self.mapping);
-        Self::write_new(&c, &m, Table::Components, key.index);
-        c.end();
-        Ok(key)
+        self.adding(&[Table::Components], |m| {
+            Self::room(m, Table::Components, 1)?;
+            let key = m.b.component(name)?;
+            let c = Change::begin(&self.mapping);
+            Self::write_new(&c, m, Table::Components, key.index);
+            c.end();
+            Ok(key)
+        })
+    }
+
+    /// A whole component at run time — its record, every pin and every param — in one structural
+    /// change, for a declaration that arrives complete (a user-space component's `ready()`). Checked
+    /// whole first: names valid and free (and not repeated), room in each table for all of it. A
+    /// refused declaration changes nothing, neither the segment nor its room; an accepted one appears
+    /// to readers all at once.
+    pub fn add_component_with(
+        &self,
+        name: &str,
+        pins: &[PinDecl],
+        params: &[ParamDecl],
+    ) -> Result<ComponentKey> {
+        let tables = [Table::Components, Table::Pins, Table::Params];
+        self.adding(&tables, |m| {
+            m.b.component_name_free(name)?;
+            let mut seen = HashSet::new();
+            for n in pins.iter().map(|p| &p.name).chain(params.iter().map(|p| &p.name)) {
+                m.b.pin_or_param_name_free(n)?;
+                if !seen.insert(n.as_str()) {
+                    return Err(HalError::Duplicate {
+                        kind: ObjectKind::PinOrParam,
+                        name: n.clone(),
+                    });
+                }
+            }
+            Self::room(m, Table::Components, 1)?;
+            Self::room(m, Table::Pins, pins.len())?;
+            Self::room(m, Table::Params, params.len())?;
+            // Nothing below can be refused: the names and the room were checked.
+            let key = m.b.component(name)?;
+            let mut pin_indices = Vec::with_capacity(pins.len());
+            for p in pins {
+                let (i, _) =
+                    m.b.pin_raw(key, &p.name, p.init.value_type(), p.dir, p.init.to_bits())?;
+                let cell = m.plan.record(Table::Pins, i) + pin::VALUE;
+                put(
+                    &mut m.slots,
+                    i,
+                    Arc::new(PinSlot::new(&self.mapping, cell)),
+                );
+                pin_indices.push(i);
+            }
+            let mut param_indices = Vec::with_capacity(params.len());
+            for p in params {
+                let (i, _) = m.b.param_raw(
+                    key,
+                    &p.name,
+                    p.init.value_type(),
+                    p.access,
+                    p.init.to_bits(),
+                )?;
+                param_indices.push(i);
+            }
+            let c = Change::begin(&self.mapping);
+            Self::write_new(&c, m, Table::Components, key.index);
+            for i in pin_indices {
+                Self::write_new(&c, m, Table::Pins, i);
+            }
+            for i in param_indices {
+                Self::write_new(&c, m, Table::Params, i);
+            }
+            c.end();
+            Ok(key)
+        })
     }
 
     /// A new pin of `component` at run time, starting at the type's zero value.
@@ -437,17 +633,21 @@ impl Hal {
         init: T,
     ) -> Result<PinKey<D, T>> {
         self.check_key(component.builder);
-        let mut m = self.model();
-        Self::room(&m, Table::Pins, m.b.pins.len())?;
-        let key = m.b.pin_with_default::<D, T>(component, name, init)?;
-        let cell = m.plan.record(Table::Pins, key.index) + pin::VALUE;
-        let slot = Arc::new(PinSlot::new(&self.mapping, cell));
-        m.slots.push(slot);
-        let c = Change::begin(&self.mapping);
-        Self::write_new(&c, &m, Table::Pins, key.index);
-        Self::write_component_counts(&c, &m, component.index);
-        c.end();
-        Ok(key)
+        self.adding(&[Table::Pins], |m| {
+            Self::room(m, Table::Pins, 1)?;
+            let key = m.b.pin_with_default::<D, T>(component, name, init)?;
+            let cell = m.plan.record(Table::Pins, key.index) + pin::VALUE;
+            put(
+                &mut m.slots,
+                key.index,
+                Arc::new(PinSlot::new(&self.mapping, cell)),
+            );
+            let c = Change::begin(&self.mapping);
+            Self::write_new(&c, m, Table::Pins, key.index);
+            Self::write_component_counts(&c, m, component.index);
+            c.end();
+            Ok(key)
+        })
     }
 
     /// A new param of `component` at run time.
@@ -459,27 +659,29 @@ impl Hal {
         init: T,
     ) -> Result<ParamKey<T>> {
         self.check_key(component.builder);
-        let mut m = self.model();
-        Self::room(&m, Table::Params, m.b.params.len())?;
-        let key = m.b.param(component, name, access, init)?;
-        let c = Change::begin(&self.mapping);
-        Self::write_new(&c, &m, Table::Params, key.index);
-        Self::write_component_counts(&c, &m, component.index);
-        c.end();
-        Ok(key)
+        self.adding(&[Table::Params], |m| {
+            Self::room(m, Table::Params, 1)?;
+            let key = m.b.param(component, name, access, init)?;
+            let c = Change::begin(&self.mapping);
+            Self::write_new(&c, m, Table::Params, key.index);
+            Self::write_component_counts(&c, m, component.index);
+            c.end();
+            Ok(key)
+        })
     }
 
     /// A new function of `component` at run time (not yet in any thread: [`addf`](Self::addf)).
     pub fn add_function(&self, component: ComponentKey, name: &str) -> Result<FunctionKey> {
         self.check_key(component.builder);
-        let mut m = self.model();
-        Self::room(&m, Table::Functions, m.b.functions.len())?;
-        let key = m.b.function(component, name)?;
-        let c = Change::begin(&self.mapping);
-        Self::write_new(&c, &m, Table::Functions, key.index);
-        Self::write_component_counts(&c, &m, component.index);
-        c.end();
-        Ok(key)
+        self.adding(&[Table::Functions], |m| {
+            Self::room(m, Table::Functions, 1)?;
+            let key = m.b.function(component, name)?;
+            let c = Change::begin(&self.mapping);
+            Self::write_new(&c, m, Table::Functions, key.index);
+            Self::write_component_counts(&c, m, component.index);
+            c.end();
+            Ok(key)
+        })
     }
 
     /// A new thread at run time (a LinuxCNC thread made while the instance runs), into the room kept
@@ -523,19 +725,19 @@ impl Hal {
 
     /// `newsig NAME TYPE` at run time: a signal with no pins, value zero.
     pub fn new_signal(&self, name: &str, ty: ValueType) -> Result<()> {
-        let mut m = self.model();
-        Self::room(&m, Table::Signals, m.b.signals.len())?;
-        m.b.signal(name, ty)?;
-        m.signal_deleted.push(false);
-        let i = m.b.signals.len() - 1;
-        let c = Change::begin(&self.mapping);
-        Self::write_new(&c, &m, Table::Signals, i);
-        c.end();
-        Ok(())
+        self.adding(&[Table::Signals], |m| {
+            Self::room(m, Table::Signals, 1)?;
+            let i = m.b.signal_at(name, ty)?;
+            let c = Change::begin(&self.mapping);
+            Self::write_new(&c, m, Table::Signals, i);
+            c.end();
+            Ok(())
+        })
     }
 
     /// `delsig NAME`: unlinks every pin of the signal (each keeps reading the signal's last value,
-    /// as [`unlink`](Self::unlink)) and deletes it; its record stays as a tombstone and its name is free.
+    /// as [`unlink`](Self::unlink)) and deletes it; its record stays as a tombstone until a later
+    /// signal takes its slot (never, if a [`probe`](Self::probe) reads it), and its name is free.
     pub fn delete_signal(&self, name: &str) -> Result<()> {
         let mut m = self.model();
         let s = m.b.signal_index(name).ok_or_else(|| HalError::NotFound {
@@ -554,16 +756,21 @@ impl Hal {
             flags::DELETED,
         );
         c.end();
-        m.b.forget_signal(s);
-        m.signal_deleted[s] = true;
+        let reusable = !m.probed_signals.contains(&s);
+        m.b.forget_signal(s, reusable);
         Ok(())
     }
 
     /// `unloadrt COMPONENT` at run time: removes its functions from their threads, unlinks its pins
     /// (each keeps its signal's last value, as [`unlink`](Self::unlink)), and deletes the component
     /// with its pins, params and functions, in one structural change. Their records stay as tombstones
-    /// and their names are free. Handles to its pins and params stay valid memory (they no longer
-    /// appear anywhere); stopping the component's code is the caller's part.
+    /// until later records take their slots, and their names are free at once.
+    ///
+    /// Stopping the component's code is the caller's part, and it must be done **before** this call:
+    /// once it returns, a new object may be given the slot of any record deleted here. Pin handles
+    /// ([`Pin`], [`Probe`](crate::Probe), a C component's pointer) are safe past that point — they
+    /// are moved to a private cell holding the pin's last value — but a [`Param`] handle or a
+    /// [`CellRef`](crate::CellRef) of the deleted objects must not be used again.
     pub fn delete_component(&self, name: &str) -> Result<()> {
         let mut m = self.model();
         let k =
@@ -572,15 +779,9 @@ impl Hal {
                     kind: ObjectKind::Component,
                     name: name.to_string(),
                 })?;
-        let pins: Vec<usize> = (0..m.b.pins.len())
-            .filter(|&p| m.b.pins[p].component == k)
-            .collect();
-        let params: Vec<usize> = (0..m.b.params.len())
-            .filter(|&p| m.b.params[p].component == k)
-            .collect();
-        let functions: Vec<usize> = (0..m.b.functions.len())
-            .filter(|&f| m.b.functions[f].component == k)
-            .collect();
+        let pins = m.b.owned_by(Table::Pins, k);
+        let params = m.b.owned_by(Table::Params, k);
+        let functions = m.b.owned_by(Table::Functions, k);
         let c = Change::begin(&self.mapping);
         for &f in &functions {
             if let Some(t) = m.b.functions[f].thread.take() {
@@ -594,6 +795,7 @@ impl Hal {
         }
         for &p in &pins {
             self.unlink_locked(&c, &mut m, p);
+            m.slots[p].retire();
             c.u32(m.plan.record(Table::Pins, p) + pin::FLAGS, flags::DELETED);
         }
         for &p in &params {

@@ -1,5 +1,7 @@
 //! Typed keys for registered objects: what registration returns, and what the built [`Hal`](crate::Hal)
-//! turns into handles. Each key remembers its builder, so a key cannot silently index another HAL.
+//! turns into handles. Each key remembers its builder, so a key cannot silently index another HAL, and
+//! which use of its record's slot it is for, so a key of a deleted object cannot silently name the
+//! object that took its slot since.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,6 +18,8 @@ macro_rules! key {
         pub struct $name {
             pub(crate) builder: u32,
             pub(crate) index: usize,
+            /// Which use of the record's slot this key is for (slots of deleted records are reused).
+            pub(crate) serial: u32,
         }
     };
 }
@@ -37,6 +41,7 @@ key!(
 pub struct PinKey<D: Direction, T: HalType> {
     pub(crate) builder: u32,
     pub(crate) index: usize,
+    pub(crate) serial: u32,
     _marker: PhantomData<fn() -> (D, T)>,
 }
 
@@ -51,6 +56,7 @@ impl<D: Direction, T: HalType> Copy for PinKey<D, T> {}
 pub struct ParamKey<T: HalType> {
     pub(crate) builder: u32,
     pub(crate) index: usize,
+    pub(crate) serial: u32,
     _marker: PhantomData<fn() -> T>,
 }
 
@@ -66,20 +72,22 @@ pub(crate) fn next_builder_id() -> u32 {
 }
 
 impl<D: Direction, T: HalType> PinKey<D, T> {
-    pub(crate) fn new(builder: u32, index: usize) -> Self {
+    pub(crate) fn new(builder: u32, index: usize, serial: u32) -> Self {
         PinKey {
             builder,
             index,
+            serial,
             _marker: PhantomData,
         }
     }
 }
 
 impl<T: HalType> ParamKey<T> {
-    pub(crate) fn new(builder: u32, index: usize) -> Self {
+    pub(crate) fn new(builder: u32, index: usize, serial: u32) -> Self {
         ParamKey {
             builder,
             index,
+            serial,
             _marker: PhantomData,
         }
     }

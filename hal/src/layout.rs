@@ -16,7 +16,7 @@ pub const MAGIC: [u8; 8] = *b"RTAPIHAL";
 /// Layout version. Readers accept any minor of their major (minor versions only append fields at the end
 /// of records or of the header, and grow the stored record sizes); a new major is a breaking change.
 pub const VERSION_MAJOR: u16 = 2;
-pub const VERSION_MINOR: u16 = 0;
+pub const VERSION_MINOR: u16 = 1;
 
 /// Stored as a native-endian u64: a reader on a host of the other byte order sees it reversed.
 pub const BYTE_ORDER_MARK: u64 = 0x0102_0304_0506_0708;

@@ -22,7 +22,10 @@
 //!   functions and signals, deletes signals and components, links and unlinks pins, and edits threads' run lists
 //!   ([`Hal::link`], [`Hal::unlink`], [`Hal::new_signal`], [`Hal::delete_signal`], [`Hal::add_pin`],
 //!   [`Hal::addf`], [`Hal::delf`], …) under a structure generation readers retry around; a link
-//!   re-points the pin's slot, so RT threads never wait.
+//!   re-points the pin's slot, so RT threads never wait. A deleted record's room goes to the next
+//!   record of its table (layout 2.1), so objects can join and leave for ever; writers in other
+//!   processes hold a lock the owner takes exclusively when it reuses a slot, so no store meant for
+//!   the old object reaches the new one. [`HalReader::tables`] says how much room is in use.
 //! - **Thread stats** ([`StatsWriter`]): each thread's latency, jitter, execution times, overruns and its
 //!   [`SPIKES_KEPT`] worst spikes, written once per period under a single-writer seqlock the RT thread
 //!   never waits on (readers retry); latency sums in 128 bits; a histogram with percentiles.
@@ -98,6 +101,7 @@ pub mod layout;
 pub mod name;
 mod pin;
 mod reader;
+mod room;
 mod segment;
 mod seqlock;
 mod signal;
@@ -108,14 +112,14 @@ mod value;
 pub use builder::{HalBuilder, DEFAULT_MAX_SIZE};
 pub use error::{HalError, ObjectKind, Result, WriteRefusal};
 pub use fifo::{FifoClient, FifoError, FifoKind, OwnedFifo};
-pub use hal::{Hal, ThreadStateCell};
+pub use hal::{Hal, ParamDecl, PinDecl, ThreadStateCell};
 pub use image::{Capacity, ThreadRoom};
 pub use keys::{ComponentKey, FunctionKey, ParamKey, PinKey, ThreadKey};
 pub use name::{Instance, DEFAULT_INSTANCE, MAX_NAME_LEN};
 pub use pin::{CellRef, Direction, In, Io, Out, Param, ParamAccess, Pin, PinDir, Probe, Writable};
 pub use reader::{
     Access, ComponentInfo, FunctionInfo, HalReader, HalSnapshot, HeaderInfo, Located, ParamInfo,
-    PinInfo, SegmentState, SignalInfo, ThreadInfo, WriteOptions,
+    PinInfo, SegmentState, SignalInfo, TableUse, ThreadInfo, WriteOptions,
 };
 pub use segment::{Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{

@@ -122,9 +122,14 @@ impl Writable for Io {}
 /// The pointer slot of one pin (LinuxCNC's `T **`): where the pin's value lives now — its own cell
 /// while unlinked, its signal's cell while linked. [`Hal::link`](crate::Hal::link) and
 /// [`Hal::unlink`](crate::Hal::unlink) re-point it; the component's [`Pin`] handle reads through it and
-/// never notices. It always points at a valid cell slot of the mapping it keeps alive.
+/// never notices. It always points at a valid cell slot of the mapping it keeps alive — or, once the
+/// pin is deleted, at its own after-life cell (see [`retire`](Self::retire)).
 pub(crate) struct PinSlot {
     ptr: AtomicPtr<u8>,
+    /// Where a deleted pin's handles read and write from its deletion on: a copy of its last value,
+    /// outside the segment, so a handle or probe kept past the deletion never touches the record's
+    /// slot, which a later pin may take (layout 2.1).
+    last: AtomicU64,
     mapping: Arc<Mapping>,
     /// A second copy of the address kept in foreign memory: the `T *` of a C component (LinuxCNC's
     /// `T **` given to `hal_pin_*_new`), rewritten with every re-point. Null: none.
@@ -143,6 +148,7 @@ impl PinSlot {
     pub(crate) fn new(mapping: &Arc<Mapping>, cell: usize) -> PinSlot {
         PinSlot {
             ptr: AtomicPtr::new(Self::address(mapping, cell)),
+            last: AtomicU64::new(0),
             mapping: mapping.clone(),
             mirror: AtomicPtr::new(std::ptr::null_mut()),
             own: AtomicPtr::new(std::ptr::null_mut()),
@@ -202,6 +208,27 @@ impl PinSlot {
             .cast_mut()
     }
 
+    /// The pin was deleted: from now on its handles and probes use the slot's own after-life cell,
+    /// holding the value the pin had, and a C component's pointer (the mirror) points at a cell that
+    /// is never freed and that nothing reads. Its record's slot in the segment may then be given to
+    /// another pin without any handle of this one reaching it. Called with the owner's model lock
+    /// held, after the pin was unlinked.
+    pub(crate) fn retire(&self) {
+        let cur = self.ptr.load(Ordering::Relaxed);
+        // SAFETY: `cur` is an 8-aligned cell slot of the live mapping (or our own cell, if retired
+        // twice), accessed atomically like every cell.
+        let v = unsafe { (*cur.cast::<AtomicU64>()).load(Ordering::Relaxed) };
+        self.last.store(v, Ordering::Relaxed);
+        self.ptr
+            .store(self.last.as_ptr().cast::<u8>(), Ordering::Release);
+        let m = self.mirror.load(Ordering::Relaxed);
+        if !m.is_null() {
+            // SAFETY: `set_mirror`'s caller guaranteed the mirror stays valid for the slot's life;
+            // the address stored is a static cell, valid for the program's life.
+            unsafe { (*m).store(AFTERLIFE.as_ptr().cast::<u8>(), Ordering::Release) };
+        }
+    }
+
     /// Makes the pin use the cell slot at byte `cell` (release: the cell's contents written before
     /// are visible to a handle that loads the new address and then reads through it; see
     /// [`Pin::get`] on the handle's side).
@@ -211,6 +238,10 @@ impl PinSlot {
         self.update_mirror(a);
     }
 }
+
+/// The cell a deleted pin's C component pointer is left pointing at: never freed (the component's code
+/// may still hold the pointer when the pin's slot goes), read by nobody.
+static AFTERLIFE: AtomicU64 = AtomicU64::new(0);
 
 /// A pin of the owning process, e.g. `Pin<In, f64>` or `Pin<Out, bool>`, from [`Hal::pin`](crate::Hal::pin).
 ///
@@ -246,7 +277,8 @@ impl<D: Direction, T: HalType> Pin<D, T> {
     pub fn get(&self) -> T {
         let p = self.slot.ptr.load(Ordering::Relaxed);
         // SAFETY: the slot always holds the address of an 8-aligned cell slot inside the mapping that
-        // `PinSlot` keeps alive (checked in `PinSlot::address`); cells are only accessed atomically.
+        // `PinSlot` keeps alive (checked in `PinSlot::address`), or of its own after-life cell (an
+        // AtomicU64 inside the slot this handle keeps alive); cells are only accessed atomically.
         unsafe { T::load_cell(p) }
     }
 }

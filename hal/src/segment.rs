@@ -252,6 +252,53 @@ pub(crate) fn lock_held(fd: &OwnedFd) -> bool {
     true
 }
 
+/// The writers' lock (LAYOUT.md section 11): an open-file-description lock on the bytes of the
+/// structure generation word. A process writing a cell holds it shared from before it finds the cell
+/// until after its store; the owner holds it exclusive around a structural change that gives a
+/// deleted record's slot to a new record. It is independent of the owner's `flock` (Linux keeps the
+/// two kinds apart) and, like it, goes with the process however the process ends.
+pub(crate) const WRITERS_LOCK: std::ops::Range<usize> =
+    crate::layout::header::GENERATION..crate::layout::header::GENERATION + 8;
+
+/// Tries (without waiting) to take the writers' lock on the file behind `fd`, `exclusive` or shared.
+/// `Ok(false)`: another open file description holds it in a conflicting way.
+pub(crate) fn try_writers_lock(fd: &OwnedFd, exclusive: bool) -> std::io::Result<bool> {
+    writers_lock_op(
+        fd,
+        if exclusive {
+            libc::F_WRLCK
+        } else {
+            libc::F_RDLCK
+        },
+    )
+}
+
+/// Releases the writers' lock taken with [`try_writers_lock`] on `fd`.
+pub(crate) fn release_writers_lock(fd: &OwnedFd) {
+    let _ = writers_lock_op(fd, libc::F_UNLCK);
+}
+
+fn writers_lock_op(fd: &OwnedFd, kind: libc::c_int) -> std::io::Result<bool> {
+    let lock = libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: WRITERS_LOCK.start as libc::off_t,
+        l_len: WRITERS_LOCK.len() as libc::off_t,
+        // Must be 0 for OFD locks.
+        l_pid: 0,
+    };
+    // SAFETY: F_OFD_SETLK on an open descriptor with a valid, initialized flock struct; no memory
+    // is written.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &lock) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
+        _ => Err(e),
+    }
+}
+
 /// Whether a process with this pid exists (for a reader of a copy, which has no lock to probe; ownership
 /// and liveness of a segment by name use the lock).
 pub(crate) fn pid_alive(pid: u32) -> bool {

@@ -320,10 +320,19 @@ fn a_full_table_is_a_clear_error_and_changes_nothing() {
         g,
         "a refused change does not touch the segment"
     );
-    // Deleting leaves a tombstone: the room is not reused.
+    // Deleting frees the room (layout 2.1): the tombstone's slot takes the next signal.
     hal.delete_signal("a").unwrap();
+    hal.new_signal("c", ValueType::Bit).unwrap();
+    let r = hal.reader().unwrap();
+    let names: Vec<String> = r.signals().unwrap().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["c", "b"], "c took a's place");
+    let sig = r.tables().unwrap()[3];
+    assert_eq!(
+        (sig.table, sig.capacity, sig.used, sig.deleted, sig.high_water),
+        ("signal", 2, 2, 0, 2)
+    );
     assert!(matches!(
-        hal.new_signal("c", ValueType::Bit),
+        hal.new_signal("d", ValueType::Bit),
         Err(HalError::TableFull { .. })
     ));
     hal.add_component("d").unwrap();

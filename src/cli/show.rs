@@ -157,6 +157,20 @@ pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
     o.insert("state".into(), json!(state_name(snap.header.state)));
     o.insert("owner_pid".into(), json!(snap.header.owner_pid));
     o.insert("generation".into(), json!(snap.generation));
+    // The room of each table: what it holds, what is in use, what can still be added (a deleted
+    // record's room is reused, so `free` comes back when components leave).
+    let room: Map<String, Json> = snap
+        .tables
+        .iter()
+        .map(|t| {
+            (
+                t.table.to_string(),
+                json!({"capacity": t.capacity, "used": t.used, "free": t.free(),
+                       "deleted": t.deleted}),
+            )
+        })
+        .collect();
+    o.insert("room".into(), Json::Object(room));
     let m = |name: &str| matches(glob, name);
     if wants(kind, Kind::Comp) {
         let v: Vec<Json> = snap
@@ -299,6 +313,17 @@ fn halcmd_heading(c: Col) -> (&'static str, Align) {
     (h, c.align())
 }
 
+/// `Room used: 42 of 170 components, 169 of 4241 pins, …` (threads are fixed, left out).
+fn room_line(snap: &HalSnapshot) -> String {
+    let parts: Vec<String> = snap
+        .tables
+        .iter()
+        .filter(|t| t.table != "thread")
+        .map(|t| format!("{} of {} {}s", t.used, t.capacity, t.table))
+        .collect();
+    format!("Room used: {}", parts.join(", "))
+}
+
 /// The halcmd-like text form.
 pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) -> String {
     let mut out = String::new();
@@ -314,9 +339,13 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         };
         let _ = writeln!(
             out,
-            "Instance '{}' (pid {}, {}, segment {} bytes)\n",
+            "Instance '{}' (pid {}, {}, segment {} bytes)",
             h.instance, h.owner_pid, state, h.total_size
         );
+        if kind == Kind::All {
+            let _ = writeln!(out, "{}", room_line(snap));
+        }
+        let _ = writeln!(out);
     }
     if wants(kind, Kind::Comp) {
         let rows = snap

@@ -634,6 +634,8 @@ impl Runtime<Running> {
 
     /// Every thread as it was started (CPU, priority, functions).
     pub fn threads(&self) -> Vec<StartedThread> {
+        // Slot names are read under the live lock: a slot that leaves every list may be freed.
+        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
         self.state
             .threads
             .iter()
@@ -736,7 +738,7 @@ impl Runtime<Running> {
     ) -> Result<(), RuntimeError> {
         let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
         let slots = &self.state.slots;
-        if slots.len() >= slots.capacity() {
+        if slots.is_full() {
             return Err(RuntimeError::Config(format!(
                 "function {name}: this instance has room for {} functions and all are used;                  restart it to load more",
                 slots.capacity()
@@ -763,10 +765,10 @@ impl Runtime<Running> {
         Ok(())
     }
 
-    /// Drops the closures of functions `names` that no thread runs any more (their component was
-    /// unloaded), so that what they own is released now (a sampler's FIFO file in /dev/shm) instead
-    /// of when the instance ends. Refused, with nothing done, while a thread has not taken its
-    /// latest run list (stalled or stopped): it may still hold one of them.
+    /// Frees the slots of functions `names` that no thread runs any more (their component was
+    /// unloaded): their closures go now, with what they own (a sampler's FIFO file in /dev/shm), and
+    /// the next function loaded takes the slot. Refused, with nothing done, while a thread has not
+    /// taken its latest run list (stalled or stopped): it may still hold one of them.
     pub fn retire_functions(&self, names: &[String]) -> Result<usize, RuntimeError> {
         let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
         self.check_taken()?;
@@ -780,10 +782,16 @@ impl Runtime<Running> {
                 continue;
             }
             // SAFETY: every thread took its latest list (checked above, under the live lock that
-            // every list change takes), and no current list holds slot `n`: no thread calls it,
-            // and no other retire runs (same lock).
-            unsafe { slot.retire() };
-            retired += 1;
+            // every list change takes), and no current list holds slot `n`: no thread calls it or
+            // will, and no other control-side access to the table runs (same lock).
+            if unsafe { slots.free(n) } {
+                retired += 1;
+                self.state
+                    .slot_of
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|_, &mut m| m != n);
+            }
         }
         Ok(retired)
     }
@@ -837,6 +845,7 @@ impl Runtime<Running> {
     /// The functions a thread runs now, in order.
     pub fn thread_functions(&self, thread: &str) -> Result<Vec<String>, RuntimeError> {
         let i = self.thread_index(thread)?;
+        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
         Ok(self.state.lists[i]
             .current()
             .into_iter()

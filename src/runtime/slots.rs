@@ -6,12 +6,13 @@
 //! **Ownership.** A slot's closure, timer and health are used by exactly one thread at a time: the
 //! one whose adopted run list holds the slot number. The control side fills a slot before any list
 //! names it, and hands a slot to another thread only after the first one has taken a list without it
-//! (see `RunListCell::publish`). The slot table is allocated once, with room for functions loaded later;
-//! slots are never emptied while the instance lives.
+//! (see `RunListCell::publish`). The slot table is allocated once, with room for functions loaded later.
+//! A function unloaded for good ([`Slots::free`]) empties its slot, and the next function loaded takes
+//! it: the room never runs out however often components are loaded and unloaded.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use rtapi_hal::{FunctionTimer, Out, Param, Pin};
 
@@ -113,20 +114,6 @@ impl FunctionSlot {
         }
     }
 
-    /// Drops the function's closure (and what it owns: a sampler's FIFO file, a hosted module's
-    /// handle), leaving a function that does nothing: for a function that left every thread for
-    /// good (its component was unloaded), so its resources go now instead of at exit.
-    ///
-    /// # Safety
-    /// No thread may hold the slot in its run list (the control side checked that every thread took
-    /// a list without it), and no other call of `call`/`retire` may run on it.
-    pub unsafe fn retire(&self) {
-        // SAFETY: the caller guarantees nobody else touches the closure now.
-        let body = unsafe { &mut *self.body.get() };
-        let old = std::mem::replace(body, Box::new(|_| {}));
-        drop(old);
-    }
-
     /// Records a call's time (and fault) in its timing record and health objects.
     ///
     /// # Safety
@@ -143,36 +130,105 @@ impl FunctionSlot {
     }
 }
 
-/// The slot table: fixed capacity, filled in order, never emptied.
-pub struct Slots {
-    slots: Box<[OnceLock<FunctionSlot>]>,
-    next: AtomicUsize,
+/// One place of the table: empty, or a function.
+struct Place {
+    filled: AtomicBool,
+    slot: UnsafeCell<Option<FunctionSlot>>,
 }
+
+/// The slot table: fixed capacity, filled in order; a freed slot goes to the next function.
+///
+/// A slot is written (filled or emptied) only by the control side under the runtime's `live` lock,
+/// and only while no thread can read it: a slot being filled is in no run list yet, and a slot is
+/// freed only once every thread took a run list without it. Threads read the slots of their adopted
+/// run list, which the control side never writes.
+pub struct Slots {
+    places: Box<[Place]>,
+    /// Places never used yet start here.
+    next: AtomicUsize,
+    /// Freed places, reused first (control side).
+    free: Mutex<Vec<u32>>,
+}
+
+// SAFETY: a place's `slot` is written only by the control side when no thread can read it (the
+// ownership rule above, upheld by `put`'s and `free`'s callers), and published with the `filled`
+// flag (release) that readers load with acquire; FunctionSlot itself is Sync.
+unsafe impl Sync for Slots {}
 
 impl Slots {
     /// A table with room for `capacity` functions.
     pub fn with_capacity(capacity: usize) -> Slots {
         Slots {
-            slots: (0..capacity).map(|_| OnceLock::new()).collect(),
+            places: (0..capacity)
+                .map(|_| Place {
+                    filled: AtomicBool::new(false),
+                    slot: UnsafeCell::new(None),
+                })
+                .collect(),
             next: AtomicUsize::new(0),
+            free: Mutex::new(Vec::new()),
         }
     }
 
-    /// Control side: puts a function into the next free slot; `None` when the table is full.
+    /// Control side: puts a function into a free slot (a freed one first); `None` when the table is
+    /// full. The slot must not be in any published run list until this returns (it is not: no list
+    /// names an empty slot).
     pub fn put(&self, slot: FunctionSlot) -> Option<u32> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
-        if i >= self.slots.len() {
-            self.next.store(self.slots.len(), Ordering::Relaxed);
-            return None;
-        }
-        let _ = self.slots[i].set(slot);
+        let reused = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let i = match reused {
+            Some(i) => i as usize,
+            None => {
+                let i = self.next.load(Ordering::Relaxed);
+                if i >= self.places.len() {
+                    return None;
+                }
+                self.next.store(i + 1, Ordering::Relaxed);
+                i
+            }
+        };
+        let place = &self.places[i];
+        // SAFETY: the place is empty (fresh or freed), so no run list names it and no thread reads
+        // it; the control side is serialized by the runtime's `live` lock.
+        unsafe { *place.slot.get() = Some(slot) };
+        place.filled.store(true, Ordering::Release);
         Some(i as u32)
     }
 
-    /// The slot `i`, once filled.
+    /// Control side: empties slot `i` — its closure, timer and health handles are dropped now — and
+    /// makes it the next one [`put`](Self::put) uses. False if it was empty.
+    ///
+    /// # Safety
+    /// No thread may hold `i` in its run list or be about to adopt one that does (every thread took
+    /// its latest list, none of which names `i`), and the caller holds the runtime's `live` lock (no
+    /// other control-side access to the table runs).
+    pub unsafe fn free(&self, i: u32) -> bool {
+        let Some(place) = self.places.get(i as usize) else {
+            return false;
+        };
+        if !place.filled.load(Ordering::Acquire) {
+            return false;
+        }
+        place.filled.store(false, Ordering::Release);
+        // SAFETY: per the contract nobody reads the place now.
+        let old = unsafe { (*place.slot.get()).take() };
+        drop(old);
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(i);
+        true
+    }
+
+    /// The slot `i`, when filled.
     #[inline]
     pub fn get(&self, i: u32) -> Option<&FunctionSlot> {
-        self.slots.get(i as usize).and_then(OnceLock::get)
+        let place = self.places.get(i as usize)?;
+        if !place.filled.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: filled (acquire: the write in `put` is visible); a filled place is emptied only
+        // when no thread reads it and under the lock every control-side reader holds (`free`).
+        unsafe { (*place.slot.get()).as_ref() }
     }
 
     /// The name of slot `i`, `?` if there is none.
@@ -180,14 +236,31 @@ impl Slots {
         self.get(i).map_or("?", FunctionSlot::name)
     }
 
-    /// How many slots are filled.
+    /// How many slots were ever filled (the highest used slot number + 1).
     pub fn len(&self) -> usize {
-        self.next.load(Ordering::Relaxed).min(self.slots.len())
+        self.next.load(Ordering::Relaxed).min(self.places.len())
     }
 
-    /// Whether no slot is filled.
+    /// Whether no slot was ever filled.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether [`put`](Self::put) would fail: every slot holds a function.
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.places.len()
+            && self
+                .free
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+    }
+
+    /// How many slots hold a function now.
+    pub fn in_use(&self) -> usize {
+        (0..self.len() as u32)
+            .filter(|&i| self.get(i).is_some())
+            .count()
     }
 
     /// The number of the slot named `name`.
@@ -197,7 +270,7 @@ impl Slots {
 
     /// How many functions the table can hold.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.places.len()
     }
 }
 
@@ -235,6 +308,7 @@ mod tests {
             ))
             .is_none());
         assert_eq!(slots.len(), 2);
+        assert!(slots.is_full());
         assert_eq!(slots.find("b"), Some(1));
         assert_eq!(slots.name(7), "?");
         let c = Cycle::default();
@@ -245,5 +319,20 @@ mod tests {
             assert_eq!(slots.get(b).unwrap().call(&c), Called::Disabled);
         }
         assert!(slots.get(b).unwrap().faulted());
+        // A freed slot goes to the next function (this test thread is the only user).
+        // SAFETY: no thread runs any slot here.
+        assert!(unsafe { slots.free(a) });
+        assert!(!unsafe { slots.free(a) }, "already empty");
+        assert_eq!((slots.get(a).is_none(), slots.in_use()), (true, 1));
+        let d = slots
+            .put(FunctionSlot::new(
+                "d".into(),
+                Box::new(|_: &Cycle| {}),
+                None,
+                None,
+            ))
+            .unwrap();
+        assert_eq!((d, slots.name(d), slots.in_use()), (a, "d", 2));
+        assert!(slots.is_full());
     }
 }

@@ -292,7 +292,7 @@ fn build_segment(
     for (function, thread, position) in addf {
         hal.addf(function, thread, *position)?;
     }
-    // Room for what halcmd may add while the instance runs (deleted records are not reused).
+    // Room for what halcmd may add while the instance runs (a deleted record's room is reused).
     let hal = hal.capacity(rtapi_hal::Capacity {
         factor: 4,
         floor: LIVE_SPARE_RECORDS,
@@ -303,7 +303,8 @@ fn build_segment(
 /// Spare records per table of the segment for objects added while the instance runs (about 1.5 MiB).
 pub(super) const LIVE_SPARE_RECORDS: usize = 4096;
 
-/// Room in the slot table for functions loaded while the instance runs.
+/// Room in the slot table for functions loaded while the instance runs (an unloaded function's slot
+/// goes to the next one).
 pub(super) const SPARE_SLOTS: usize = 1024;
 
 /// Phase 3: every function's per-period closure, with its timing writer and health handles, in the

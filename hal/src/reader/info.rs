@@ -106,6 +106,30 @@ pub struct ThreadInfo {
     pub stats: ThreadStatsSnapshot,
 }
 
+/// How much of one table's room is in use (LAYOUT.md sections 4 and 5): what `rtapi show` prints as
+/// the room left. The room is fixed when the segment is created; a deleted record's slot is given to
+/// a later record of the same table (layout 2.1), so deleting frees room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableUse {
+    /// The table, e.g. `pin`.
+    pub table: &'static str,
+    /// Records it has room for.
+    pub capacity: usize,
+    /// Live records in it now.
+    pub used: usize,
+    /// Deleted records (tombstones) whose slots wait for a new record.
+    pub deleted: usize,
+    /// Slots ever written (the table's `count`: live and deleted records).
+    pub high_water: usize,
+}
+
+impl TableUse {
+    /// Records that can still be added: the room not used by a live record.
+    pub fn free(&self) -> usize {
+        self.capacity - self.used
+    }
+}
+
 /// Everything at once (each part consistent on its own; values keep changing between parts).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HalSnapshot {
@@ -114,7 +138,8 @@ pub struct HalSnapshot {
     /// The structure generation the snapshot was read in (even; LAYOUT.md section 7a): two
     /// snapshots with the same generation list the same objects.
     pub generation: u64,
-    /// Every component, in registration order.
+    /// Every component, in table order (registration order, but that a new object takes the place of
+    /// a deleted one).
     pub components: Vec<ComponentInfo>,
     /// Every pin, in registration order.
     pub pins: Vec<PinInfo>,
@@ -126,4 +151,7 @@ pub struct HalSnapshot {
     pub functions: Vec<FunctionInfo>,
     /// Every thread, in registration order.
     pub threads: Vec<ThreadInfo>,
+    /// How full each table is, in header order (components, pins, params, signals, functions,
+    /// threads).
+    pub tables: Vec<TableUse>,
 }

@@ -12,10 +12,10 @@ mod view;
 use crate::thread::ThreadState;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 
 pub use info::{
-    ComponentInfo, FunctionInfo, HalSnapshot, ParamInfo, PinInfo, SignalInfo, ThreadInfo,
+    ComponentInfo, FunctionInfo, HalSnapshot, ParamInfo, PinInfo, SignalInfo, TableUse, ThreadInfo,
 };
 pub use view::{HeaderInfo, SegmentState};
 
@@ -57,13 +57,18 @@ pub struct Located {
     index: usize,
 }
 
+/// The owner's side of the writers' exclusion inside its own process (LAYOUT.md section 11): its
+/// own readers ([`Hal::reader`](crate::Hal::reader)) write under the read side, and the owner takes
+/// the write side, with the file lock, around a change that reuses a deleted record's slot.
+pub(crate) type WritersGate = Arc<RwLock<()>>;
+
 /// How a reader tells whether the segment's owner is alive.
 enum Owner {
     /// A segment of another process: its exclusive `flock` on the file is held exactly while it lives;
-    /// this is our own descriptor of that file, to probe it.
+    /// this is our own descriptor of that file, to probe it and to take the writers' lock on.
     Locked(OwnedFd),
-    /// Our own segment (`Hal::reader`): alive as long as we are.
-    Ourselves,
+    /// Our own segment (`Hal::reader`): alive as long as we are; writes take the gate's read side.
+    Ourselves(WritersGate),
     /// A copy of the bytes: no owner to ask; the header's pid is the only hint.
     Copy,
 }
@@ -78,6 +83,34 @@ enum Owner {
 pub struct HalReader {
     v: View,
     owner: Owner,
+    /// Writes in progress through this reader's descriptor: the writers' lock belongs to the open
+    /// file description, not to a thread, so it is taken by the first and released by the last.
+    writers: Mutex<u32>,
+}
+
+/// How long a write waits for the writers' lock, which the owner holds only for the few
+/// microseconds of a change that reuses a slot: held this long, the owner is stuck mid-change
+/// (stopped by a signal? a dead owner's lock is freed by the kernel).
+const WRITERS_LOCK_WAIT: std::time::Duration = view::STUCK_CHANGE;
+
+/// The writers' lock held shared for one write through a reader (see [`HalReader::writing`]).
+struct SharedWrite<'a> {
+    reader: &'a HalReader,
+    fd: &'a OwnedFd,
+}
+
+impl Drop for SharedWrite<'_> {
+    fn drop(&mut self) {
+        let mut n = self
+            .reader
+            .writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            segment::release_writers_lock(self.fd);
+        }
+    }
 }
 
 fn corrupt(reason: impl Into<String>) -> HalError {
@@ -101,6 +134,7 @@ impl HalReader {
         HalReader {
             v,
             owner: Owner::Locked(fd),
+            writers: Mutex::new(0),
         }
         .checked()
     }
@@ -115,16 +149,22 @@ impl HalReader {
         HalReader {
             v,
             owner: Owner::Copy,
+            writers: Mutex::new(0),
         }
         .checked()
     }
 
-    /// A reader over the owner's own mapping.
-    pub(crate) fn from_mapping(m: Arc<Mapping>, instance: Instance) -> Result<Self> {
+    /// A reader over the owner's own mapping; its writes take `gate`'s read side.
+    pub(crate) fn from_mapping(
+        m: Arc<Mapping>,
+        instance: Instance,
+        gate: WritersGate,
+    ) -> Result<Self> {
         let v = View::new(m, &segment::display_path(&instance))?;
         HalReader {
             v,
-            owner: Owner::Ourselves,
+            owner: Owner::Ourselves(gate),
+            writers: Mutex::new(0),
         }
         .checked()
     }
@@ -155,7 +195,7 @@ impl HalReader {
     pub fn owner_alive(&self) -> bool {
         match &self.owner {
             Owner::Locked(fd) => segment::lock_held(fd),
-            Owner::Ourselves => true,
+            Owner::Ourselves(_) => true,
             Owner::Copy => segment::pid_alive(self.v.header.owner_pid),
         }
     }
@@ -362,6 +402,27 @@ impl Scan<'_, '_> {
         Ok(out)
     }
 
+    /// How full each table is (counts and flags of one generation).
+    fn tables(&self) -> Result<Vec<TableUse>> {
+        Table::ALL
+            .iter()
+            .map(|&t| {
+                let high_water = self.v.count(t);
+                let mut deleted = 0;
+                for i in 0..high_water {
+                    deleted += usize::from(self.v.deleted(t, i)?);
+                }
+                Ok(TableUse {
+                    table: t.as_str(),
+                    capacity: self.v.capacity(t),
+                    used: high_water - deleted,
+                    deleted,
+                    high_water,
+                })
+            })
+            .collect()
+    }
+
     fn find(&self, t: Table, name: &str) -> Result<Option<usize>> {
         for i in 0..self.v.count(t) {
             // The name is compared in place first (no copy of the record, no allocation); a match
@@ -533,6 +594,54 @@ impl HalReader {
         self.v.consistent(|c| f(&Scan { v: c }))
     }
 
+    /// [`read`](Self::read) for a write: under the writers' lock, shared (LAYOUT.md section 11),
+    /// from before the cell is found until after the store and the generation check, so the owner
+    /// cannot give the record's slot to another object in between. A read-only mapping takes no lock
+    /// (its stores are refused anyway).
+    fn writing<T>(&self, f: impl Fn(&Scan<'_, '_>) -> Result<T>) -> Result<T> {
+        if !self.v.m.writable() {
+            return self.read(f);
+        }
+        match &self.owner {
+            Owner::Locked(fd) => {
+                let _held = self.shared_write(fd)?;
+                self.read(f)
+            }
+            Owner::Ourselves(gate) => {
+                let _held = gate.read().unwrap_or_else(|p| p.into_inner());
+                self.read(f)
+            }
+            Owner::Copy => self.read(f),
+        }
+    }
+
+    /// Takes the writers' lock shared on this reader's descriptor (once for all the writes in
+    /// progress through it), waiting out an owner that holds it exclusive.
+    fn shared_write<'a>(&'a self, fd: &'a OwnedFd) -> Result<SharedWrite<'a>> {
+        let mut n = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if *n == 0 {
+            let start = std::time::Instant::now();
+            loop {
+                match segment::try_writers_lock(fd, false) {
+                    Ok(true) => break,
+                    Ok(false) if start.elapsed() > WRITERS_LOCK_WAIT => {
+                        return Err(HalError::StructureBusy { stuck: true })
+                    }
+                    Ok(false) => std::thread::sleep(std::time::Duration::from_micros(20)),
+                    Err(source) => {
+                        return Err(HalError::Os {
+                            op: "fcntl(F_OFD_SETLK)",
+                            target: format!("the writers' lock of {}", self.v.header.instance),
+                            source,
+                        })
+                    }
+                }
+            }
+        }
+        *n += 1;
+        Ok(SharedWrite { reader: self, fd })
+    }
+
     /// Validates the whole structure once (at open).
     fn checked(self) -> Result<Self> {
         self.read(|s| s.check())?;
@@ -566,6 +675,12 @@ impl HalReader {
         self.read(|s| s.all(Table::Threads, Scan::thread))
     }
 
+    /// How full each table is now: room, live records, tombstones waiting for reuse (one
+    /// consistent read).
+    pub fn tables(&self) -> Result<Vec<TableUse>> {
+        self.read(|s| s.tables())
+    }
+
     /// Everything, for `rtapi show` and `--json`.
     pub fn snapshot(&self) -> Result<HalSnapshot> {
         self.read(|s| {
@@ -579,6 +694,7 @@ impl HalReader {
                 signals: s.all(Table::Signals, Scan::signal)?,
                 functions: s.all(Table::Functions, Scan::function)?,
                 threads: s.all(Table::Threads, Scan::thread)?,
+                tables: s.tables()?,
             })
         })
     }
@@ -717,7 +833,7 @@ impl HalReader {
 
     /// [`setp`](Self::setp) with options (`force`: also write NaN or an infinity).
     pub fn setp_with(&self, name: &str, text: &str, opts: WriteOptions) -> Result<Value> {
-        self.read(|s| self.setp_in(s, name, text, opts))
+        self.writing(|s| self.setp_in(s, name, text, opts))
     }
 
     fn setp_in(
@@ -773,7 +889,7 @@ impl HalReader {
         text: &str,
         opts: WriteOptions,
     ) -> Result<Value> {
-        self.read(|s| self.write_own_at(s, component, name, text, opts, None))
+        self.writing(|s| self.write_own_at(s, component, name, text, opts, None))
     }
 
     /// [`write_own`](Self::write_own) at a place [`locate`](Self::locate) found: `Ok(None)` if the
@@ -786,7 +902,7 @@ impl HalReader {
         text: &str,
         opts: WriteOptions,
     ) -> Result<Option<Value>> {
-        self.read(|s| {
+        self.writing(|s| {
             if !self.still(s, at)? {
                 return Ok(None);
             }
@@ -919,7 +1035,7 @@ impl HalReader {
 
     /// [`sets`](Self::sets) with options (`force`: also write NaN or an infinity).
     pub fn sets_with(&self, name: &str, text: &str, opts: WriteOptions) -> Result<Value> {
-        self.read(|s| {
+        self.writing(|s| {
             let i = s.find_or(Table::Signals, ObjectKind::Signal, name)?;
             let sig = s.signal(i)?;
             if let Some(writer) = sig.writer {

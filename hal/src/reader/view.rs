@@ -293,6 +293,11 @@ impl Counted<'_> {
         self.counts[t as usize]
     }
 
+    /// Records table `t` has room for (fixed; validated at open).
+    pub fn capacity(&self, t: Table) -> usize {
+        self.view.tables[t as usize].capacity
+    }
+
     /// Offset of record `i` of `t` (`i < count`).
     pub fn record(&self, t: Table, i: usize) -> usize {
         let tv = self.view.tables[t as usize];

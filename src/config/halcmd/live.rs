@@ -7,7 +7,8 @@
 //! (`components::LiveTarget`), signals created, pins unlinked, pins linked, signals deleted, values
 //! set, functions removed from threads and added at their positions, components unloaded. If the
 //! instance refuses a step, the model goes back to what it was before the command and the error is
-//! the command's (the steps already made stay: each is a whole halcmd operation of its own).
+//! the command's (the steps already made stay: each is a whole halcmd operation of its own; a
+//! `loadrt` refused part-way removes the instances it made, so it changes nothing, room included).
 //!
 //! Values read by `getp`, `gets`, `show` and `save` come from the segment while attached, so `save`
 //! writes back values tuned while running.
@@ -117,9 +118,18 @@ impl Session {
             for (name, value) in &after.values {
                 presets.insert(name.clone(), value.to_string());
             }
+            let existing = component_names(reader)?;
             let mut target = LiveTarget::new(rt).map_err(|e| e.message)?;
             let loaded = l.load_into(&self.registry, &mut target, &presets);
-            loaded.map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
+            if let Err(e) = loaded {
+                // A refused loadrt changes nothing: what it made before it was refused (the first
+                // instances of a `count=256` that ran out of room) goes again, room included.
+                let undo = unload_new_components(rt, reader, &existing);
+                let undo = undo.err().map_or(String::new(), |u| {
+                    format!(" (and what it made could not all be removed: {u})")
+                });
+                return Err(format!("loadrt {}: {}{undo}", l.component, e.message));
+            }
         }
 
         // Signals created.
@@ -225,4 +235,45 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// The names of the components in the running instance's segment.
+fn component_names(reader: &HalReader) -> Result<HashSet<String>, String> {
+    Ok(reader
+        .components()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|c| c.name)
+        .collect())
+}
+
+/// Removes from the running instance the components not in `existing` (made by a `loadrt` that was
+/// then refused): their functions' slots are freed (no thread runs them: a load adds none to a
+/// thread) and the components deleted, pins, params and functions with them.
+fn unload_new_components(
+    rt: &Runtime<Running>,
+    reader: &HalReader,
+    existing: &HashSet<String>,
+) -> Result<(), String> {
+    let made: Vec<String> = component_names(reader)?
+        .into_iter()
+        .filter(|n| !existing.contains(n))
+        .collect();
+    if made.is_empty() {
+        return Ok(());
+    }
+    let functions: Vec<String> = reader
+        .functions()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|f| made.contains(&f.component))
+        .map(|f| f.name)
+        .collect();
+    rt.retire_functions(&functions).map_err(|e| e.to_string())?;
+    for name in &made {
+        rt.hal().delete_component(name).map_err(|e| e.to_string())?;
+    }
+    // A LinuxCNC module kept after its load: its rtapi_app_exit runs, as for `unloadrt`.
+    crate::components::linuxcnc::unloaded(&made);
+    Ok(())
 }

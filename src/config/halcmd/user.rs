@@ -7,7 +7,7 @@
 
 use std::sync::{mpsc, Arc, Mutex};
 
-use rtapi_hal::{ComponentKey, Hal, HalError, Io, Out, ParamAccess, PinDir, ValueType};
+use rtapi_hal::{Hal, HalError, ParamAccess, ParamDecl, PinDecl, PinDir, Value, ValueType};
 
 use super::{Model, ParamInfo, PinInfo, Session};
 use crate::config::invalid_name;
@@ -103,16 +103,16 @@ impl Session {
                 ));
             }
         }
-        // The segment first (in one go, undone if any part is refused), then the model: user
-        // components stay out of the model-diff `sync` of halcmd commands, so one that joins while
-        // a command runs (a `loadusr -W` waiting for it) is not made twice or rolled back with it.
+        // The segment first (in one structural change, checked whole before anything is made: a
+        // refused declaration changes nothing, its room included), then the model: user components
+        // stay out of the model-diff `sync` of halcmd commands, so one that joins while a command
+        // runs (a `loadusr -W` waiting for it) is not made twice or rolled back with it.
         let hal = self
             .live
             .as_ref()
             .map(|l| l.runtime.hal())
             .expect("checked above");
         if let Err(e) = create_in_segment(hal, c) {
-            let _ = hal.delete_component(&c.name);
             return Err(format!("{what}: {e}"));
         }
         for p in &c.pins {
@@ -287,47 +287,26 @@ impl Model {
     }
 }
 
-/// Makes a user-space component in the live segment: the component record, then each pin and param.
+/// Makes a user-space component in the live segment: the component with every pin and param, in
+/// one structural change (all or nothing).
 fn create_in_segment(hal: &Hal, c: &UserComponent) -> Result<(), HalError> {
-    let key = hal.add_component(&c.name)?;
-    for p in &c.pins {
-        add_pin(hal, key, p)?;
-    }
-    for p in &c.params {
-        add_param(hal, key, p)?;
-    }
-    Ok(())
-}
-
-fn add_pin(hal: &Hal, key: ComponentKey, p: &UserPin) -> Result<(), HalError> {
-    use rtapi_hal::In;
-    macro_rules! typed {
-        ($d:ty) => {
-            match p.ty {
-                ValueType::Bit => hal.add_pin::<$d, bool>(key, &p.name).map(|_| ()),
-                ValueType::Float => hal.add_pin::<$d, f64>(key, &p.name).map(|_| ()),
-                ValueType::S32 => hal.add_pin::<$d, i32>(key, &p.name).map(|_| ()),
-                ValueType::U32 => hal.add_pin::<$d, u32>(key, &p.name).map(|_| ()),
-                ValueType::S64 => hal.add_pin::<$d, i64>(key, &p.name).map(|_| ()),
-                ValueType::U64 => hal.add_pin::<$d, u64>(key, &p.name).map(|_| ()),
-            }
-        };
-    }
-    match p.dir {
-        PinDir::In => typed!(In),
-        PinDir::Out => typed!(Out),
-        PinDir::Io => typed!(Io),
-    }
-}
-
-fn add_param(hal: &Hal, key: ComponentKey, p: &UserParam) -> Result<(), HalError> {
-    let (n, a) = (&p.name, p.access);
-    match p.ty {
-        ValueType::Bit => hal.add_param(key, n, a, false).map(|_| ()),
-        ValueType::Float => hal.add_param(key, n, a, 0.0f64).map(|_| ()),
-        ValueType::S32 => hal.add_param(key, n, a, 0i32).map(|_| ()),
-        ValueType::U32 => hal.add_param(key, n, a, 0u32).map(|_| ()),
-        ValueType::S64 => hal.add_param(key, n, a, 0i64).map(|_| ()),
-        ValueType::U64 => hal.add_param(key, n, a, 0u64).map(|_| ()),
-    }
+    let pins: Vec<PinDecl> = c
+        .pins
+        .iter()
+        .map(|p| PinDecl {
+            name: p.name.clone(),
+            dir: p.dir,
+            init: Value::from_bits(p.ty, 0),
+        })
+        .collect();
+    let params: Vec<ParamDecl> = c
+        .params
+        .iter()
+        .map(|p| ParamDecl {
+            name: p.name.clone(),
+            access: p.access,
+            init: Value::from_bits(p.ty, 0),
+        })
+        .collect();
+    hal.add_component_with(&c.name, &pins, &params).map(|_| ())
 }
