@@ -7,17 +7,18 @@
 //!   move: each is a difference the comparison reports (the comparison can fail).
 //! * `rtapi linuxcnc` against stock: ignored until the launcher exists (issue 24).
 //!
-//! # Writing programs whose trajectory is a function of the periods
+//! # Why the display holds the feed
 //!
 //! LinuxCNC's planner starts the first queued segment in the period after it arrives, and how a
-//! blended (`G64`) segment accelerates depends on whether the next one is queued yet (its blend with
-//! the next is planned when the next arrives). Milltask queues one command per task cycle, on its own
-//! wall clock, so a blended chain that starts moving while milltask is still queueing it differs
-//! from run to run: two stock runs of `G64 P0.01` chains started straight from rest differed from
-//! the second moving period on (3.33e-5 vs 3.75e-5 in after 2 periods, seen here). So every blended
-//! chain here comes after an exact-stop (`G61`) lead-in of 0.4 s, whose own profile does not depend
-//! on what follows it, and during which milltask queues the whole chain; a dwell ends a queue (milltask
-//! issues nothing after `G4` until the delay is over), so the chain after it has its own lead-in.
+//! blended (`G64`) segment accelerates depends on what is queued behind it. Milltask queues the
+//! program on its own wall clock (task cycle 1 ms), so a program that starts moving while it is still
+//! being queued moves differently from run to run: two stock runs of these programs, started
+//! straight away, differed from the second moving period of a `G64 P0.01` chain on (3.33e-5 vs
+//! 3.75e-5 in after two periods); an exact-stop (`G61`) lead-in before the chain was not enough
+//! (the lead-in's own ramp differed at its third period, 2.1667e-4 vs 2.1583e-4 in). So `drive.py`
+//! starts each program with feed and rapid override at 0 and releases them once the motion queue
+//! has stopped growing, and holds again during a dwell (milltask queues nothing after `G4` until its
+//! delay is over): the planner then sees the same queue in every run.
 
 mod common;
 #[path = "common/lcnc_machine.rs"]
@@ -38,10 +39,8 @@ G0 X0 Y0 Z0
 M2
 ";
 
-/// `G2`/`G3` arcs in XY, one a helix (Z moves), a full circle, blended (`G64`), after a lead-in.
-const ARCS: &str = "G20 G90 G17 G61
-G1 F30 X0.2
-G64
+/// `G2`/`G3` arcs in XY, one a helix (Z moves), a full circle, blended (`G64`).
+const ARCS: &str = "G20 G90 G17 G64
 G0 X1 Y0 Z0
 G1 F180 X2
 G2 X3 Y1 I0 J1
@@ -51,18 +50,13 @@ G0 X0 Y0 Z0
 M2
 ";
 
-/// Short segments blended within 0.01 in (`G64 P0.01`), a half-second dwell (`G4`), then more, each
-/// blended chain after its lead-in.
-const BLENDS: &str = "G20 G90 G61
-G1 F30 X0.2
-G64 P0.01
+/// Short segments blended within 0.01 in (`G64 P0.01`), a half-second dwell (`G4`), then more.
+const BLENDS: &str = "G20 G90 G64 P0.01
 G1 F240 X1 Y0.2
 X1.5 Y0.8
 X2 Y0.7
 X2.5 Y1.3
 G4 P0.5
-G61 G1 F30 X2.3
-G64 P0.01
 G1 F240 X3 Y0 Z-0.3
 X0 Y0 Z0
 M2
@@ -102,11 +96,18 @@ fn run_or_panic(launcher: &Launcher, m: &Machine) -> Run {
             .as_array()
             .map(|a| a
                 .iter()
-                .map(|s| format!("{} {:.2} s", s["stage"].as_str().unwrap_or("?"), s["seconds"].as_f64().unwrap_or(0.0)))
+                .map(|s| format!(
+                    "{} {:.2} s",
+                    s["stage"].as_str().unwrap_or("?"),
+                    s["seconds"].as_f64().unwrap_or(0.0)
+                ))
                 .collect::<Vec<_>>()
                 .join(", "))
             .unwrap_or_default()
     );
+    for l in r.log.lines().filter(|l| l.starts_with("drive.py")) {
+        eprintln!("  {l}");
+    }
     r
 }
 
@@ -129,13 +130,22 @@ fn check_shape(r: &Run) {
     }
     // The dwell splits the blends program in two moves, at least 0.5 s apart (its wall-clock time).
     let blends: Vec<_> = ms.iter().filter(|m| m.phase == 4).collect();
-    assert_eq!(blends.len(), 2, "{}: blends program: {blends:?}", r.launcher);
+    assert_eq!(
+        blends.len(),
+        2,
+        "{}: blends program: {blends:?}",
+        r.launcher
+    );
     let dwell = blends[1].first - blends[0].last;
     assert!(dwell >= 500, "{}: dwell of {dwell} periods", r.launcher);
     // Every program returns to the origin: the machine ends there.
     let end = r.final_position("joint_actual_position");
     assert_eq!(end.len(), 3, "{}: final joints {end:?}", r.launcher);
-    assert!(end.iter().all(|p| p.abs() < 1e-9), "{}: ends at {end:?}", r.launcher);
+    assert!(
+        end.iter().all(|p| p.abs() < 1e-9),
+        "{}: ends at {end:?}",
+        r.launcher
+    );
     assert!(ms.len() >= 5 && MIN_REST > 1);
 }
 
@@ -170,7 +180,10 @@ fn a_feed_rate_changed_by_one_is_a_difference() {
     check_shape(&b);
     let e = compare(a, &b).expect_err("F120 and F121 compared equal");
     eprintln!("F121 instead of F120, as reported:\n{e}");
-    assert!(e.contains("(phase 2)"), "the difference is in the lines program: {e}");
+    assert!(
+        e.contains("(phase 2)"),
+        "the difference is in the lines program: {e}"
+    );
 }
 
 #[test]
@@ -203,7 +216,10 @@ fn one_ulp_or_one_period_of_delay_is_a_difference() {
     let mut end = a.samples.clone();
     let home_end = ms.iter().filter(|m| m.phase == 1).last().unwrap().last;
     end[home_end].values[1] += 1e-6;
-    assert!(compare(a, &copy(end)).is_err(), "a homing sample off by 1e-6 compared equal");
+    assert!(
+        compare(a, &copy(end)).is_err(),
+        "a homing sample off by 1e-6 compared equal"
+    );
 }
 
 #[test]

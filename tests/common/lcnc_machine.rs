@@ -269,7 +269,9 @@ pub fn missing_prerequisite(x_server: bool) -> Option<String> {
         return Some("LinuxCNC 2.9 (`linuxcnc`, Debian linuxcnc-uspace) is not installed".into());
     }
     if !Path::new(EXAMPLES).join(SIM).is_dir() {
-        return Some(format!("LinuxCNC's sample configs are missing ({EXAMPLES}/{SIM})"));
+        return Some(format!(
+            "LinuxCNC's sample configs are missing ({EXAMPLES}/{SIM})"
+        ));
     }
     let py = Command::new("/usr/bin/python3")
         .args(["-c", "import linuxcnc, hal"])
@@ -424,7 +426,8 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         log,
     };
     let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).map_err(|e| fail(format!("mkdir {}: {e}", dir.display()), "".into()))?;
+    fs::create_dir_all(&dir)
+        .map_err(|e| fail(format!("mkdir {}: {e}", dir.display()), "".into()))?;
     let copy = Command::new("cp")
         .arg("-a")
         .arg(EXAMPLES)
@@ -440,7 +443,10 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        return Err(fail("chmod -R a+rwX of the run directory failed".into(), "".into()));
+        return Err(fail(
+            "chmod -R a+rwX of the run directory failed".into(),
+            "".into(),
+        ));
     }
     let ini_path = dir.join("examples").join(&machine.ini);
     let ini_text = fs::read_to_string(&ini_path)
@@ -455,8 +461,12 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     if let Some((hal, _)) = &sampler {
         write_file(&hal_path, hal, 0o644);
     }
-    let new_ini = rewrite_ini(&ini_text, &drive, sampler.as_ref().map(|_| hal_path.as_path()))
-        .map_err(|e| fail(format!("{}: {e}", ini_path.display()), "".into()))?;
+    let new_ini = rewrite_ini(
+        &ini_text,
+        &drive,
+        sampler.as_ref().map(|_| hal_path.as_path()),
+    )
+    .map_err(|e| fail(format!("{}: {e}", ini_path.display()), "".into()))?;
     write_file(&ini_path, &new_ini, 0o666);
     let mut programs = Vec::new();
     for p in &machine.programs {
@@ -495,7 +505,8 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     }
     if rtapi_app_running() {
         return Err(fail(
-            "another LinuxCNC session (an rtapi_app) is still running after 50 s; not starting".into(),
+            "another LinuxCNC session (an rtapi_app) is still running after 50 s; not starting"
+                .into(),
             "".into(),
         ));
     }
@@ -599,7 +610,10 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     }
     if !leftovers.is_empty() {
         return Err(fail(
-            format!("{launcher}: cleaning up after the run: {}", leftovers.join("; ")),
+            format!(
+                "{launcher}: cleaning up after the run: {}",
+                leftovers.join("; ")
+            ),
             log,
         ));
     }
@@ -668,7 +682,15 @@ struct XServer {
 impl XServer {
     fn start() -> Result<XServer, String> {
         let mut child = Command::new("Xvfb")
-            .args(["-displayfd", "1", "-nolisten", "tcp", "-screen", "0", "1280x1024x24"])
+            .args([
+                "-displayfd",
+                "1",
+                "-nolisten",
+                "tcp",
+                "-screen",
+                "0",
+                "1280x1024x24",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -768,7 +790,11 @@ fn sysv(kind: &str) -> Vec<Ipc> {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
     let col = |name: &str| header.iter().position(|h| *h == name);
-    let (Some(ki), Some(ii), Some(ci)) = (col("key"), col(if kind == "shm" { "shmid" } else { "semid" }), col("cuid")) else {
+    let (Some(ki), Some(ii), Some(ci)) = (
+        col("key"),
+        col(if kind == "shm" { "shmid" } else { "semid" }),
+        col("cuid"),
+    ) else {
         return Vec::new();
     };
     let ni = col("nattch");
@@ -839,9 +865,15 @@ impl Session {
         let running = child.try_wait().ok().flatten().is_none();
         let members = self.members();
         if running || !members.is_empty() {
-            let names: Vec<String> = members.iter().map(|p| format!("{} {}", p.pid, p.comm)).collect();
+            let names: Vec<String> = members
+                .iter()
+                .map(|p| format!("{} {}", p.pid, p.comm))
+                .collect();
             if !running {
-                problems.push(format!("still running after LinuxCNC ended: {}", names.join(", ")));
+                problems.push(format!(
+                    "still running after LinuxCNC ended: {}",
+                    names.join(", ")
+                ));
             }
             for sig in [libc::SIGTERM, libc::SIGKILL] {
                 for p in self.members() {
@@ -881,7 +913,10 @@ impl Session {
             .map(|p| format!("{} {} (pgrp {})", p.pid, p.comm, p.pgrp))
             .collect();
         if !escaped.is_empty() {
-            problems.push(format!("LinuxCNC processes outside the launch's group: {}", escaped.join(", ")));
+            problems.push(format!(
+                "LinuxCNC processes outside the launch's group: {}",
+                escaped.join(", ")
+            ));
         }
         for (kind, before) in [("shm", &self.shm_before), ("sem", &self.sem_before)] {
             for obj in sysv(kind) {
@@ -945,7 +980,13 @@ impl fmt::Display for ThreadInfo {
         write!(
             f,
             "{} pid {} thread {} '{}': {} priority {}, {:.0} wake-ups/s",
-            self.process, self.pid, self.tid, self.thread, self.policy, self.rt_priority, self.wakeups_per_s
+            self.process,
+            self.pid,
+            self.tid,
+            self.thread,
+            self.policy,
+            self.rt_priority,
+            self.wakeups_per_s
         )
     }
 }
@@ -977,9 +1018,11 @@ pub fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
                     .filter_map(|e| {
                         let tid: i32 = e.file_name().to_string_lossy().parse().ok()?;
                         let s = fs::read_to_string(e.path().join("status")).ok()?;
-                        let n = s.lines().filter(|l| l.contains("ctxt_switches")).filter_map(|l| {
-                            l.split_whitespace().nth(1)?.parse::<u64>().ok()
-                        }).sum();
+                        let n = s
+                            .lines()
+                            .filter(|l| l.contains("ctxt_switches"))
+                            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                            .sum();
                         Some((tid, n))
                     })
                     .collect()
@@ -1074,7 +1117,11 @@ pub fn compare(a: &Run, b: &Run) -> Result<Agreement, String> {
             .join(", ")
     };
     if ma.is_empty() {
-        return Err(format!("{}: no move at all in {} samples", a.launcher, a.samples.len()));
+        return Err(format!(
+            "{}: no move at all in {} samples",
+            a.launcher,
+            a.samples.len()
+        ));
     }
     if ma.len() != mb.len() || ma.iter().zip(&mb).any(|(x, y)| x.phase != y.phase) {
         return Err(format!(
@@ -1099,7 +1146,10 @@ pub fn compare(a: &Run, b: &Run) -> Result<Agreement, String> {
         let sb = &b.samples[y.first - 1..y.first - 1 + len];
         let same = |p: &Sample, q: &Sample| {
             p.values.len() == q.values.len()
-                && p.values.iter().zip(&q.values).all(|(u, v)| u.to_bits() == v.to_bits())
+                && p.values
+                    .iter()
+                    .zip(&q.values)
+                    .all(|(u, v)| u.to_bits() == v.to_bits())
         };
         let first_diff = (0..len).find(|&k| !same(&sa[k], &sb[k]));
         let diff_at = match first_diff {
@@ -1125,7 +1175,11 @@ pub fn compare(a: &Run, b: &Run) -> Result<Agreement, String> {
                         .map(|s| format!("{:?}", s.values))
                         .unwrap_or_else(|| "(move over)".into())
                 };
-                let mark = if p == k { "   <-- first difference" } else { "" };
+                let mark = if p == k {
+                    "   <-- first difference"
+                } else {
+                    ""
+                };
                 let _ = writeln!(msg, "  period {p}: {} | {}{mark}", show(sa), show(sb));
             }
             return Err(msg);
@@ -1134,7 +1188,10 @@ pub fn compare(a: &Run, b: &Run) -> Result<Agreement, String> {
     }
     for key in ["joint_actual_position", "actual_position"] {
         let (fa, fb) = (a.final_position(key), b.final_position(key));
-        if fa.is_empty() || fa.len() != fb.len() || fa.iter().zip(&fb).any(|(u, v)| u.to_bits() != v.to_bits()) {
+        if fa.is_empty()
+            || fa.len() != fb.len()
+            || fa.iter().zip(&fb).any(|(u, v)| u.to_bits() != v.to_bits())
+        {
             return Err(format!(
                 "final {key} differs: {}: {fa:?}, {}: {fb:?}",
                 a.launcher, b.launcher

@@ -6,7 +6,14 @@ and drives the machine through LinuxCNC's `linuxcnc` module: estop reset, machin
 joints, then each G-code program in AUTO mode, one after the other. Meanwhile a thread reads the
 `sampler` FIFO (joint pos-fb of every servo period, plus the phase column this script sets) at full
 precision. When it is done it writes the samples and `result.json` and exits, which makes LinuxCNC
-shut down. Every stage has a generous deadline; a stage that does not finish in time fails the run,
+shut down.
+
+Each program starts with the feed held (feed and rapid override 0) and the feed is released once the
+motion queue has stopped growing: LinuxCNC's planner plans a blended segment's acceleration from the
+segments queued behind it, and milltask queues them on its own wall clock, so a program that starts
+moving while it is still being queued moves differently from run to run. A dwell (`G4`, timed by
+milltask) ends a queue; the feed is held again while it runs and released once what follows it is
+queued. Every stage has a generous deadline; a stage that does not finish in time fails the run,
 and `result.json` names it. Exit status: 0 when every stage finished, 1 otherwise.
 """
 import json
@@ -103,6 +110,31 @@ def stage(name, limit, done):
         time.sleep(0.01)
 
 
+# How long the motion queue must stay unchanged, feed held, before the feed is released.
+SETTLE = 0.25
+
+
+def hold(on):
+    """Feed and rapid override 0 (on) or 1: the planner then sees the whole queue before it moves.
+
+    Confirmed from the status, not with `wait_complete()`: during a program that waits until milltask
+    is idle again, i.e. the end of the program."""
+    want = 0.0 if on else 1.0
+    C.feedrate(want)
+    C.rapidrate(want)
+    t = time.monotonic()
+    while True:
+        S.poll()
+        if S.feedrate == want and S.rapidrate == want:
+            break
+        if time.monotonic() - t > 5:
+            raise Failed("feed override %s not applied after 5 s (feedrate %r, rapidrate %r)" % (
+                want, S.feedrate, S.rapidrate))
+        time.sleep(0.002)
+    log("feed %s after %.3f s (queue %d, exec_state %d)" % (
+        "held" if on else "released", time.monotonic() - t, S.queue, S.exec_state))
+
+
 def idle():
     return (S.interp_state == linuxcnc.INTERP_IDLE and S.queue == 0 and S.inpos
             and S.state != linuxcnc.RCS_EXEC)
@@ -155,16 +187,34 @@ def main():
         stage("auto mode for %s" % prog["name"], limit, lambda: S.task_mode == linuxcnc.MODE_AUTO)
         C.program_open(prog["path"])
         C.wait_complete()
+        hold(True)
         C.auto(linuxcnc.AUTO_RUN, 0)
         serial = C.serial
-        seen = {"running": False}
+        st = {"running": False, "held": True, "queue": None, "since": 0.0, "releases": 0}
 
         def finished():
+            now = time.monotonic()
             if S.interp_state != linuxcnc.INTERP_IDLE:
-                seen["running"] = True
-            return seen["running"] and S.echo_serial_number >= serial and idle()
+                st["running"] = True
+            if st["held"]:
+                # Release once milltask has queued all it will before the next wait point: the
+                # motion queue is not empty and has not changed for SETTLE seconds.
+                if S.queue > 0 and S.exec_state != linuxcnc.EXEC_WAITING_FOR_DELAY:
+                    if S.queue != st["queue"]:
+                        st["queue"], st["since"] = S.queue, now
+                    elif now - st["since"] >= SETTLE:
+                        hold(False)
+                        st["held"] = False
+                        st["releases"] += 1
+            elif S.exec_state == linuxcnc.EXEC_WAITING_FOR_DELAY:
+                # A dwell: motion is done, milltask waits on its clock, then queues what follows.
+                hold(True)
+                st["held"], st["queue"] = True, None
+            return st["running"] and S.echo_serial_number >= serial and idle()
 
         stage("program %s" % prog["name"], limit, finished)
+        hold(False)
+        RESULT["stages"][-1]["feed_releases"] = st["releases"]
     if JOB["hold_seconds"] > 0:
         phase(len(JOB["programs"]) + 2)
         open(JOB["holding"], "w").close()
