@@ -33,8 +33,9 @@
 //! `/tmp/linuxcnc.lock`: every run holds tests/common/linuxcnc.rs's [`SessionLock`] (the one lock all
 //! LinuxCNC sessions of this repository take) and waits for any `rtapi_app` to be gone first. Whatever
 //! happens, the run then ends everything it started: the process group of the launch (SIGTERM, then
-//! SIGKILL, by pid), the X server (by pid), the SysV shared-memory segments and semaphore sets created
-//! by `nobody` during the run and no longer attached (by id, never by key or `ipcrm -a`), and the
+//! SIGKILL, by pid), the X server (by pid), the SysV shared-memory segments and semaphore sets that
+//! appeared during the run owned or created by `nobody` (the setuid-root `rtapi_app` creates them as
+//! root and hands them to the real user) and no longer attached (by id, never by key or `ipcrm -a`), and the
 //! `/tmp/linuxcnc.lock` and `/tmp/linuxcnc.{debug,print}.*` files that appeared during the run. The
 //! socket (`$HOME/.rtapi_fifo`) lives in the run's directory, which is removed when the run
 //! succeeded and kept (its path in the error) when it did not.
@@ -260,6 +261,35 @@ impl fmt::Display for RunError {
             self.dir.display(),
             tail.join("\n")
         )
+    }
+}
+
+impl RunError {
+    /// One line: what failed, and the first line of LinuxCNC's output that says why.
+    pub fn reason(&self) -> String {
+        let noise = [
+            "Note: Using POSIX",
+            "LinuxCNC terminated with an error",
+            "linuxcnc_debug.txt",
+            "linuxcnc_print.txt",
+            "dmesg",
+        ];
+        let why = self.log.lines().map(str::trim).find(|l| {
+            let low = l.to_lowercase();
+            (low.contains("error")
+                || low.contains("failed")
+                || low.contains("not found")
+                || low.contains("no such")
+                || low.contains("can't")
+                || low.contains("cannot")
+                || low.contains("traceback"))
+                && !noise.iter().any(|n| l.contains(n))
+        });
+        let what = self.what.lines().next().unwrap_or("").to_string();
+        match why {
+            Some(w) if !what.contains(w) => format!("{what} — {w}"),
+            _ => what,
+        }
     }
 }
 
@@ -542,11 +572,16 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         Some(x) => cmd.arg(format!("DISPLAY=:{}", x.display)),
         None => cmd.arg("-u").arg("DISPLAY"),
     };
+    // stdin a terminal: `linuxcnc` asks on the terminal instead of in a Tk dialog on the X display
+    // (its error report after a failed start), and nobody is there to answer a dialog. The master
+    // is kept open and never written: a read from it would wait (no LinuxCNC program reads it).
+    let tty =
+        nix::pty::openpty(None, None).map_err(|e| fail(format!("openpty: {e}"), "".into()))?;
     cmd.args(launcher.program())
         .arg("-r")
         .arg(&ini_path)
         .current_dir(&dir)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(tty.slave))
         .stdout(Stdio::from(log_file.try_clone().unwrap()))
         .stderr(Stdio::from(log_file))
         .process_group(0);
@@ -555,9 +590,13 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         .spawn()
         .map_err(|e| fail(format!("cannot start {launcher}: {e}"), "".into()))?;
     session.pgid = Some(child.id() as i32);
-    let stages = 4 + machine.programs.len();
+    let stages = if machine.up_only {
+        3
+    } else {
+        4 + machine.programs.len()
+    };
     let deadline = Duration::from_secs_f64(
-        machine.stage_seconds * stages as f64 + machine.hold_seconds + 60.0,
+        machine.stage_seconds * stages as f64 + machine.hold_seconds + 30.0,
     );
     let mut servo_thread = None;
     let status = loop {
@@ -574,6 +613,7 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     };
     let seconds = t0.elapsed().as_secs_f64();
     let leftovers = session.clean_up(&mut child);
+    drop(tty.master);
     drop(x);
     let log = fs::read_to_string(&log_path).unwrap_or_default();
     let Some(status) = status else {
@@ -726,7 +766,7 @@ impl Drop for XServer {
     }
 }
 
-/// One `/proc/PID/stat`: pid, comm, state, ppid, pgrp, session, start time (clock ticks), uid.
+/// One process: pid, comm, state, pgrp, session (`/proc/PID/stat`), real uid (`status`).
 #[derive(Clone, Debug)]
 pub struct Proc {
     pub pid: i32,
@@ -761,7 +801,7 @@ pub fn processes() -> Vec<Proc> {
             .and_then(|s| {
                 s.lines()
                     .find_map(|l| l.strip_prefix("Uid:"))
-                    .and_then(|l| l.split_whitespace().nth(1).and_then(|u| u.parse().ok()))
+                    .and_then(|l| l.split_whitespace().next().and_then(|u| u.parse().ok()))
             })
             .unwrap_or(u32::MAX);
         out.push(Proc {
@@ -776,11 +816,12 @@ pub fn processes() -> Vec<Proc> {
     out
 }
 
-/// One SysV object of `/proc/sysvipc/{shm,sem}`: id, key, creator uid, attach count.
+/// One SysV object of `/proc/sysvipc/{shm,sem}`: id, key, owner and creator uid, attach count.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Ipc {
     id: i32,
     key: i64,
+    uid: u32,
     cuid: u32,
     nattch: u64,
 }
@@ -798,6 +839,7 @@ fn sysv(kind: &str) -> Vec<Ipc> {
         return Vec::new();
     };
     let ni = col("nattch");
+    let ui = col("uid");
     lines
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
@@ -805,6 +847,7 @@ fn sysv(kind: &str) -> Vec<Ipc> {
                 id: w.get(ii)?.parse().ok()?,
                 key: w.get(ki)?.parse().ok()?,
                 cuid: w.get(ci)?.parse().ok()?,
+                uid: ui.and_then(|i| w.get(i)?.parse().ok()).unwrap_or(u32::MAX),
                 nattch: ni.and_then(|i| w.get(i)?.parse().ok()).unwrap_or(0),
             })
         })
@@ -920,7 +963,9 @@ impl Session {
         }
         for (kind, before) in [("shm", &self.shm_before), ("sem", &self.sem_before)] {
             for obj in sysv(kind) {
-                if before.contains(&obj.id) || obj.cuid != self.uid {
+                // The setuid-root rtapi_app creates its segments as root and gives them to the
+                // real user: owner or creator is our LinuxCNC user.
+                if before.contains(&obj.id) || (obj.cuid != self.uid && obj.uid != self.uid) {
                     continue;
                 }
                 if obj.nattch > 0 {
