@@ -14,20 +14,18 @@
 //! rtapi_app catches up late periods back to back, so they show as a long interval and short ones).
 //!
 //! Before a number is printed the run checks it measured what it claims: the process that mapped
-//! `motmod.so` has a thread that woke at least half the period rate during the hold (the servo
-//! thread), and its scheduling policy and priority (`/proc/PID/task/TID/stat`) are printed with the
+//! `motmod.so` has a thread that woke at least a quarter of the period rate during a one-second probe
+//! of the hold, the most of its threads (the servo thread: a late thread catching up runs periods back
+//! to back without sleeping, so a loaded machine shows fewer wake-ups than periods), and its scheduling policy and priority (`/proc/PID/task/TID/stat`) are printed with the
 //! numbers. Ratios (rtapi ÷ stock) are printed only when both sides' servo threads were found; when
 //! their policies differ (stock 2.9 on a kernel it does not call realtime runs SCHED_OTHER) the
 //! ratio line says so. Conditions alternate stock, rtapi, stock, rtapi… per load, one run each.
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 #[path = "../tests/common/lcnc_machine.rs"]
-#[allow(dead_code)]
 mod lcnc_machine;
 #[path = "../tests/common/linuxcnc.rs"]
-#[allow(dead_code)]
 mod linuxcnc;
 
 use std::process::{Child, Command, Stdio};
@@ -123,7 +121,7 @@ fn verified(s: &Stats) -> Result<&ThreadInfo, String> {
         .thread
         .as_ref()
         .ok_or("no process with motmod.so mapped was found during the hold")?;
-    if t.wakeups_per_s < 0.5e9 / PERIOD_NS {
+    if t.wakeups_per_s < 0.25e9 / PERIOD_NS {
         return Err(format!(
             "the busiest thread of {} woke {:.0}/s, not about {:.0}/s: not the servo thread",
             t.process,

@@ -147,6 +147,13 @@ fn check_shape(r: &Run) {
         r.launcher
     );
     assert!(ms.len() >= 5 && MIN_REST > 1);
+    // The machine shut down by itself when the display exited: nothing of it was left to end.
+    assert!(
+        r.ended_after.is_empty(),
+        "{}: left running: {:?}",
+        r.launcher,
+        r.ended_after
+    );
 }
 
 #[test]
@@ -202,6 +209,7 @@ fn one_ulp_or_one_period_of_delay_is_a_difference() {
         seconds: 0.0,
         log: String::new(),
         servo_thread: None,
+        ended_after: Vec::new(),
     };
     // The copy itself compares equal.
     compare(a, &copy(a.samples.clone())).expect("a run equals its copy");
@@ -214,7 +222,7 @@ fn one_ulp_or_one_period_of_delay_is_a_difference() {
     let e = compare(a, &copy(late)).expect_err("one period of delay compared equal");
     assert!(e.contains("(phase 3)"), "{e}");
     let mut end = a.samples.clone();
-    let home_end = ms.iter().filter(|m| m.phase == 1).last().unwrap().last;
+    let home_end = ms.iter().rfind(|m| m.phase == 1).unwrap().last;
     end[home_end].values[1] += 1e-6;
     assert!(
         compare(a, &copy(end)).is_err(),
@@ -238,4 +246,49 @@ fn rtapi_linuxcnc_runs_sim_axis_like_stock() {
         agree.moves.len(),
         agree.periods
     );
+}
+
+/// A run whose display never exits is ended at its deadline, and everything it started goes: its
+/// processes (the daemonized `rtapi_app` too), its SysV segments, `/tmp/linuxcnc.lock`.
+#[test]
+fn a_hung_run_is_ended_and_cleaned_up() {
+    if !ready() {
+        return;
+    }
+    let mut m = Machine::up_only("hang", "sample-configs/sim/axis/axis.ini");
+    m.hang = true;
+    m.keep_failed = false;
+    m.deadline = Some(std::time::Duration::from_secs(25));
+    let e = run(&Launcher::Stock, &m).expect_err("a display that never exits ended");
+    eprintln!("as reported: {}", e.what);
+    assert!(e.what.contains("did not end within"), "{e}");
+    assert!(
+        e.log.contains("hanging, as the job says"),
+        "the display got to its hang: {e}"
+    );
+    let home = format!("HOME={}", e.dir.display());
+    let left: Vec<_> = lcnc_machine::processes()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.pid))
+                .map(|env| env.split(|b| *b == 0).any(|x| x == home.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+    assert!(!linuxcnc::rtapi_app_running(), "an rtapi_app is left");
+    let shm = std::fs::read_to_string("/proc/sysvipc/shm").unwrap();
+    for key in [0x48414C32_i64, 0x48484c34] {
+        assert!(
+            !shm.lines()
+                .skip(1)
+                .any(|l| l.split_whitespace().next() == Some(&key.to_string())),
+            "segment {key:#x} left:\n{shm}"
+        );
+    }
+    assert!(
+        !std::path::Path::new("/tmp/linuxcnc.lock").exists(),
+        "/tmp/linuxcnc.lock left"
+    );
+    assert!(!e.dir.exists(), "run directory left");
 }

@@ -57,11 +57,22 @@ pub fn survey(launcher: &Launcher, label: &str) -> Vec<(String, bool, String)> {
         m.stage_seconds = 20.0;
         let t = Instant::now();
         let row = match run(launcher, &m) {
-            Ok(r) => (ini.clone(), true, format!("up in {:.1} s", r.seconds)),
+            Ok(r) if r.ended_after.is_empty() => {
+                (ini.clone(), true, format!("up in {:.1} s", r.seconds))
+            }
+            Ok(r) => (
+                ini.clone(),
+                true,
+                format!(
+                    "up in {:.1} s; left running after exit: {}",
+                    r.seconds,
+                    r.ended_after.join(", ")
+                ),
+            ),
             Err(e) => (ini.clone(), false, e.reason()),
         };
         eprintln!(
-            "[{:4.0} s] {}/{} {}: {} ({:.1} s) {}",
+            "[{:4.0} s] {}/{} {}: {} ({:.1} s with the lock wait) {}",
             t0.elapsed().as_secs_f64(),
             i + 1,
             inis.len(),

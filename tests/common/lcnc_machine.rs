@@ -163,6 +163,12 @@ pub struct Machine {
     pub depth: usize,
     /// Start an X server for the config's X clients.
     pub x_server: bool,
+    /// Keep the run's directory when the run fails (its path is in the error).
+    pub keep_failed: bool,
+    /// The display hangs once the machine is on (the cleanup's test: the run is killed at `deadline`).
+    pub hang: bool,
+    /// Kill the run after this long; `None`: every stage's deadline plus 30 s.
+    pub deadline: Option<Duration>,
 }
 
 impl Machine {
@@ -180,6 +186,9 @@ impl Machine {
             tail_periods: 200,
             depth: 200_000,
             x_server: true,
+            keep_failed: true,
+            hang: false,
+            deadline: None,
         }
     }
 
@@ -197,6 +206,9 @@ impl Machine {
             tail_periods: 0,
             depth: 0,
             x_server: true,
+            keep_failed: false,
+            hang: false,
+            deadline: None,
         }
     }
 }
@@ -221,6 +233,8 @@ pub struct Run {
     pub log: String,
     /// What [`run`] found while it ran ([`Machine::hold_seconds`]): the servo thread's scheduling.
     pub servo_thread: Option<ThreadInfo>,
+    /// Processes of the run still alive after the launch ended, which the cleanup ended.
+    pub ended_after: Vec<String>,
 }
 
 impl Run {
@@ -254,11 +268,15 @@ impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let tail: Vec<&str> = self.log.lines().rev().take(60).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let kept = if self.dir.exists() {
+            format!(" (run directory kept: {})", self.dir.display())
+        } else {
+            String::new()
+        };
         write!(
             f,
-            "{} (run directory kept: {})\n--- last lines of LinuxCNC's output ---\n{}",
+            "{}{kept}\n--- last lines of LinuxCNC's output ---\n{}",
             self.what,
-            self.dir.display(),
             tail.join("\n")
         )
     }
@@ -444,6 +462,16 @@ static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::ne
 
 /// Runs `machine` under `launcher` (module docs); cleans up whatever happens.
 pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
+    let r = run_kept(launcher, machine);
+    if let Err(e) = &r {
+        if !machine.keep_failed {
+            let _ = fs::remove_dir_all(&e.dir);
+        }
+    }
+    r
+}
+
+fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let dir = PathBuf::from(format!(
         "/tmp/rtapi-lcref-{}-{}-{n}",
@@ -516,6 +544,7 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         "hold_seconds": machine.hold_seconds,
         "up_only": machine.up_only,
         "home": machine.home,
+        "hang": machine.hang,
         "samples": samples_path,
         "holding": dir.join("holding"),
         "result": result_path,
@@ -549,7 +578,7 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
             "".into(),
         ));
     }
-    let mut session = Session::new(run_uid());
+    let mut session = Session::new(run_uid(), &dir);
     let x = if machine.x_server {
         match XServer::start() {
             Ok(x) => Some(x),
@@ -595,9 +624,9 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     } else {
         4 + machine.programs.len()
     };
-    let deadline = Duration::from_secs_f64(
+    let deadline = machine.deadline.unwrap_or(Duration::from_secs_f64(
         machine.stage_seconds * stages as f64 + machine.hold_seconds + 30.0,
-    );
+    ));
     let mut servo_thread = None;
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -612,7 +641,7 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         std::thread::sleep(Duration::from_millis(50));
     };
     let seconds = t0.elapsed().as_secs_f64();
-    let leftovers = session.clean_up(&mut child);
+    let (leftovers, ended_after) = session.clean_up(&mut child);
     drop(tty.master);
     drop(x);
     let log = fs::read_to_string(&log_path).unwrap_or_default();
@@ -669,6 +698,7 @@ pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         seconds,
         log,
         servo_thread,
+        ended_after,
     })
 }
 
@@ -871,6 +901,7 @@ fn linuxcnc_tmp_files() -> BTreeSet<PathBuf> {
 /// What existed before the run, to clean up only what the run made.
 struct Session {
     uid: u32,
+    home: PathBuf,
     pgid: Option<i32>,
     shm_before: BTreeSet<i32>,
     sem_before: BTreeSet<i32>,
@@ -879,9 +910,10 @@ struct Session {
 }
 
 impl Session {
-    fn new(uid: u32) -> Session {
+    fn new(uid: u32, home: &Path) -> Session {
         Session {
             uid,
+            home: home.to_path_buf(),
             pgid: None,
             shm_before: sysv("shm").into_iter().map(|s| s.id).collect(),
             sem_before: sysv("sem").into_iter().map(|s| s.id).collect(),
@@ -890,37 +922,44 @@ impl Session {
         }
     }
 
-    /// The live processes of the launch's process group.
+    /// The live processes of the run: the launch's process group, and whatever has the run's
+    /// directory as `HOME` in its environment (the `rtapi_app` master puts itself in a session of its
+    /// own and, setuid root, runs with real uid 0: only its environment says it is this run's).
     fn members(&self) -> Vec<Proc> {
         let Some(pgid) = self.pgid else {
             return Vec::new();
         };
+        let home = format!("HOME={}", self.home.display());
         processes()
             .into_iter()
-            .filter(|p| p.pgrp == pgid && p.state != 'Z')
+            .filter(|p| p.state != 'Z')
+            .filter(|p| {
+                p.pgrp == pgid
+                    || fs::read(format!("/proc/{}/environ", p.pid))
+                        .map(|env| env.split(|b| *b == 0).any(|e| e == home.as_bytes()))
+                        .unwrap_or(false)
+            })
             .collect()
     }
 
-    /// Ends the launch's processes and removes what the run made; returns what it could not clean
-    /// (or had to kill: a run that ended normally leaves nothing behind).
-    fn clean_up(&mut self, child: &mut Child) -> Vec<String> {
+    /// Ends the run's processes and removes what the run made; returns what it could not clean,
+    /// and the processes it had to end after the launch itself had ended (a config's delayed
+    /// `[APPLICATIONS]` subshell outlives `linuxcnc`).
+    fn clean_up(&mut self, child: &mut Child) -> (Vec<String>, Vec<String>) {
         let mut problems = Vec::new();
+        let mut ended = Vec::new();
         let running = child.try_wait().ok().flatten().is_none();
         let members = self.members();
         if running || !members.is_empty() {
-            let names: Vec<String> = members
-                .iter()
-                .map(|p| format!("{} {}", p.pid, p.comm))
-                .collect();
             if !running {
-                problems.push(format!(
-                    "still running after LinuxCNC ended: {}",
-                    names.join(", ")
-                ));
+                ended = members
+                    .iter()
+                    .map(|p| format!("{} {}", p.pid, p.comm))
+                    .collect();
             }
             for sig in [libc::SIGTERM, libc::SIGKILL] {
                 for p in self.members() {
-                    // SAFETY: kill(2) by pid of a member of the process group we started.
+                    // SAFETY: kill(2) by pid of a process of this run (its group, or its HOME).
                     unsafe { libc::kill(p.pid, sig) };
                 }
                 if running {
@@ -937,7 +976,14 @@ impl Session {
                 }
             }
         }
-        let _ = child.wait();
+        let t = Instant::now();
+        while child.try_wait().ok().flatten().is_none() {
+            if t.elapsed() > Duration::from_secs(10) {
+                problems.push(format!("the launch (pid {}) did not end", child.id()));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let left = self.members();
         if !left.is_empty() {
             problems.push(format!("could not end: {left:?}"));
@@ -1002,7 +1048,7 @@ impl Session {
                 let _ = fs::remove_file(LINUXCNC_LOCK);
             }
         }
-        problems
+        (problems, ended)
     }
 }
 

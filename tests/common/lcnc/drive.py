@@ -170,6 +170,10 @@ def main():
     stage("estop reset", limit, lambda: S.task_state == linuxcnc.STATE_ESTOP_RESET)
     C.state(linuxcnc.STATE_ON)
     stage("machine on", limit, lambda: S.task_state == linuxcnc.STATE_ON)
+    if JOB.get("hang"):
+        log("hanging, as the job says (the harness must end this run)")
+        while True:
+            time.sleep(1)
     if JOB.get("up_only"):
         return
     if JOB["home"]:
