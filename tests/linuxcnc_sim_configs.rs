@@ -7,7 +7,9 @@
 //! Ignored: it runs ~220 LinuxCNC sessions one after the other (about 15 minutes). Each test writes
 //! its column as `config<TAB>result<TAB>reason` lines to `target/lcnc-sim-configs-<launcher>.tsv` and
 //! prints the table; the rtapi one also prints the two columns side by side when the stock file is
-//! there. `LCNC_SURVEY_ONLY=<substring>` limits the survey to the configs whose path contains it.
+//! there. `LCNC_SURVEY_ONLY=<substring>` limits the survey to the configs whose path contains it,
+//! `LCNC_SURVEY_LIST=<file>` to the configs listed in the file (one path a line, as in the table);
+//! the `.tsv` then has only those.
 
 mod common;
 #[path = "common/lcnc_machine.rs"]
@@ -37,10 +39,20 @@ fn sim_inis() -> Vec<String> {
     let mut out = Vec::new();
     walk(&root.join(SIM), &mut out);
     let only = std::env::var("LCNC_SURVEY_ONLY").unwrap_or_default();
+    let list: Option<Vec<String>> = std::env::var("LCNC_SURVEY_LIST")
+        .ok()
+        .map(|f| std::fs::read_to_string(f).expect("LCNC_SURVEY_LIST file"))
+        .map(|t| {
+            t.lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect()
+        });
     let mut v: Vec<String> = out
         .iter()
         .map(|p| p.strip_prefix(root).unwrap().display().to_string())
         .filter(|p| p.contains(&only))
+        .filter(|p| list.as_ref().is_none_or(|l| l.contains(p)))
         .collect();
     v.sort();
     v

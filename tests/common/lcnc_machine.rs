@@ -369,6 +369,29 @@ pub fn ini_value(ini: &str, section: &str, key: &str) -> Option<String> {
     None
 }
 
+/// The INI with its `#INCLUDE file` lines replaced by the files (relative to the including file's
+/// directory, recursively), as `linuxcnc` expands them before it reads the INI.
+pub fn expand_includes(ini: &str, dir: &Path, depth: usize) -> Result<String, String> {
+    let mut out = String::new();
+    for line in ini.lines() {
+        match line.trim_start().strip_prefix("#INCLUDE") {
+            Some(f) if depth < 10 => {
+                let path = dir.join(f.trim());
+                let text = fs::read_to_string(&path)
+                    .map_err(|e| format!("#INCLUDE {}: {e}", path.display()))?;
+                let sub = path.parent().unwrap_or(dir);
+                out.push_str(&expand_includes(&text, sub, depth + 1)?);
+            }
+            Some(_) => return Err("#INCLUDE nested more than 10 deep".into()),
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The INI with `[DISPLAY]DISPLAY` set to `display` and `halfile` added after the `[HAL]` section's
 /// last `HALFILE` (or at the section's end). Errors say what the INI lacks.
 pub fn rewrite_ini(ini: &str, display: &Path, halfile: Option<&Path>) -> Result<String, String> {
@@ -508,6 +531,8 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     }
     let ini_path = dir.join("examples").join(&machine.ini);
     let ini_text = fs::read_to_string(&ini_path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| expand_includes(&t, ini_path.parent().unwrap(), 0))
         .map_err(|e| fail(format!("{}: {e}", ini_path.display()), "".into()))?;
     let joints: usize = ini_value(&ini_text, "KINS", "JOINTS")
         .and_then(|v| v.parse().ok())
