@@ -671,9 +671,18 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     drop(x);
     let log = fs::read_to_string(&log_path).unwrap_or_default();
     let Some(status) = status else {
+        // The display may have done its part and LinuxCNC not shut down after it.
+        let display = match fs::read_to_string(&result_path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        {
+            Some(r) if r["ok"] == true => "; the display had finished and exited",
+            Some(_) => "; the display had failed",
+            None => "",
+        };
         return Err(fail(
             format!(
-                "{launcher}: {} did not end within {deadline:?} (killed)",
+                "{launcher}: {} did not end within {deadline:?} (killed){display}",
                 machine.ini
             ),
             log,
