@@ -386,7 +386,7 @@ fn check_linuxcnc() {
 }
 
 /// Whether an `rtapi_app` (a LinuxCNC realtime session, anyone's) is alive: zombies don't count.
-fn rtapi_app_running() -> bool {
+pub fn rtapi_app_running() -> bool {
     let Ok(dir) = fs::read_dir("/proc") else {
         return false;
     };
@@ -403,10 +403,10 @@ fn rtapi_app_running() -> bool {
 }
 
 /// An exclusive lock on the one LinuxCNC session of the machine, held until dropped.
-struct SessionLock(fs::File);
+pub struct SessionLock(fs::File);
 
 impl SessionLock {
-    fn take() -> SessionLock {
+    pub fn take() -> SessionLock {
         let f = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
