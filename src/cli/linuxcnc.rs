@@ -209,6 +209,9 @@ fn remove_socket(path: &Path) {
 }
 
 fn master_run(args: MasterArgs) -> Result<(), Failure> {
+    // First: from now on SIGINT/SIGTERM are requests the serve loop answers (unload, remove the
+    // segments and the socket), never the default action that would leave them behind.
+    let stop = crate::rt::signals::shutdown_flag().clone();
     let user = session_user().map_err(Failure::runtime)?;
     let path = master::socket_path().map_err(Failure::usage)?;
     let report = SystemReport::detect_live();
@@ -249,7 +252,6 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         rt_cpu: report.cpus.rt_cpu,
         module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
     });
-    let stop = crate::rt::signals::shutdown_flag().clone();
     if let Err(e) = master::load_hal_lib() {
         master::shut_down();
         remove_socket(&path);
@@ -399,6 +401,16 @@ fn signal_group(pgid: u32, sig: i32) {
     unsafe { libc::kill(-(pgid as i32), sig) };
 }
 
+/// Drains what the master's reader thread still has (the master has ended, so the pipe is closing).
+fn reader_done(rx: &mpsc::Receiver<String>, f: &mut dyn FnMut(String)) -> usize {
+    let mut n = 0;
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+        f(l);
+        n += 1;
+    }
+    n
+}
+
 /// Stale segments of the session's keys left when something died: removed if nobody has them.
 fn sweep_segments(keys: &[i32], uid: u32) -> Vec<String> {
     match shmem::reclaim_stale(keys, uid) {
@@ -541,24 +553,39 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     };
     let pgid = linuxcnc.id();
     let mut loads = 0usize;
+    let mut done = false;
     let mut forwarded = false;
     let mut master_gone = None;
+    let mut master_exited = None;
+    let tally = |l: String, loads: &mut usize, done: &mut bool| {
+        if l.starts_with("served load ") {
+            *loads += 1;
+        } else if l == "done" {
+            *done = true;
+        }
+    };
     let lc_status = loop {
         while let Ok(l) = rx.try_recv() {
-            if l.starts_with("served load ") {
-                loads += 1;
-            }
+            tally(l, &mut loads, &mut done);
         }
         if let Ok(Some(s)) = linuxcnc.try_wait() {
             break s;
         }
-        if let Ok(Some(s)) = master_child.try_wait() {
-            // The master died under a running LinuxCNC: end it all now, before an rtapi_app slave
-            // gives up on the dead socket and becomes master itself.
-            signal_group(pgid, libc::SIGKILL);
-            let s2 = linuxcnc.wait().ok();
-            master_gone = Some(s);
-            break s2.unwrap_or(s);
+        if master_exited.is_none() {
+            if let Ok(Some(s)) = master_child.try_wait() {
+                let _ = reader_done(&rx, &mut |l| tally(l, &mut loads, &mut done));
+                if done && s.success() {
+                    // Told `exit` (LinuxCNC's `realtime stop`) and cleaned up: its shutdown goes on.
+                    master_exited = Some(s);
+                } else {
+                    // The master died under a running LinuxCNC: end it all now, before an rtapi_app
+                    // slave gives up on the dead socket and becomes master itself.
+                    signal_group(pgid, libc::SIGKILL);
+                    let s2 = linuxcnc.wait().ok();
+                    master_gone = Some(s);
+                    break s2.unwrap_or(s);
+                }
+            }
         }
         if !forwarded && stop.load(std::sync::atomic::Ordering::Relaxed) {
             forwarded = true;
@@ -570,7 +597,7 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
 
     // 3. The master: LinuxCNC's `realtime stop` has normally sent it `exit` already.
     let mut notes = Vec::new();
-    if master_gone.is_none() {
+    if master_gone.is_none() && master_exited.is_none() {
         if wait_timeout(&mut master_child, Duration::from_millis(500)).is_none() {
             let _ = send_exit(&fifo);
         }
@@ -586,12 +613,13 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     }
     let _ = reader.join();
     while let Ok(l) = rx.try_recv() {
-        if l.starts_with("served load ") {
-            loads += 1;
-        }
+        tally(l, &mut loads, &mut done);
     }
     // LinuxCNC's process group: anything left of it is ended (the script's Cleanup normally did).
     signal_group(pgid, libc::SIGKILL);
+    // Our master removes its socket when it ends; one there now was made by someone else: LinuxCNC's
+    // own rtapi_app, become master after ours had gone.
+    let foreign = done && std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket());
     if std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket()) {
         remove_socket(&fifo);
         notes.push(format!("removed the socket {} left behind", fifo.display()));
@@ -606,6 +634,13 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
         return Err(Failure::runtime(format!(
             "rtapi's LinuxCNC master ended while LinuxCNC ran ({s}): LinuxCNC was stopped at once \
              rather than let LinuxCNC's own rtapi_app take over"
+        )));
+    }
+    if foreign {
+        return Err(Failure::runtime(format!(
+            "after rtapi's master had exited, something else (LinuxCNC's own rtapi_app?) listened on \
+             {}: part of this session's realtime was not rtapi's",
+            fifo.display()
         )));
     }
     if loads == 0 {

@@ -83,10 +83,6 @@ struct Module {
     _strings: Vec<CString>,
 }
 
-// SAFETY: a dlopen handle and the module's exit function are process-global; the master's main
-// thread is the only user of the table.
-unsafe impl Send for Module {}
-
 /// Loaded modules in load order; `hal_lib` first (not counted).
 static MODULES: Mutex<Vec<Module>> = Mutex::new(Vec::new());
 
