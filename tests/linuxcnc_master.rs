@@ -370,7 +370,7 @@ fn a_segment_in_use_by_another_session_stops_the_master_from_starting() {
     let mut m = ns.master(1, &[]);
     ns.ok(&["loadrt", "threads", "name1=t", "period1=1000000"]);
     // A second master for the same keys while the first one has them.
-    let o = ns
+    let mut second = ns
         .enter()
         .arg("env")
         .arg(format!("RTAPI_UID={NOBODY}"))
@@ -379,8 +379,21 @@ fn a_segment_in_use_by_another_session_stops_the_master_from_starting() {
             ns.dir.path().join("fifo2").display()
         ))
         .arg(master_bin())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // It must refuse, not serve: bounded, so a master that serves fails the test instead of hanging it.
+    let t0 = std::time::Instant::now();
+    while second.try_wait().unwrap().is_none() {
+        if t0.elapsed() > GENEROUS {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second master did not refuse to start (it is serving)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = second.wait_with_output().unwrap();
     let (_, err) = common::text(&o);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("another LinuxCNC session is running"), "{err}");

@@ -12,7 +12,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -497,8 +497,8 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     drop(w);
     let (tx, rx) = mpsc::channel::<String>();
     let reader = std::thread::spawn(move || {
-        // SAFETY: the read end of the pipe, owned by this thread from now on.
-        let f = std::fs::File::from(OwnedFd::from(r));
+        // The read end of the pipe, owned by this thread from now on.
+        let f = std::fs::File::from(r);
         for line in BufReader::new(f).lines().map_while(Result::ok) {
             if tx.send(line).is_err() {
                 break;

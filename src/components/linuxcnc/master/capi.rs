@@ -125,7 +125,7 @@ pub extern "C" fn rtapi_clock_set_period(nsecs: c_long) -> c_long {
     if nsecs < 0 {
         return -libc::EINVAL as c_long;
     }
-    CLOCK_PERIOD.store(nsecs as i64, Ordering::Release);
+    CLOCK_PERIOD.store(nsecs, Ordering::Release);
     nsecs
 }
 
@@ -301,7 +301,7 @@ pub extern "C" fn rtapi_task_pll_set_correction(value: c_long) -> c_int {
         return -libc::EINVAL;
     }
     // SAFETY: as in rtapi_master_period_end.
-    unsafe { (*p).set_correction(value as i64) };
+    unsafe { (*p).set_correction(value) };
     0
 }
 
