@@ -10,6 +10,7 @@ mod halrun;
 mod instance;
 mod latency_survey;
 mod latency_test;
+pub mod linuxcnc;
 mod out;
 pub(crate) mod prompt;
 mod recorder;
@@ -175,6 +176,9 @@ enum Command {
     Halcmd(halcmd::Args),
     /// Ask a running instance's flight recorder for a dump now (`rtapi recorder dump`).
     Recorder(recorder::Args),
+    /// Run a whole LinuxCNC 2.9 machine with rtapi as its realtime master (in rtapi_app's place):
+    /// `rtapi linuxcnc [LINUXCNC-OPTIONS] INI`.
+    Linuxcnc(linuxcnc::Args),
     /// Apply detect's run-time fixes to the RT CPUs (IRQs, workqueues, watchdogs, idle states…) with a
     /// revert file, print the boot parameters for the rest; --revert undoes it.
     Tune(tune::Args),
@@ -225,6 +229,7 @@ pub fn main() -> ExitCode {
             | Command::CompareTimers(_)
             | Command::Sample(_)
             | Command::Scope(_)
+            | Command::Linuxcnc(_)
     ) {
         // Before anything else: a Ctrl-C or SIGTERM from now on is a stop request the command answers
         // (stop, report, remove the segment), not the default action that leaves the segment behind.
@@ -247,6 +252,7 @@ pub fn main() -> ExitCode {
         Command::Stream(args) => sample::stream(args),
         Command::Halcmd(args) => halcmd::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Linuxcnc(args) => linuxcnc::run(args),
         Command::Recorder(args) => recorder::run(args),
     };
     match result {

@@ -544,6 +544,12 @@ pub unsafe extern "C" fn rtapi_host_message(level: c_int, text: *const c_char, t
     if text.is_null() {
         return;
     }
+    if super::master::is_master() {
+        // SAFETY: shim.c passes its NUL-terminated buffer.
+        let t = unsafe { CStr::from_ptr(text) };
+        super::master::capi::module_message(level, t, truncated != 0);
+        return;
+    }
     // SAFETY: shim.c passes its NUL-terminated buffer.
     let t = unsafe { CStr::from_ptr(text) }.to_string_lossy();
     let t = if truncated != 0 {
@@ -638,6 +644,15 @@ static SHMEM: Mutex<Vec<(c_int, usize, usize)>> = Mutex::new(Vec::new());
 /// gives the same block.
 #[no_mangle]
 pub extern "C" fn rtapi_shmem_new(key: c_int, _module_id: c_int, size: c_ulong) -> c_int {
+    if super::master::is_master() {
+        return match super::master::shmem::new(key, size as usize) {
+            Ok(h) => h,
+            Err((rc, m)) => {
+                super::master::say(&format!("rtapi: {m}"));
+                rc
+            }
+        };
+    }
     let mut s = lock(&SHMEM);
     if let Some(i) = s.iter().position(|b| b.0 == key) {
         if s[i].2 < size as usize {
@@ -667,6 +682,17 @@ pub extern "C" fn rtapi_shmem_new(key: c_int, _module_id: c_int, size: c_ulong) 
 /// `ptr` must be valid for a pointer write.
 #[no_mangle]
 pub unsafe extern "C" fn rtapi_shmem_getptr(id: c_int, ptr: *mut *mut c_void) -> c_int {
+    if super::master::is_master() {
+        let Some(p) = super::master::shmem::getptr(id) else {
+            return -libc::EINVAL;
+        };
+        if ptr.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: the caller gives a writable pointer slot (checked non-null).
+        unsafe { *ptr = p };
+        return 0;
+    }
     let s = lock(&SHMEM);
     let Some(b) = usize::try_from(id)
         .ok()
@@ -683,9 +709,13 @@ pub unsafe extern "C" fn rtapi_shmem_getptr(id: c_int, ptr: *mut *mut c_void) ->
     0
 }
 
-/// `int rtapi_shmem_delete(int id, int module_id)`: the block stays (arena memory is never freed).
+/// `int rtapi_shmem_delete(int id, int module_id)`: the block stays (arena memory is never freed);
+/// in the master, one use of the SysV segment less ([`super::master::shmem::delete`]).
 #[no_mangle]
-pub extern "C" fn rtapi_shmem_delete(_id: c_int, _module_id: c_int) -> c_int {
+pub extern "C" fn rtapi_shmem_delete(id: c_int, _module_id: c_int) -> c_int {
+    if super::master::is_master() {
+        return super::master::shmem::delete(id);
+    }
     0
 }
 
@@ -911,6 +941,9 @@ pub unsafe extern "C" fn rtapi_release_firmware(fw: *const RtapiFirmware) {
 /// threads (while loading, in the non-RT side). A thread-local read: callable on the RT path.
 #[no_mangle]
 pub extern "C" fn rtapi_task_self() -> c_int {
+    if super::master::is_master() {
+        return super::master::capi::task_self();
+    }
     crate::runtime::crash::task_self().unwrap_or(-libc::EINVAL)
 }
 

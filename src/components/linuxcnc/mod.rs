@@ -42,6 +42,7 @@
 
 mod args;
 mod capi;
+pub mod master;
 pub mod trust;
 
 use std::collections::HashSet;
@@ -630,6 +631,16 @@ pub(crate) fn declare_param(
         }
     };
     r.map_err(|e| e.to_string())
+}
+
+/// Keeps the shared entry points of [`capi`] in the binary (the master calls it too).
+pub(crate) fn capi_keep_linked() {
+    capi::keep_linked();
+}
+
+/// LinuxCNC's `RTAPI_MSG_ALL` level.
+pub(crate) fn capi_msg_all() -> c_int {
+    capi::MSG_ALL
 }
 
 // ---- loading --------------------------------------------------------------------------------------

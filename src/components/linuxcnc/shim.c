@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <errno.h>
+#include <setjmp.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <sys/io.h>
+#endif
 
 /* LinuxCNC's HAL_NAME_LEN: a name is at most 47 characters. */
 #define NAME_LEN 47
@@ -50,11 +54,45 @@ static void message(int level, const char *fmt, va_list ap)
     rtapi_host_message(level, text, n >= (int)sizeof text);
 }
 
+/* rtapi_set_msg_handler / rtapi_get_msg_handler (rtapi.h's rtapi_msg_handler_t): the default
+ * handler formats and hands the text to the Rust side, which filters by level; a module's own handler
+ * gets what passes LinuxCNC's filter (level <= the message level, nothing at level NONE). */
+typedef void (*rtapi_msg_handler_t)(int level, const char *fmt, va_list ap);
+extern int rtapi_get_msg_level(void);
+
+static void default_handler(int level, const char *fmt, va_list ap)
+{
+    message(level, fmt, ap);
+}
+
+static rtapi_msg_handler_t msg_handler = default_handler;
+
+rtapi_msg_handler_t rtapi_get_msg_handler(void)
+{
+    return msg_handler;
+}
+
+void rtapi_set_msg_handler(rtapi_msg_handler_t handler)
+{
+    msg_handler = handler ? handler : default_handler;
+}
+
+static void dispatch(int level, const char *fmt, va_list ap)
+{
+    if (msg_handler == default_handler) {
+        message(level, fmt, ap);
+        return;
+    }
+    int max = rtapi_get_msg_level();
+    if (level == LEVEL_ALL || (max != 0 && level <= max))
+        msg_handler(level, fmt, ap);
+}
+
 void rtapi_print_msg(int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    message(level, fmt, ap);
+    dispatch(level, fmt, ap);
     va_end(ap);
 }
 
@@ -62,8 +100,57 @@ void rtapi_print(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    message(LEVEL_ALL, fmt, ap);
+    dispatch(LEVEL_ALL, fmt, ap);
     va_end(ap);
+}
+
+/* ---- the LinuxCNC master's tasks (see master/capi.rs and master/tasks.rs) ----
+ *
+ * hal_lib's thread body loops for ever, calling rtapi_wait() once per period. A task is ended at that
+ * boundary, never by cancelling its thread: rtapi_wait asks the Rust side whether the task is to end
+ * (rtapi_master_period_end) and, if so, longjmps back to rtapi_master_run_task. The frames skipped
+ * are C only (rtapi_wait's and the module's task function's, which holds no resources across
+ * rtapi_wait); no Rust frame is unwound or skipped: rtapi_master_period_end has returned before the
+ * jump, and rtapi_master_run_task then returns normally to its Rust caller. */
+extern int rtapi_master_period_end(void);
+
+static __thread jmp_buf *task_exit_point;
+
+void rtapi_master_run_task(void (*code)(void *), void *arg)
+{
+    jmp_buf here;
+    if (setjmp(here) == 0) {
+        task_exit_point = &here;
+        code(arg);
+    }
+    task_exit_point = NULL;
+}
+
+void rtapi_wait(void)
+{
+    if (rtapi_master_period_end() && task_exit_point)
+        longjmp(*task_exit_point, 1);
+}
+
+/* Port I/O for modules (the thread needs ioperm/iopl access: rtapi_parport_get grants it). */
+unsigned char rtapi_inb(unsigned int port)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return inb(port);
+#else
+    (void)port;
+    return 0;
+#endif
+}
+
+void rtapi_outb(unsigned char byte, unsigned int port)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    outb(byte, port);
+#else
+    (void)byte;
+    (void)port;
+#endif
 }
 
 /* Formats a pin or param name; 0 on success, -EINVAL (after a message) when it is too long. */

@@ -1,0 +1,664 @@
+//! `rtapi linuxcnc [LINUXCNC-OPTIONS] INI`: a whole LinuxCNC 2.9 machine with rtapi as its realtime
+//! master, and `rtapi-lcnc-master`, that master ([`master_main`]).
+//!
+//! The launcher starts the master first (listening on LinuxCNC's socket before anything else), then
+//! LinuxCNC's own `linuxcnc` script with `RTAPI_FIFO_PATH` naming that socket: every `halcmd loadrt`
+//! runs LinuxCNC's `/usr/bin/rtapi_app load …`, which finds the master listening, forwards the
+//! command and exits with the master's answer. Nothing of LinuxCNC is replaced. When the script ends
+//! (the display closed, Ctrl-C, SIGTERM) the master is told `exit` and everything is checked gone.
+//! It never falls back silently to LinuxCNC's own realtime: a master that dies while LinuxCNC runs
+//! ends the session at once (before a `rtapi_app` could take the socket over), and a session whose
+//! loads never reached the master fails.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::Failure;
+use crate::components::linuxcnc::master::{self, protocol, shmem, End, MasterConfig, Reporter};
+use crate::detect::SystemReport;
+use crate::flavor;
+
+/// The master binary's name, installed next to `rtapi`.
+pub const MASTER_BIN: &str = "rtapi-lcnc-master";
+
+/// The session's user: who LinuxCNC's programs run as, who owns the socket and the segments.
+#[derive(Clone, Debug)]
+struct SessionUser {
+    uid: u32,
+    gid: u32,
+    /// We are root acting for `uid` (LinuxCNC's RTAPI_UID rule).
+    as_root: bool,
+    home: Option<PathBuf>,
+}
+
+/// LinuxCNC's rule: root only with `RTAPI_UID` naming the (non-root) user it acts for.
+fn session_user() -> Result<SessionUser, String> {
+    let uid = nix::unistd::getuid().as_raw();
+    let lookup = |uid: u32| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+    };
+    if uid != 0 {
+        let u = lookup(uid);
+        return Ok(SessionUser {
+            uid,
+            gid: u
+                .as_ref()
+                .map_or(nix::unistd::getgid().as_raw(), |u| u.gid.as_raw()),
+            as_root: false,
+            home: u.map(|u| u.dir),
+        });
+    }
+    let text = std::env::var("RTAPI_UID").unwrap_or_default();
+    let fallback: u32 = text.trim().parse().unwrap_or(0);
+    if fallback == 0 {
+        return Err(
+            "refusing to run as root without RTAPI_UID: LinuxCNC's programs must run as an ordinary \
+             user; as root, set RTAPI_UID to that user's uid (e.g. `sudo env RTAPI_UID=$(id -u) \
+             rtapi linuxcnc …`), or run as that user with the file capabilities README gives"
+                .into(),
+        );
+    }
+    let u = lookup(fallback);
+    Ok(SessionUser {
+        uid: fallback,
+        gid: u.as_ref().map_or(fallback, |u| u.gid.as_raw()),
+        as_root: true,
+        home: u.map(|u| u.dir),
+    })
+}
+
+// ---- the master ------------------------------------------------------------------------------------
+
+#[derive(clap::Parser)]
+#[command(
+    name = "rtapi-lcnc-master",
+    version,
+    about = "rtapi as LinuxCNC 2.9's realtime master (rtapi_app's place); `rtapi linuxcnc` starts it"
+)]
+struct MasterArgs {
+    /// The flavor (rt-preempt, posix, sim); overrides RTAPI_FLAVOR; default: the best this machine runs.
+    #[arg(long, value_name = "F")]
+    flavor: Option<String>,
+    /// Keep serving when the last module is unloaded, until `exit` or SIGTERM (LinuxCNC 2.9's
+    /// rtapi_app ends then).
+    #[arg(long)]
+    stay: bool,
+    /// Report `ready` and each command served, one line each, on this descriptor (for the launcher).
+    #[arg(long, value_name = "FD")]
+    report_fd: Option<i32>,
+    /// Motion's [EMCMOT]SHMEM_KEY, reclaimed with the HAL and RTAPI segments if stale.
+    #[arg(long, value_name = "KEY", default_value_t = shmem::DEFAULT_MOTION_KEY)]
+    motion_key: i32,
+}
+
+/// Prints the flavor, kernel and privilege findings at start, from `rtapi detect`'s report.
+fn print_findings(report: &SystemReport, sel: &flavor::Selection) {
+    let k = &report.kernel;
+    master::say(&format!(
+        "rtapi: LinuxCNC realtime master, flavor {} ({}; from {:?}); kernel {} ({}); SCHED_FIFO {}; RT CPU {}",
+        sel.flavor,
+        sel.flavor.descriptor().summary,
+        sel.source,
+        k.release.as_deref().unwrap_or("unknown"),
+        match k.preempt_rt {
+            Some(true) => "PREEMPT_RT",
+            Some(false) => "not PREEMPT_RT",
+            None => "PREEMPT_RT unknown",
+        },
+        match report.privileges.sched_fifo {
+            Some(true) => "granted",
+            Some(false) => "refused",
+            None => "unknown",
+        },
+        report
+            .cpus
+            .rt_cpu
+            .map_or("none".to_string(), |c| c.to_string()),
+    ));
+    for w in &sel.warnings {
+        master::say(&format!("rtapi: warning: {w}"));
+    }
+    // Every BAD finding and the machine-wide warnings in full; IRQ findings (often many) as a count.
+    let mut irqs = 0;
+    for f in report.advice() {
+        if f.severity < crate::detect::Severity::Warn {
+            continue;
+        }
+        if f.severity < crate::detect::Severity::Bad && f.id.contains("irq") {
+            irqs += 1;
+            continue;
+        }
+        master::say(&format!(
+            "rtapi: {}: {}{}",
+            f.severity.label(),
+            f.message,
+            f.fix
+                .as_ref()
+                .map_or(String::new(), |x| format!(" — fix: {x}"))
+        ));
+    }
+    if irqs > 0 {
+        master::say(&format!(
+            "rtapi: warn: {irqs} interrupt(s) hit the RT CPU: `rtapi detect` lists them with their fixes"
+        ));
+    }
+}
+
+/// Binds LinuxCNC's socket; a stale socket file (nobody listening) of the user is replaced.
+fn bind_socket(path: &Path, user: &SessionUser) -> Result<UnixListener, String> {
+    if path.as_os_str().len() >= 108 {
+        return Err(format!(
+            "the socket path {} is too long for a Unix socket (at most 107 bytes): set RTAPI_FIFO_PATH \
+             to a shorter path",
+            path.display()
+        ));
+    }
+    match UnixListener::bind(path) {
+        Ok(l) => return finish_bind(l, path, user),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
+        Err(e) => return Err(format!("cannot bind the socket {}: {e}", path.display())),
+    }
+    if UnixStream::connect(path).is_ok() {
+        return Err(format!(
+            "a realtime master (rtapi's, or LinuxCNC's rtapi_app) already listens on {}: another \
+             LinuxCNC session is running; stop it first",
+            path.display()
+        ));
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.file_type().is_socket() || (meta.uid() != user.uid && meta.uid() != 0) {
+        return Err(format!(
+            "{} exists and is not a stale socket of this user's: not replacing it (remove it, or set \
+             RTAPI_FIFO_PATH elsewhere)",
+            path.display()
+        ));
+    }
+    master::say(&format!(
+        "rtapi: removed the stale socket {} (nobody listened on it)",
+        path.display()
+    ));
+    std::fs::remove_file(path).map_err(|e| format!("removing {}: {e}", path.display()))?;
+    let l = UnixListener::bind(path)
+        .map_err(|e| format!("cannot bind the socket {}: {e}", path.display()))?;
+    finish_bind(l, path, user)
+}
+
+fn finish_bind(l: UnixListener, path: &Path, user: &SessionUser) -> Result<UnixListener, String> {
+    if user.as_root {
+        std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid))
+            .map_err(|e| format!("giving {} to uid {}: {e}", path.display(), user.uid))?;
+    }
+    Ok(l)
+}
+
+/// Removes the socket file if it is still a socket (ours).
+fn remove_socket(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+fn master_run(args: MasterArgs) -> Result<(), Failure> {
+    // First: from now on SIGINT/SIGTERM are requests the serve loop answers (unload, remove the
+    // segments and the socket), never the default action that would leave them behind.
+    let stop = crate::rt::signals::shutdown_flag().clone();
+    let user = session_user().map_err(Failure::runtime)?;
+    let path = master::socket_path().map_err(Failure::usage)?;
+    let report = SystemReport::detect_live();
+    let env = std::env::var("RTAPI_FLAVOR").ok();
+    let sel = flavor::select(&report, args.flavor.as_deref(), env.as_deref())?;
+    print_findings(&report, &sel);
+    let keys = [shmem::HAL_KEY, shmem::RTAPI_KEY, args.motion_key];
+    for m in shmem::reclaim_stale(&keys, user.uid).map_err(Failure::runtime)? {
+        master::say(&format!("rtapi: {m}"));
+    }
+    let listener = bind_socket(&path, &user).map_err(Failure::runtime)?;
+    let real_time = sel.flavor.real_time();
+    let _hardening = if real_time {
+        let h = crate::rt::harden::harden_process(&crate::rt::harden::HardenOptions::default());
+        for f in h
+            .report
+            .failures(sel.flavor.descriptor().memory_lock_required)
+        {
+            if f.fatal {
+                remove_socket(&path);
+                return Err(Failure::runtime(format!(
+                    "flavor {} needs it: {}",
+                    sel.flavor, f.message
+                )));
+            }
+            master::say(&format!("rtapi: warning: {}", f.message));
+        }
+        Some(h)
+    } else {
+        None
+    };
+    shmem::configure(shmem::ShmConfig {
+        owner: user.as_root.then_some((user.uid, user.gid)),
+        lock: real_time,
+    });
+    master::become_master(MasterConfig {
+        real_time,
+        rt_cpu: report.cpus.rt_cpu,
+        module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
+    });
+    if let Err(e) = master::load_hal_lib() {
+        master::shut_down();
+        remove_socket(&path);
+        return Err(Failure::runtime(e));
+    }
+    let mut reporter = Reporter::new(args.report_fd.map(|fd| {
+        // SAFETY: the launcher passes a descriptor it opened for us and nothing else uses it.
+        unsafe { std::fs::File::from_raw_fd(fd) }
+    }));
+    reporter.line(&format!("ready {}", std::process::id()));
+    master::say(&format!(
+        "rtapi: listening on {} (hal_lib loaded)",
+        path.display()
+    ));
+    let end = master::serve(&listener, args.stay, &mut reporter, &|| {
+        stop.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    drop(listener);
+    remove_socket(&path);
+    let left: Vec<String> = master::module_names()
+        .into_iter()
+        .filter(|m| m != master::HAL_LIB)
+        .collect();
+    master::shut_down();
+    let (tasks, periods, missed) = master::capi::TOTALS.get();
+    master::say(&format!(
+        "rtapi: master done ({}): {} module(s) unloaded at exit, {tasks} task(s) ran {periods} \
+         periods, {missed} deadline(s) missed",
+        match end {
+            End::Exit => "exit",
+            End::NoModules => "no module left",
+            End::Signal => "signal",
+        },
+        left.len(),
+    ));
+    reporter.line("done");
+    Ok(())
+}
+
+/// `rtapi-lcnc-master`'s main.
+pub fn master_main() -> ExitCode {
+    use clap::Parser;
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let args = match MasterArgs::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match master_run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            master::say(&format!("rtapi-lcnc-master: {}", f.message));
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+// ---- the launcher -----------------------------------------------------------------------------------
+
+/// `rtapi linuxcnc`'s arguments: LinuxCNC's own, passed through.
+#[derive(clap::Args)]
+pub struct Args {
+    /// LinuxCNC's options and the INI file, as `linuxcnc` takes them (e.g. `-v configs/sim/axis/axis.ini`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "LINUXCNC-ARGS"
+    )]
+    args: Vec<OsString>,
+}
+
+/// `[EMCMOT]SHMEM_KEY` of an INI file (LinuxCNC reads it with strtol base 0), or the default.
+fn motion_key(ini: &Path) -> i32 {
+    let Ok(text) = std::fs::read_to_string(ini) else {
+        return shmem::DEFAULT_MOTION_KEY;
+    };
+    let mut section = String::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(s) = l.strip_prefix('[').and_then(|s| s.split(']').next()) {
+            section = s.to_string();
+        } else if section == "EMCMOT" {
+            if let Some((k, v)) = l.split_once('=') {
+                if k.trim() == "SHMEM_KEY" {
+                    let v = v.trim();
+                    let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                        Some(h) => i64::from_str_radix(h, 16).ok(),
+                        None => v.parse().ok(),
+                    };
+                    if let Some(n) = n.and_then(|n| i32::try_from(n).ok()) {
+                        return n;
+                    }
+                }
+            }
+        }
+    }
+    shmem::DEFAULT_MOTION_KEY
+}
+
+fn sibling(name: &str) -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("where is rtapi? {e}"))?;
+    let p = me.with_file_name(name);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{} is missing: `rtapi linuxcnc` needs the master binary next to rtapi (cargo build \
+             --release builds both; install both)",
+            p.display()
+        ))
+    }
+}
+
+/// Asks the master to exit, over its socket (LinuxCNC's framing).
+fn send_exit(path: &Path) -> Result<i32, String> {
+    let mut s = UnixStream::connect(path).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(&protocol::encode_request(&["exit"]))
+        .map_err(|e| e.to_string())?;
+    protocol::read_reply(&mut s)
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        if t0.elapsed() >= limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: sending a signal to a child we spawned (and have not reaped).
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+fn signal_group(pgid: u32, sig: i32) {
+    // SAFETY: signalling the process group we created for LinuxCNC.
+    unsafe { libc::kill(-(pgid as i32), sig) };
+}
+
+/// Drains what the master's reader thread still has (the master has ended, so the pipe is closing).
+fn reader_done(rx: &mpsc::Receiver<String>, f: &mut dyn FnMut(String)) -> usize {
+    let mut n = 0;
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+        f(l);
+        n += 1;
+    }
+    n
+}
+
+/// Stale segments of the session's keys left when something died: removed if nobody has them.
+fn sweep_segments(keys: &[i32], uid: u32) -> Vec<String> {
+    match shmem::reclaim_stale(keys, uid) {
+        Ok(v) => v,
+        Err(e) => vec![format!("left behind: {e}")],
+    }
+}
+
+/// Runs `rtapi linuxcnc`.
+pub(crate) fn run(args: Args) -> Result<(), Failure> {
+    let user = session_user().map_err(Failure::usage)?;
+    let Some(ini) = args.args.last().map(PathBuf::from) else {
+        return Err(Failure::usage("give LinuxCNC's INI file"));
+    };
+    if !ini.is_file() {
+        return Err(Failure::usage(format!(
+            "{}: no such INI file (rtapi linuxcnc [LINUXCNC-OPTIONS] INI)",
+            ini.display()
+        )));
+    }
+    let script = std::env::var_os("RTAPI_LINUXCNC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/linuxcnc"));
+    if !script.is_file() {
+        return Err(Failure::usage(format!(
+            "{} not found: install LinuxCNC 2.9 (package linuxcnc-uspace), or set RTAPI_LINUXCNC to \
+             its linuxcnc script",
+            script.display()
+        )));
+    }
+    let master_bin = sibling(MASTER_BIN).map_err(Failure::runtime)?;
+    // HOME: as given, unless we are root for another user and it is not theirs.
+    let home = match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(h) if !user.as_root => Some(h),
+        Some(h) if std::fs::metadata(&h).is_ok_and(|m| m.uid() == user.uid) => Some(h),
+        _ => user.home.clone(),
+    };
+    let fifo = match std::env::var_os("RTAPI_FIFO_PATH").filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => match &home {
+            Some(h) => h.join(".rtapi_fifo"),
+            None => {
+                return Err(Failure::usage(
+                    "no HOME for the socket: set RTAPI_FIFO_PATH or HOME",
+                ))
+            }
+        },
+    };
+    let key = motion_key(&ini);
+    let keys = [shmem::HAL_KEY, shmem::RTAPI_KEY, key];
+
+    // 1. The master, listening before anything of LinuxCNC starts.
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Failure::runtime(format!("pipe: {e}")))?;
+    let wfd = w.as_raw_fd();
+    let mut cmd = Command::new(&master_bin);
+    cmd.args([
+        "--stay",
+        "--report-fd",
+        "3",
+        "--motion-key",
+        &key.to_string(),
+    ])
+    .env("RTAPI_FIFO_PATH", &fifo)
+    .stdin(Stdio::null());
+    if let Some(h) = &home {
+        cmd.env("HOME", h);
+    }
+    // SAFETY: between fork and exec only async-signal-safe calls: setsid (the master keeps running
+    // through a terminal's Ctrl-C until LinuxCNC's own shutdown has unloaded everything) and dup2 of
+    // the report pipe onto descriptor 3 (dup2 clears close-on-exec on the copy).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            if libc::dup2(wfd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut master_child = cmd
+        .spawn()
+        .map_err(|e| Failure::runtime(format!("starting {}: {e}", master_bin.display())))?;
+    drop(w);
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        // The read end of the pipe, owned by this thread from now on.
+        let f = std::fs::File::from(r);
+        for line in BufReader::new(f).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let ready = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l.starts_with("ready") => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    if !ready {
+        let status = wait_timeout(&mut master_child, Duration::from_secs(5));
+        if status.is_none() {
+            let _ = master_child.kill();
+            let _ = master_child.wait();
+        }
+        let _ = reader.join();
+        return Err(Failure::runtime(format!(
+            "rtapi's LinuxCNC master did not start ({}): LinuxCNC was not started",
+            status.map_or("no answer in 60 s".to_string(), |s| s.to_string())
+        )));
+    }
+
+    // 2. LinuxCNC's own script, as the session's user, in a process group of its own.
+    let stop = crate::rt::signals::shutdown_flag().clone();
+    let mut lc = Command::new(&script);
+    lc.args(&args.args)
+        .env("RTAPI_FIFO_PATH", &fifo)
+        .process_group(0);
+    if let Some(h) = &home {
+        lc.env("HOME", h);
+    }
+    if user.as_root {
+        lc.uid(user.uid).gid(user.gid);
+        if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(user.uid)) {
+            lc.env("USER", &u.name).env("LOGNAME", &u.name);
+        }
+    }
+    let mut linuxcnc = match lc.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = send_exit(&fifo);
+            let _ = wait_timeout(&mut master_child, Duration::from_secs(15));
+            return Err(Failure::runtime(format!(
+                "starting {}: {e}",
+                script.display()
+            )));
+        }
+    };
+    let pgid = linuxcnc.id();
+    let mut loads = 0usize;
+    let mut done = false;
+    let mut forwarded = false;
+    let mut master_gone = None;
+    let mut master_exited = None;
+    let tally = |l: String, loads: &mut usize, done: &mut bool| {
+        if l.starts_with("served load ") {
+            *loads += 1;
+        } else if l == "done" {
+            *done = true;
+        }
+    };
+    let lc_status = loop {
+        while let Ok(l) = rx.try_recv() {
+            tally(l, &mut loads, &mut done);
+        }
+        if let Ok(Some(s)) = linuxcnc.try_wait() {
+            break s;
+        }
+        if master_exited.is_none() {
+            if let Ok(Some(s)) = master_child.try_wait() {
+                let _ = reader_done(&rx, &mut |l| tally(l, &mut loads, &mut done));
+                if done && s.success() {
+                    // Told `exit` (LinuxCNC's `realtime stop`) and cleaned up: its shutdown goes on.
+                    master_exited = Some(s);
+                } else {
+                    // The master died under a running LinuxCNC: end it all now, before an rtapi_app
+                    // slave gives up on the dead socket and becomes master itself.
+                    signal_group(pgid, libc::SIGKILL);
+                    let s2 = linuxcnc.wait().ok();
+                    master_gone = Some(s);
+                    break s2.unwrap_or(s);
+                }
+            }
+        }
+        if !forwarded && stop.load(std::sync::atomic::Ordering::Relaxed) {
+            forwarded = true;
+            // LinuxCNC's script traps SIGINT/SIGTERM and runs its Cleanup (display, task, unload, stop).
+            signal(linuxcnc.id(), libc::SIGTERM);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+
+    // 3. The master: LinuxCNC's `realtime stop` has normally sent it `exit` already.
+    let mut notes = Vec::new();
+    if master_gone.is_none() && master_exited.is_none() {
+        if wait_timeout(&mut master_child, Duration::from_millis(500)).is_none() {
+            let _ = send_exit(&fifo);
+        }
+        if wait_timeout(&mut master_child, Duration::from_secs(20)).is_none() {
+            notes.push("the master did not exit when told to: SIGTERM".to_string());
+            signal(master_child.id(), libc::SIGTERM);
+            if wait_timeout(&mut master_child, Duration::from_secs(10)).is_none() {
+                notes.push("the master did not end on SIGTERM: SIGKILL".to_string());
+                let _ = master_child.kill();
+                let _ = master_child.wait();
+            }
+        }
+    }
+    let _ = reader.join();
+    while let Ok(l) = rx.try_recv() {
+        tally(l, &mut loads, &mut done);
+    }
+    // LinuxCNC's process group: anything left of it is ended (the script's Cleanup normally did).
+    signal_group(pgid, libc::SIGKILL);
+    // Our master removes its socket when it ends; one there now was made by someone else: LinuxCNC's
+    // own rtapi_app, become master after ours had gone.
+    let foreign = done && std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket());
+    if std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket()) {
+        remove_socket(&fifo);
+        notes.push(format!("removed the socket {} left behind", fifo.display()));
+    }
+    for m in sweep_segments(&keys, user.uid) {
+        notes.push(m);
+    }
+    for n in &notes {
+        crate::cli::out::eprintln(&format!("rtapi: {n}"));
+    }
+    if let Some(s) = master_gone {
+        return Err(Failure::runtime(format!(
+            "rtapi's LinuxCNC master ended while LinuxCNC ran ({s}): LinuxCNC was stopped at once \
+             rather than let LinuxCNC's own rtapi_app take over"
+        )));
+    }
+    if foreign {
+        return Err(Failure::runtime(format!(
+            "after rtapi's master had exited, something else (LinuxCNC's own rtapi_app?) listened on \
+             {}: part of this session's realtime was not rtapi's",
+            fifo.display()
+        )));
+    }
+    if loads == 0 {
+        return Err(Failure::runtime(format!(
+            "LinuxCNC never asked rtapi's master to load a module (LinuxCNC exited with {lc_status}): \
+             its realtime was not rtapi's; is {} a LinuxCNC 2.9 script that uses $RTAPI_FIFO_PATH?",
+            script.display()
+        )));
+    }
+    crate::cli::out::eprintln(&format!(
+        "rtapi: LinuxCNC ended ({lc_status}); the master served {loads} load(s)"
+    ));
+    match lc_status.code() {
+        Some(0) => Ok(()),
+        Some(c) => Err(Failure {
+            code: u8::try_from(c).unwrap_or(1),
+            message: format!("LinuxCNC exited with {c}"),
+        }),
+        None => Err(Failure::runtime(format!("LinuxCNC ended by {lc_status}"))),
+    }
+}

@@ -1,0 +1,479 @@
+//! rtapi as LinuxCNC 2.9's realtime **master**: the process `rtapi_app` would be. It owns the socket
+//! LinuxCNC's `rtapi_app` slaves talk to, hosts LinuxCNC's own `hal_lib.so` and the modules
+//! `halcmd loadrt` asks for, and runs hal_lib's threads on rtapi's hardened threads ([`tasks`]).
+//!
+//! **Personality.** The library holds one definition of each C symbol for two hosts: the standalone
+//! host (`rtapi halrun`/`run`: rtapi's own HAL behind LinuxCNC's `hal_*` API) and this master (LinuxCNC's
+//! HAL in `hal_lib.so`, rtapi only below it). Where the two differ for the same symbol
+//! (`rtapi_shmem_*`: a private block there, a real SysV segment here; `rtapi_task_self`; where module
+//! messages go), the entry point asks [`is_master`], a process-global flag set once by
+//! [`become_master`] in the master's `main` before anything is `dlopen`ed. The master binary exports
+//! only `rtapi_*` symbols (build.rs): an exported `hal_*` of the executable would come first in
+//! global lookup and shadow hal_lib.so's for every module.
+//!
+//! **Commands** (LinuxCNC 2.9's, [`protocol`]): `load NAME ARGS…`, `unload NAME`, `newinst TYPE NAME
+//! [ARG]`, `exit`. A module is a name only (no `/`, no `..`), loaded from LinuxCNC's module directory
+//! after rtapi's trust checks ([`super::trust`]: owner, mode, an ELF LinuxCNC module). As 2.9, the
+//! master ends after a command that leaves no module loaded, unless told to stay (the launcher keeps it
+//! until `exit`, so LinuxCNC's own `realtime stop` finds rtapi, not a new `rtapi_app`).
+
+pub mod capi;
+pub mod protocol;
+pub mod shmem;
+pub mod tasks;
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+/// Set once, in the master's main, before any module exists.
+static MASTER: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process is the LinuxCNC master (see the module docs).
+#[inline]
+pub fn is_master() -> bool {
+    MASTER.load(Ordering::Relaxed)
+}
+
+/// The master's settings.
+#[derive(Clone, Debug)]
+pub struct MasterConfig {
+    /// Tasks run SCHED_FIFO (a real-time flavor).
+    pub real_time: bool,
+    /// The CPU tasks are pinned to.
+    pub rt_cpu: Option<usize>,
+    /// LinuxCNC's module directory (`/usr/lib/linuxcnc/modules`).
+    pub module_dir: PathBuf,
+}
+
+static CONFIG: OnceLock<MasterConfig> = OnceLock::new();
+
+fn config() -> &'static MasterConfig {
+    CONFIG.get_or_init(|| MasterConfig {
+        real_time: false,
+        rt_cpu: None,
+        module_dir: PathBuf::from(super::DEBIAN_MODULE_DIR),
+    })
+}
+
+/// Makes this process the master: the personality flag and its settings. Call once, first.
+pub fn become_master(cfg: MasterConfig) {
+    let _ = CONFIG.set(cfg);
+    MASTER.store(true, Ordering::SeqCst);
+    capi::keep_linked();
+    super::capi_keep_linked();
+}
+
+/// One line to standard error (the master's own messages; not for RT threads).
+pub fn say(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = writeln!(e, "{}", text.trim_end());
+}
+
+struct Module {
+    name: String,
+    handle: usize,
+    exit: Option<unsafe extern "C" fn()>,
+    /// String arguments the module points at.
+    _strings: Vec<CString>,
+}
+
+/// Loaded modules in load order; `hal_lib` first (not counted).
+static MODULES: Mutex<Vec<Module>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// hal_lib's module name.
+pub const HAL_LIB: &str = "hal_lib";
+
+/// The modules loaded by commands (hal_lib not counted).
+pub fn module_count() -> usize {
+    lock(&MODULES).iter().filter(|m| m.name != HAL_LIB).count()
+}
+
+/// Names of the loaded modules, in load order.
+pub fn module_names() -> Vec<String> {
+    lock(&MODULES).iter().map(|m| m.name.clone()).collect()
+}
+
+/// Why a name is not a module name, if it is not (LinuxCNC's rule: no `/`, no `..`).
+pub fn refuse_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("an empty module name".into());
+    }
+    if name.contains('/') || name.contains("..") {
+        return Some(format!(
+            "{}: not allowed as a module name: a name may contain neither '/' nor '..'; modules come \
+             from {} only",
+            crate::rt::units::quote(name),
+            config().module_dir.display()
+        ));
+    }
+    if name.bytes().any(|b| b.is_ascii_control()) {
+        return Some(format!(
+            "{}: not allowed as a module name (control characters)",
+            crate::rt::units::quote(name)
+        ));
+    }
+    None
+}
+
+fn dlerror_text() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated string, copied at once.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dlopen error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+fn sym(handle: usize, name: &str) -> *mut c_void {
+    let c = CString::new(name).expect("symbol names have no NUL");
+    // SAFETY: a live dlopen handle and a C string.
+    unsafe { libc::dlsym(handle as *mut c_void, c.as_ptr()) }
+}
+
+/// `load NAME ARGS…`: 0, or a negative number after a message (as 2.9: -1, or the module's own
+/// `rtapi_app_main` result).
+pub fn load(name: &str, args: &[String]) -> i32 {
+    if let Some(why) = refuse_name(name) {
+        say(&format!("rtapi: load refused: {why}"));
+        return -1;
+    }
+    if lock(&MODULES).iter().any(|m| m.name == name) {
+        say(&format!("rtapi: {name}: already loaded"));
+        return -1;
+    }
+    let path = config().module_dir.join(format!("{name}.so"));
+    let canonical = match super::trust::check_owner(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            say(&format!("rtapi: {name}: {e}"));
+            return -1;
+        }
+    };
+    if let Err(e) = super::trust::inspect(&canonical) {
+        say(&format!("rtapi: {name}: {e}"));
+        return -1;
+    }
+    let c = CString::new(canonical.as_os_str().as_encoded_bytes()).expect("a path has no NUL");
+    // SAFETY: a trusted module file (checked above); its constructors run here, as under rtapi_app.
+    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if handle.is_null() {
+        say(&format!("rtapi: {name}: dlopen: {}", dlerror_text()));
+        return -1;
+    }
+    let handle = handle as usize;
+    let close = || {
+        // SAFETY: the handle from dlopen above, closed once.
+        unsafe { libc::dlclose(handle as *mut c_void) };
+    };
+    let main = sym(handle, "rtapi_app_main");
+    if main.is_null() {
+        say(&format!("rtapi: {name}: no rtapi_app_main"));
+        close();
+        return -1;
+    }
+    let mut strings = Vec::new();
+    for a in args {
+        let a: String = a.chars().filter(|&c| c != '"').collect();
+        let Some((key, value)) = a.split_once('=') else {
+            say(&format!(
+                "rtapi: {name}: invalid argument {} (KEY=VALUE)",
+                crate::rt::units::quote(&a)
+            ));
+            close();
+            return -1;
+        };
+        if let Err(e) = super::args::write(
+            handle as *mut c_void,
+            name,
+            &canonical,
+            key,
+            value,
+            &mut strings,
+        ) {
+            say(&format!("rtapi: {e}"));
+            close();
+            return -1;
+        }
+    }
+    // SAFETY: the module's `int rtapi_app_main(void)`.
+    let main: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(main) };
+    let exit = sym(handle, "rtapi_app_exit");
+    let exit: Option<unsafe extern "C" fn()> = if exit.is_null() {
+        None
+    } else {
+        // SAFETY: the module's `void rtapi_app_exit(void)`.
+        Some(unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(exit) })
+    };
+    // SAFETY: calling the module's entry point, as rtapi_app does, on the master's main thread.
+    let rc = unsafe { main() };
+    if rc < 0 {
+        say(&format!(
+            "rtapi: {name}: rtapi_app_main: {} ({rc})",
+            std::io::Error::from_raw_os_error(-rc)
+        ));
+        close();
+        return rc;
+    }
+    lock(&MODULES).push(Module {
+        name: name.to_string(),
+        handle,
+        exit,
+        _strings: strings,
+    });
+    0
+}
+
+fn unload_module(m: Module) {
+    if let Some(exit) = m.exit {
+        // SAFETY: the module's exit, once, on the main thread (as rtapi_app's unload).
+        unsafe { exit() };
+    }
+    // SAFETY: the module's handle, closed once.
+    unsafe { libc::dlclose(m.handle as *mut c_void) };
+}
+
+/// `unload NAME`.
+pub fn unload(name: &str) -> i32 {
+    if name == HAL_LIB {
+        say("rtapi: hal_lib is the master's own: it goes when the master exits");
+        return -1;
+    }
+    let m = {
+        let mut mods = lock(&MODULES);
+        let Some(i) = mods.iter().position(|m| m.name == name) else {
+            drop(mods);
+            say(&format!("rtapi: {name}: not loaded"));
+            return -1;
+        };
+        mods.remove(i)
+    };
+    unload_module(m);
+    0
+}
+
+/// `newinst TYPE NAME [ARG]`: hal_lib's constructor of component TYPE.
+pub fn newinst(ty: &str, name: &str, arg: &str) -> i32 {
+    let Some(hal) = lock(&MODULES)
+        .iter()
+        .find(|m| m.name == HAL_LIB)
+        .map(|m| m.handle)
+    else {
+        say("rtapi: newinst: hal_lib is not loaded");
+        return -1;
+    };
+    let find = sym(hal, "halpr_find_comp_by_name");
+    if find.is_null() {
+        say("rtapi: newinst: hal_lib has no halpr_find_comp_by_name");
+        return -1;
+    }
+    // SAFETY: hal_lib's `hal_comp_t *halpr_find_comp_by_name(const char *)`.
+    let find: unsafe extern "C" fn(*const c_char) -> *mut u8 = unsafe { std::mem::transmute(find) };
+    let (Ok(t), Ok(n), Ok(a)) = (CString::new(ty), CString::new(name), CString::new(arg)) else {
+        return -1;
+    };
+    // SAFETY: a C string; the result is null or a component in the HAL segment.
+    let comp = unsafe { find(t.as_ptr()) };
+    if comp.is_null() {
+        say(&format!("rtapi: newinst: component {ty} not found"));
+        return -1;
+    }
+    // 2.9's `struct hal_comp_t` on LP64 (hal_priv.h): next_ptr (8), comp_id, mem_id, type, ready,
+    // pid (5×4, padded to 32), shmem_base (8), name[48] → `constructor make` at byte 88.
+    const MAKE_OFFSET: usize = 88;
+    // SAFETY: `comp` is a hal_comp_t of 2.9's layout (the installed hal_lib's); the field is a
+    // function pointer or null.
+    let make = unsafe { comp.add(MAKE_OFFSET).cast::<usize>().read() };
+    if make == 0 {
+        say(&format!(
+            "rtapi: newinst: component {ty} makes no instances"
+        ));
+        return -1;
+    }
+    // SAFETY: `int (*constructor)(char *prefix, char *arg)` of that component.
+    let make: unsafe extern "C" fn(*mut c_char, *mut c_char) -> c_int =
+        unsafe { std::mem::transmute(make) };
+    // SAFETY: C strings that live across the call.
+    unsafe { make(n.as_ptr().cast_mut(), a.as_ptr().cast_mut()) }
+}
+
+/// Loads hal_lib, first and RTLD_GLOBAL (every module after it resolves `hal_*` there).
+pub fn load_hal_lib() -> Result<(), String> {
+    match load(HAL_LIB, &[]) {
+        0 => Ok(()),
+        rc => Err(format!(
+            "LinuxCNC's hal_lib ({}) did not load ({rc}): the master cannot run without it",
+            config().module_dir.join("hal_lib.so").display()
+        )),
+    }
+}
+
+/// Unloads every module (last loaded first), then hal_lib, ends any task left, and marks the session's
+/// segments for removal.
+pub fn shut_down() {
+    loop {
+        let m = {
+            let mut mods = lock(&MODULES);
+            match mods.iter().rposition(|m| m.name != HAL_LIB) {
+                Some(i) => mods.remove(i),
+                None => break,
+            }
+        };
+        unload_module(m);
+    }
+    let hal = {
+        let mut mods = lock(&MODULES);
+        mods.iter()
+            .position(|m| m.name == HAL_LIB)
+            .map(|i| mods.remove(i))
+    };
+    if let Some(m) = hal {
+        unload_module(m);
+    }
+    capi::stop_all();
+    shmem::remove_session();
+}
+
+/// How the serve loop ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum End {
+    /// An `exit` command.
+    Exit,
+    /// The last module went (and the master was not told to stay).
+    NoModules,
+    /// SIGINT/SIGTERM.
+    Signal,
+}
+
+/// What the master tells its launcher, one line each (`--report-fd`).
+pub struct Reporter(Option<std::fs::File>);
+
+impl Reporter {
+    /// Reports to `file`, or nowhere.
+    pub fn new(file: Option<std::fs::File>) -> Self {
+        Reporter(file)
+    }
+
+    /// One line.
+    pub fn line(&mut self, text: &str) {
+        if let Some(f) = &mut self.0 {
+            let _ = writeln!(f, "{text}");
+            let _ = f.flush();
+        }
+    }
+}
+
+fn handle(args: &[String], exit: &mut bool) -> i32 {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    match a.as_slice() {
+        [] => 0,
+        ["exit"] => {
+            *exit = true;
+            0
+        }
+        ["load", name, rest @ ..] => load(name, &args[2..2 + rest.len()]),
+        ["unload", name] => unload(name),
+        ["newinst", ty, name] => newinst(ty, name, ""),
+        ["newinst", ty, name, arg] => newinst(ty, name, arg),
+        [cmd, ..] => {
+            say(&format!(
+                "rtapi: unknown command {} (the master serves load, unload, newinst, exit)",
+                crate::rt::units::quote(cmd)
+            ));
+            -1
+        }
+    }
+}
+
+/// Serves commands on `listener` until `exit`, the last module's unload (unless `stay`), or
+/// `stop()` says so (checked at least every 200 ms). Every 200 ms it also reports, once per task,
+/// the first missed deadline.
+pub fn serve(
+    listener: &UnixListener,
+    stay: bool,
+    report: &mut Reporter,
+    stop: &dyn Fn() -> bool,
+) -> End {
+    let _ = listener.set_nonblocking(true);
+    let mut said_late: Vec<c_int> = Vec::new();
+    loop {
+        if stop() {
+            return End::Signal;
+        }
+        for (id, _periods, missed) in capi::running() {
+            if missed > 0 && !said_late.contains(&id) {
+                said_late.push(id);
+                say(&format!(
+                    "rtapi: task {id} missed {missed} deadline(s) (late periods are skipped, not run \
+                     back to back); said once per task: run rtapi latency-test and fix what rtapi \
+                     detect reports"
+                ));
+            }
+        }
+        match listener.accept() {
+            Ok((mut conn, _)) => {
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let args = match protocol::read_request(&mut conn) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        say(&format!("rtapi: a bad request on the master's socket: {e}"));
+                        continue;
+                    }
+                };
+                let mut exit = false;
+                let rc = handle(&args, &mut exit);
+                let _ = protocol::write_reply(&mut conn, rc);
+                drop(conn);
+                let shown: Vec<String> = args.iter().take(2).map(|a| a.replace(' ', "_")).collect();
+                report.line(&format!("served {} {rc}", shown.join(" ")));
+                if exit {
+                    return End::Exit;
+                }
+                if !stay && module_count() == 0 {
+                    return End::NoModules;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut p = libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut p, 1, 200) };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                say(&format!("rtapi: accept on the master's socket: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// The socket path LinuxCNC 2.9 uses: `$RTAPI_FIFO_PATH`, else `$HOME/.rtapi_fifo`.
+pub fn socket_path() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("RTAPI_FIFO_PATH").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    match std::env::var_os("HOME").filter(|p| !p.is_empty()) {
+        Some(h) => Ok(Path::new(&h).join(".rtapi_fifo")),
+        None => Err(
+            "RTAPI_FIFO_PATH and HOME are both unset: set one (LinuxCNC's rtapi_app socket \
+                     is $RTAPI_FIFO_PATH, else $HOME/.rtapi_fifo)"
+                .into(),
+        ),
+    }
+}

@@ -1,0 +1,281 @@
+//! The master's `rtapi_shmem_*`: real SysV segments with the caller's keys, as LinuxCNC 2.9's
+//! `rtapi_app` makes them, because LinuxCNC's user-space programs (halcmd, milltask, io, halui, the
+//! Python `hal` module…) attach the same segments by key: HAL `0x48414C32`, the RTAPI counter
+//! `0x48484c34`, motion's `[EMCMOT]SHMEM_KEY` (100 by default).
+//!
+//! * `shmget(key, size, IPC_CREAT | 0600)`; when the master runs as root, the segment is then given
+//!   to the session's user (`RTAPI_UID`) with mode 0600, so that user's programs may attach it;
+//! * `SHM_LOCK` under a real-time flavor (the pages stay resident), and every page touched;
+//! * the same key twice in this process is the same handle (a count, as 2.9);
+//! * [`remove_session`] at exit marks every segment this master used for removal (`IPC_RMID`: the
+//!   kernel frees it when the last process detaches), by id — never another key;
+//! * [`reclaim_stale`] at start removes what a killed master left: a segment of one of the session's
+//!   keys that no process has attached and whose last user is gone. One still attached means another
+//!   LinuxCNC session runs: the master refuses to start. One of another user is refused too.
+
+use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// LinuxCNC's HAL segment key (`HAL_KEY`).
+pub const HAL_KEY: i32 = 0x4841_4C32;
+/// LinuxCNC's RTAPI counter segment key (`UUID_KEY`).
+pub const RTAPI_KEY: i32 = 0x4848_4c34;
+/// Motion's default `[EMCMOT]SHMEM_KEY`.
+pub const DEFAULT_MOTION_KEY: i32 = 100;
+
+/// How the master's segments are made.
+#[derive(Clone, Copy, Debug)]
+pub struct ShmConfig {
+    /// Give new segments to this uid/gid (the master runs as root for another user).
+    pub owner: Option<(u32, u32)>,
+    /// `SHM_LOCK` them (real-time flavors).
+    pub lock: bool,
+}
+
+static CONFIG: OnceLock<ShmConfig> = OnceLock::new();
+
+/// Sets how segments are made (once, before any module is loaded).
+pub fn configure(c: ShmConfig) {
+    let _ = CONFIG.set(c);
+}
+
+struct Segment {
+    key: i32,
+    id: i32,
+    mem: usize,
+    count: u32,
+}
+
+/// Handles are index + 1.
+static SEGMENTS: Mutex<Vec<Option<Segment>>> = Mutex::new(Vec::new());
+/// Every segment id this master attached, for [`remove_session`].
+static SESSION: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn stat(id: i32) -> Result<libc::shmid_ds, i32> {
+    // SAFETY: shmid_ds is plain data, filled by IPC_STAT.
+    let mut ds: libc::shmid_ds = unsafe { std::mem::zeroed() };
+    // SAFETY: `ds` is writable for IPC_STAT.
+    if unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) } == 0 {
+        Ok(ds)
+    } else {
+        Err(errno())
+    }
+}
+
+/// `rtapi_shmem_new`: a handle (> 0), or `Err((-errno, message))`.
+pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
+    let mut segs = lock(&SEGMENTS);
+    if let Some(i) = segs
+        .iter()
+        .position(|s| s.as_ref().is_some_and(|s| s.key == key))
+    {
+        if let Some(s) = segs[i].as_mut() {
+            s.count += 1;
+        }
+        return Ok(i as i32 + 1);
+    }
+    let cfg = CONFIG.get().copied().unwrap_or(ShmConfig {
+        owner: None,
+        lock: false,
+    });
+    // SAFETY: shmget has no memory arguments.
+    let id = unsafe { libc::shmget(key, size, libc::IPC_CREAT | 0o600) };
+    if id < 0 {
+        let e = errno();
+        return Err((
+            -e,
+            format!(
+                "rtapi_shmem_new: shmget(key 0x{key:08x}, {size} bytes): {}{}",
+                std::io::Error::from_raw_os_error(e),
+                if e == libc::EINVAL {
+                    " (a smaller segment with this key exists: a leftover of another session? \
+                     `ipcs -m` shows it)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    let mut ds = stat(id).map_err(|e| {
+        (
+            -e,
+            format!("rtapi_shmem_new: shmctl(IPC_STAT) of segment {id}: {e}"),
+        )
+    })?;
+    if let Some((uid, gid)) = cfg.owner {
+        ds.shm_perm.uid = uid;
+        ds.shm_perm.gid = gid;
+        ds.shm_perm.mode = 0o600;
+        // SAFETY: `ds` is the segment's own IPC_STAT result with the owner changed.
+        if unsafe { libc::shmctl(id, libc::IPC_SET, &mut ds) } != 0 {
+            let e = errno();
+            return Err((
+                -e,
+                format!(
+                    "rtapi_shmem_new: giving segment 0x{key:08x} to uid {uid}: {}",
+                    std::io::Error::from_raw_os_error(e)
+                ),
+            ));
+        }
+    }
+    if cfg.lock {
+        // SAFETY: SHM_LOCK takes no buffer.
+        if unsafe { libc::shmctl(id, libc::SHM_LOCK, std::ptr::null_mut()) } != 0 {
+            let e = errno();
+            crate::components::linuxcnc::master::say(&format!(
+                "rtapi: warning: SHM_LOCK of segment 0x{key:08x}: {} (its pages may be swapped out)",
+                std::io::Error::from_raw_os_error(e)
+            ));
+        }
+    }
+    // SAFETY: attaching a segment we just got, at an address the kernel chooses.
+    let mem = unsafe { libc::shmat(id, std::ptr::null(), 0) };
+    if mem as isize == -1 {
+        let e = errno();
+        return Err((
+            -e,
+            format!(
+                "rtapi_shmem_new: shmat of segment 0x{key:08x}: {}",
+                std::io::Error::from_raw_os_error(e)
+            ),
+        ));
+    }
+    // Touch every page now, not on the RT path.
+    let real = stat(id).map(|d| d.shm_segsz).unwrap_or(size);
+    let page = 4096;
+    let mut off = 0;
+    while off < real {
+        // SAFETY: `off` < the segment's size; a volatile read of mapped memory.
+        unsafe { std::ptr::read_volatile((mem as *const u8).add(off)) };
+        off += page;
+    }
+    lock(&SESSION).push((key, id));
+    let seg = Segment {
+        key,
+        id,
+        mem: mem as usize,
+        count: 1,
+    };
+    let slot = segs.iter().position(Option::is_none);
+    let i = match slot {
+        Some(i) => {
+            segs[i] = Some(seg);
+            i
+        }
+        None => {
+            segs.push(Some(seg));
+            segs.len() - 1
+        }
+    };
+    Ok(i as i32 + 1)
+}
+
+/// `rtapi_shmem_getptr`: the address of handle `h`.
+pub fn getptr(h: i32) -> Option<*mut c_void> {
+    let segs = lock(&SEGMENTS);
+    let i = usize::try_from(h).ok()?.checked_sub(1)?;
+    segs.get(i)?.as_ref().map(|s| s.mem as *mut c_void)
+}
+
+/// `rtapi_shmem_delete`: one use less; at none, detached, and removed when no process has it.
+pub fn delete(h: i32) -> i32 {
+    let mut segs = lock(&SEGMENTS);
+    let Some(i) = usize::try_from(h).ok().and_then(|h| h.checked_sub(1)) else {
+        return -libc::EINVAL;
+    };
+    let Some(Some(s)) = segs.get_mut(i) else {
+        return -libc::EINVAL;
+    };
+    s.count -= 1;
+    if s.count > 0 {
+        return 0;
+    }
+    let (id, mem) = (s.id, s.mem);
+    segs[i] = None;
+    // SAFETY: `mem` is this process's attachment of the segment, detached once (its handle is gone).
+    unsafe { libc::shmdt(mem as *const c_void) };
+    if stat(id).is_ok_and(|d| d.shm_nattch == 0) {
+        // SAFETY: IPC_RMID takes no buffer.
+        unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
+    0
+}
+
+/// The ids of the segments this master used (key, id), in order.
+pub fn session() -> Vec<(i32, i32)> {
+    lock(&SESSION).clone()
+}
+
+/// Marks every segment this master used for removal (by id). The kernel frees each once the last
+/// process (a user-space program still attached) detaches; the key is free at once.
+pub fn remove_session() {
+    for (_, id) in lock(&SESSION).drain(..) {
+        // SAFETY: IPC_RMID takes no buffer; an id already removed gives EINVAL/EIDRM, ignored.
+        unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || errno() == libc::EPERM)
+}
+
+/// Removes the stale segments of `keys` (no process attached, last user gone, owned by `user` or by
+/// root) and says which; refuses (an error naming the segment) one still in use or of another user.
+pub fn reclaim_stale(keys: &[i32], user: u32) -> Result<Vec<String>, String> {
+    let mut said = Vec::new();
+    for &key in keys {
+        // SAFETY: shmget without IPC_CREAT only looks the key up.
+        let id = unsafe { libc::shmget(key, 0, 0) };
+        if id < 0 {
+            continue;
+        }
+        let Ok(ds) = stat(id) else { continue };
+        let (nattch, lpid, cpid, owner) =
+            (ds.shm_nattch, ds.shm_lpid, ds.shm_cpid, ds.shm_perm.uid);
+        if nattch > 0 {
+            return Err(format!(
+                "LinuxCNC's shared memory segment 0x{key:08x} (id {id}) is attached by {nattch} \
+                 process(es) (last pid {lpid}): another LinuxCNC session is running on this machine; \
+                 stop it first (its `halrun -U`, or close its display)"
+            ));
+        }
+        if owner != user && owner != 0 {
+            return Err(format!(
+                "LinuxCNC's shared memory segment 0x{key:08x} (id {id}) belongs to uid {owner}, not \
+                 to this session's user {user}: it is not rtapi's to remove; its owner (or root) can \
+                 remove it with `ipcrm -m {id}`"
+            ));
+        }
+        if alive(lpid) && lpid != std::process::id() as i32 {
+            return Err(format!(
+                "LinuxCNC's shared memory segment 0x{key:08x} (id {id}) is not attached, but its last \
+                 user, pid {lpid}, still runs: not removing it (stop that process, or `ipcrm -m {id}`)"
+            ));
+        }
+        // SAFETY: IPC_RMID takes no buffer.
+        if unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) } != 0 {
+            return Err(format!(
+                "cannot remove the stale LinuxCNC segment 0x{key:08x} (id {id}): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        said.push(format!(
+            "removed the stale LinuxCNC shared memory segment 0x{key:08x} (id {id}, {} bytes, made by \
+             pid {cpid}, last used by pid {lpid}, both gone, nothing attached): a previous session \
+             ended without cleaning up",
+            ds.shm_segsz
+        ));
+    }
+    Ok(said)
+}

@@ -1,0 +1,577 @@
+//! rtapi as LinuxCNC 2.9's realtime master (`rtapi-lcnc-master`, `rtapi linuxcnc`), driven by
+//! LinuxCNC's own programs: `halcmd`, `/usr/bin/rtapi_app` (as the slave it is), the `linuxcnc` script,
+//! its Python `linuxcnc` module.
+//!
+//! LinuxCNC's HAL lives in fixed SysV keys and its NML server on TCP port 5005, one session per
+//! machine, and this machine is shared. So every test runs in namespaces of its own: an IPC namespace
+//! (held by a `sleep` holder process, entered with `nsenter`) for the master tests; IPC + mount (a
+//! private `/tmp` for LinuxCNC's lock file) + PID (`pidof` in its Cleanup sees only the session) +
+//! network (its own loopback) for the whole machine. The segments a test looks at are exactly the
+//! namespace's, and nothing of it can touch another session's.
+//!
+//! The master runs as root with `RTAPI_UID` = nobody (LinuxCNC's rule), LinuxCNC's programs as
+//! nobody (`runuser`), HOME and the socket in a directory the test made.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+#[path = "common/eventually.rs"]
+mod eventually;
+use eventually::{until, until_true, GENEROUS};
+
+const NOBODY: u32 = 65534;
+const HAL_KEY: u32 = 0x4841_4C32;
+const RTAPI_KEY: u32 = 0x4848_4c34;
+
+fn master_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rtapi-lcnc-master")
+}
+
+/// Why this machine cannot run these tests, if it cannot.
+fn missing() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (namespaces, runuser, SCHED_FIFO)".into());
+    }
+    for p in [
+        "/usr/bin/halcmd",
+        "/usr/bin/rtapi_app",
+        "/usr/lib/linuxcnc/modules/hal_lib.so",
+        "/usr/bin/unshare",
+        "/usr/bin/nsenter",
+        "/usr/sbin/runuser",
+    ] {
+        if !Path::new(p).exists() {
+            return Some(format!("{p} is missing (linuxcnc-uspace, util-linux)"));
+        }
+    }
+    None
+}
+
+/// A directory nobody may use: HOME and the socket's place.
+fn session_dir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("lcnc-master-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(d.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    d
+}
+
+/// An IPC namespace of the test's own, held by a sleeping process.
+struct Ipc {
+    holder: Child,
+    dir: tempfile::TempDir,
+}
+
+/// One SysV segment as `/proc/sysvipc/shm` shows it.
+#[derive(Debug, Clone, PartialEq)]
+struct Seg {
+    key: u32,
+    id: i64,
+    perms: u32,
+    nattch: u64,
+    uid: u32,
+}
+
+impl Ipc {
+    fn new() -> Ipc {
+        let holder = Command::new("unshare")
+            .args(["--ipc", "sleep", "3600"])
+            .spawn()
+            .unwrap();
+        let ns = format!("/proc/{}/ns/ipc", holder.id());
+        until_true("the IPC namespace", GENEROUS, || {
+            std::fs::read_link(&ns).ok() != std::fs::read_link("/proc/self/ns/ipc").ok()
+        });
+        Ipc {
+            holder,
+            dir: session_dir(),
+        }
+    }
+
+    fn fifo(&self) -> PathBuf {
+        self.dir.path().join("fifo")
+    }
+
+    fn enter(&self) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--ipc=/proc/{}/ns/ipc", self.holder.id()));
+        c
+    }
+
+    /// The master, as root for nobody; its standard error in `master.<n>.err`.
+    fn master(&self, n: u32, args: &[&str]) -> Child {
+        let err = std::fs::File::create(self.dir.path().join(format!("master.{n}.err"))).unwrap();
+        let child = self
+            .enter()
+            .arg("env")
+            .arg(format!("RTAPI_UID={NOBODY}"))
+            .arg(format!("HOME={}", self.dir.path().display()))
+            .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
+            .arg("RTAPI_FLAVOR=posix")
+            .arg(master_bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap();
+        let log = self.dir.path().join(format!("master.{n}.err"));
+        until_true("the master listening", GENEROUS, || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on"))
+        });
+        child
+    }
+
+    fn master_log(&self, n: u32) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("master.{n}.err"))).unwrap_or_default()
+    }
+
+    /// A LinuxCNC program as nobody, in the namespace.
+    fn as_user(&self, prog: &str, args: &[&str]) -> Output {
+        self.enter()
+            .args(["runuser", "-u", "nobody", "--", "env"])
+            .arg(format!("HOME={}", self.dir.path().display()))
+            .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
+            .arg(prog)
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    fn halcmd(&self, args: &[&str]) -> Output {
+        self.as_user("/usr/bin/halcmd", args)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.halcmd(args);
+        let (out, err) = common::text(&o);
+        assert!(
+            o.status.success(),
+            "halcmd {args:?}: {}\n{out}\n{err}",
+            o.status
+        );
+        out
+    }
+
+    fn segments(&self) -> Vec<Seg> {
+        let o = self
+            .enter()
+            .args(["cat", "/proc/sysvipc/shm"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                Some(Seg {
+                    key: f.first()?.parse::<i64>().ok()? as u32,
+                    id: f.get(1)?.parse().ok()?,
+                    perms: u32::from_str_radix(f.get(2)?, 8).ok()?,
+                    nattch: f.get(6)?.parse().ok()?,
+                    uid: f.get(7)?.parse().ok()?,
+                })
+            })
+            .collect()
+    }
+
+    fn seg(&self, key: u32) -> Option<Seg> {
+        self.segments().into_iter().find(|s| s.key == key)
+    }
+}
+
+impl Drop for Ipc {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// (thread name, SCHED policy number, allowed CPUs) of each thread of `pid`.
+fn threads(pid: u32) -> Vec<(String, i32, String)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|t| {
+            let p = t.path();
+            let comm = std::fs::read_to_string(p.join("comm"))
+                .ok()?
+                .trim()
+                .to_string();
+            let sched = std::fs::read_to_string(p.join("sched")).ok()?;
+            let policy = sched
+                .lines()
+                .find(|l| l.starts_with("policy"))?
+                .split(':')
+                .nth(1)?
+                .trim()
+                .parse()
+                .ok()?;
+            let status = std::fs::read_to_string(p.join("status")).ok()?;
+            let cpus = status
+                .lines()
+                .find(|l| l.starts_with("Cpus_allowed_list"))?
+                .split(':')
+                .nth(1)?
+                .trim()
+                .to_string();
+            Some((comm, policy, cpus))
+        })
+        .collect()
+}
+
+fn wait_exit(c: &mut Child) -> std::process::ExitStatus {
+    until("the master's exit", GENEROUS, || {
+        c.try_wait().ok().flatten()
+    })
+}
+
+fn getp(ns: &Ipc, name: &str) -> f64 {
+    ns.ok(&["getp", name]).trim().parse().unwrap()
+}
+
+#[test]
+fn linuxcnc_hal_runs_on_the_masters_fifo_threads_and_leaves_nothing() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let ns = Ipc::new();
+    let mut m = ns.master(1, &[]);
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    ns.ok(&["loadrt", "siggen"]);
+    ns.ok(&["addf", "siggen.0.update", "servo"]);
+    ns.ok(&["start"]);
+    // The sine moves: hal_lib's thread runs siggen on our task, period after period.
+    let first = getp(&ns, "siggen.0.sine");
+    until_true("siggen.0.sine moving", GENEROUS, || {
+        (getp(&ns, "siggen.0.sine") - first).abs() > 1e-6
+    });
+    let show = ns.ok(&["show", "thread"]);
+    assert!(
+        show.contains("servo") && show.contains("siggen.0.update"),
+        "{show}"
+    );
+    // The task thread: SCHED_FIFO (policy 1), pinned to one CPU; the master's main thread is not.
+    let ts = threads(m.id());
+    let task: Vec<_> = ts.iter().filter(|t| t.0.starts_with("lcnc-task")).collect();
+    assert_eq!(task.len(), 1, "{ts:?}");
+    assert_eq!(task[0].1, 1, "the task's policy is SCHED_FIFO: {ts:?}");
+    assert!(!task[0].2.contains([',', '-']), "pinned to one CPU: {ts:?}");
+    assert!(
+        ts.iter().any(|t| t.0.starts_with("rtapi-lcnc") && t.1 == 0),
+        "{ts:?}"
+    );
+    // LinuxCNC's segments: real SysV, given to the session's user, 0600, locked (SHM_LOCKED 02000).
+    for key in [HAL_KEY, RTAPI_KEY] {
+        let s = ns
+            .seg(key)
+            .unwrap_or_else(|| panic!("{key:x}: {:?}", ns.segments()));
+        assert_eq!(s.uid, NOBODY, "{s:?}");
+        assert_eq!(s.perms & 0o777, 0o600, "{s:?}");
+        assert_ne!(s.perms & 0o2000, 0, "SHM_LOCK: {s:?}");
+    }
+    // Unloading everything ends the task, and (2.9's rule) the master: nothing is left.
+    ns.ok(&["stop"]);
+    ns.ok(&["unload", "all"]);
+    let st = wait_exit(&mut m);
+    assert!(st.success(), "{st}\n{}", ns.master_log(1));
+    let log = ns.master_log(1);
+    assert!(log.contains("1 task(s) ran"), "{log}");
+    assert!(!ns.fifo().exists(), "the socket is gone");
+    assert_eq!(ns.segments(), vec![], "no segment left");
+}
+
+#[test]
+fn module_paths_are_refused_and_nothing_of_them_is_opened() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let ns = Ipc::new();
+    // A real module file where a path would find it.
+    let x = ns.dir.path().join("x.so");
+    std::fs::copy("/usr/lib/linuxcnc/modules/siggen.so", &x).unwrap();
+    let mut m = ns.master(1, &["--stay"]);
+    let o = ns.halcmd(&["loadrt", "../x"]);
+    assert!(!o.status.success(), "{:?}", common::text(&o));
+    let o = ns.as_user("/usr/bin/rtapi_app", &["load", x.to_str().unwrap()]);
+    assert!(!o.status.success(), "{:?}", common::text(&o));
+    let log = ns.master_log(1);
+    assert_eq!(
+        log.matches("not allowed as a module name").count(),
+        2,
+        "{log}"
+    );
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", m.id())).unwrap();
+    assert!(!maps.contains("x.so"), "the refused file was not mapped");
+    assert!(maps.contains("hal_lib.so"), "{maps}");
+    // The master still serves (it stays): a module by name loads.
+    ns.ok(&["loadrt", "siggen"]);
+    assert!(ns.ok(&["show", "comp"]).contains("siggen"));
+    // `exit` (LinuxCNC's `realtime stop` sends it): everything goes.
+    let o = ns.as_user("/usr/bin/rtapi_app", &["exit"]);
+    assert!(o.status.success(), "{:?}", common::text(&o));
+    assert!(wait_exit(&mut m).success());
+    assert!(!ns.fifo().exists());
+    assert_eq!(ns.segments(), vec![]);
+}
+
+#[test]
+fn a_new_master_reclaims_what_a_killed_master_left() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let ns = Ipc::new();
+    let mut m = ns.master(1, &[]);
+    ns.ok(&["loadrt", "threads", "name1=t", "period1=1000000"]);
+    let before: Vec<Seg> = [HAL_KEY, RTAPI_KEY]
+        .iter()
+        .filter_map(|k| ns.seg(*k))
+        .collect();
+    assert_eq!(before.len(), 2, "{:?}", ns.segments());
+    m.kill().unwrap();
+    m.wait().unwrap();
+    // What a crash leaves: both segments (nobody attached) and the socket file.
+    let stale: Vec<Seg> = ns.segments();
+    assert!(stale.iter().all(|s| s.nattch == 0), "{stale:?}");
+    assert_eq!(stale.len(), 2, "{stale:?}");
+    assert!(ns.fifo().exists());
+    let mut m2 = ns.master(2, &[]);
+    let log = ns.master_log(2);
+    assert_eq!(
+        log.matches("removed the stale LinuxCNC shared memory")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(log.contains("removed the stale socket"), "{log}");
+    // The new session works, on new segments.
+    ns.ok(&["loadrt", "threads", "name1=t", "period1=1000000"]);
+    let hal = ns.seg(HAL_KEY).unwrap();
+    assert!(before.iter().all(|s| s.id != hal.id), "{before:?} {hal:?}");
+    ns.ok(&["unload", "all"]);
+    assert!(wait_exit(&mut m2).success(), "{}", ns.master_log(2));
+    assert_eq!(ns.segments(), vec![]);
+    assert!(!ns.fifo().exists());
+}
+
+#[test]
+fn a_segment_in_use_by_another_session_stops_the_master_from_starting() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let ns = Ipc::new();
+    let mut m = ns.master(1, &[]);
+    ns.ok(&["loadrt", "threads", "name1=t", "period1=1000000"]);
+    // A second master for the same keys while the first one has them.
+    let mut second = ns
+        .enter()
+        .arg("env")
+        .arg(format!("RTAPI_UID={NOBODY}"))
+        .arg(format!(
+            "RTAPI_FIFO_PATH={}",
+            ns.dir.path().join("fifo2").display()
+        ))
+        .arg(master_bin())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It must refuse, not serve: bounded, so a master that serves fails the test instead of hanging it.
+    let t0 = std::time::Instant::now();
+    while second.try_wait().unwrap().is_none() {
+        if t0.elapsed() > GENEROUS {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second master did not refuse to start (it is serving)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = second.wait_with_output().unwrap();
+    let (_, err) = common::text(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("another LinuxCNC session is running"), "{err}");
+    assert!(!ns.dir.path().join("fifo2").exists());
+    ns.ok(&["unload", "all"]);
+    assert!(wait_exit(&mut m).success());
+}
+
+#[test]
+fn root_without_rtapi_uid_is_refused() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let d = session_dir();
+    let o = Command::new(master_bin())
+        .env_remove("RTAPI_UID")
+        .env("RTAPI_FIFO_PATH", d.path().join("fifo"))
+        .output()
+        .unwrap();
+    let (_, err) = common::text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("RTAPI_UID"), "{err}");
+    assert!(!d.path().join("fifo").exists());
+}
+
+// ---- the whole machine: rtapi linuxcnc configs/sim/axis ------------------------------------------
+
+const SIM_AXIS: &str = "/usr/share/doc/linuxcnc/examples/sample-configs/sim/axis";
+
+/// The display program: leaves estop, turns on, homes all, one MDI move, checks the position, reports
+/// the master's task threads, exits (which shuts LinuxCNC down).
+const DISPLAY: &str = r#"#!/usr/bin/python3
+import linuxcnc, os, sys, time
+out = open(os.environ["RESULT"], "w")
+def say(*a):
+    print(*a, file=out, flush=True)
+s = linuxcnc.stat(); c = linuxcnc.command()
+def wait(what, cond, t=60):
+    t0 = time.time()
+    while time.time() - t0 < t:
+        s.poll()
+        if cond():
+            return
+        time.sleep(0.05)
+    say("TIMEOUT", what); sys.exit(3)
+c.state(linuxcnc.STATE_ESTOP_RESET); wait("estop reset", lambda: s.task_state == linuxcnc.STATE_ESTOP_RESET)
+c.state(linuxcnc.STATE_ON); wait("machine on", lambda: s.task_state == linuxcnc.STATE_ON)
+c.mode(linuxcnc.MODE_MANUAL); c.wait_complete()
+c.home(-1); wait("homed", lambda: all(s.homed[i] for i in range(s.joints)), 120)
+c.mode(linuxcnc.MODE_MDI); c.wait_complete()
+c.mdi("G0 X1.5 Y-0.5 Z-1"); c.wait_complete(60)
+wait("at the target", lambda: abs(s.actual_position[0] - 1.5) < 1e-4 and abs(s.actual_position[1] + 0.5) < 1e-4 and abs(s.actual_position[2] + 1) < 1e-4)
+say("POSITION %.6f %.6f %.6f" % tuple(s.actual_position[:3]))
+for p in os.listdir("/proc"):
+    if not p.isdigit(): continue
+    try: comm = open("/proc/%s/comm" % p).read().strip()
+    except OSError: continue
+    if comm.startswith("rtapi-lcnc") or comm == "rtapi_app":
+        say("PROC", comm)
+        for t in os.listdir("/proc/%s/task" % p):
+            tc = open("/proc/%s/task/%s/comm" % (p, t)).read().strip()
+            pol = [l for l in open("/proc/%s/task/%s/sched" % (p, t)) if l.startswith("policy")][0].split(":")[1].strip()
+            say("TASK", tc, pol)
+say("DONE")
+"#;
+
+#[test]
+fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    if !Path::new(SIM_AXIS).join("axis.ini").exists() || !Path::new("/usr/bin/linuxcnc").exists() {
+        return skip!(
+            Ci,
+            "LinuxCNC's sim/axis sample config or linuxcnc script is missing"
+        );
+    }
+    let d = session_dir();
+    let cfg = d.path().join("axis");
+    let o = Command::new("cp")
+        .args(["-r", SIM_AXIS])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let display = d.path().join("display.py");
+    std::fs::write(&display, DISPLAY).unwrap();
+    std::fs::set_permissions(&display, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Our display instead of axis; no hal_manualtoolchange (a Tk window: there is no X here).
+    let ini = std::fs::read_to_string(cfg.join("axis.ini")).unwrap();
+    let ini: String = ini
+        .lines()
+        .filter(|l| !l.contains("axis_manualtoolchange.hal"))
+        .map(|l| {
+            if l.trim_start().starts_with("DISPLAY =") {
+                format!("DISPLAY = {}\n", display.display())
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(cfg.join("axis.ini"), ini).unwrap();
+    let o = Command::new("chown")
+        .args(["-R", "nobody:nogroup"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let result = d.path().join("result.txt");
+    // Inside: a private /tmp (LinuxCNC's lock file), loopback up (its NML server's TCP port), then
+    // the launcher; afterwards what is left: processes, segments, the socket.
+    let script = format!(
+        "mount -t tmpfs tmpfs /tmp && ip link set lo up && \
+         {rtapi} linuxcnc {ini}; echo LAUNCHER_RC=$?; \
+         echo LEFT_PROCS; ps -e -o comm= | grep -v -x -e sh -e ps -e grep -e cat; \
+         echo LEFT_SHM; tail -n +2 /proc/sysvipc/shm; echo LEFT_SOCKET; ls -a {home}",
+        rtapi = env!("CARGO_BIN_EXE_rtapi"),
+        ini = cfg.join("axis.ini").display(),
+        home = d.path().display(),
+    );
+    let o = Command::new("unshare")
+        .args([
+            "--ipc",
+            "--net",
+            "--mount",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+        ])
+        .arg(&script)
+        .env("RTAPI_UID", NOBODY.to_string())
+        .env("HOME", d.path())
+        .env("RESULT", &result)
+        .env("RTAPI_FLAVOR", "posix")
+        .env_remove("DISPLAY")
+        .env_remove("RTAPI_FIFO_PATH")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (out, err) = common::text(&o);
+    let res = std::fs::read_to_string(&result).unwrap_or_default();
+    let all = format!("--- stdout\n{out}\n--- stderr\n{err}\n--- result\n{res}");
+    assert!(out.contains("LAUNCHER_RC=0"), "{all}");
+    assert!(
+        res.contains("POSITION 1.500000 -0.500000 -1.000000"),
+        "{all}"
+    );
+    assert!(res.contains("DONE"), "{all}");
+    // The realtime was ours: our master ran, its task threads SCHED_FIFO, no rtapi_app master.
+    assert!(res.contains("PROC rtapi-lcnc-mast"), "{all}");
+    assert!(!res.contains("PROC rtapi_app"), "{all}");
+    let tasks: Vec<&str> = res
+        .lines()
+        .filter(|l| l.starts_with("TASK lcnc-task"))
+        .collect();
+    assert!(!tasks.is_empty(), "the servo thread: {all}");
+    assert!(tasks.iter().all(|l| l.ends_with(" 1")), "SCHED_FIFO: {all}");
+    assert!(err.contains("the master served"), "{all}");
+    // ... and the master cleaned up itself: the launcher's final sweep found nothing to remove.
+    assert!(!err.contains("removed the stale"), "{all}");
+    assert!(!err.contains("left behind"), "{all}");
+    // Nothing left: no process but the shell, no segment, no socket.
+    let section = |from: &str, to: &str| -> String {
+        out.split(from)
+            .nth(1)
+            .unwrap_or("")
+            .split(to)
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    assert_eq!(section("LEFT_PROCS", "LEFT_SHM"), "", "{all}");
+    assert_eq!(section("LEFT_SHM", "LEFT_SOCKET"), "", "{all}");
+    assert!(
+        !section("LEFT_SOCKET", "\u{0}").contains(".rtapi_fifo"),
+        "{all}"
+    );
+}
