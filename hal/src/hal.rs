@@ -566,7 +566,11 @@ impl Hal {
         self.adding(&tables, |m| {
             m.b.component_name_free(name)?;
             let mut seen = HashSet::new();
-            for n in pins.iter().map(|p| &p.name).chain(params.iter().map(|p| &p.name)) {
+            for n in pins
+                .iter()
+                .map(|p| &p.name)
+                .chain(params.iter().map(|p| &p.name))
+            {
                 m.b.pin_or_param_name_free(n)?;
                 if !seen.insert(n.as_str()) {
                     return Err(HalError::Duplicate {
@@ -585,11 +589,7 @@ impl Hal {
                 let (i, _) =
                     m.b.pin_raw(key, &p.name, p.init.value_type(), p.dir, p.init.to_bits())?;
                 let cell = m.plan.record(Table::Pins, i) + pin::VALUE;
-                put(
-                    &mut m.slots,
-                    i,
-                    Arc::new(PinSlot::new(&self.mapping, cell)),
-                );
+                put(&mut m.slots, i, Arc::new(PinSlot::new(&self.mapping, cell)));
                 pin_indices.push(i);
             }
             let mut param_indices = Vec::with_capacity(params.len());

@@ -89,7 +89,13 @@ fn expected(name: &str) -> Option<(ValueType, Vec<Value>)> {
 }
 
 /// Checks one object read from the segment against its name; the error names what was wrong.
-fn check(kind: &str, name: &str, ty: ValueType, component: &str, value: Value) -> Result<(), String> {
+fn check(
+    kind: &str,
+    name: &str,
+    ty: ValueType,
+    component: &str,
+    value: Value,
+) -> Result<(), String> {
     let Some((want_ty, ok)) = expected(name) else {
         return Ok(());
     };
@@ -310,10 +316,7 @@ fn a_refused_declaration_changes_nothing_room_included() {
         })
         .collect();
     let e = hal.add_component_with("big", &huge, &[]).unwrap_err();
-    assert!(
-        matches!(e, HalError::TableFull { table: "pin", .. }),
-        "{e}"
-    );
+    assert!(matches!(e, HalError::TableFull { table: "pin", .. }), "{e}");
     // A name conflict half-way through: refused as a whole too.
     let mut clash = shape_a().0;
     clash[20].name = "ctl.out".into();
@@ -434,7 +437,11 @@ fn readers_and_writers_in_other_processes_never_take_one_object_for_another() {
             high_water = Some(room(&r)[1].high_water);
         }
         if let Some(h) = high_water {
-            assert_eq!(room(&r)[1].high_water, h, "cycle {cycle}: a fresh slot was used");
+            assert_eq!(
+                room(&r)[1].high_water,
+                h,
+                "cycle {cycle}: a fresh slot was used"
+            );
         }
         // Leave the children a moment now and then to find the shape there (they read and write
         // across many cycles in any case).
@@ -452,6 +459,12 @@ fn readers_and_writers_in_other_processes_never_take_one_object_for_another() {
          reads: {rd:?}) and a writer (setp, own writes, not found: {wr:?})"
     );
     assert!(rd[0] >= 50, "the reader took only {} snapshots", rd[0]);
-    assert!(rd[1] >= 5 && rd[2] >= 5, "the reader saw too few of each shape: {rd:?}");
-    assert!(wr[0] >= 50 && wr[1] >= 50, "the writer wrote too little: {wr:?}");
+    assert!(
+        rd[1] >= 5 && rd[2] >= 5,
+        "the reader saw too few of each shape: {rd:?}"
+    );
+    assert!(
+        wr[0] >= 50 && wr[1] >= 50,
+        "the writer wrote too little: {wr:?}"
+    );
 }
