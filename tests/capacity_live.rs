@@ -103,7 +103,11 @@ fn ten_thousand_user_components_join_and_leave_in_constant_room() {
         end["pin"]
     );
     let out = owner.stop();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -147,7 +151,11 @@ fn live_loadrt_and_unloadrt_of_256_instances_cycle_without_filling_the_pin_table
         before.capacity
     );
     let out = owner.stop();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -201,7 +209,11 @@ fn a_refused_declaration_or_loadrt_changes_nothing_room_included() {
             "rtapi show reports the same room for {t}s"
         );
     }
-    assert!(r.components().unwrap().iter().all(|c| !c.name.starts_with("mux2")));
+    assert!(r
+        .components()
+        .unwrap()
+        .iter()
+        .all(|c| !c.name.starts_with("mux2")));
     ok(&mut c, "loadrt mux2 count=1");
     ok(&mut c, "addf mux2.0 servo");
     let text = owner.show("all");
@@ -211,5 +223,9 @@ fn a_refused_declaration_or_loadrt_changes_nothing_room_included() {
         "{text}"
     );
     let out = owner.stop();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -36,6 +36,9 @@ struct Model {
     /// Signals whose cell a [`Probe`](crate::Probe) reads directly: their slots are never reused.
     probed_signals: HashSet<usize>,
     writer_taken: Vec<bool>,
+    /// Until when the owner does not wait for the writers' lock (it found a writer holding it for
+    /// [`REUSE_WAIT`]: a stopped one would otherwise cost every later change that long).
+    reuse_backoff: Option<Instant>,
 }
 
 /// One pin of a component declared whole with [`Hal::add_component_with`].
@@ -62,8 +65,10 @@ pub struct ParamDecl {
 
 /// How long the owner waits for writers in other processes to finish their store before it gives a
 /// deleted record's slot to a new record; a writer holds the lock for microseconds, so one that holds
-/// it this long is stopped, and the new record takes a fresh slot instead.
+/// it this long is stopped, and the new record takes a fresh slot instead. For [`REUSE_BACKOFF`] after
+/// that, changes only try the lock once, without waiting.
 const REUSE_WAIT: Duration = Duration::from_millis(100);
+const REUSE_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The writers' exclusion (LAYOUT.md section 11) for one structural change that reuses slots: the
 /// exclusive writers' lock on the segment file (writers in other processes) and the write side of the
@@ -185,6 +190,7 @@ impl Hal {
             model: Mutex::new(Model {
                 probed_signals: HashSet::new(),
                 writer_taken: vec![false; b.threads.len()],
+                reuse_backoff: None,
                 slots,
                 plan,
                 b,
@@ -220,7 +226,8 @@ impl Hal {
     /// own cell otherwise, and follows [`link`](Self::link)/[`unlink`](Self::unlink) on its own.
     ///
     /// # Panics
-    /// If `key` came from another builder.
+    /// If `key` came from another builder, or is a key of a pin deleted since (its slot may hold
+    /// another pin).
     pub fn pin<D: Direction, T: HalType>(&self, key: PinKey<D, T>) -> Pin<D, T> {
         self.check_key(key.builder);
         let m = self.model();
@@ -307,7 +314,7 @@ impl Hal {
     /// The typed handle of a registered param.
     ///
     /// # Panics
-    /// If `key` came from another builder.
+    /// If `key` came from another builder, or is a key of a param deleted since.
     pub fn param<T: HalType>(&self, key: ParamKey<T>) -> Param<T> {
         self.check_key(key.builder);
         let m = self.model();
@@ -436,14 +443,14 @@ impl Hal {
         Ok(())
     }
 
-    /// Takes the writers' exclusion, waiting at most [`REUSE_WAIT`] for writes in progress to end.
-    fn exclusive(&self) -> Option<Exclusive<'_>> {
+    /// Takes the writers' exclusion, waiting at most `wait` for writes in progress to end.
+    fn exclusive(&self, wait: Duration) -> Option<Exclusive<'_>> {
         let start = Instant::now();
         let gate = loop {
             match self.gate.try_write() {
                 Ok(g) => break g,
                 Err(TryLockError::Poisoned(p)) => break p.into_inner(),
-                Err(TryLockError::WouldBlock) if start.elapsed() > REUSE_WAIT => return None,
+                Err(TryLockError::WouldBlock) if start.elapsed() >= wait => return None,
                 Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_micros(20)),
             }
         };
@@ -455,7 +462,7 @@ impl Hal {
                         _gate: gate,
                     })
                 }
-                Ok(false) if start.elapsed() <= REUSE_WAIT => {
+                Ok(false) if start.elapsed() < wait => {
                     std::thread::sleep(Duration::from_micros(20))
                 }
                 _ => return None,
@@ -467,11 +474,28 @@ impl Hal {
     /// tables has slots of deleted records, the change may reuse them: it then runs under the writers'
     /// exclusion, so that no writer in any process is between finding a cell and storing into it
     /// while a slot gets its new record (LAYOUT.md section 11). If the exclusion cannot be had (a
-    /// writer stopped mid-write), the records go to fresh room only.
+    /// writer stopped mid-write), the records go to fresh room only, and for a while later changes
+    /// do not wait for it.
     fn adding<R>(&self, tables: &[Table], f: impl FnOnce(&mut Model) -> Result<R>) -> Result<R> {
         let mut m = self.model();
         let wanted = tables.iter().any(|&t| m.b.room(t).reusable() > 0);
-        let exclusive = if wanted { self.exclusive() } else { None };
+        let exclusive = if wanted {
+            let backing_off = m.reuse_backoff.is_some_and(|until| Instant::now() < until);
+            let wait = if backing_off {
+                Duration::ZERO
+            } else {
+                REUSE_WAIT
+            };
+            let ex = self.exclusive(wait);
+            m.reuse_backoff = match (&ex, backing_off) {
+                (Some(_), _) => None,
+                (None, true) => m.reuse_backoff,
+                (None, false) => Some(Instant::now() + REUSE_BACKOFF),
+            };
+            ex
+        } else {
+            None
+        };
         m.b.reuse = exclusive.is_some();
         let r = f(&mut m);
         m.b.reuse = false;
@@ -566,7 +590,11 @@ impl Hal {
         self.adding(&tables, |m| {
             m.b.component_name_free(name)?;
             let mut seen = HashSet::new();
-            for n in pins.iter().map(|p| &p.name).chain(params.iter().map(|p| &p.name)) {
+            for n in pins
+                .iter()
+                .map(|p| &p.name)
+                .chain(params.iter().map(|p| &p.name))
+            {
                 m.b.pin_or_param_name_free(n)?;
                 if !seen.insert(n.as_str()) {
                     return Err(HalError::Duplicate {
@@ -585,11 +613,7 @@ impl Hal {
                 let (i, _) =
                     m.b.pin_raw(key, &p.name, p.init.value_type(), p.dir, p.init.to_bits())?;
                 let cell = m.plan.record(Table::Pins, i) + pin::VALUE;
-                put(
-                    &mut m.slots,
-                    i,
-                    Arc::new(PinSlot::new(&self.mapping, cell)),
-                );
+                put(&mut m.slots, i, Arc::new(PinSlot::new(&self.mapping, cell)));
                 pin_indices.push(i);
             }
             let mut param_indices = Vec::with_capacity(params.len());

@@ -326,7 +326,8 @@ impl<T: HalType> Param<T> {
 
 /// A read-only view of any pin or signal of the owning process by name, from
 /// [`Hal::probe`](crate::Hal::probe): what a recorder samples each period. RT-safe like [`Pin::get`]
-/// (a pin's probe follows its links); a deleted signal's probe keeps reading its last value.
+/// (a pin's probe follows its links); a deleted pin's or signal's probe keeps reading its last value
+/// (a pin's from its after-life cell; a probed signal's record is never given to another signal).
 pub struct Probe {
     source: ProbeSource,
     ty: crate::value::ValueType,

@@ -328,7 +328,13 @@ fn a_full_table_is_a_clear_error_and_changes_nothing() {
     assert_eq!(names, ["c", "b"], "c took a's place");
     let sig = r.tables().unwrap()[3];
     assert_eq!(
-        (sig.table, sig.capacity, sig.used, sig.deleted, sig.high_water),
+        (
+            sig.table,
+            sig.capacity,
+            sig.used,
+            sig.deleted,
+            sig.high_water
+        ),
         ("signal", 2, 2, 0, 2)
     );
     assert!(matches!(

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{unique_instance, Cleanup};
+use rtapi_hal::layout;
 use rtapi_hal::*;
 
 const ROLE: &str = "RTAPI_HAL_REUSE_ROLE";
@@ -89,7 +90,13 @@ fn expected(name: &str) -> Option<(ValueType, Vec<Value>)> {
 }
 
 /// Checks one object read from the segment against its name; the error names what was wrong.
-fn check(kind: &str, name: &str, ty: ValueType, component: &str, value: Value) -> Result<(), String> {
+fn check(
+    kind: &str,
+    name: &str,
+    ty: ValueType,
+    component: &str,
+    value: Value,
+) -> Result<(), String> {
     let Some((want_ty, ok)) = expected(name) else {
         return Ok(());
     };
@@ -310,10 +317,7 @@ fn a_refused_declaration_changes_nothing_room_included() {
         })
         .collect();
     let e = hal.add_component_with("big", &huge, &[]).unwrap_err();
-    assert!(
-        matches!(e, HalError::TableFull { table: "pin", .. }),
-        "{e}"
-    );
+    assert!(matches!(e, HalError::TableFull { table: "pin", .. }), "{e}");
     // A name conflict half-way through: refused as a whole too.
     let mut clash = shape_a().0;
     clash[20].name = "ctl.out".into();
@@ -434,7 +438,11 @@ fn readers_and_writers_in_other_processes_never_take_one_object_for_another() {
             high_water = Some(room(&r)[1].high_water);
         }
         if let Some(h) = high_water {
-            assert_eq!(room(&r)[1].high_water, h, "cycle {cycle}: a fresh slot was used");
+            assert_eq!(
+                room(&r)[1].high_water,
+                h,
+                "cycle {cycle}: a fresh slot was used"
+            );
         }
         // Leave the children a moment now and then to find the shape there (they read and write
         // across many cycles in any case).
@@ -452,6 +460,98 @@ fn readers_and_writers_in_other_processes_never_take_one_object_for_another() {
          reads: {rd:?}) and a writer (setp, own writes, not found: {wr:?})"
     );
     assert!(rd[0] >= 50, "the reader took only {} snapshots", rd[0]);
-    assert!(rd[1] >= 5 && rd[2] >= 5, "the reader saw too few of each shape: {rd:?}");
-    assert!(wr[0] >= 50 && wr[1] >= 50, "the writer wrote too little: {wr:?}");
+    assert!(
+        rd[1] >= 5 && rd[2] >= 5,
+        "the reader saw too few of each shape: {rd:?}"
+    );
+    assert!(
+        wr[0] >= 50 && wr[1] >= 50,
+        "the writer wrote too little: {wr:?}"
+    );
+}
+
+/// Takes the writers' lock shared on a descriptor of its own, as a writer does between finding a cell
+/// and storing into it (LAYOUT.md section 11), and keeps it: a writer stopped in the middle of a write.
+fn stopped_writer(inst: &str) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(common::shm_path(inst))
+        .unwrap();
+    let lock = libc::flock {
+        l_type: libc::F_RDLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: layout::header::GENERATION as libc::off_t,
+        l_len: 8,
+        l_pid: 0,
+    };
+    // SAFETY: F_OFD_SETLK on our own open descriptor with an initialized flock struct.
+    let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    f
+}
+
+#[test]
+fn a_writer_stopped_mid_write_costs_one_wait_and_fresh_room_never_a_hang() {
+    let inst = unique_instance("stopped");
+    let _c = Cleanup(inst.clone());
+    let mut b = HalBuilder::new(&inst).unwrap().capacity(Capacity {
+        factor: 1,
+        floor: 400,
+    });
+    b.component("ctl").unwrap();
+    let hal = b.build().unwrap();
+    let r = hal.reader().unwrap();
+    let two = |c: &str| -> Vec<PinDecl> {
+        (0..2)
+            .map(|i| PinDecl {
+                name: format!("{c}.p{i}"),
+                dir: PinDir::In,
+                init: Value::U32(i),
+            })
+            .collect()
+    };
+    for i in 0..10 {
+        hal.add_component_with(&format!("t{i}"), &two(&format!("t{i}")), &[])
+            .unwrap();
+    }
+    for i in 0..10 {
+        hal.delete_component(&format!("t{i}")).unwrap();
+    }
+    let stopped = stopped_writer(&inst);
+    let before = room(&r)[1];
+    assert_eq!(before.deleted, 20);
+    // While it holds the lock, no slot changes hands: new records take fresh room, and only the
+    // first change waits for the writer (then the owner backs off).
+    let mut slow = 0;
+    for i in 0..50 {
+        let t = Instant::now();
+        hal.add_component_with(&format!("s{i}"), &two(&format!("s{i}")), &[])
+            .unwrap();
+        slow += usize::from(t.elapsed() >= Duration::from_millis(90));
+    }
+    assert!(slow >= 1, "the owner never waited for the writer");
+    assert!(
+        slow <= 3,
+        "{slow} of 50 changes waited for the stopped writer"
+    );
+    let held = room(&r)[1];
+    assert_eq!(
+        (held.deleted, held.high_water),
+        (20, before.high_water + 100),
+        "nothing reused while a writer holds the lock"
+    );
+    // Other writers write meanwhile (the lock is shared among them).
+    let w = HalReader::open(&inst, Access::ReadWrite).unwrap();
+    assert_eq!(w.setp("s3.p1", "7").unwrap(), Value::U32(7));
+    // The writer goes (its lock with it): the next change reuses at once.
+    drop(stopped);
+    hal.add_component_with("after", &two("after"), &[]).unwrap();
+    let now = room(&r)[1];
+    assert_eq!(
+        (now.deleted, now.high_water),
+        (18, held.high_water),
+        "a deleted record's slot was reused"
+    );
 }

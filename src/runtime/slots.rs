@@ -212,10 +212,7 @@ impl Slots {
         // SAFETY: per the contract nobody reads the place now.
         let old = unsafe { (*place.slot.get()).take() };
         drop(old);
-        self.free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(i);
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).push(i);
         true
     }
 
