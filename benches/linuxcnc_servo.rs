@@ -10,8 +10,11 @@
 //! and the previous one (`rtapi_get_time`, ns); LinuxCNC's `sampler` records it every period
 //! (tests/common/lcnc_machine.rs, its display holding the machine on, not homed, for `--seconds`).
 //! Per period the error is |out − period|; the report gives its p50, p99 and max (µs), and *late
-//! periods*: intervals longer than 1.5 periods (a run that came after the next one was due; 2.9's
-//! rtapi_app catches up late periods back to back, so they show as a long interval and short ones).
+//! periods*: intervals longer than 1.5 periods (a run that came after the next one was due), and
+//! *missed* periods: Σ round(interval / period) − 1 over those, the period boundaries that passed
+//! without a run on time. 2.9's rtapi_app catches up late periods back to back (a long interval, then
+//! short ones: the runs happen, late); a master that skips late periods has fewer runs (`periods`)
+//! for the same hold — both count as missed.
 //!
 //! Before a number is printed the run checks it measured what it claims: the process that mapped
 //! `motmod.so` has a thread that woke at least a quarter of the period rate during a one-second probe
@@ -41,6 +44,7 @@ struct Stats {
     p99: f64,
     max: f64,
     late: usize,
+    missed: u64,
     thread: Option<ThreadInfo>,
 }
 
@@ -82,6 +86,10 @@ fn measure(launcher: &Launcher, seconds: f64, label: &str) -> Result<Stats, Stri
         ));
     }
     let late = err.iter().filter(|v| **v > 1.5 * PERIOD_NS).count();
+    let missed: u64 = err
+        .iter()
+        .map(|v| ((v / PERIOD_NS).round() as u64).saturating_sub(1))
+        .sum();
     for v in err.iter_mut() {
         *v = (*v - PERIOD_NS).abs() / 1000.0;
     }
@@ -92,6 +100,7 @@ fn measure(launcher: &Launcher, seconds: f64, label: &str) -> Result<Stats, Stri
         p99: percentile(&err, 0.99),
         max: *err.last().unwrap(),
         late,
+        missed,
         thread: r.servo_thread,
     })
 }
@@ -181,8 +190,8 @@ fn main() {
         "LinuxCNC servo-thread timing, sim/axis (1 ms), {seconds} s per run, timedelta first in servo-thread"
     );
     println!(
-        "{:<8} {:<28} {:>8} {:>9} {:>9} {:>9} {:>6}  servo thread",
-        "load", "master", "periods", "p50 µs", "p99 µs", "max µs", "late"
+        "{:<8} {:<28} {:>8} {:>9} {:>9} {:>9} {:>6} {:>7}  servo thread",
+        "load", "master", "periods", "p50 µs", "p99 µs", "max µs", "late", "missed"
     );
     for load in loads {
         let mut results = Vec::new();
@@ -206,7 +215,7 @@ fn main() {
                         Err(e) => format!("NOT VERIFIED: {e}"),
                     };
                     println!(
-                        "{load:<8} {:<28} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>6}  {thread}",
+                        "{load:<8} {:<28} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>6} {:>7}  {thread}",
                         match l {
                             Launcher::Stock => "stock rtapi_app".to_string(),
                             Launcher::Rtapi(_) => "rtapi linuxcnc".to_string(),
@@ -215,7 +224,8 @@ fn main() {
                         st.p50,
                         st.p99,
                         st.max,
-                        st.late
+                        st.late,
+                        st.missed
                     );
                 }
                 Err(e) => println!("{load:<8} {l}: FAILED: {e}"),
@@ -233,13 +243,14 @@ fn main() {
                         }
                     };
                     println!(
-                        "{load:<8} {:<28} {:>8} {:>9} {:>9} {:>9} {:>6}",
+                        "{load:<8} {:<28} {:>8} {:>9} {:>9} {:>9} {:>6} {:>7}",
                         "ratio rtapi / stock",
                         "",
                         ratio(a.p50, b.p50),
                         ratio(a.p99, b.p99),
                         ratio(a.max, b.max),
-                        format!("{}/{}", b.late, a.late)
+                        format!("{}/{}", b.late, a.late),
+                        format!("{}/{}", b.missed, a.missed)
                     );
                     if ta.policy != tb.policy || ta.rt_priority != tb.rt_priority {
                         println!(

@@ -235,7 +235,11 @@ fn rtapi_linuxcnc_runs_sim_axis_like_stock() {
     if !ready() {
         return;
     }
-    let ours = Launcher::Rtapi(env!("CARGO_BIN_EXE_rtapi").into());
+    // RTAPI_LINUXCNC_BIN: another build's binary (a branch's) instead of this one's.
+    let bin = std::env::var_os("RTAPI_LINUXCNC_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rtapi").into());
+    let ours = Launcher::Rtapi(bin);
     let b = run_or_panic(&ours, &machine("rtapi", LINES));
     check_shape(&b);
     let a = baseline();
@@ -265,6 +269,8 @@ fn a_hung_run_is_ended_and_cleaned_up() {
         e.log.contains("hanging, as the job says"),
         "the display got to its hang: {e}"
     );
+    // The machine-wide checks under the LinuxCNC lock: another test's run may have started since.
+    let _lock = linuxcnc::SessionLock::take();
     let home = format!("HOME={}", e.dir.display());
     let left: Vec<_> = lcnc_machine::processes()
         .into_iter()

@@ -369,27 +369,31 @@ pub fn ini_value(ini: &str, section: &str, key: &str) -> Option<String> {
     None
 }
 
-/// The INI with its `#INCLUDE file` lines replaced by the files (relative to the including file's
-/// directory, recursively), as `linuxcnc` expands them before it reads the INI.
-pub fn expand_includes(ini: &str, dir: &Path, depth: usize) -> Result<String, String> {
+/// The INI with its `#INCLUDE file` lines replaced by the files, as `linuxcnc` expands them before
+/// it reads the INI: one level (an included file's own `#INCLUDE` stays a comment), the first word
+/// exactly `#INCLUDE`, the file relative to the INI's directory; an `#INCLUDE` without a name or of a
+/// file it cannot read becomes a comment saying so (linuxcnc prints that and goes on).
+pub fn expand_includes(ini: &str, dir: &Path) -> String {
     let mut out = String::new();
     for line in ini.lines() {
-        match line.trim_start().strip_prefix("#INCLUDE") {
-            Some(f) if depth < 10 => {
-                let path = dir.join(f.trim());
-                let text = fs::read_to_string(&path)
-                    .map_err(|e| format!("#INCLUDE {}: {e}", path.display()))?;
-                let sub = path.parent().unwrap_or(dir);
-                out.push_str(&expand_includes(&text, sub, depth + 1)?);
+        let mut words = line.split_whitespace();
+        if words.next() != Some("#INCLUDE") {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let name = words.collect::<Vec<_>>().join(" ");
+        match fs::read_to_string(dir.join(&name)) {
+            Ok(text) if !name.is_empty() => {
+                out.push_str(&text);
+                if !text.ends_with('\n') {
+                    out.push('\n');
+                }
             }
-            Some(_) => return Err("#INCLUDE nested more than 10 deep".into()),
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
+            _ => out.push_str(&format!("# (#INCLUDE '{name}': no such file, skipped)\n")),
         }
     }
-    Ok(out)
+    out
 }
 
 /// The INI with `[DISPLAY]DISPLAY` set to `display` and `halfile` added after the `[HAL]` section's
@@ -531,8 +535,7 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     }
     let ini_path = dir.join("examples").join(&machine.ini);
     let ini_text = fs::read_to_string(&ini_path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| expand_includes(&t, ini_path.parent().unwrap(), 0))
+        .map(|t| expand_includes(&t, ini_path.parent().unwrap()))
         .map_err(|e| fail(format!("{}: {e}", ini_path.display()), "".into()))?;
     let joints: usize = ini_value(&ini_text, "KINS", "JOINTS")
         .and_then(|v| v.parse().ok())
