@@ -445,7 +445,7 @@ c.mode(linuxcnc.MODE_MANUAL); c.wait_complete()
 c.home(-1); wait("homed", lambda: all(s.homed[i] for i in range(s.joints)), 120)
 c.mode(linuxcnc.MODE_MDI); c.wait_complete()
 c.mdi("G0 X1.5 Y-0.5 Z-1"); c.wait_complete(60)
-wait("at the target", lambda: abs(s.actual_position[0] - 1.5) < 1e-4 and abs(s.actual_position[1] + 0.5) < 1e-4 and abs(s.actual_position[2] + 1) < 1e-4)
+wait("at the target", lambda: s.inpos and abs(s.actual_position[0] - 1.5) < 5e-7 and abs(s.actual_position[1] + 0.5) < 5e-7 and abs(s.actual_position[2] + 1) < 5e-7)
 say("POSITION %.6f %.6f %.6f" % tuple(s.actual_position[:3]))
 for p in os.listdir("/proc"):
     if not p.isdigit(): continue
