@@ -93,9 +93,12 @@ fn a_spinning_fifo_thread_is_named_with_its_time() {
     };
     assert_eq!(task.pid, tid);
     assert_eq!(task.prio, 0, "SCHED_FIFO 99 is kernel prio 0");
+    // The spinner held the CPU for the whole window (its length is the wall clock's: a host that
+    // steals the vCPU mid-spin makes it longer, 1.5 ms was seen): most of it is the spinner's.
+    let window = t1 - t0;
     assert!(
-        (300_000..=800_000).contains(&spin.dur_ns),
-        "spinner ~0.5 ms: {spin}"
+        spin.dur_ns * 10 >= window * 6 && spin.dur_ns <= window,
+        "spinner for most of the {window} ns window: {spin}"
     );
     assert_eq!(causes[0], *spin, "the spinner is the largest cause");
 
