@@ -480,21 +480,8 @@ impl HostedThreads {
         spec: ThreadSpec,
         body: Box<dyn FnOnce(&mut Period) + Send>,
     ) -> Result<HostedHandle, RuntimeError> {
-        crate::rt::units::check_period(spec.period)
-            .map_err(|e| RuntimeError::Config(format!("thread '{}': {e}", spec.name)))?;
-        rtapi_hal::name::validate(&spec.name).map_err(RuntimeError::Hal)?;
-        if spec.timer.is_comparison_only() {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': timer '{}' is for compare-timers only; use nanosleep, posix-timer or timerfd",
-                spec.name, spec.timer
-            )));
-        }
-        if let Some(p) = spec.priority.filter(|p| !(1..=99).contains(p)) {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': priority {p} is outside SCHED_FIFO's 1..=99",
-                spec.name
-            )));
-        }
+        // The same checks as a configured thread's (hosted threads never take compare-timers' drivers).
+        spec.check(false)?;
         let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
         // Placement among the instance's threads (rate-monotonic priorities, CPU checks, spin).
         let mut specs: Vec<ThreadSpec> = threads

@@ -118,6 +118,28 @@ pub struct ThreadSpec {
 }
 
 impl ThreadSpec {
+    /// The checks every thread passes before it is placed, configured or hosted: the one period
+    /// rule (the command line's and the configs'), a valid HAL name, a production timer (unless
+    /// `comparison` allows compare-timers' drivers), a SCHED_FIFO priority in 1..=99.
+    pub(crate) fn check(&self, comparison: bool) -> Result<(), RuntimeError> {
+        crate::rt::units::check_period(self.period)
+            .map_err(|e| RuntimeError::Config(format!("thread '{}': {e}", self.name)))?;
+        rtapi_hal::name::validate(&self.name).map_err(RuntimeError::Hal)?;
+        if self.timer.is_comparison_only() && !comparison {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': timer '{}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd",
+                self.name, self.timer
+            )));
+        }
+        if let Some(p) = self.priority.filter(|p| !(1..=99).contains(p)) {
+            return Err(RuntimeError::Config(format!(
+                "thread '{}': priority {p} is outside SCHED_FIFO's 1..=99",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
     /// A thread with the defaults: rate-monotonic priority, detect's RT CPU, `nanosleep`, `sleep`.
     pub fn new(name: &str, period: Nanos) -> ThreadSpec {
         ThreadSpec {
@@ -384,22 +406,7 @@ impl Runtime<Configuring> {
                 spec.name
             )));
         }
-        // The one period rule, the same as the command line's and the configs'.
-        crate::rt::units::check_period(spec.period)
-            .map_err(|e| RuntimeError::Config(format!("thread '{}': {e}", spec.name)))?;
-        rtapi_hal::name::validate(&spec.name).map_err(RuntimeError::Hal)?;
-        if spec.timer.is_comparison_only() && !s.allow_comparison_timers {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': timer '{}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd",
-                spec.name, spec.timer
-            )));
-        }
-        if let Some(p) = spec.priority.filter(|p| !(1..=99).contains(p)) {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': priority {p} is outside SCHED_FIFO's 1..=99",
-                spec.name
-            )));
-        }
+        spec.check(s.allow_comparison_timers)?;
         let st = &mut self.state;
         let owner = health::owner(&mut st.hal, &mut st.health_owner)?;
         let keys = health::declare_thread(&mut st.hal, owner, &spec.name)?;
