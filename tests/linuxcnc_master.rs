@@ -66,6 +66,20 @@ fn session_dir() -> tempfile::TempDir {
 struct Ipc {
     holder: Child,
     dir: tempfile::TempDir,
+    /// The rtapi instance of this test's master (its segment is in the machine's `/dev/shm`, which
+    /// an IPC namespace does not separate).
+    inst: String,
+}
+
+/// A name no other test's master uses.
+fn unique_instance() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "lcnct{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// One SysV segment as `/proc/sysvipc/shm` shows it.
@@ -91,6 +105,7 @@ impl Ipc {
         Ipc {
             holder,
             dir: session_dir(),
+            inst: unique_instance(),
         }
     }
 
@@ -113,6 +128,7 @@ impl Ipc {
             .arg(format!("RTAPI_UID={NOBODY}"))
             .arg(format!("HOME={}", self.dir.path().display()))
             .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
+            .arg(format!("RTAPI_INSTANCE={}", self.inst))
             .arg("RTAPI_FLAVOR=posix")
             .arg(master_bin())
             .args(args)
@@ -157,6 +173,18 @@ impl Ipc {
             o.status
         );
         out
+    }
+
+    /// `rtapi show thread --instance <ours> --json`, as the session's user.
+    fn show_threads(&self) -> serde_json::Value {
+        let o = Command::new("runuser")
+            .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_rtapi")])
+            .args(["show", "thread", "--instance", &self.inst, "--json"])
+            .output()
+            .unwrap();
+        let (out, err) = common::text(&o);
+        assert!(o.status.success(), "rtapi show: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
     }
 
     fn segments(&self) -> Vec<Seg> {
@@ -260,7 +288,8 @@ fn linuxcnc_hal_runs_on_the_masters_fifo_threads_and_leaves_nothing() {
     );
     // The task thread: SCHED_FIFO (policy 1), pinned to one CPU; the master's main thread is not.
     let ts = threads(m.id());
-    let task: Vec<_> = ts.iter().filter(|t| t.0.starts_with("lcnc-task")).collect();
+    // hal_lib's thread `servo` is rtapi's hosted thread `servo` (its OS name `rtapi-servo`).
+    let task: Vec<_> = ts.iter().filter(|t| t.0 == "rtapi-servo").collect();
     assert_eq!(task.len(), 1, "{ts:?}");
     assert_eq!(task[0].1, 1, "the task's policy is SCHED_FIFO: {ts:?}");
     assert!(!task[0].2.contains([',', '-']), "pinned to one CPU: {ts:?}");
@@ -268,6 +297,28 @@ fn linuxcnc_hal_runs_on_the_masters_fifo_threads_and_leaves_nothing() {
         ts.iter().any(|t| t.0.starts_with("rtapi-lcnc") && t.1 == 0),
         "{ts:?}"
     );
+    // rtapi's own view of it: the thread under its LinuxCNC name in the master's instance, counting.
+    let j = ns.show_threads();
+    let t = j["threads"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["name"] == "servo"))
+        .unwrap_or_else(|| panic!("no thread servo in instance {}: {j}", ns.inst));
+    assert_eq!(t["flavor"], "posix", "{t}");
+    assert_eq!(t["period_ns"], 1_000_000, "{t}");
+    assert!(t["priority"].as_i64().is_some_and(|p| p > 0), "{t}");
+    assert!(t["cycles"].as_u64().is_some_and(|c| c > 0), "{t}");
+    // The instance's segment: root's (a later master reclaims it after a crash), the session user's
+    // group reads it.
+    let st = nix::sys::stat::stat(format!("/dev/shm/rtapi-{}", ns.inst).as_str()).unwrap();
+    assert_eq!(
+        (st.st_uid, st.st_gid, st.st_mode & 0o777),
+        (0, NOBODY, 0o640)
+    );
+    // ... and its health pins in LinuxCNC's HAL, made by the master at the `loadrt` that made it.
+    let pins = ns.ok(&["show", "pin", "rtapi.servo"]);
+    for p in ["latency", "latency-max", "missed", "late", "stalled"] {
+        assert!(pins.contains(&format!("rtapi.servo.{p}")), "{p}: {pins}");
+    }
     // LinuxCNC's segments: real SysV, given to the session's user, 0600, locked (SHM_LOCKED 02000).
     for key in [HAL_KEY, RTAPI_KEY] {
         let s = ns
@@ -283,9 +334,78 @@ fn linuxcnc_hal_runs_on_the_masters_fifo_threads_and_leaves_nothing() {
     let st = wait_exit(&mut m);
     assert!(st.success(), "{st}\n{}", ns.master_log(1));
     let log = ns.master_log(1);
-    assert!(log.contains("1 task(s) ran"), "{log}");
+    assert!(log.contains("1 thread(s) ran"), "{log}");
     assert!(!ns.fifo().exists(), "the socket is gone");
     assert_eq!(ns.segments(), vec![], "no segment left");
+    assert!(
+        !Path::new(&format!("/dev/shm/rtapi-{}", ns.inst)).exists(),
+        "the instance's segment is gone"
+    );
+}
+
+/// The health pins wired into LinuxCNC's own estop latch: a master held still for 300 ms (SIGSTOP, as
+/// a long host stall or an SMI would hold it) misses periods; `rtapi.servo.late` trips the latch, and
+/// it stays tripped.
+#[test]
+fn a_stalled_servo_thread_trips_linuxcncs_estop_latch_through_rtapi_late() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let ns = Ipc::new();
+    let mut m = ns.master(1, &[]);
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    ns.ok(&["loadrt", "estop_latch"]);
+    ns.ok(&["addf", "rtapi.update", "servo"]);
+    ns.ok(&["addf", "estop-latch.0", "servo"]);
+    ns.ok(&[
+        "net",
+        "late",
+        "rtapi.servo.late",
+        "=>",
+        "estop-latch.0.fault-in",
+    ]);
+    ns.ok(&["setp", "estop-latch.0.ok-in", "1"]);
+    ns.ok(&["start"]);
+    // The operator's reset: a rising edge. A host stall may trip the latch before the test's own
+    // stall does; then reset again (bounded): what is tested is the trip that follows.
+    let bit = |p: &str| ns.ok(&["getp", p]).trim() == "TRUE";
+    until_true("estop-latch.0.ok-out TRUE after a reset", GENEROUS, || {
+        // Each halcmd is a process of many servo periods: the latch sees the 0, then the 1.
+        ns.ok(&["setp", "estop-latch.0.reset", "0"]);
+        ns.ok(&["setp", "estop-latch.0.reset", "1"]);
+        bit("estop-latch.0.ok-out")
+    });
+    ns.ok(&["setp", "estop-latch.0.reset", "0"]);
+    let missed_before = ns
+        .ok(&["getp", "rtapi.servo.missed"])
+        .trim()
+        .parse::<u64>()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(m.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let missed = until("rtapi.servo.missed to count the stall", GENEROUS, || {
+        let n = ns
+            .ok(&["getp", "rtapi.servo.missed"])
+            .trim()
+            .parse::<u64>()
+            .unwrap();
+        (n >= missed_before + 100).then_some(n)
+    });
+    assert!(
+        !bit("estop-latch.0.ok-out"),
+        "the latch tripped (missed {missed_before} -> {missed})"
+    );
+    assert!(bit("estop-latch.0.fault-out"));
+    // Latched: the thread runs on and `late` falls again, but ok-out stays FALSE until a reset.
+    until_true("rtapi.servo.late FALSE again", GENEROUS, || {
+        !bit("rtapi.servo.late")
+    });
+    assert!(!bit("estop-latch.0.ok-out"));
+    ns.ok(&["stop"]);
+    ns.ok(&["unload", "all"]);
+    assert!(wait_exit(&mut m).success(), "{}", ns.master_log(1));
 }
 
 #[test]
@@ -378,6 +498,7 @@ fn a_segment_in_use_by_another_session_stops_the_master_from_starting() {
             "RTAPI_FIFO_PATH={}",
             ns.dir.path().join("fifo2").display()
         ))
+        .arg(format!("RTAPI_INSTANCE={}", unique_instance()))
         .arg(master_bin())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -410,6 +531,7 @@ fn root_without_rtapi_uid_is_refused() {
     let d = session_dir();
     let o = Command::new(master_bin())
         .env_remove("RTAPI_UID")
+        .env("RTAPI_INSTANCE", unique_instance())
         .env("RTAPI_FIFO_PATH", d.path().join("fifo"))
         .output()
         .unwrap();
@@ -530,6 +652,7 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
         .env("HOME", d.path())
         .env("RESULT", &result)
         .env("RTAPI_FLAVOR", "posix")
+        .env("RTAPI_INSTANCE", unique_instance())
         .env_remove("DISPLAY")
         .env_remove("RTAPI_FIFO_PATH")
         .stdin(Stdio::null())
@@ -549,7 +672,7 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
     assert!(!res.contains("PROC rtapi_app"), "{all}");
     let tasks: Vec<&str> = res
         .lines()
-        .filter(|l| l.starts_with("TASK lcnc-task"))
+        .filter(|l| l.starts_with("TASK rtapi-servo-thr"))
         .collect();
     assert!(!tasks.is_empty(), "the servo thread: {all}");
     assert!(tasks.iter().all(|l| l.ends_with(" 1")), "SCHED_FIFO: {all}");

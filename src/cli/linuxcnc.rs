@@ -99,6 +99,9 @@ struct MasterArgs {
     /// Motion's [EMCMOT]SHMEM_KEY, reclaimed with the HAL and RTAPI segments if stale.
     #[arg(long, value_name = "KEY", default_value_t = shmem::DEFAULT_MOTION_KEY)]
     motion_key: i32,
+    /// The rtapi instance LinuxCNC's threads run in (`rtapi show thread --instance NAME`).
+    #[arg(long, value_name = "NAME", env = "RTAPI_INSTANCE", default_value = crate::runtime::hosted::DEFAULT_HOSTED_INSTANCE)]
+    instance: String,
 }
 
 /// Prints the flavor, kernel and privilege findings at start, from `rtapi detect`'s report.
@@ -223,37 +226,37 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         master::say(&format!("rtapi: {m}"));
     }
     let listener = bind_socket(&path, &user).map_err(Failure::runtime)?;
-    let real_time = sel.flavor.real_time();
-    let _hardening = if real_time {
-        let h = crate::rt::harden::harden_process(&crate::rt::harden::HardenOptions::default());
-        for f in h
-            .report
-            .failures(sel.flavor.descriptor().memory_lock_required)
-        {
-            if f.fatal {
-                remove_socket(&path);
-                return Err(Failure::runtime(format!(
-                    "flavor {} needs it: {}",
-                    sel.flavor, f.message
-                )));
-            }
-            master::say(&format!("rtapi: warning: {}", f.message));
-        }
-        Some(h)
-    } else {
-        None
+    // The instance LinuxCNC's threads run in: hardening (locked memory under a real-time flavor,
+    // fatal if that fails), rtapi's segment, the watchdog.
+    let opts = crate::runtime::hosted::HostedOptions {
+        flavor: Some(sel.flavor.name().to_string()),
+        // As root for a session user: the user's group reads the segment (0640, root's, so that a
+        // later master reclaims it after a crash and root's readers trust it).
+        reader_gid: user.as_root.then_some(user.gid),
+        ..Default::default()
     };
+    let flavor = match master::tasks::open(&args.instance, opts, report.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            remove_socket(&path);
+            return Err(Failure::from(e));
+        }
+    };
+    master::say(&format!(
+        "rtapi: LinuxCNC's threads run in rtapi instance {} (rtapi show thread --instance {0})",
+        args.instance
+    ));
+    let real_time = flavor.real_time();
     shmem::configure(shmem::ShmConfig {
         owner: user.as_root.then_some((user.uid, user.gid)),
         lock: real_time,
     });
     master::become_master(MasterConfig {
         real_time,
-        rt_cpu: report.cpus.rt_cpu,
         module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
     });
     if let Err(e) = master::load_hal_lib() {
-        master::shut_down();
+        let _ = master::shut_down();
         remove_socket(&path);
         return Err(Failure::runtime(e));
     }
@@ -275,11 +278,17 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         .into_iter()
         .filter(|m| m != master::HAL_LIB)
         .collect();
-    master::shut_down();
-    let (tasks, periods, missed) = master::capi::TOTALS.get();
+    let summary = master::shut_down();
+    if let Some(summary) = &summary {
+        let mut text = summary.to_string();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    let threads = summary.as_ref().map_or(0, |s| s.threads.len());
     master::say(&format!(
-        "rtapi: master done ({}): {} module(s) unloaded at exit, {tasks} task(s) ran {periods} \
-         periods, {missed} deadline(s) missed",
+        "rtapi: master done ({}): {} module(s) unloaded at exit, {threads} thread(s) ran",
         match end {
             End::Exit => "exit",
             End::NoModules => "no module left",

@@ -100,6 +100,10 @@ pub struct HostedOptions {
     pub dma_latency: bool,
     /// Make the segment readable by the owner's group (otherwise 0600).
     pub group_readable: bool,
+    /// Make the segment readable by this group instead (mode 0640, still owned by this process's
+    /// user, so that readers keep trusting it and a later instance can reclaim it after a crash): a
+    /// master running as root for a session user gives its segment to the user's group.
+    pub reader_gid: Option<u32>,
     /// When a thread is stalled and what follows.
     pub watchdog: WatchdogOptions,
     /// Threads the segment keeps room for (each with its stats block); LinuxCNC allows 64 tasks.
@@ -115,6 +119,7 @@ impl Default for HostedOptions {
             lock_memory: true,
             dma_latency: true,
             group_readable: false,
+            reader_gid: None,
             watchdog: WatchdogOptions::default(),
             max_threads: 16,
             histogram: HistogramConfig::default(),
@@ -269,6 +274,18 @@ extern "C" {
     ) -> std::ffi::c_int;
 }
 
+/// The deadline of the current period of the foreign task this thread runs in
+/// [`Period::run_foreign`] (LinuxCNC's `rtapi_task_pll_get_reference`); `None` off such a task.
+pub fn foreign_deadline() -> Option<Nanos> {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in rtapi_hosted_period_wait: the Period run_foreign borrows for the task's whole
+    // run on this thread, read only (the task is in a call of its own, not in wait()).
+    Some(unsafe { &*p }.deadline())
+}
+
 /// How a foreign task run by [`Period::run_foreign`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForeignExit {
@@ -405,7 +422,9 @@ impl HostedThreads {
                 threads: opts.max_threads,
                 max_bins: opts.histogram.bins,
             });
-        if opts.group_readable {
+        if let Some(gid) = opts.reader_gid {
+            b = b.permissions(Permissions::GroupReadable { gid });
+        } else if opts.group_readable {
             // SAFETY: getegid has no preconditions and cannot fail.
             let gid = unsafe { libc::getegid() };
             b = b.permissions(Permissions::GroupReadable { gid });
@@ -638,7 +657,7 @@ impl HostedThreads {
         for h in &threads {
             request_stop(h);
         }
-        let summaries: Vec<ThreadSummary> = threads
+        let mut summaries: Vec<ThreadSummary> = threads
             .iter()
             .map(|h| match reader.as_ref() {
                 Some(r) => finish(h, r, &self.watch),
@@ -662,7 +681,15 @@ impl HostedThreads {
         self.housekeeping_stop.store(true, Ordering::Relaxed);
         if let Some(d) = self.watchdog {
             d.thread().unpark();
-            let _ = d.join();
+            // Every stall of the run, recovered or not, also of threads stopped before this.
+            if let Ok(dog) = d.join() {
+                for (name, stalls, longest) in dog.history() {
+                    if let Some(t) = summaries.iter_mut().find(|t| t.info.name == name) {
+                        t.stalls = t.stalls.max(stalls);
+                        t.longest_stall = t.longest_stall.max(longest);
+                    }
+                }
+            }
         }
         self.hal.set_running(false);
         super::crash::forget_path(&super::crash::segment_path(&self.hal));
@@ -794,8 +821,8 @@ fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> Thr
                 "in its hosted code (it never called wait again)".to_string()
             }
         }),
-        // (Stalls the thread recovered from are in the log and the HAL's `<thread>.stalled`; the
-        // hosted watchdog does not keep their count yet: only one that lasted to the end counts.)
+        // Stalls the thread recovered from are counted from the watchdog's history by
+        // `HostedThreads::stop`; here only one that lasted to the end is known.
         stalls: u32::from(abandoned),
         longest_stall: Duration::ZERO,
         abandoned,

@@ -188,6 +188,9 @@ pub(crate) struct Watchdog {
     stop_run: Arc<AtomicBool>,
     /// The flight recorder a stall freezes.
     recorder: Option<Arc<super::recorder::Recorder>>,
+    /// The stall history of threads no longer watched (hosted threads that ended): name, stalls,
+    /// longest.
+    forgotten: Vec<(String, u32, Duration)>,
 }
 
 impl Watchdog {
@@ -198,6 +201,7 @@ impl Watchdog {
             last_tick: Instant::now(),
             stop_run,
             recorder: None,
+            forgotten: Vec::new(),
         }
     }
 
@@ -212,9 +216,18 @@ impl Watchdog {
         self.threads.push(thread);
     }
 
-    /// Stops watching thread `name` (a hosted thread that ended and was joined).
+    /// Stops watching thread `name` (a hosted thread that ended and was joined); its stalls stay in
+    /// [`history`](Self::history).
     pub fn forget(&mut self, name: &str) {
-        self.threads.retain(|t| t.name != name);
+        let (gone, kept): (Vec<Watched>, Vec<Watched>) = std::mem::take(&mut self.threads)
+            .into_iter()
+            .partition(|t| t.name == name);
+        self.threads = kept;
+        for t in gone.iter().filter(|t| t.stalls > 0) {
+            let now = t.stalled_since.map_or(Duration::ZERO, |s| s.elapsed());
+            self.forgotten
+                .push((t.name.clone(), t.stalls, t.longest_stall.max(now)));
+        }
     }
 
     /// One look at every thread; call it every few tens of milliseconds.
@@ -304,14 +317,12 @@ impl Watchdog {
     /// Per thread that stalled during the run: its name, how many times, and the longest stall (one
     /// still going on counts with its length so far).
     pub fn history(&self) -> Vec<(String, u32, Duration)> {
-        self.threads
-            .iter()
-            .filter(|t| t.stalls > 0)
-            .map(|t| {
-                let now = t.stalled_since.map_or(Duration::ZERO, |s| s.elapsed());
-                (t.name.clone(), t.stalls, t.longest_stall.max(now))
-            })
-            .collect()
+        let mut h = self.forgotten.clone();
+        h.extend(self.threads.iter().filter(|t| t.stalls > 0).map(|t| {
+            let now = t.stalled_since.map_or(Duration::ZERO, |s| s.elapsed());
+            (t.name.clone(), t.stalls, t.longest_stall.max(now))
+        }));
+        h
     }
 
     /// The threads stalled now, with where they are stuck.

@@ -104,32 +104,19 @@ void rtapi_print(const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---- the LinuxCNC master's tasks (see master/capi.rs and master/tasks.rs) ----
+/* ---- the LinuxCNC master's tasks (see master/capi.rs and runtime/hosted.rs) ----
  *
- * hal_lib's thread body loops for ever, calling rtapi_wait() once per period. A task is ended at that
- * boundary, never by cancelling its thread: rtapi_wait asks the Rust side whether the task is to end
- * (rtapi_master_period_end) and, if so, longjmps back to rtapi_master_run_task. The frames skipped
- * are C only (rtapi_wait's and the module's task function's, which holds no resources across
- * rtapi_wait); no Rust frame is unwound or skipped: rtapi_master_period_end has returned before the
- * jump, and rtapi_master_run_task then returns normally to its Rust caller. */
-extern int rtapi_master_period_end(void);
-
-static __thread jmp_buf *task_exit_point;
-
-void rtapi_master_run_task(void (*code)(void *), void *arg)
-{
-    jmp_buf here;
-    if (setjmp(here) == 0) {
-        task_exit_point = &here;
-        code(arg);
-    }
-    task_exit_point = NULL;
-}
+ * hal_lib's thread body loops for ever, calling rtapi_wait() once per period. In the master each task
+ * runs inside rtapi's Period::run_foreign (hosted_exit.c's rtapi_hosted_call), and rtapi_wait is the
+ * hosted thread's period boundary: rtapi_hosted_wait() records the period, sleeps to the next deadline
+ * and, when the task is deleted, longjmps back into rtapi_hosted_call over C frames only (this one,
+ * the module's task function's). Off a hosted task (the standalone host, where rtapi's own runtime
+ * calls the functions) it returns at once. */
+extern void rtapi_hosted_wait(void);
 
 void rtapi_wait(void)
 {
-    if (rtapi_master_period_end() && task_exit_point)
-        longjmp(*task_exit_point, 1);
+    rtapi_hosted_wait();
 }
 
 /* Port I/O for modules (the thread needs ioperm/iopl access: rtapi_parport_get grants it). */

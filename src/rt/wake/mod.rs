@@ -43,7 +43,6 @@ use crate::rt::SysError;
 
 pub use itimer::{block_sigalrm, Itimer};
 pub use mode::{spin_until, CycleTimer, WakeMode, DEFAULT_HYBRID_MARGIN};
-pub(crate) use nanosleep::sleep_until_once;
 pub use nanosleep::{sleep_until, AbsoluteNanosleep};
 pub use posix_timer::PosixTimer;
 pub use relative::RelativeNanosleep;

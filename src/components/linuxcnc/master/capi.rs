@@ -4,6 +4,13 @@
 //! `rtapi_is_realtime`, PLL, port I/O, `kstrndup`, `spawnp`/`open_as_root`, and PCI (refused).
 //! `rtapi_wait`, the message handler pair and `inb`/`outb` are C (shim.c). Exported from the master
 //! binary only (build.rs's master list).
+//!
+//! A task is an rtapi hosted thread ([`super::tasks`]): `rtapi_task_start` starts it, named as
+//! hal_lib named the HAL thread, its code run by [`Period::run_foreign`] so that `rtapi_wait`
+//! (shim.c, calling hosted_exit.c's `rtapi_hosted_wait`) is its period boundary and a delete leaves
+//! its never-returning loop with a `longjmp` between C frames, never a cancellation. As LinuxCNC
+//! 2.9's POSIX RTAPI, `rtapi_task_pause`/`resume` are `-ENOSYS`; unlike it, late periods are skipped
+//! and counted, not run back to back (see [`crate::runtime::hosted`]).
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_long, c_longlong, c_uint, c_ulong, c_void, CStr};
@@ -11,8 +18,9 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::shmem;
-use super::tasks::{self, HostedThread, Period, ThreadSpec, Wake};
+use super::tasks;
 use crate::rt::clock::Nanos;
+use crate::runtime::hosted::{self, HostedHandle, Period};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -28,8 +36,7 @@ struct TaskRec {
     code: TaskCode,
     arg: usize,
     prio: i32,
-    stack: usize,
-    thread: Option<HostedThread>,
+    thread: Option<HostedHandle>,
 }
 
 static TASKS: Mutex<Vec<Option<TaskRec>>> = Mutex::new(Vec::new());
@@ -40,31 +47,6 @@ static CLOCK_PERIOD: AtomicI64 = AtomicI64::new(0);
 thread_local! {
     /// The task the calling thread runs (-1: none). Const-initialised: no allocation, no destructor.
     static SELF_ID: Cell<c_int> = const { Cell::new(-1) };
-    /// The calling task's period boundary, while its code runs.
-    static PERIOD: Cell<*mut Period> = const { Cell::new(std::ptr::null_mut()) };
-}
-
-extern "C" {
-    /// shim.c: runs `code(arg)`; returns when the code returns or when `rtapi_wait` is told to end
-    /// the task (it then `longjmp`s back here over the module's C frames only).
-    fn rtapi_master_run_task(code: TaskCode, arg: *mut c_void);
-}
-
-/// Called by shim.c's `rtapi_wait` at the end of each period: 0 to run the next, 1 to end the task.
-/// Off a task thread (a module calling `rtapi_wait` where LinuxCNC would crash) it returns 0 at once.
-#[no_mangle]
-pub extern "C" fn rtapi_master_period_end() -> c_int {
-    let p = PERIOD.with(Cell::get);
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: PERIOD points at the Period on this thread's own stack frame in `tasks::spawn`'s thread
-    // function, which outlives the task's code (it is cleared before that frame returns); only this
-    // thread uses it.
-    match unsafe { (*p).wait() } {
-        Wake::Run => 0,
-        Wake::Stop => 1,
-    }
 }
 
 fn task(id: c_int) -> Option<usize> {
@@ -130,14 +112,15 @@ pub extern "C" fn rtapi_clock_set_period(nsecs: c_long) -> c_long {
 }
 
 /// `int rtapi_task_new(void (*taskcode)(void *), void *arg, int prio, int owner,
-/// unsigned long stacksize, int uses_fp)`: a task id (0..63), not running yet.
+/// unsigned long stacksize, int uses_fp)`: a task id (0..63), not running yet. (The stack is
+/// rtapi's: a hosted thread's stack is the runtime's size, prefaulted.)
 #[no_mangle]
 pub extern "C" fn rtapi_task_new(
     taskcode: Option<TaskCode>,
     arg: *mut c_void,
     prio: c_int,
     _owner: c_int,
-    stacksize: c_ulong,
+    _stacksize: c_ulong,
     _uses_fp: c_int,
 ) -> c_int {
     let Some(code) = taskcode else {
@@ -157,15 +140,15 @@ pub extern "C" fn rtapi_task_new(
         code,
         arg: arg as usize,
         prio,
-        // LinuxCNC's minimum: 1 MiB (hal_lib asks for 16 KiB).
-        stack: (stacksize as usize).max(1 << 20),
         thread: None,
     });
     i as c_int
 }
 
 /// `int rtapi_task_start(int task_id, unsigned long period_nsec)`: the task's thread starts, its
-/// period rounded to a whole multiple of the clock period (as LinuxCNC does).
+/// period rounded to a whole multiple of the clock period (as LinuxCNC does). Its SCHED_FIFO
+/// priority is rtapi's rate-monotonic one among the instance's threads (the order hal_lib's
+/// priorities give too), its CPU rtapi's RT CPU.
 #[no_mangle]
 pub extern "C" fn rtapi_task_start(task_id: c_int, period_nsec: c_ulong) -> c_int {
     let Some(i) = task(task_id) else {
@@ -185,27 +168,22 @@ pub extern "C" fn rtapi_task_start(task_id: c_int, period_nsec: c_ulong) -> c_in
     }
     let asked = (period_nsec as i64).max(base);
     let period = (asked / base) * base;
-    let cfg = super::config();
-    let spec = ThreadSpec {
-        name: format!("lcnc-task-{i}"),
-        period: Nanos::from_nanos(period),
-        priority: rec.prio,
-        real_time: cfg.real_time,
-        cpu: cfg.rt_cpu,
-        stack_size: rec.stack,
-    };
     let (code, arg) = (rec.code, rec.arg);
+    // SAFETY: `code` and `arg` are what the module gave rtapi_task_new; hal_thread_name reads `arg`
+    // only when `code` is hal_lib's thread_task, whose argument is its hal_thread_t.
+    let name =
+        unsafe { tasks::hal_thread_name(code, arg as *const c_void, rec.prio, period_nsec as i64) }
+            .unwrap_or_else(|| format!("task-{i}"));
     let id = i as c_int;
     let body = Box::new(move |p: &mut Period| {
         SELF_ID.with(|s| s.set(id));
-        PERIOD.with(|c| c.set(p as *mut Period));
-        // SAFETY: the task's code and argument as the module gave them to rtapi_task_new; the code
-        // runs until rtapi_wait ends it (shim.c's longjmp returns here over C frames only).
-        unsafe { rtapi_master_run_task(code, arg as *mut c_void) };
-        PERIOD.with(|c| c.set(std::ptr::null_mut()));
+        // SAFETY: the task's code and argument as the module gave them to rtapi_task_new, run on
+        // this hosted thread; its frames down to rtapi_wait are C (hal_lib's thread_task), left by
+        // hosted_exit.c's longjmp when the task is deleted.
+        let _ = unsafe { p.run_foreign(code, arg as *mut c_void) };
         SELF_ID.with(|s| s.set(-1));
     });
-    match tasks::spawn(spec, body) {
+    match tasks::spawn(&name, Nanos::from_nanos(period), body) {
         Ok(h) => {
             rec.thread = Some(h);
             0
@@ -218,7 +196,8 @@ pub extern "C" fn rtapi_task_start(task_id: c_int, period_nsec: c_ulong) -> c_in
 }
 
 /// `int rtapi_task_delete(int task_id)`: ends the task at its period boundary (never by cancelling
-/// the thread) and joins it.
+/// the thread) and joins it (bounded: a task stuck in a function is left behind, demoted, and named
+/// in the summary).
 #[no_mangle]
 pub extern "C" fn rtapi_task_delete(task_id: c_int) -> c_int {
     let Some(i) = task(task_id) else {
@@ -239,37 +218,22 @@ pub extern "C" fn rtapi_task_delete(task_id: c_int) -> c_int {
         return -libc::EINVAL;
     };
     if let Some(h) = rec.thread {
-        TOTALS.record(h.periods(), h.missed());
-        h.stop();
+        let _ = h.stop();
     }
     0
 }
 
-fn with_thread(task_id: c_int, f: impl FnOnce(&HostedThread)) -> c_int {
-    let Some(i) = task(task_id) else {
-        return -libc::EINVAL;
-    };
-    match lock(&TASKS).get(i) {
-        Some(Some(TaskRec {
-            thread: Some(h), ..
-        })) => {
-            f(h);
-            0
-        }
-        _ => -libc::EINVAL,
-    }
+/// `int rtapi_task_pause(int task_id)`: `-ENOSYS`, as LinuxCNC 2.9's POSIX RTAPI (hal_lib calls it
+/// before a delete and ignores the answer).
+#[no_mangle]
+pub extern "C" fn rtapi_task_pause(_task_id: c_int) -> c_int {
+    -libc::ENOSYS
 }
 
-/// `int rtapi_task_pause(int task_id)`: the task holds at its next period boundary.
+/// `int rtapi_task_resume(int task_id)`: `-ENOSYS`, as LinuxCNC 2.9's POSIX RTAPI.
 #[no_mangle]
-pub extern "C" fn rtapi_task_pause(task_id: c_int) -> c_int {
-    with_thread(task_id, HostedThread::pause)
-}
-
-/// `int rtapi_task_resume(int task_id)`.
-#[no_mangle]
-pub extern "C" fn rtapi_task_resume(task_id: c_int) -> c_int {
-    with_thread(task_id, HostedThread::resume)
+pub extern "C" fn rtapi_task_resume(_task_id: c_int) -> c_int {
+    -libc::ENOSYS
 }
 
 /// The calling task's id, or `-EINVAL` off the tasks (`rtapi_task_self` in the master).
@@ -282,68 +246,32 @@ pub fn task_self() -> c_int {
     }
 }
 
-/// `long long rtapi_task_pll_get_reference(void)`: when the calling task's period began (ns).
+/// `long long rtapi_task_pll_get_reference(void)`: the deadline of the calling task's current
+/// period (ns, CLOCK_MONOTONIC), 0 off a task.
 #[no_mangle]
 pub extern "C" fn rtapi_task_pll_get_reference() -> c_longlong {
-    let p = PERIOD.with(Cell::get);
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: as in rtapi_master_period_end: this thread's own live Period.
-    unsafe { (*p).reference() }
+    hosted::foreign_deadline().map_or(0, Nanos::as_nanos)
 }
 
-/// `int rtapi_task_pll_set_correction(long value)`: ns added to each period, within ±1 %.
+/// `int rtapi_task_pll_set_correction(long value)`: `-ENOSYS`: a hosted thread's timeline is
+/// fixed (no installed module calls this; hostmot2's DPLL would need it).
 #[no_mangle]
-pub extern "C" fn rtapi_task_pll_set_correction(value: c_long) -> c_int {
-    let p = PERIOD.with(Cell::get);
-    if p.is_null() {
-        return -libc::EINVAL;
-    }
-    // SAFETY: as in rtapi_master_period_end.
-    unsafe { (*p).set_correction(value) };
-    0
+pub extern "C" fn rtapi_task_pll_set_correction(_value: c_long) -> c_int {
+    -libc::ENOSYS
 }
 
-/// Per-task counts of what ran, kept when a task is deleted (for the exit summary).
-pub struct Totals {
-    tasks: AtomicU64,
-    periods: AtomicU64,
-    missed: AtomicU64,
-}
-
-impl Totals {
-    fn record(&self, periods: u64, missed: u64) {
-        self.tasks.fetch_add(1, Ordering::Relaxed);
-        self.periods.fetch_add(periods, Ordering::Relaxed);
-        self.missed.fetch_add(missed, Ordering::Relaxed);
-    }
-
-    /// (tasks ended, periods they ran, deadlines they missed).
-    pub fn get(&self) -> (u64, u64, u64) {
-        (
-            self.tasks.load(Ordering::Relaxed),
-            self.periods.load(Ordering::Relaxed),
-            self.missed.load(Ordering::Relaxed),
-        )
-    }
-}
-
-/// What the ended tasks did.
-pub static TOTALS: Totals = Totals {
-    tasks: AtomicU64::new(0),
-    periods: AtomicU64::new(0),
-    missed: AtomicU64::new(0),
-};
-
-/// The running tasks: (id, periods run, deadlines missed).
-pub fn running() -> Vec<(c_int, u64, u64)> {
+/// The running tasks: (id, thread name, deadlines missed so far).
+pub fn running() -> Vec<(c_int, String, u64)> {
     lock(&TASKS)
         .iter()
         .enumerate()
         .filter_map(|(i, t)| {
             let h = t.as_ref()?.thread.as_ref()?;
-            Some((i as c_int, h.periods(), h.missed()))
+            Some((
+                i as c_int,
+                h.info().name,
+                u64::from(h.health().read().missed),
+            ))
         })
         .collect()
 }
@@ -535,8 +463,7 @@ extern "C" {
 /// Takes the address of every master-only entry point so the linker keeps them (build.rs's master
 /// list exports them).
 pub fn keep_linked() {
-    let all: [*const (); 32] = [
-        rtapi_master_period_end as *const (),
+    let all: [*const (); 30] = [
         rtapi_prio_highest as *const (),
         rtapi_prio_lowest as *const (),
         rtapi_prio_next_higher as *const (),
@@ -567,7 +494,6 @@ pub fn keep_linked() {
         rtapi_set_msg_handler as *const (),
         rtapi_inb as *const (),
         rtapi_outb as *const (),
-        rtapi_master_run_task as *const (),
     ];
     std::hint::black_box(all);
 }

@@ -43,10 +43,8 @@ pub fn is_master() -> bool {
 /// The master's settings.
 #[derive(Clone, Debug)]
 pub struct MasterConfig {
-    /// Tasks run SCHED_FIFO (a real-time flavor).
+    /// Tasks run SCHED_FIFO (a real-time flavor): what `rtapi_is_realtime` says.
     pub real_time: bool,
-    /// The CPU tasks are pinned to.
-    pub rt_cpu: Option<usize>,
     /// LinuxCNC's module directory (`/usr/lib/linuxcnc/modules`).
     pub module_dir: PathBuf,
 }
@@ -56,7 +54,6 @@ static CONFIG: OnceLock<MasterConfig> = OnceLock::new();
 fn config() -> &'static MasterConfig {
     CONFIG.get_or_init(|| MasterConfig {
         real_time: false,
-        rt_cpu: None,
         module_dir: PathBuf::from(super::DEBIAN_MODULE_DIR),
     })
 }
@@ -232,7 +229,23 @@ pub fn load(name: &str, args: &[String]) -> i32 {
         exit,
         _strings: strings,
     });
+    // Threads the module made (hal_lib's `hal_create_thread` at its load) get their health pins
+    // now that hal_lib's mutex is free again.
+    if let Some(hal) = hal_lib_handle() {
+        // SAFETY: hal_lib's handle from this master's dlopen, still in MODULES; the load that
+        // called into hal_lib has returned.
+        for p in unsafe { tasks::sync_health(hal as *mut c_void) } {
+            say(&format!("rtapi: {p}"));
+        }
+    }
     0
+}
+
+fn hal_lib_handle() -> Option<usize> {
+    lock(&MODULES)
+        .iter()
+        .find(|m| m.name == HAL_LIB)
+        .map(|m| m.handle)
 }
 
 fn unload_module(m: Module) {
@@ -250,6 +263,11 @@ pub fn unload(name: &str) -> i32 {
         say("rtapi: hal_lib is the master's own: it goes when the master exits");
         return -1;
     }
+    // The health component is a realtime component without a module of its own: `halcmd unload
+    // all` names it like any other.
+    if name == crate::runtime::lcnc_health::COMPONENT && tasks::drop_health() {
+        return 0;
+    }
     let m = {
         let mut mods = lock(&MODULES);
         let Some(i) = mods.iter().position(|m| m.name == name) else {
@@ -265,11 +283,7 @@ pub fn unload(name: &str) -> i32 {
 
 /// `newinst TYPE NAME [ARG]`: hal_lib's constructor of component TYPE.
 pub fn newinst(ty: &str, name: &str, arg: &str) -> i32 {
-    let Some(hal) = lock(&MODULES)
-        .iter()
-        .find(|m| m.name == HAL_LIB)
-        .map(|m| m.handle)
-    else {
+    let Some(hal) = hal_lib_handle() else {
         say("rtapi: newinst: hal_lib is not loaded");
         return -1;
     };
@@ -319,9 +333,10 @@ pub fn load_hal_lib() -> Result<(), String> {
     }
 }
 
-/// Unloads every module (last loaded first), then hal_lib, ends any task left, and marks the session's
-/// segments for removal.
-pub fn shut_down() {
+/// Unloads every module (last loaded first), then the health component and hal_lib, ends any task
+/// left, closes the rtapi instance and marks the session's segments for removal; the run's summary
+/// (`None` if the instance never opened).
+pub fn shut_down() -> Option<crate::runtime::Summary> {
     loop {
         let m = {
             let mut mods = lock(&MODULES);
@@ -332,6 +347,7 @@ pub fn shut_down() {
         };
         unload_module(m);
     }
+    tasks::drop_health();
     let hal = {
         let mut mods = lock(&MODULES);
         mods.iter()
@@ -342,7 +358,9 @@ pub fn shut_down() {
         unload_module(m);
     }
     capi::stop_all();
+    let summary = tasks::close();
     shmem::remove_session();
+    summary
 }
 
 /// How the serve loop ended.
@@ -411,13 +429,15 @@ pub fn serve(
         if stop() {
             return End::Signal;
         }
-        for (id, _periods, missed) in capi::running() {
+        for (id, name, missed) in capi::running() {
             if missed > 0 && !said_late.contains(&id) {
                 said_late.push(id);
                 say(&format!(
-                    "rtapi: task {id} missed {missed} deadline(s) (late periods are skipped, not run \
-                     back to back); said once per task: run rtapi latency-test and fix what rtapi \
-                     detect reports"
+                    "rtapi: thread {name} missed {missed} deadline(s) (late periods are skipped, not \
+                     run back to back); said once per thread, counted on: `rtapi show thread \
+                     --instance {}` and the pin rtapi.{name}.missed; run rtapi latency-test and fix \
+                     what rtapi detect reports",
+                    tasks::with(|h| h.hal().instance().to_string()).unwrap_or_default()
                 ));
             }
         }

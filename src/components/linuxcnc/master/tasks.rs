@@ -1,325 +1,188 @@
-//! The master's hosted threads: threads created while the master runs (at a module's load, by
-//! hal_lib's `hal_create_thread`), whose loop is driven by foreign code calling `wait()` once per
-//! period. **This file is the whole loop**, behind a small interface shaped like the runtime's planned
-//! `rtapi::runtime::hosted::{HostedThreads, Period}`, so it can be swapped for that facility:
+//! The master's threads: LinuxCNC's tasks run as rtapi **hosted threads**
+//! ([`crate::runtime::hosted`]) of one rtapi instance, `linuxcnc` unless `--instance` or
+//! `RTAPI_INSTANCE` names another. So a LinuxCNC machine's `servo-thread` is an rtapi thread like any
+//! other: its per-period latency, execution time, missed periods and histogram are in the instance's
+//! segment under its LinuxCNC name (`rtapi show thread --instance linuxcnc`, `watch`, `export`), the
+//! watchdog watches it, and the master's summary at exit is `rtapi run`'s.
 //!
-//! * [`spawn`]`(ThreadSpec, body)` starts a thread and returns its [`HostedThread`] handle;
-//! * the body gets a [`Period`] and calls [`Period::wait`] at each period boundary; `wait` answers
-//!   [`Wake::Stop`] once the thread is to end, and the body must then return;
-//! * [`HostedThread::stop`] asks for the end and joins; `pause`/`resume`; `missed()` counts periods.
+//! * [`open`] makes the instance (flavor, hardening, segment, watchdog) before hal_lib is loaded;
+//! * `rtapi_task_start` ([`super::capi`]) calls [`spawn`] with the HAL thread's name, read from the
+//!   `hal_thread_t` hal_lib passes as the task's argument ([`hal_thread_name`], checked against
+//!   what hal_lib said of it), or `task-N` when it is not one of hal_lib's threads;
+//! * after each `load`, [`sync_health`] gives every new thread its pins in LinuxCNC's HAL (component
+//!   `rtapi`, [`crate::runtime::lcnc_health`]) — not inside `rtapi_task_start`, which hal_lib calls
+//!   with its HAL mutex held;
+//! * [`close`] ends what is left and returns the run's summary.
 //!
-//! Each thread hardens itself first: stop signals blocked (SIGINT/SIGTERM go to the main thread),
-//! pinned to the RT CPU, SCHED_FIFO at its priority (real-time flavors), its stack prefaulted (the
-//! process is `mlockall`ed by the master before any thread exists). The timeline is absolute: the
-//! k-th deadline is `origin + k·period` (plus any PLL correction), slept to with `clock_nanosleep`
-//! (`TIMER_ABSTIME`, `rt::wake::nanosleep`).
-//!
-//! **Late periods are skipped, not caught up** (rtapi's rule, unlike 2.9's `rtapi_app`, whose
-//! `wait` returns at once for every deadline already passed and so runs late periods back to back):
-//! every deadline already gone by when the work ends is counted in `missed` and the thread sleeps
-//! to the next deadline still ahead. A motion controller fed a burst of back-to-back periods after a
-//! stall gets commands computed for times that have already passed; skipping keeps every period
-//! that runs on its own deadline. Functions still get the nominal period (hal_lib passes it).
-//!
-//! Nothing in `wait` allocates, locks or logs: atomics, `clock_gettime` (vDSO), `clock_nanosleep`.
+//! The instance's state is behind a mutex that only the master's main thread takes (loads, unloads,
+//! the serve loop, the exit); the tasks themselves never touch it: their period boundary is their
+//! own [`Period`](crate::runtime::hosted::Period).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::{Mutex, MutexGuard};
 
-use crate::rt::clock::{self, Nanos};
-use crate::rt::sched::{self, Policy};
+use crate::detect::SystemReport;
+use crate::flavor::Flavor;
+use crate::runtime::hosted::{HostedHandle, HostedOptions, HostedThreads, Period};
+use crate::runtime::lcnc_health::{self, HalLib, LcncHealth};
+use crate::runtime::{RuntimeError, Summary, ThreadSpec};
 
-/// What a hosted thread is.
-#[derive(Clone, Debug)]
-pub struct ThreadSpec {
-    /// Its OS thread name (at most 15 bytes are kept by the kernel).
-    pub name: String,
-    /// Its period.
-    pub period: Nanos,
-    /// SCHED_FIFO priority (1..=99) when `real_time`; ignored otherwise.
-    pub priority: i32,
-    /// Run SCHED_FIFO (true) or SCHED_OTHER (the `sim` flavor).
-    pub real_time: bool,
-    /// The CPU to pin it to (rtapi's RT CPU), if any.
-    pub cpu: Option<usize>,
-    /// Its stack size in bytes.
-    pub stack_size: usize,
+static INSTANCE: Mutex<Option<HostedThreads>> = Mutex::new(None);
+static HEALTH: Mutex<Option<LcncHealth>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What [`Period::wait`] says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wake {
-    /// The next period has begun: run it.
-    Run,
-    /// The thread is to end: return from the body.
-    Stop,
+/// Makes instance `name`, where every task will run; the flavor it chose.
+pub fn open(name: &str, opts: HostedOptions, system: SystemReport) -> Result<Flavor, RuntimeError> {
+    let hosted = HostedThreads::open_with(name, opts, system)?;
+    let flavor = hosted.flavor();
+    *lock(&INSTANCE) = Some(hosted);
+    Ok(flavor)
 }
 
-/// State shared by a thread and its handle.
-#[derive(Debug, Default)]
-struct Control {
-    stop: AtomicBool,
-    paused: AtomicBool,
-    /// Deadlines passed by the end of a period's work (skipped).
-    missed: AtomicU64,
-    /// Periods run.
-    periods: AtomicU64,
-    /// The thread's PLL correction (ns added to each period), set from inside the thread.
-    correction: AtomicI64,
-    /// The thread's pthread_t, for waking it from its sleep (0 before it runs).
-    pthread: AtomicU64,
-    /// Set when the body has returned (the thread is about to end).
-    done: AtomicBool,
+/// Runs `f` on the instance, if it is open.
+pub fn with<R>(f: impl FnOnce(&HostedThreads) -> R) -> Option<R> {
+    lock(&INSTANCE).as_ref().map(f)
 }
 
-/// The period boundary given to a hosted thread's body.
-pub struct Period {
-    control: Arc<Control>,
-    period: i64,
-    next: i64,
-}
-
-impl Period {
-    /// Ends the current period and sleeps to the next deadline on the timeline. Deadlines already
-    /// passed are skipped and counted. Returns [`Wake::Stop`] when the thread is to end (at once, even
-    /// mid-sleep: [`HostedThread::stop`] interrupts the sleep). While paused, it keeps sleeping period
-    /// by period without returning.
-    #[inline]
-    pub fn wait(&mut self) -> Wake {
-        loop {
-            if self.control.stop.load(Ordering::Acquire) {
-                return Wake::Stop;
-            }
-            let step = self.period + self.control.correction.load(Ordering::Relaxed);
-            let step = step.max(1);
-            self.next += step;
-            let now = clock::now().as_nanos();
-            if now >= self.next {
-                // Late: every deadline up to now is gone; sleep to the first one still ahead.
-                let passed = (now - self.next) / step + 1;
-                self.control
-                    .missed
-                    .fetch_add(passed as u64, Ordering::Relaxed);
-                self.next += passed * step;
-            }
-            // EINTR: a wake-up from `stop` (checked at the top of the loop) or a stray signal (sleep
-            // again to the same deadline).
-            while !matches!(
-                crate::rt::wake::sleep_until_once(Nanos::from_nanos(self.next)),
-                Ok(true) | Err(_)
-            ) {
-                if self.control.stop.load(Ordering::Acquire) {
-                    return Wake::Stop;
-                }
-            }
-            if self.control.paused.load(Ordering::Acquire) {
-                continue;
-            }
-            self.control.periods.fetch_add(1, Ordering::Relaxed);
-            return Wake::Run;
-        }
-    }
-
-    /// The deadline the current period started at (CLOCK_MONOTONIC ns): LinuxCNC's
-    /// `rtapi_task_pll_get_reference`.
-    pub fn reference(&self) -> i64 {
-        self.next
-    }
-
-    /// Adds `ns` to every following period, within ±1 % of the period (LinuxCNC's PLL limit);
-    /// returns the value kept.
-    pub fn set_correction(&mut self, ns: i64) -> i64 {
-        let limit = self.period / 100;
-        let ns = ns.clamp(-limit, limit);
-        self.control.correction.store(ns, Ordering::Relaxed);
-        ns
-    }
-}
-
-/// A running hosted thread.
-pub struct HostedThread {
-    control: Arc<Control>,
-    join: Option<JoinHandle<()>>,
-    name: String,
-}
-
-impl HostedThread {
-    /// Deadlines missed (skipped) so far.
-    pub fn missed(&self) -> u64 {
-        self.control.missed.load(Ordering::Relaxed)
-    }
-
-    /// Periods run so far.
-    pub fn periods(&self) -> u64 {
-        self.control.periods.load(Ordering::Relaxed)
-    }
-
-    /// Holds the thread at its period boundary (its timeline goes on) until [`Self::resume`].
-    pub fn pause(&self) {
-        self.control.paused.store(true, Ordering::Release);
-    }
-
-    /// Lets a paused thread run its periods again.
-    pub fn resume(&self) {
-        self.control.paused.store(false, Ordering::Release);
-    }
-
-    /// Asks the thread to end at its next `wait` (interrupting its sleep) and joins it. A thread
-    /// stuck in foreign code never reaches `wait`: this then waits on, saying so every 5 s (the
-    /// thread's code may still be running, so its module must not go away).
-    pub fn stop(mut self) {
-        self.control.stop.store(true, Ordering::Release);
-        let started = Instant::now();
-        let mut said = Duration::ZERO;
-        while !self.control.done.load(Ordering::Acquire) {
-            let t = self.control.pthread.load(Ordering::Acquire);
-            if t != 0 {
-                let _ = crate::rt::signals::interrupt(t as libc::pthread_t);
-            }
-            std::thread::sleep(Duration::from_millis(1));
-            let waited = started.elapsed();
-            if waited >= said + Duration::from_secs(5) {
-                said = waited;
-                eprintln!(
-                    "rtapi: thread {} has not reached its period boundary for {} s (stuck in a \
-                     module's function?); still waiting for it to end",
-                    self.name,
-                    waited.as_secs()
-                );
-            }
-        }
-        if let Some(j) = self.join.take() {
-            let _ = j.join();
-        }
-    }
-}
-
-/// Sets the calling (new) thread up as `spec` says; each failure is a message (the thread still
-/// runs: a flavor that needs FIFO was checked by the master at start).
-fn harden_self(spec: &ThreadSpec) -> Vec<String> {
-    let mut problems = Vec::new();
-    if let Err(e) = crate::rt::signals::block_stop_signals_in_current_thread() {
-        problems.push(format!("blocking SIGINT/SIGTERM: {e}"));
-    }
-    if let Some(cpu) = spec.cpu {
-        if let Err(e) = sched::pin_current_thread(cpu) {
-            problems.push(format!("pinning to CPU {cpu}: {e}"));
-        }
-    }
-    let policy = if spec.real_time {
-        Policy::Fifo {
-            priority: spec.priority,
-        }
-    } else {
-        Policy::Other
+/// Starts thread `name` of `period` running `body` in the instance.
+pub fn spawn(
+    name: &str,
+    period: crate::rt::clock::Nanos,
+    body: Box<dyn FnOnce(&mut Period) + Send>,
+) -> Result<HostedHandle, String> {
+    let guard = lock(&INSTANCE);
+    let Some(hosted) = guard.as_ref() else {
+        return Err("the master's rtapi instance is not open".into());
     };
-    if let Err(e) = sched::set_current_policy(policy) {
-        problems.push(format!("{policy}: {e}"));
+    hosted
+        .spawn(ThreadSpec::new(name, period), body)
+        .map_err(|e| e.to_string())
+}
+
+/// The name hal_lib gave the thread whose `hal_thread_t` is `arg`, if `arg` is one: LinuxCNC 2.9's
+/// `struct hal_thread_t` (hal_priv.h, LP64) holds `period` (long) at byte 16, `priority` (int) at
+/// 24 and `name[HAL_NAME_LEN + 1]` at 64; hal_lib fills all three before `rtapi_task_new`. `code`
+/// must be hal_lib's (its `thread_task`) and the period and priority must be those hal_lib passed,
+/// so a module's own task with some other argument is never read as one.
+///
+/// # Safety
+/// When `code` lies in hal_lib.so, `arg` must be what hal_lib passed with it (a `hal_thread_t` in
+/// the HAL segment).
+pub unsafe fn hal_thread_name(
+    code: unsafe extern "C" fn(*mut c_void),
+    arg: *const c_void,
+    prio: c_int,
+    period: i64,
+) -> Option<String> {
+    if arg.is_null() || !in_hal_lib(code as *const c_void) {
+        return None;
     }
-    if let Err(e) = crate::rt::harden::prefault_stack(spec.stack_size.saturating_sub(64 << 10)) {
-        problems.push(format!("stack prefault: {e}"));
+    let base = arg.cast::<u8>();
+    // SAFETY: hal_lib's thread_task is only ever given its hal_thread_t (the caller's contract),
+    // which is at least 116 bytes of readable HAL memory.
+    let (p, q, name) = unsafe {
+        (
+            base.add(16).cast::<i64>().read_unaligned(),
+            base.add(24).cast::<c_int>().read_unaligned(),
+            std::slice::from_raw_parts(base.add(64), 48),
+        )
+    };
+    if p != period || q != prio {
+        return None;
+    }
+    let name = CStr::from_bytes_until_nul(name).ok()?.to_str().ok()?;
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    valid.then(|| name.to_string())
+}
+
+/// Whether `addr` is code of LinuxCNC's hal_lib.so.
+fn in_hal_lib(addr: *const c_void) -> bool {
+    // SAFETY: Dl_info is plain data, filled by dladdr.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address's mapping; info is a valid out-pointer.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+        return false;
+    }
+    // SAFETY: dladdr's file name is a NUL-terminated string owned by the loader.
+    let file = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
+    file.rsplit(|&b| b == b'/').next() == Some(b"hal_lib.so".as_slice())
+}
+
+/// Gives every thread of the instance that has none its health pins in LinuxCNC's HAL (component
+/// `rtapi`, made at the first thread): call after a `load` returned, with hal_lib's handle. Returns
+/// what went wrong, one message each (the thread runs on without pins).
+///
+/// # Safety
+/// `hal_lib` is the handle of the master's own `dlopen` of hal_lib.so, still loaded, and no hal_lib
+/// call is in progress on this thread.
+pub unsafe fn sync_health(hal_lib: *mut c_void) -> Vec<String> {
+    let mut problems = Vec::new();
+    let names: Vec<String> =
+        with(|h| h.threads().into_iter().map(|t| t.name).collect()).unwrap_or_default();
+    if names.is_empty() {
+        return problems;
+    }
+    let mut health = lock(&HEALTH);
+    if health.is_none() {
+        // SAFETY: hal_lib's handle from the master's own dlopen (this function's contract).
+        let made = unsafe { HalLib::from_dlsym(hal_lib) }
+            // SAFETY: hal_lib's entry points, in the master (hal_lib's RTAPI), outside hal_lib's
+            // own calls (a load has returned).
+            .and_then(|api| unsafe { LcncHealth::create(api) });
+        match made {
+            Ok(h) => *health = Some(h),
+            Err(e) => {
+                problems.push(format!(
+                    "component {}: {e}; the threads have no health pins in LinuxCNC's HAL",
+                    lcnc_health::COMPONENT
+                ));
+                return problems;
+            }
+        }
+    }
+    let Some(h) = health.as_mut() else {
+        return problems;
+    };
+    for name in names {
+        if h.threads().contains(&name) {
+            continue;
+        }
+        let Some(reader) = with(|i| i.health(&name)).flatten() else {
+            continue;
+        };
+        if let Err(e) = h.add_thread(&name, reader) {
+            problems.push(format!("thread {name}: {e}"));
+        }
     }
     problems
 }
 
-/// Starts a hosted thread running `body` with its [`Period`]. The body's first period starts at once;
-/// each `wait` ends one.
-pub fn spawn(
-    spec: ThreadSpec,
-    body: Box<dyn FnOnce(&mut Period) + Send>,
-) -> Result<HostedThread, String> {
-    if !spec.period.is_positive() {
-        return Err(format!("thread {}: the period must be positive", spec.name));
-    }
-    crate::rt::signals::install_wake_handler().map_err(|e| format!("thread {}: {e}", spec.name))?;
-    let control = Arc::new(Control::default());
-    let c = control.clone();
-    let s = spec.clone();
-    let join = std::thread::Builder::new()
-        .name(spec.name.clone())
-        .stack_size(spec.stack_size.max(256 << 10))
-        .spawn(move || {
-            // SAFETY: pthread_self is always valid for the calling thread.
-            c.pthread
-                .store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
-            for p in harden_self(&s) {
-                eprintln!("rtapi: thread {}: {p}", s.name);
-            }
-            let mut period = Period {
-                control: c.clone(),
-                period: s.period.as_nanos(),
-                next: clock::now().as_nanos(),
-            };
-            body(&mut period);
-            c.done.store(true, Ordering::Release);
-        })
-        .map_err(|e| format!("thread {}: cannot start it: {e}", spec.name))?;
-    Ok(HostedThread {
-        control,
-        join: Some(join),
-        name: spec.name,
-    })
+/// Whether component `rtapi` (the health pins) exists in LinuxCNC's HAL.
+pub fn has_health() -> bool {
+    lock(&HEALTH).is_some()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(period_ms: i64) -> ThreadSpec {
-        ThreadSpec {
-            name: "hosted-test".into(),
-            period: Nanos::from_millis(period_ms),
-            priority: 1,
-            real_time: false,
-            cpu: None,
-            stack_size: 256 << 10,
+/// Removes component `rtapi` from LinuxCNC's HAL (`halcmd unload rtapi`, or `unload all`, which
+/// unloads every realtime component by name); false if there is none.
+pub fn drop_health() -> bool {
+    match lock(&HEALTH).take() {
+        Some(h) => {
+            h.exit();
+            true
         }
+        None => false,
     }
+}
 
-    #[test]
-    fn a_late_period_is_skipped_and_counted_not_run_back_to_back() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let t = spawn(
-            spec(5),
-            Box::new(move |p: &mut Period| {
-                let mut wakes = Vec::new();
-                // Two quick periods, then work that overruns by more than 3 periods.
-                for i in 0..6 {
-                    if i == 2 {
-                        std::thread::sleep(Duration::from_millis(18));
-                    }
-                    if p.wait() == Wake::Stop {
-                        break;
-                    }
-                    wakes.push(clock::now().as_nanos());
-                }
-                tx.send(wakes).unwrap();
-                while p.wait() == Wake::Run {}
-            }),
-        )
-        .unwrap();
-        let wakes = rx.recv().unwrap();
-        let missed = t.missed();
-        t.stop();
-        assert!(missed >= 3, "missed {missed}");
-        // No two wakes closer than half a period: nothing ran back to back.
-        for w in wakes.windows(2) {
-            assert!(w[1] - w[0] >= 2_500_000, "{wakes:?}");
-        }
-    }
-
-    #[test]
-    fn stop_interrupts_a_long_sleep() {
-        let t = spawn(
-            spec(5_000),
-            Box::new(|p: &mut Period| while p.wait() == Wake::Run {}),
-        )
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-        let t0 = Instant::now();
-        t.stop();
-        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
-    }
+/// Ends every thread left, closes the instance (its segment goes) and returns the run's summary;
+/// `None` if it was not open.
+pub fn close() -> Option<Summary> {
+    let hosted = lock(&INSTANCE).take()?;
+    Some(hosted.stop())
 }
