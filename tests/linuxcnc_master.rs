@@ -255,6 +255,36 @@ fn threads(pid: u32) -> Vec<(String, i32, String)> {
         .collect()
 }
 
+/// One `GET /metrics` of `rtapi export --instance INST` on a loopback port of its choosing.
+fn scrape_once(inst: &str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut exp = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["export", "--listen", "127.0.0.1:0", "--instance", inst])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(exp.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .map(str::to_string);
+    let body = addr.map(|a| {
+        let mut c = std::net::TcpStream::connect(a).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        c.read_to_string(&mut body).unwrap();
+        body
+    });
+    let _ = exp.kill();
+    let _ = exp.wait();
+    body.unwrap_or_else(|| panic!("no address in the exporter's first line {line:?}"))
+}
+
 fn wait_exit(c: &mut Child) -> std::process::ExitStatus {
     until("the master's exit", GENEROUS, || {
         c.try_wait().ok().flatten()
@@ -307,6 +337,18 @@ fn linuxcnc_hal_runs_on_the_masters_fifo_threads_and_leaves_nothing() {
     assert_eq!(t["period_ns"], 1_000_000, "{t}");
     assert!(t["priority"].as_i64().is_some_and(|p| p > 0), "{t}");
     assert!(t["cycles"].as_u64().is_some_and(|c| c > 0), "{t}");
+    // ... and `rtapi export` serves its series (one scrape over loopback).
+    let metrics = scrape_once(&ns.inst);
+    let cycles = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("rtapi_thread_cycles_total{")
+                && l.contains(&format!("instance=\"{}\"", ns.inst))
+                && l.contains("thread=\"servo\"")
+        })
+        .unwrap_or_else(|| panic!("no cycles of servo: {metrics}"));
+    let n: f64 = cycles.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n > 0.0, "{cycles}");
     // The instance's segment: root's (a later master reclaims it after a crash), the session user's
     // group reads it.
     let st = nix::sys::stat::stat(format!("/dev/shm/rtapi-{}", ns.inst).as_str()).unwrap();
