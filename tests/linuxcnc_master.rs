@@ -450,6 +450,113 @@ fn a_stalled_servo_thread_trips_linuxcncs_estop_latch_through_rtapi_late() {
     assert!(wait_exit(&mut m).success(), "{}", ns.master_log(1));
 }
 
+/// README's way for an ordinary user: a copy of the master with `cap_sys_nice,cap_ipc_lock=ep`, run
+/// as nobody (no root anywhere in the process): its thread is SCHED_FIFO, its memory and LinuxCNC's
+/// segments locked.
+#[test]
+fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    for p in ["/usr/sbin/setcap", "/usr/bin/setpriv"] {
+        if !Path::new(p).exists() {
+            return skip!(Ci, "{p} is missing (libcap2-bin, util-linux)");
+        }
+    }
+    let ns = Ipc::new();
+    let bin = ns.dir.path().join("rtapi-lcnc-master");
+    std::fs::copy(master_bin(), &bin).unwrap();
+    let o = Command::new("/usr/sbin/setcap")
+        .args(["cap_sys_nice,cap_ipc_lock=ep"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "setcap: {:?}", common::text(&o));
+    let log = ns.dir.path().join("master.1.err");
+    // setpriv execs the master itself (its pid is the child's): nobody, no supplementary group.
+    let mut m = ns
+        .enter()
+        .args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "env",
+        ])
+        .arg(format!("HOME={}", ns.dir.path().display()))
+        .arg(format!("RTAPI_FIFO_PATH={}", ns.fifo().display()))
+        .arg(format!("RTAPI_INSTANCE={}", ns.inst))
+        .arg("RTAPI_FLAVOR=posix")
+        .arg(&bin)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let exited = until("the master listening (or exiting)", GENEROUS, || {
+        if std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on")) {
+            return Some(None);
+        }
+        m.try_wait().unwrap().map(Some)
+    });
+    if let Some(st) = exited {
+        panic!(
+            "{st}: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    // The master's process (env exec'd it): the one whose executable is the copy.
+    let pid = until("the master's process", GENEROUS, || {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+            (exe == bin).then_some(pid)
+        })
+    });
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |k: &str| -> String {
+        status
+            .lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split(':').nth(1))
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    assert!(
+        field("Uid:").split_whitespace().all(|u| u == "65534"),
+        "{status}"
+    );
+    let locked: u64 = field("VmLck:")
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(locked > 0, "mlockall: {status}");
+    let ts = threads(pid);
+    let task: Vec<_> = ts.iter().filter(|t| t.0 == "rtapi-servo").collect();
+    assert_eq!(task.len(), 1, "{ts:?}");
+    assert_eq!(task[0].1, 1, "SCHED_FIFO: {ts:?}");
+    for key in [HAL_KEY, RTAPI_KEY] {
+        let s = ns.seg(key).unwrap();
+        assert_eq!(s.uid, NOBODY, "{s:?}");
+        assert_ne!(s.perms & 0o2000, 0, "SHM_LOCK: {s:?}");
+    }
+    let j = ns.show_threads();
+    assert!(
+        j["threads"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t["name"] == "servo")),
+        "{j}"
+    );
+    ns.ok(&["unload", "all"]);
+    let st = wait_exit(&mut m);
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(st.success(), "{st}\n{log}");
+    assert!(log.contains("SCHED_FIFO granted"), "{log}");
+    assert_eq!(ns.segments(), vec![]);
+}
+
 #[test]
 fn module_paths_are_refused_and_nothing_of_them_is_opened() {
     if let Some(why) = missing() {
