@@ -62,7 +62,8 @@ fn session_dir() -> tempfile::TempDir {
     d
 }
 
-/// An IPC namespace of the test's own, held by a sleeping process.
+/// An IPC namespace of the test's own, held by a sleeping process, with a mount namespace (a copy
+/// of the machine's) where a test may mount what only its programs see.
 struct Ipc {
     holder: Child,
     dir: tempfile::TempDir,
@@ -95,7 +96,14 @@ struct Seg {
 impl Ipc {
     fn new() -> Ipc {
         let holder = Command::new("unshare")
-            .args(["--ipc", "sleep", "3600"])
+            .args([
+                "--ipc",
+                "--mount",
+                "--propagation",
+                "private",
+                "sleep",
+                "3600",
+            ])
             .spawn()
             .unwrap();
         let ns = format!("/proc/{}/ns/ipc", holder.id());
@@ -116,6 +124,7 @@ impl Ipc {
     fn enter(&self) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--ipc=/proc/{}/ns/ipc", self.holder.id()));
+        c.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()));
         c
     }
 
@@ -555,6 +564,83 @@ fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory()
     assert!(st.success(), "{st}\n{log}");
     assert!(log.contains("SCHED_FIFO granted"), "{log}");
     assert_eq!(ns.segments(), vec![]);
+}
+
+/// A LinuxCNC module that writes through a null pointer on the servo thread kills the master (C code
+/// in its process): the report names the signal, the thread, the function and the module, and the
+/// crash handler removes what the session had — LinuxCNC's SysV segments, the socket, rtapi's
+/// segment. The module reaches the modules directory through an overlay mount only this test's
+/// namespace sees.
+#[test]
+fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    if !Path::new("/usr/bin/halcompile").exists() {
+        return skip!(Ci, "halcompile is missing (linuxcnc-uspace-dev)");
+    }
+    let ns = Ipc::new();
+    let extra = ns.dir.path().join("modules");
+    std::fs::create_dir(&extra).unwrap();
+    std::fs::write(
+        extra.join("crashy.comp"),
+        "component crashy \"writes through a null pointer when fire is TRUE\";\n\
+         pin in bit fire;\n\
+         function _;\n\
+         license \"GPL\";\n\
+         ;;\n\
+         if (fire) { *(volatile int *)0 = 1; }\n",
+    )
+    .unwrap();
+    let o = Command::new("/usr/bin/halcompile")
+        .args(["--compile", "crashy.comp"])
+        .current_dir(&extra)
+        .output()
+        .unwrap();
+    assert!(extra.join("crashy.so").is_file(), "halcompile: {o:?}");
+    std::fs::remove_file(extra.join("crashy.comp")).unwrap();
+    let modules = "/usr/lib/linuxcnc/modules";
+    let o = ns
+        .enter()
+        .args(["mount", "-t", "overlay", "overlay", "-o"])
+        .arg(format!("lowerdir={}:{modules}", extra.display()))
+        .arg(modules)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "overlay mount: {:?}", common::text(&o));
+    let mut m = ns.master(1, &[]);
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    ns.ok(&["loadrt", "crashy"]);
+    ns.ok(&["addf", "crashy.0", "servo"]);
+    ns.ok(&["start"]);
+    assert_eq!(ns.segments().len(), 2, "{:?}", ns.segments());
+    let shm = format!("/dev/shm/rtapi-{}", ns.inst);
+    assert!(Path::new(&shm).exists());
+    // halcmd's setp returns before the next period; the master dies in it.
+    let _ = ns.halcmd(&["setp", "crashy.0.fire", "1"]);
+    let st = wait_exit(&mut m);
+    let log = ns.master_log(1);
+    assert_eq!(st.signal(), Some(libc::SIGSEGV), "{st}: {log}");
+    for want in [
+        "SIGSEGV",
+        "at address 0x0",
+        "on RT thread servo",
+        "in the code of LinuxCNC module crashy",
+        &format!("Removed {shm}."),
+        "Removed SysV segment",
+    ] {
+        assert!(log.contains(want), "'{want}' not in: {log}");
+    }
+    assert_eq!(ns.segments(), vec![], "{log}");
+    assert!(!ns.fifo().exists(), "the socket is left: {log}");
+    assert!(!Path::new(&shm).exists());
+    // A new master starts on the clean slate, with nothing to reclaim.
+    let mut m2 = ns.master(2, &[]);
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    ns.ok(&["unload", "all"]);
+    assert!(wait_exit(&mut m2).success());
+    assert!(!ns.master_log(2).contains("stale"), "{}", ns.master_log(2));
 }
 
 #[test]

@@ -209,6 +209,7 @@ fn remove_socket(path: &Path) {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
         let _ = std::fs::remove_file(path);
     }
+    crate::runtime::crash::forget_path(&path.to_string_lossy());
 }
 
 fn master_run(args: MasterArgs) -> Result<(), Failure> {
@@ -226,6 +227,9 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         master::say(&format!("rtapi: {m}"));
     }
     let listener = bind_socket(&path, &user).map_err(Failure::runtime)?;
+    // A module's crash (C in this process) ends the process: the socket goes with it, as do the
+    // SysV segments (shmem.rs registers each) and the instance's segment.
+    crate::runtime::crash::remove_on_crash(&path.to_string_lossy());
     // The instance LinuxCNC's threads run in: hardening (locked memory under a real-time flavor,
     // fatal if that fails), rtapi's segment, the watchdog.
     let opts = crate::runtime::hosted::HostedOptions {

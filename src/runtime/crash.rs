@@ -10,12 +10,16 @@
 //! so it only reads what was set up before: a thread-local pointer to the RT thread's context (its
 //! name, heartbeat and slot table, which the thread keeps alive while it runs), the module
 //! thread-local the host of LinuxCNC modules sets ([`set_module`]), and a fixed table of file paths. It formats into a stack buffer (`core::fmt`, no
-//! allocation), and calls only `unlink`, `write` and `raise`, which are async-signal-safe.
+//! allocation), and calls only `unlink`, `shmctl`, `write` and `raise`, which are async-signal-safe.
+//!
+//! Besides files ([`remove_on_crash`]) it removes SysV segments by id ([`rmid_on_crash`]: LinuxCNC's
+//! segments when rtapi is LinuxCNC's realtime master): `IPC_RMID` frees the key at once and the memory
+//! when the last attached program (milltask, a GUI) detaches.
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CString};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
 use super::slots::Slots;
@@ -120,6 +124,164 @@ pub(crate) fn forget_path(path: &str) {
     }
 }
 
+/// The code of a loaded shared object: the report names the module a faulting instruction is in
+/// (a LinuxCNC thread hosted by the realtime master runs hal_lib's loop, which calls the modules'
+/// functions itself: the instruction pointer is all that says whose code faulted).
+struct CodeRange {
+    start: AtomicUsize,
+    end: AtomicUsize,
+    name: AtomicPtr<libc::c_char>,
+}
+
+const MAX_CODE: usize = 256;
+static CODE: [CodeRange; MAX_CODE] = [const {
+    CodeRange {
+        start: AtomicUsize::new(0),
+        end: AtomicUsize::new(0),
+        name: AtomicPtr::new(std::ptr::null_mut()),
+    }
+}; MAX_CODE];
+
+/// Names the loaded object whose file is `path` as module `name` in crash reports, until
+/// [`forget_code`]; false if the object is not loaded or the table is full.
+pub(crate) fn note_code(name: &str, path: &std::path::Path) -> bool {
+    let Some((start, end)) = object_range(path) else {
+        return false;
+    };
+    let Ok(c) = CString::new(name) else {
+        return false;
+    };
+    for r in &CODE {
+        if r.end
+            .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            // The slot is ours (end = MAX marks it taken, start 0 keeps it unmatched meanwhile).
+            r.name.store(c.into_raw(), Ordering::Release);
+            r.start.store(start, Ordering::Release);
+            r.end.store(end, Ordering::Release);
+            return true;
+        }
+    }
+    false
+}
+
+/// Stops naming module `name` (it is unloaded; its addresses may be reused).
+pub(crate) fn forget_code(name: &str) {
+    for r in &CODE {
+        let p = r.name.load(Ordering::Acquire);
+        // SAFETY: a non-null name is a CString leaked by note_code, never freed.
+        if !p.is_null() && unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes() == name.as_bytes() {
+            r.start.store(0, Ordering::Release);
+            r.end.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// The lowest and highest address of the loadable segments of the loaded object `path`.
+fn object_range(path: &std::path::Path) -> Option<(usize, usize)> {
+    struct Find<'a> {
+        path: &'a [u8],
+        range: Option<(usize, usize)>,
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: `data` is the Find the caller passed; `info` is the loader's, valid during the
+        // call, with dlpi_phnum headers at dlpi_phdr.
+        unsafe {
+            let find = &mut *data.cast::<Find>();
+            let info = &*info;
+            if info.dlpi_name.is_null()
+                || std::ffi::CStr::from_ptr(info.dlpi_name).to_bytes() != find.path
+            {
+                return 0;
+            }
+            let (mut lo, mut hi) = (usize::MAX, 0);
+            for i in 0..usize::from(info.dlpi_phnum) {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type == libc::PT_LOAD {
+                    let a = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                    lo = lo.min(a);
+                    hi = hi.max(a + ph.p_memsz as usize);
+                }
+            }
+            if lo < hi {
+                find.range = Some((lo, hi));
+            }
+            1
+        }
+    }
+    let mut find = Find {
+        path: path.as_os_str().as_encoded_bytes(),
+        range: None,
+    };
+    // SAFETY: the callback only reads the loader's records and writes `find`, which outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut find as *mut Find).cast()) };
+    find.range
+}
+
+/// The module whose code holds `ip`, from the table (async-signal-safe: atomic loads only).
+fn code_module(ip: usize) -> Option<&'static str> {
+    CODE.iter().find_map(|r| {
+        let (start, end) = (
+            r.start.load(Ordering::Acquire),
+            r.end.load(Ordering::Acquire),
+        );
+        if start == 0 || ip < start || ip >= end {
+            return None;
+        }
+        let p = r.name.load(Ordering::Acquire);
+        // SAFETY: a CString leaked by note_code, never freed.
+        (!p.is_null()).then(|| {
+            unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_str()
+                .unwrap_or("?")
+        })
+    })
+}
+
+/// The faulting instruction's address from the handler's context.
+fn fault_ip(uc: *mut c_void) -> usize {
+    if uc.is_null() {
+        return 0;
+    }
+    // SAFETY: the kernel passes its ucontext_t as an SA_SIGINFO handler's third argument.
+    #[cfg(target_arch = "x86_64")]
+    return unsafe { (*uc.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize] }
+        as usize;
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    return unsafe { (*uc.cast::<libc::ucontext_t>()).uc_mcontext.pc } as usize;
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    0
+}
+
+/// SysV segment ids removed on a crash (-1: a free slot).
+static SHM_IDS: [AtomicI32; MAX_PATHS] = [const { AtomicI32::new(-1) }; MAX_PATHS];
+
+/// Removes SysV segment `id` (`IPC_RMID`) if the process crashes (until [`forget_rmid`]).
+pub(crate) fn rmid_on_crash(id: i32) {
+    for slot in &SHM_IDS {
+        if slot
+            .compare_exchange(-1, id, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+    log::warn!("more than {MAX_PATHS} SysV segments: segment {id} is not removed on a crash");
+}
+
+/// Stops removing SysV segment `id` on a crash (it was removed: the id may be reused).
+pub(crate) fn forget_rmid(id: i32) {
+    for slot in &SHM_IDS {
+        let _ = slot.compare_exchange(id, -1, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
 /// Marks the calling thread as RT thread `name` for crash reports; the context lives until the
 /// returned guard is dropped (at the end of the thread's run).
 pub(crate) fn enter_thread(
@@ -185,7 +347,7 @@ fn signal_name(sig: c_int) -> &'static str {
     }
 }
 
-extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, _uc: *mut c_void) {
+extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
     let mut line = Line {
         buf: [0; 1024],
         len: 0,
@@ -198,6 +360,13 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, _uc: *mut c_void)
         unsafe { (*info).si_addr() as usize }
     };
     let _ = write!(line, "rtapi: {} at address {addr:#x}", signal_name(sig));
+    let module = MODULE.try_with(|m| m.get()).unwrap_or("");
+    // hal_lib's own loop calls the modules' functions: the instruction says whose code it was.
+    let by_ip = if module.is_empty() {
+        code_module(fault_ip(uc))
+    } else {
+        None
+    };
     let ctx = CTX.try_with(|c| c.get()).unwrap_or(std::ptr::null());
     if ctx.is_null() {
         let _ = write!(line, " on a thread that is not an RT thread");
@@ -210,13 +379,18 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, _uc: *mut c_void)
             Some(n) => {
                 let _ = write!(line, ", in function {}", ctx.slots.name(n));
             }
-            None => {
+            None if by_ip.is_none() => {
                 let _ = write!(line, ", outside its functions");
             }
+            None => {}
         }
     }
-    let module = MODULE.try_with(|m| m.get()).unwrap_or("");
-    if !module.is_empty() {
+    if let Some(m) = by_ip {
+        let _ = write!(
+            line,
+            ", in the code of LinuxCNC module {m} (C code in rtapi's address space)"
+        );
+    } else if !module.is_empty() {
         let _ = write!(
             line,
             " of LinuxCNC module {module} (C code in rtapi's address space)"
@@ -238,6 +412,13 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, _uc: *mut c_void)
                 " Removed {}.",
                 std::str::from_utf8(path.to_bytes()).unwrap_or("?")
             );
+        }
+    }
+    for slot in &SHM_IDS {
+        let id = slot.load(Ordering::Acquire);
+        // SAFETY: IPC_RMID takes no buffer; shmctl is a plain system call, async-signal-safe.
+        if id >= 0 && unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) } == 0 {
+            let _ = write!(line, " Removed SysV segment {id}.");
         }
     }
     let _ = line.write_str("\n");

@@ -170,7 +170,10 @@ pub fn load(name: &str, args: &[String]) -> i32 {
         return -1;
     }
     let handle = handle as usize;
+    // From here a fault in the module's code (its rtapi_app_main too) is reported by its name.
+    crate::runtime::crash::note_code(name, &canonical);
     let close = || {
+        crate::runtime::crash::forget_code(name);
         // SAFETY: the handle from dlopen above, closed once.
         unsafe { libc::dlclose(handle as *mut c_void) };
     };
@@ -253,6 +256,7 @@ fn unload_module(m: Module) {
         // SAFETY: the module's exit, once, on the main thread (as rtapi_app's unload).
         unsafe { exit() };
     }
+    crate::runtime::crash::forget_code(&m.name);
     // SAFETY: the module's handle, closed once.
     unsafe { libc::dlclose(m.handle as *mut c_void) };
 }

@@ -160,6 +160,7 @@ pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
         off += page;
     }
     lock(&SESSION).push((key, id));
+    crate::runtime::crash::rmid_on_crash(id);
     let seg = Segment {
         key,
         id,
@@ -207,6 +208,7 @@ pub fn delete(h: i32) -> i32 {
     if stat(id).is_ok_and(|d| d.shm_nattch == 0) {
         // SAFETY: IPC_RMID takes no buffer.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+        crate::runtime::crash::forget_rmid(id);
     }
     0
 }
@@ -222,6 +224,7 @@ pub fn remove_session() {
     for (_, id) in lock(&SESSION).drain(..) {
         // SAFETY: IPC_RMID takes no buffer; an id already removed gives EINVAL/EIDRM, ignored.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+        crate::runtime::crash::forget_rmid(id);
     }
 }
 
