@@ -817,17 +817,61 @@ for p in os.listdir("/proc"):
 say("DONE")
 "#;
 
-#[test]
-fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
-    if let Some(why) = missing() {
-        return skip!(Ci, "{why}");
+/// What one `rtapi linuxcnc` session of sim/axis printed and left.
+struct Session {
+    out: String,
+    err: String,
+    res: String,
+}
+
+impl Session {
+    fn all(&self) -> String {
+        format!(
+            "--- stdout\n{}\n--- stderr\n{}\n--- result\n{}",
+            self.out, self.err, self.res
+        )
     }
-    if !Path::new(SIM_AXIS).join("axis.ini").exists() || !Path::new("/usr/bin/linuxcnc").exists() {
-        return skip!(
-            Ci,
-            "LinuxCNC's sim/axis sample config or linuxcnc script is missing"
+
+    fn section(&self, from: &str, to: &str) -> String {
+        self.out
+            .split(from)
+            .nth(1)
+            .unwrap_or("")
+            .split(to)
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    }
+
+    /// No process but the shell, no SysV segment, no socket.
+    fn assert_nothing_left(&self) {
+        let all = self.all();
+        assert_eq!(self.section("LEFT_PROCS", "LEFT_SHM"), "", "{all}");
+        assert_eq!(self.section("LEFT_SHM", "LEFT_SOCKET"), "", "{all}");
+        assert!(
+            !self.section("LEFT_SOCKET", "\u{0}").contains(".rtapi_fifo"),
+            "{all}"
         );
     }
+
+    /// The launcher's exit status as the script saw it.
+    fn rc(&self) -> Option<i32> {
+        self.out
+            .split("LAUNCHER_RC=")
+            .nth(1)?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+/// A copy of sim/axis with `display` (Python) as its display, run by `launch` (a shell fragment:
+/// `{rtapi}` and `{ini}` are replaced; it must echo `LAUNCHER_RC=$?`) as root for nobody in
+/// namespaces of its own (IPC, network, mount with a private /tmp, PID); then what is left.
+fn sim_axis_session(display_src: &str, launch: &str) -> Session {
     let d = session_dir();
     let cfg = d.path().join("axis");
     let o = Command::new("cp")
@@ -837,7 +881,7 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
         .unwrap();
     assert!(o.status.success());
     let display = d.path().join("display.py");
-    std::fs::write(&display, DISPLAY).unwrap();
+    std::fs::write(&display, display_src).unwrap();
     std::fs::set_permissions(&display, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Our display instead of axis; no hal_manualtoolchange (a Tk window: there is no X here).
     let ini = std::fs::read_to_string(cfg.join("axis.ini")).unwrap();
@@ -860,15 +904,15 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
         .unwrap();
     assert!(o.status.success());
     let result = d.path().join("result.txt");
+    let launch = launch
+        .replace("{rtapi}", env!("CARGO_BIN_EXE_rtapi"))
+        .replace("{ini}", &cfg.join("axis.ini").display().to_string());
     // Inside: a private /tmp (LinuxCNC's lock file), loopback up (its NML server's TCP port), then
     // the launcher; afterwards what is left: processes, segments, the socket.
     let script = format!(
-        "mount -t tmpfs tmpfs /tmp && ip link set lo up && \
-         {rtapi} linuxcnc {ini}; echo LAUNCHER_RC=$?; \
+        "mount -t tmpfs tmpfs /tmp && ip link set lo up && {launch}; \
          echo LEFT_PROCS; ps -e -o comm= | grep -v -x -e sh -e ps -e grep -e cat; \
          echo LEFT_SHM; tail -n +2 /proc/sysvipc/shm; echo LEFT_SOCKET; ls -a {home}",
-        rtapi = env!("CARGO_BIN_EXE_rtapi"),
-        ini = cfg.join("axis.ini").display(),
         home = d.path().display(),
     );
     let o = Command::new("unshare")
@@ -894,9 +938,31 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
         .output()
         .unwrap();
     let (out, err) = common::text(&o);
-    let res = std::fs::read_to_string(&result).unwrap_or_default();
-    let all = format!("--- stdout\n{out}\n--- stderr\n{err}\n--- result\n{res}");
-    assert!(out.contains("LAUNCHER_RC=0"), "{all}");
+    Session {
+        out,
+        err,
+        res: std::fs::read_to_string(&result).unwrap_or_default(),
+    }
+}
+
+fn sim_axis_missing() -> Option<String> {
+    if let Some(why) = missing() {
+        return Some(why);
+    }
+    if !Path::new(SIM_AXIS).join("axis.ini").exists() || !Path::new("/usr/bin/linuxcnc").exists() {
+        return Some("LinuxCNC's sim/axis sample config or linuxcnc script is missing".into());
+    }
+    None
+}
+
+#[test]
+fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
+    if let Some(why) = sim_axis_missing() {
+        return skip!(Ci, "{why}");
+    }
+    let s = sim_axis_session(DISPLAY, "{rtapi} linuxcnc {ini}; echo LAUNCHER_RC=$?");
+    let (err, res, all) = (&s.err, &s.res, s.all());
+    assert_eq!(s.rc(), Some(0), "{all}");
     assert!(
         res.contains("POSITION 1.500000 -0.500000 -1.000000"),
         "{all}"
@@ -915,21 +981,69 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
     // ... and the master cleaned up itself: the launcher's final sweep found nothing to remove.
     assert!(!err.contains("removed the stale"), "{all}");
     assert!(!err.contains("left behind"), "{all}");
-    // Nothing left: no process but the shell, no segment, no socket.
-    let section = |from: &str, to: &str| -> String {
-        out.split(from)
-            .nth(1)
-            .unwrap_or("")
-            .split(to)
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_string()
-    };
-    assert_eq!(section("LEFT_PROCS", "LEFT_SHM"), "", "{all}");
-    assert_eq!(section("LEFT_SHM", "LEFT_SOCKET"), "", "{all}");
-    assert!(
-        !section("LEFT_SOCKET", "\u{0}").contains(".rtapi_fifo"),
-        "{all}"
-    );
+    s.assert_nothing_left();
+}
+
+/// A display that brings the machine on, says `UP`, and stays until it is ended.
+const DISPLAY_UP: &str = r#"#!/usr/bin/python3
+import linuxcnc, os, sys, time
+out = open(os.environ["RESULT"], "w")
+s = linuxcnc.stat(); c = linuxcnc.command()
+def wait(cond, t=60):
+    t0 = time.time()
+    while time.time() - t0 < t:
+        s.poll()
+        if cond():
+            return
+        time.sleep(0.05)
+    print("TIMEOUT", file=out, flush=True); sys.exit(3)
+c.state(linuxcnc.STATE_ESTOP_RESET); wait(lambda: s.task_state == linuxcnc.STATE_ESTOP_RESET)
+c.state(linuxcnc.STATE_ON); wait(lambda: s.task_state == linuxcnc.STATE_ON)
+print("UP", file=out, flush=True)
+while True:
+    time.sleep(1)
+"#;
+
+/// The launcher in the background until the display says UP (bounded), then `action` (shell).
+fn launch_then(action: &str) -> String {
+    format!(
+        "{{rtapi}} linuxcnc {{ini}} & L=$!; i=0; \
+         until grep -q UP \"$RESULT\" 2>/dev/null || [ $i -gt 1200 ]; do sleep 0.05; i=$((i+1)); done; \
+         {action}; timeout -s KILL 120 tail --pid=$L -f /dev/null \
+         || {{ kill -KILL $L; echo LAUNCHER_HUNG; }}; wait $L; echo LAUNCHER_RC=$?"
+    )
+}
+
+/// SIGTERM to the launcher (a desktop session ending, `kill`): LinuxCNC's own Cleanup runs, the
+/// master is told `exit`, nothing is left.
+#[test]
+fn sigterm_of_the_launcher_ends_the_machine_and_leaves_nothing() {
+    if let Some(why) = sim_axis_missing() {
+        return skip!(Ci, "{why}");
+    }
+    let s = sim_axis_session(DISPLAY_UP, &launch_then("kill -TERM $L"));
+    let all = s.all();
+    assert!(s.res.contains("UP"), "the machine came on first: {all}");
+    assert!(s.err.contains("the master served"), "{all}");
+    assert!(!s.err.contains("left behind"), "{all}");
+    assert!(s.rc().is_some(), "{all}");
+    assert!(!s.out.contains("LAUNCHER_HUNG"), "{all}");
+    // Ended by the SIGINT (as Ctrl-C in LinuxCNC's terminal), not by the escalation after it.
+    assert!(!s.err.contains("did not end within"), "{all}");
+    s.assert_nothing_left();
+}
+
+/// The master killed under a running machine: the launcher stops LinuxCNC at once (no rtapi_app
+/// may take over), says so, exits non-zero, and its sweep leaves nothing.
+#[test]
+fn a_killed_master_stops_the_machine_and_leaves_nothing() {
+    if let Some(why) = sim_axis_missing() {
+        return skip!(Ci, "{why}");
+    }
+    let s = sim_axis_session(DISPLAY_UP, &launch_then("pkill -KILL -x rtapi-lcnc-mast"));
+    let all = s.all();
+    assert!(s.res.contains("UP"), "the machine came on first: {all}");
+    assert!(s.rc().is_some_and(|c| c != 0), "{all}");
+    assert!(s.err.contains("master ended while LinuxCNC ran"), "{all}");
+    s.assert_nothing_left();
 }

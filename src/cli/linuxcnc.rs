@@ -404,8 +404,72 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::Exit
     }
 }
 
+/// The environment variable that marks the processes of one `rtapi linuxcnc` session (the
+/// launcher's pid).
+const SESSION_MARK: &str = "RTAPI_LINUXCNC_SESSION";
+
+/// How long LinuxCNC has to end after a SIGINT before it gets SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Sends `sig` to every process (but this one) whose environment marks it as this session's;
+/// returns them as `pid name`.
+fn end_session(sig: i32) -> Vec<String> {
+    let me = std::process::id();
+    let mark = format!("{SESSION_MARK}={me}");
+    let mut hit = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return hit;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == mark.as_bytes()) {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            signal(pid, sig);
+            hit.push(format!("{pid} {}", name.trim()));
+        }
+    }
+    hit
+}
+
+fn sweep_session_segments(uid: u32, since: i64) -> Vec<String> {
+    let Ok(table) = std::fs::read_to_string("/proc/sysvipc/shm") else {
+        return Vec::new();
+    };
+    let alive = |pid: i64| i32::try_from(pid).is_ok_and(shmem::alive);
+    let mut notes = Vec::new();
+    for l in table.lines().skip(1) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+        let (Some(key), Some(id), Some(cpid), Some(lpid), Some(nattch), Some(owner), Some(ctime)) =
+            (num(0), num(1), num(4), num(5), num(6), num(7), num(13))
+        else {
+            continue;
+        };
+        if nattch != 0 || owner != i64::from(uid) || ctime < since || alive(cpid) || alive(lpid) {
+            continue;
+        }
+        // SAFETY: IPC_RMID takes no buffer.
+        if unsafe { libc::shmctl(id as i32, libc::IPC_RMID, std::ptr::null_mut()) } == 0 {
+            notes.push(format!(
+                "removed shared memory segment 0x{:08x} (id {id}) the session left (made by pid {cpid}, gone)",
+                key as u32
+            ));
+        }
+    }
+    notes
+}
+
 fn signal(pid: u32, sig: i32) {
-    // SAFETY: sending a signal to a child we spawned (and have not reaped).
+    // SAFETY: kill(2) has no memory effects; the pid is a child we spawned (not reaped) or a
+    // process of this session found by its mark.
     unsafe { libc::kill(pid as i32, sig) };
 }
 
@@ -538,11 +602,17 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
         )));
     }
 
+    let session_start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
     // 2. LinuxCNC's own script, as the session's user, in a process group of its own.
     let stop = crate::rt::signals::shutdown_flag().clone();
     let mut lc = Command::new(&script);
     lc.args(&args.args)
         .env("RTAPI_FIFO_PATH", &fifo)
+        // Every process of the session inherits it, also those that leave the process group
+        // (linuxcncsvr, `loadusr` helpers): the launcher ends what carries it.
+        .env(SESSION_MARK, std::process::id().to_string())
         .process_group(0);
     if let Some(h) = &home {
         lc.env("HOME", h);
@@ -567,7 +637,8 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     let pgid = linuxcnc.id();
     let mut loads = 0usize;
     let mut done = false;
-    let mut forwarded = false;
+    let mut forwarded: Option<std::time::Instant> = None;
+    let mut escalated = false;
     let mut master_gone = None;
     let mut master_exited = None;
     let tally = |l: String, loads: &mut usize, done: &mut bool| {
@@ -594,16 +665,30 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
                     // The master died under a running LinuxCNC: end it all now, before an rtapi_app
                     // slave gives up on the dead socket and becomes master itself.
                     signal_group(pgid, libc::SIGKILL);
+                    end_session(libc::SIGKILL);
                     let s2 = linuxcnc.wait().ok();
                     master_gone = Some(s);
                     break s2.unwrap_or(s);
                 }
             }
         }
-        if !forwarded && stop.load(std::sync::atomic::Ordering::Relaxed) {
-            forwarded = true;
-            // LinuxCNC's script traps SIGINT/SIGTERM and runs its Cleanup (display, task, unload, stop).
-            signal(linuxcnc.id(), libc::SIGTERM);
+        if forwarded.is_none() && stop.load(std::sync::atomic::Ordering::Relaxed) {
+            forwarded = Some(std::time::Instant::now());
+            // What Ctrl-C in LinuxCNC's terminal does: SIGINT to the whole group. The display ends
+            // (the script waits for it before its trap runs), then the script's Cleanup (task, io,
+            // unload, realtime stop).
+            signal_group(pgid, libc::SIGINT);
+        }
+        if let Some(t) = forwarded {
+            if !escalated && t.elapsed() > STOP_GRACE {
+                escalated = true;
+                crate::cli::out::eprintln(&format!(
+                    "rtapi: LinuxCNC did not end within {} s of SIGINT: SIGTERM to it",
+                    STOP_GRACE.as_secs()
+                ));
+                signal_group(pgid, libc::SIGTERM);
+                end_session(libc::SIGTERM);
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -628,8 +713,22 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     while let Ok(l) = rx.try_recv() {
         tally(l, &mut loads, &mut done);
     }
-    // LinuxCNC's process group: anything left of it is ended (the script's Cleanup normally did).
+    // LinuxCNC's process group: anything left of it is ended (the script's Cleanup normally did),
+    // and every other process of the session (a helper LinuxCNC started and left running).
     signal_group(pgid, libc::SIGKILL);
+    let left = end_session(libc::SIGKILL);
+    // Killed is not yet gone: the segments they hold are detached when they have exited.
+    let t0 = std::time::Instant::now();
+    while !end_session(0).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !left.is_empty() {
+        notes.push(format!(
+            "ended {} process(es) LinuxCNC left running: {}",
+            left.len(),
+            left.join(", ")
+        ));
+    }
     // Our master removes its socket when it ends; one there now was made by someone else: LinuxCNC's
     // own rtapi_app, become master after ours had gone.
     let foreign = done && std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket());
@@ -637,9 +736,19 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
         remove_socket(&fifo);
         notes.push(format!("removed the socket {} left behind", fifo.display()));
     }
-    for m in sweep_segments(&keys, user.uid) {
-        notes.push(m);
-    }
+    // A process of the session killed just now may still be exiting (its attachments go last):
+    // what is still attached is looked at again for a few seconds before it is reported.
+    let t0 = std::time::Instant::now();
+    let swept = loop {
+        let v = sweep_segments(&keys, user.uid);
+        if !v.iter().any(|m| m.starts_with("left behind")) || t0.elapsed() > Duration::from_secs(5)
+        {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    notes.extend(swept);
+    notes.extend(sweep_session_segments(user.uid, session_start));
     for n in &notes {
         crate::cli::out::eprintln(&format!("rtapi: {n}"));
     }
