@@ -20,9 +20,14 @@
 //! `motmod.so` has a thread that woke at least a quarter of the period rate during a one-second probe
 //! of the hold, the most of its threads (the servo thread: a late thread catching up runs periods back
 //! to back without sleeping, so a loaded machine shows fewer wake-ups than periods), and its scheduling policy and priority (`/proc/PID/task/TID/stat`) are printed with the
-//! numbers. Ratios (rtapi ÷ stock) are printed only when both sides' servo threads were found; when
-//! their policies differ (stock 2.9 on a kernel it does not call realtime runs SCHED_OTHER) the
-//! ratio line says so. Conditions alternate stock, rtapi, stock, rtapi… per load, one run each.
+//! numbers. Stock runs twice: as 2.9 runs on a kernel it does not call realtime (SCHED_OTHER), and
+//! with `LINUXCNC_FORCE_REALTIME=1`, 2.9's own override of that check (its `rtapi_app` is setuid
+//! root) — plus, where root lacks CAP_SYS_RESOURCE (this VM), `lcnc/rtprio_shim.c` preloaded in a
+//! private mount namespace, or 2.9 falls back to SCHED_OTHER when it cannot raise RLIMIT_RTPRIO —,
+//! which must show SCHED_FIFO to count; so one ratio compares the runtimes under one policy. rtapi's
+//! master gets README's file capabilities on a copy (LinuxCNC runs as `nobody`).
+//! Ratios (rtapi ÷ each stock) are printed only when both sides' servo threads were verified; when
+//! their policies differ the ratio line says so. Per load: stock, stock forced RT, rtapi, one run each.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -125,11 +130,18 @@ fn end(mut c: Child) {
     let _ = c.wait();
 }
 
-fn verified(s: &Stats) -> Result<&ThreadInfo, String> {
+/// The servo thread was found and, where the launcher promises SCHED_FIFO, runs it.
+fn verified<'a>(l: &Launcher, s: &'a Stats) -> Result<&'a ThreadInfo, String> {
     let t = s
         .thread
         .as_ref()
         .ok_or("no process with motmod.so mapped was found during the hold")?;
+    if !matches!(l, Launcher::Stock) && t.policy != "SCHED_FIFO" {
+        return Err(format!(
+            "{l} was to run its servo thread SCHED_FIFO; it runs {} ({t})",
+            t.policy
+        ));
+    }
     if t.wakeups_per_s < 0.25e9 / PERIOD_NS {
         return Err(format!(
             "the busiest thread of {} woke {:.0}/s, not about {:.0}/s: not the servo thread",
@@ -182,9 +194,12 @@ fn main() {
         eprintln!("SKIPPED: linuxcnc_servo: {why}");
         return;
     }
-    let mut launchers = vec![Launcher::Stock];
+    // Stock twice: as 2.9 runs on this kernel (SCHED_OTHER: it does not call it realtime) and
+    // with LINUXCNC_FORCE_REALTIME=1 (SCHED_FIFO), so one ratio compares the runtimes under the
+    // same policy.
+    let mut launchers = vec![Launcher::Stock, Launcher::StockRealtime];
     if let Some(p) = &rtapi {
-        launchers.push(Launcher::Rtapi(p.clone()));
+        launchers.push(Launcher::Rtapi(with_capabilities(p)));
     }
     println!(
         "LinuxCNC servo-thread timing, sim/axis (1 ms), {seconds} s per run, timedelta first in servo-thread"
@@ -210,16 +225,13 @@ fn main() {
             }
             match &r {
                 Ok(st) => {
-                    let thread = match verified(st) {
+                    let thread = match verified(l, st) {
                         Ok(t) => t.to_string(),
                         Err(e) => format!("NOT VERIFIED: {e}"),
                     };
                     println!(
                         "{load:<8} {:<28} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>6} {:>7}  {thread}",
-                        match l {
-                            Launcher::Stock => "stock rtapi_app".to_string(),
-                            Launcher::Rtapi(_) => "rtapi linuxcnc".to_string(),
-                        },
+                        label(l),
                         st.periods,
                         st.p50,
                         st.p99,
@@ -230,10 +242,20 @@ fn main() {
                 }
                 Err(e) => println!("{load:<8} {l}: FAILED: {e}"),
             }
-            results.push(r);
+            results.push((l, r));
         }
-        if let [Ok(a), Ok(b)] = results.as_slice() {
-            match (verified(a), verified(b)) {
+        let Some((rl, Ok(b))) = results
+            .iter()
+            .find(|(l, _)| matches!(l, Launcher::Rtapi(_)))
+        else {
+            continue;
+        };
+        for (sl, a) in results
+            .iter()
+            .filter(|(l, _)| !matches!(l, Launcher::Rtapi(_)))
+        {
+            let Ok(a) = a else { continue };
+            match (verified(sl, a), verified(rl, b)) {
                 (Ok(ta), Ok(tb)) => {
                     let ratio = |x: f64, y: f64| {
                         if x > 0.0 {
@@ -244,7 +266,7 @@ fn main() {
                     };
                     println!(
                         "{load:<8} {:<28} {:>8} {:>9} {:>9} {:>9} {:>6} {:>7}",
-                        "ratio rtapi / stock",
+                        format!("rtapi / {}", label(sl)),
                         "",
                         ratio(a.p50, b.p50),
                         ratio(a.p99, b.p99),
@@ -254,17 +276,55 @@ fn main() {
                     );
                     if ta.policy != tb.policy || ta.rt_priority != tb.rt_priority {
                         println!(
-                            "         (unlike scheduling: stock {} {}, rtapi {} {} — the ratio compares the two as they run here)",
+                            "         (unlike scheduling: stock {} {}, rtapi {} {} — this ratio compares the two as they run here, policy included)",
                             ta.policy, ta.rt_priority, tb.policy, tb.rt_priority
                         );
                     }
                 }
                 (ea, eb) => println!(
-                    "{load:<8} no ratio: the servo thread was not verified ({:?} / {:?})",
+                    "{load:<8} no ratio rtapi / {}: the servo thread was not verified ({:?} / {:?})",
+                    label(sl),
                     ea.err(),
                     eb.err()
                 ),
             }
         }
+    }
+}
+
+/// LinuxCNC runs as `nobody` here (its `rtapi_app` refuses root), so rtapi's master gets its
+/// privileges as README tells an ordinary user: a copy of `rtapi` and `rtapi-lcnc-master` side by
+/// side, the master with `cap_sys_nice,cap_ipc_lock=ep`. Not root: the binaries as they are.
+fn with_capabilities(rtapi: &std::path::Path) -> std::path::PathBuf {
+    if !common::is_root() {
+        return rtapi.to_path_buf();
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-lcnc-caps");
+    std::fs::create_dir_all(&dir).unwrap();
+    let master = rtapi.with_file_name("rtapi-lcnc-master");
+    for (from, name) in [(rtapi, "rtapi"), (master.as_path(), "rtapi-lcnc-master")] {
+        let to = dir.join(name);
+        let _ = std::fs::remove_file(&to);
+        std::fs::copy(from, &to)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+    }
+    let o = Command::new("setcap")
+        .arg("cap_sys_nice,cap_ipc_lock=ep")
+        .arg(dir.join("rtapi-lcnc-master"))
+        .output()
+        .expect("setcap (Debian libcap2-bin)");
+    assert!(
+        o.status.success(),
+        "setcap: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    dir.join("rtapi")
+}
+
+fn label(l: &Launcher) -> &'static str {
+    match l {
+        Launcher::Stock => "stock rtapi_app",
+        Launcher::StockRealtime => "stock rtapi_app, forced RT",
+        Launcher::Rtapi(_) => "rtapi linuxcnc",
     }
 }

@@ -72,7 +72,15 @@ fn main() {
     let file = dir.path().join("changes.hal");
     std::fs::write(&file, &changes).unwrap();
     let mut owner = rtapi()
-        .args(["halrun", "--instance", &name, "-f", base.to_str().unwrap()])
+        .args([
+            "halrun",
+            "--duration",
+            "1h",
+            "--instance",
+            &name,
+            "-f",
+            base.to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -72,3 +72,58 @@ fn run_order_aliases_and_lists() {
          unalias pin amp\ngetp siggen.0.amplitude\n",
     );
 }
+
+/// Issue 25 (halrun semantics): `halrun -f` of a file that starts its threads ends at the file's
+/// end — stop, unload, exit — as LinuxCNC 2.9's own `halrun -f` does with the same file; ours prints
+/// the run's summary, says how to keep it running, and leaves no segment.
+#[test]
+fn halrun_f_of_a_started_file_ends_at_its_end_as_linuxcncs_does() {
+    let script = "loadrt threads name1=servo period1=1000000\nloadrt siggen\n\
+                  addf siggen.0.update servo\nstart\nshow thread\n";
+    // LinuxCNC's: halrun_script returns once its halrun has exited.
+    let t = std::time::Instant::now();
+    let (theirs, _) = linuxcnc::halrun_script("halrun-ends", script);
+    assert!(theirs.contains("servo"), "LinuxCNC's show thread: {theirs}");
+    let stock = t.elapsed();
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("started.hal");
+    std::fs::write(&path, script).unwrap();
+    let instance = format!("halrun-ends-{}", std::process::id());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["halrun", "--instance", &instance, "-f"])
+        .arg(&path)
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rtapi halrun -f was still running {limit:?} after a file that ends in `start` + `show`");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ours = t.elapsed();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    // The file's own `show thread`, then the summary of the run, which names the thread's cycles.
+    assert!(out.contains("servo") && out.contains("cycles"), "{out}");
+    assert!(
+        err.contains("stopped and unloaded at the end of") && err.contains("--duration"),
+        "{err}"
+    );
+    assert!(
+        !std::path::Path::new(&format!("/dev/shm/rtapi-{instance}")).exists(),
+        "the segment of {instance} is left"
+    );
+    eprintln!("halrun -f of a started file ended: LinuxCNC's in {stock:?}, ours in {ours:?}");
+}

@@ -208,3 +208,96 @@ fn rtapi_run_takes_the_ini_file_from_the_toml() {
         "{stderr}"
     );
 }
+
+/// Issue 25: `rtapi run FILE.hal` runs a `.hal` file (its `-i` INI substituted) until SIGTERM, as
+/// `rtapi run` does a TOML: the threads keep running after the file's end, and SIGTERM stops them
+/// with the summary and exit 0, nothing left.
+#[test]
+fn rtapi_run_runs_a_hal_file_until_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path());
+    let instance = format!("run-hal-{}", std::process::id());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .current_dir(dir.path())
+        .args(["run", "-i", "m.ini", "--instance", &instance, "m.hal"])
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Running after the file: the thread's cycle count goes on rising, seen twice.
+    let cycles = || -> Option<u64> {
+        let o = rtapi(
+            dir.path(),
+            &["show", "thread", "--instance", &instance, "--json"],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+        v["threads"]
+            .as_array()?
+            .iter()
+            .find(|t| t["name"] == "servo")?["cycles"]
+            .as_u64()
+    };
+    let t = std::time::Instant::now();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "rtapi run m.hal: its servo thread's cycles did not rise 3 times in 30 s ({seen:?}); \
+             exited: {:?}",
+            child.try_wait()
+        );
+        if let Some(c) = cycles() {
+            if seen.last().is_none_or(|l| c > *l) {
+                seen.push(c);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(child.try_wait().unwrap().is_none());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("servo"), "{}", text(&o.stdout));
+    assert!(!segment(&instance));
+}
+
+/// Issue 25: a file of the wrong kind is refused before anything is read as the other kind, with
+/// the command that takes it: an INI to `run` or `halrun`, a TOML to `halrun`; `-i` with a TOML.
+#[test]
+fn a_file_of_the_wrong_kind_names_the_command_that_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path());
+    std::fs::write(
+        dir.path().join("m.toml"),
+        "[[thread]]\nname = \"servo\"\nperiod = \"1ms\"\n",
+    )
+    .unwrap();
+    for (args, want) in [
+        (&["run", "m.ini"][..], "rtapi linuxcnc m.ini"),
+        (&["run", "m.ini"][..], "rtapi run -i m.ini FILE.hal"),
+        (
+            &["halrun", "m.toml"][..],
+            "this is a machine TOML: run it with `rtapi run m.toml`",
+        ),
+        (
+            &["halrun", "-f", "m.ini"][..],
+            "rtapi halrun -i INI -f FILE.hal",
+        ),
+        (
+            &["run", "-i", "m.ini", "m.toml"][..],
+            "a machine TOML names its INI itself",
+        ),
+    ] {
+        let o = rtapi(dir.path(), args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: '{want}' not in: {err}");
+        // Refused on its kind, not read as the other: no TOML or halcmd syntax error.
+        assert!(!err.contains("expected"), "{args:?}: {err}");
+    }
+}

@@ -822,6 +822,8 @@ struct Session {
     out: String,
     err: String,
     res: String,
+    /// The rtapi instance of the session's master.
+    inst: String,
 }
 
 impl Session {
@@ -844,9 +846,11 @@ impl Session {
             .to_string()
     }
 
-    /// No process but the shell, no SysV segment, no socket.
+    /// No process but the shell, no SysV segment, no socket, no rtapi segment of the master.
     fn assert_nothing_left(&self) {
         let all = self.all();
+        let seg = format!("/dev/shm/rtapi-{}", self.inst);
+        assert!(!Path::new(&seg).exists(), "{seg} left behind: {all}");
         assert_eq!(self.section("LEFT_PROCS", "LEFT_SHM"), "", "{all}");
         assert_eq!(self.section("LEFT_SHM", "LEFT_SOCKET"), "", "{all}");
         assert!(
@@ -873,6 +877,7 @@ impl Session {
 /// namespaces of its own (IPC, network, mount with a private /tmp, PID); then what is left.
 fn sim_axis_session(display_src: &str, launch: &str) -> Session {
     let d = session_dir();
+    let inst = unique_instance();
     let cfg = d.path().join("axis");
     let o = Command::new("cp")
         .args(["-r", SIM_AXIS])
@@ -931,7 +936,7 @@ fn sim_axis_session(display_src: &str, launch: &str) -> Session {
         .env("HOME", d.path())
         .env("RESULT", &result)
         .env("RTAPI_FLAVOR", "posix")
-        .env("RTAPI_INSTANCE", unique_instance())
+        .env("RTAPI_INSTANCE", &inst)
         .env_remove("DISPLAY")
         .env_remove("RTAPI_FIFO_PATH")
         .stdin(Stdio::null())
@@ -942,6 +947,7 @@ fn sim_axis_session(display_src: &str, launch: &str) -> Session {
         out,
         err,
         res: std::fs::read_to_string(&result).unwrap_or_default(),
+        inst,
     }
 }
 

@@ -44,7 +44,16 @@ impl Owner {
         let file = dir.path().join("owner.hal");
         std::fs::write(&file, body).unwrap();
         let name = format!("{tag}-{}", std::process::id());
-        let args = ["halrun", "--instance", &name, "-f", file.to_str().unwrap()];
+        // --duration: without it halrun -f stops at the file's end, as LinuxCNC's does.
+        let args = [
+            "halrun",
+            "--duration",
+            "1h",
+            "--instance",
+            &name,
+            "-f",
+            file.to_str().unwrap(),
+        ];
         Owner::spawn(name.clone(), dir, &args, stdin)
     }
 

@@ -705,6 +705,29 @@ fn inspect_existing(
     }
 }
 
+/// Removes `/rtapi-<instance>` if it is a trusted rtapi segment whose owner is gone (its lock is
+/// free): what a killed owner left. `Ok(true)` if it was removed, `Ok(false)` if there is none or
+/// its owner lives (or it is being created or reclaimed right now); an untrusted or foreign file is
+/// an error and stays.
+pub fn remove_stale(instance: &str) -> Result<bool> {
+    let instance = Instance::new(instance)?;
+    let path = display_path(&instance);
+    match shm_open(&instance, libc::O_RDONLY, 0) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+        _ => {}
+    }
+    // Five looks, as a creator does, before an unfinished file counts as a leftover.
+    let mut unfinished_seen = 0;
+    for _ in 0..5 {
+        match inspect_existing(&instance, &path, &mut unfinished_seen)? {
+            Existing::Stale => return Ok(true),
+            Existing::Locked(_) => return Ok(false),
+            Existing::InFlux => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    Ok(false)
+}
+
 /// Removes the name if it still refers to the file behind `fd` (someone may have replaced it).
 pub(crate) fn unlink_if_ours(instance: &Instance, fd: &OwnedFd) {
     unlink_name_if_ours(&instance.shm_name(), fd);

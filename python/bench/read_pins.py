@@ -47,7 +47,7 @@ def main():
                 f.write(f"loadrt and2 names={names}\n")
             f.write("start\n")
         owner = subprocess.Popen(
-            [rtapi_bin, "halrun", "--instance", name, "-f", hal],
+            [rtapi_bin, "halrun", "--duration", "1h", "--instance", name, "-f", hal],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -61,7 +61,7 @@ class Halrun:
         with open(path, "w") as f:
             f.write(body.rstrip("\n") + "\nstart\n" + after)
         self.proc = subprocess.Popen(
-            [rtapi_bin(), "halrun", "--instance", self.name, "-f", path],
+            [rtapi_bin(), "halrun", "--duration", "1h", "--instance", self.name, "-f", path],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env={**os.environ, "RUST_LOG": "error"},

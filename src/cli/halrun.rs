@@ -3,10 +3,11 @@
 //!
 //! The file's commands run into the session's netlist model first; every error is `file:line:
 //! message` and exit 2, with nothing created. `--check` stops there. Otherwise the HAL is emitted to
-//! a dry run and then to the real runtime; if the file ran `start`, the threads start and run until
-//! Ctrl-C/SIGTERM (or `--duration`), like `rtapi run`. A file that never ran `start` is, as with
-//! halrun without `-I`, unloaded when it ends: its HAL is built into a configured runtime (every
-//! check made) and dropped, and no thread runs.
+//! a dry run and then to the real runtime; if the file ran `start`, the threads start there and run
+//! while the rest of the file runs. At the file's end it is as LinuxCNC's `halrun -f`: `stop`,
+//! `unload all`, exit (with the run's summary) — unless `--duration` keeps it running that long, or
+//! `-I` gives a prompt. (`rtapi run FILE.hal` runs a file until Ctrl-C.) A file that never ran
+//! `start` has its HAL built into a configured runtime (every check made) and dropped; no thread runs.
 
 use std::path::PathBuf;
 
@@ -23,9 +24,10 @@ use crate::runtime::{Runtime, RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Without --check: a file that runs `start` keeps its threads running until \
-Ctrl-C or SIGTERM (or --duration), then stops and prints the summary; a file without `start` is \
-checked, built and unloaded when it ends, as LinuxCNC's halrun does without -I.\n\
+    after_help = "As LinuxCNC's halrun: at the end of the file the instance stops and is unloaded \
+(threads started by `start` run while the rest of the file runs), and the summary is printed. \
+--duration D keeps a started file running for D, -I gives a prompt; `rtapi run FILE.hal` runs it \
+until Ctrl-C or SIGTERM.\n\
 loadusr after `start` starts the program with RTAPI_INSTANCE set (-W/-Wn NAME: waits up to 10 s \
 for its component, e.g. one made with the rtapi Python module); the programs are stopped with the \
 instance. Before `start` it is refused.\n\
@@ -63,7 +65,8 @@ pub struct Args {
     /// The instance name (segment /rtapi-NAME).
     #[arg(long, value_name = "NAME", default_value = rtapi_hal::DEFAULT_INSTANCE)]
     instance: String,
-    /// Stop a started file after this long (e.g. 5s); default: until Ctrl-C.
+    /// Keep a started file running this long after its end (e.g. 5s, 2m), then stop; default: stop
+    /// at the end of the file, as LinuxCNC's halrun does.
     #[arg(long, value_parser = super::run::parse_run_duration)]
     duration: Option<Nanos>,
     /// Log only errors (no once-a-second overrun lines), as halcmd's -q; RUST_LOG still wins.
@@ -83,6 +86,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     if let Some(e) = crate::config::invalid_name("--instance", &args.instance) {
         return Err(Failure::usage(e));
+    }
+    if let Some(f) = &file {
+        not_a_hal_file(f)?;
     }
     let ini = match &args.ini {
         None => None,
@@ -167,6 +173,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
         ));
         return Ok(());
     }
+    if args.duration.is_none() {
+        // LinuxCNC's halrun -f: the file's end is the run's end.
+        drop(server);
+        let running = lock()
+            .detach()
+            .expect("a started session stays attached until here");
+        let result = finish(running, StopReason::Elapsed);
+        out::eprintln(&format!(
+            "rtapi halrun: stopped and unloaded at the end of {}, as LinuxCNC's halrun does; to \
+             keep it running: --duration D, -I, or rtapi run {0}",
+            file.display()
+        ));
+        return result;
+    }
     if let Some(rt) = lock().runtime() {
         rt.keep_caller_off_rt_cpus();
         // The control thread started before the RT CPUs were known.
@@ -175,6 +195,26 @@ pub fn run(args: Args) -> Result<(), Failure> {
         }
     }
     serve_shared(shared, server, &args.instance, args.duration)
+}
+
+/// A machine TOML or an INI given where the `.hal` file goes: which command takes it.
+fn not_a_hal_file(path: &std::path::Path) -> Result<(), Failure> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let what = match ext.as_deref() {
+        Some("toml") => "a machine TOML: run it with `rtapi run",
+        Some("ini") => {
+            "an INI file: give it as -i INI with the .hal file (rtapi halrun -i INI -f FILE.hal), \
+             or run the LinuxCNC machine it describes with `rtapi linuxcnc"
+        }
+        _ => return Ok(()),
+    };
+    Err(Failure::usage(format!(
+        "{0}: halrun takes a .hal file; this is {what} {0}`",
+        path.display()
+    )))
 }
 
 /// halrun -I: the prompt, in this process, and the control socket for other terminals, on one

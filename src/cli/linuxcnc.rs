@@ -297,6 +297,7 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
             End::Exit => "exit",
             End::NoModules => "no module left",
             End::Signal => "signal",
+            End::LauncherGone => "its launcher is gone",
         },
         left.len(),
     ));
@@ -735,6 +736,17 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     if std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket()) {
         remove_socket(&fifo);
         notes.push(format!("removed the socket {} left behind", fifo.display()));
+    }
+    // rtapi's own segment of LinuxCNC's threads: the master removes it when it ends; a killed one
+    // leaves it (its owner dead, so it is stale and removed here; one whose owner lives stays).
+    let instance = std::env::var("RTAPI_INSTANCE")
+        .unwrap_or_else(|_| crate::runtime::hosted::DEFAULT_HOSTED_INSTANCE.to_string());
+    match rtapi_hal::remove_stale(&instance) {
+        Ok(true) => notes.push(format!(
+            "removed /dev/shm/rtapi-{instance}, which the master left behind"
+        )),
+        Ok(false) => {}
+        Err(e) => notes.push(format!("left behind: /dev/shm/rtapi-{instance} ({e})")),
     }
     // A process of the session killed just now may still be exiting (its attachments go last):
     // what is still attached is looked at again for a few seconds before it is reported.

@@ -1,4 +1,6 @@
-//! `rtapi run CONFIG.toml [--duration D] [--instance NAME]`: runs a machine configuration.
+//! `rtapi run CONFIG.toml [--duration D] [--instance NAME]`: runs a machine configuration; `rtapi
+//! run [-i INI] FILE.hal` runs one `.hal` file the same way (the runtime's defaults, the file's own
+//! threads).
 //!
 //! The whole configuration is checked before anything happens (see [`crate::config`]): every error is
 //! printed as `file:line: message` and the exit code is 2, with no segment created and no thread
@@ -24,8 +26,11 @@ use crate::runtime::{Running, Runtime, RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The machine configuration (TOML; it names the .hal files).
+    /// The machine configuration: a TOML that names the .hal files, or one .hal file.
     config: PathBuf,
+    /// The INI file for a .hal file's [SECTION]KEY substitutions (a TOML names its own: ini =).
+    #[arg(short = 'i', long = "ini", value_name = "INI")]
+    ini: Option<PathBuf>,
     /// Stop after this long (e.g. 5s, 2m); default: until Ctrl-C.
     #[arg(long, value_parser = parse_run_duration)]
     duration: Option<Nanos>,
@@ -59,8 +64,31 @@ pub(crate) fn config_failure(errors: &[ConfigError]) -> Failure {
     ))
 }
 
+/// What kind of file `path` is, by its extension: `rtapi run` takes a TOML or a `.hal` file; an INI
+/// is LinuxCNC's and is refused with the commands that take it.
+fn load_machine(path: &std::path::Path, ini: Option<&std::path::Path>) -> Result<Machine, Failure> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("hal") => Machine::hal_file(path, ini).map_err(|e| config_failure(&e)),
+        Some("ini") => Err(Failure::usage(format!(
+            "{}: an INI file (LinuxCNC's machine description) is not a config `rtapi run` takes: \
+             give it a machine TOML or a .hal file (rtapi run -i {0} FILE.hal), or run the \
+             LinuxCNC machine with `rtapi linuxcnc {0}`",
+            path.display()
+        ))),
+        _ if ini.is_some() => Err(Failure::usage(format!(
+            "{}: -i INI goes with a .hal file; a machine TOML names its INI itself (ini = \"FILE\")",
+            path.display()
+        ))),
+        _ => Machine::load(path).map_err(|e| config_failure(&e)),
+    }
+}
+
 pub fn run(args: Args) -> Result<(), Failure> {
-    let mut machine = Machine::load(&args.config).map_err(|e| config_failure(&e))?;
+    let mut machine = load_machine(&args.config, args.ini.as_deref())?;
     if let Some(i) = args.instance {
         if let Some(e) = crate::config::invalid_name("--instance", &i) {
             return Err(Failure::usage(e));

@@ -276,6 +276,51 @@ fn parser(ini: Option<Ini>) -> Session {
     s
 }
 
+/// Reads and parses each `.hal` file named at `(path, line)` of `file` (line 0: the file is itself
+/// the one given). Every error, in order.
+fn read_hal_files(
+    file: &str,
+    named: &[(PathBuf, usize)],
+    ini: Option<Ini>,
+) -> Result<Vec<HalFile>, Vec<ConfigError>> {
+    let parser = parser(ini);
+    let mut hal_files = Vec::new();
+    let mut errors = Vec::new();
+    for (hal_path, line) in named {
+        let name = hal_path.display().to_string();
+        let bytes = match read_bytes(hal_path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let message = match e {
+                    ReadError::Io(e) => format!("cannot read hal file {name}: {e}"),
+                    ReadError::TooLarge => format!("hal file {name}: {TOO_LARGE}"),
+                };
+                errors.push(match line {
+                    0 => ConfigError::file(&name, message),
+                    l => ConfigError::at(file, *l, message),
+                });
+                continue;
+            }
+        };
+        match decode(&name, bytes) {
+            Err(e) => errors.push(e),
+            Ok(text) => match parser.parse(&name, &text) {
+                Ok(commands) => hal_files.push(HalFile {
+                    name,
+                    dir: hal_path.parent().map(Path::to_path_buf),
+                    commands,
+                }),
+                Err(mut e) => errors.append(&mut e),
+            },
+        }
+    }
+    if errors.is_empty() {
+        Ok(hal_files)
+    } else {
+        Err(errors)
+    }
+}
+
 impl Machine {
     /// Reads the TOML at `path`, its INI file and every `.hal` file it names (relative to the TOML's
     /// directory). Returns every syntax error found, in file order.
@@ -294,44 +339,38 @@ impl Machine {
                     .map_err(|e| vec![ConfigError::at(&file, i.line, format!("ini file: {e}"))])?,
             ),
         };
-        let parser = parser(ini.clone());
-        let mut hal_files = Vec::new();
-        let mut errors = Vec::new();
-        for h in &toml.hal {
-            let hal_path = dir.join(&h.path);
-            let name = hal_path.display().to_string();
-            let bytes = match read_bytes(&hal_path) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    let message = match e {
-                        ReadError::Io(e) => format!("cannot read hal file {name}: {e}"),
-                        ReadError::TooLarge => format!("hal file {name}: {TOO_LARGE}"),
-                    };
-                    errors.push(ConfigError::at(&file, h.line, message));
-                    continue;
-                }
-            };
-            match decode(&name, bytes) {
-                Err(e) => errors.push(e),
-                Ok(text) => match parser.parse(&name, &text) {
-                    Ok(commands) => hal_files.push(HalFile {
-                        name,
-                        dir: hal_path.parent().map(Path::to_path_buf),
-                        commands,
-                    }),
-                    Err(mut e) => errors.append(&mut e),
-                },
-            }
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+        let named: Vec<(PathBuf, usize)> = toml
+            .hal
+            .iter()
+            .map(|h| (dir.join(&h.path), h.line))
+            .collect();
+        let hal_files = read_hal_files(&file, &named, ini.clone())?;
         Ok(Machine {
             file,
             runtime: toml.runtime,
             threads: toml.threads,
             thread_lines: toml.thread_lines,
             cpu_lines: toml.cpu_lines,
+            ini,
+            hal_files,
+        })
+    }
+
+    /// A machine that is one `.hal` file (`rtapi run FILE.hal`): the runtime's defaults, the threads
+    /// the file makes (`loadrt threads`), `[SECTION]KEY` substituted from `ini`.
+    pub fn hal_file(path: &Path, ini: Option<&Path>) -> Result<Machine, Vec<ConfigError>> {
+        let file = path.display().to_string();
+        let ini = match ini {
+            None => None,
+            Some(i) => Some(Ini::load(i).map_err(|e| vec![e])?),
+        };
+        let hal_files = read_hal_files(&file, &[(path.to_path_buf(), 0)], ini.clone())?;
+        Ok(Machine {
+            file,
+            runtime: RuntimeOptions::default(),
+            threads: Vec::new(),
+            thread_lines: Vec::new(),
+            cpu_lines: Vec::new(),
             ini,
             hal_files,
         })

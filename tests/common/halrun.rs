@@ -34,7 +34,16 @@ impl Halrun {
         std::fs::write(&file, body).unwrap();
         let name = format!("{tag}-{}", std::process::id());
         let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["halrun", "--instance", &name, "-f", file.to_str().unwrap()])
+            // --duration: halrun -f stops at the file's end (as LinuxCNC's does) unless told to go on.
+            .args([
+                "halrun",
+                "--duration",
+                "1h",
+                "--instance",
+                &name,
+                "-f",
+                file.to_str().unwrap(),
+            ])
             .env("RUST_LOG", "error")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

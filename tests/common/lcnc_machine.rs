@@ -86,6 +86,10 @@ const LINUXCNC_LOCK: &str = "/tmp/linuxcnc.lock";
 pub enum Launcher {
     /// LinuxCNC's own `linuxcnc` script, its `rtapi_app` the master.
     Stock,
+    /// The same with `LINUXCNC_FORCE_REALTIME=1`: 2.9's `rtapi_is_realtime` takes it in place of a
+    /// PREEMPT_RT kernel, so its setuid-root `rtapi_app` runs its threads SCHED_FIFO on this kernel
+    /// (benches/linuxcnc_servo.rs: FIFO against FIFO).
+    StockRealtime,
     /// `<path> linuxcnc [OPTIONS] INI`: rtapi as the master (issue 24).
     Rtapi(PathBuf),
 }
@@ -94,7 +98,7 @@ impl Launcher {
     /// The command that starts the machine, before its options and the INI.
     fn program(&self) -> Vec<String> {
         match self {
-            Launcher::Stock => vec!["linuxcnc".into()],
+            Launcher::Stock | Launcher::StockRealtime => vec!["linuxcnc".into()],
             Launcher::Rtapi(p) => vec![p.display().to_string(), "linuxcnc".into()],
         }
     }
@@ -104,6 +108,9 @@ impl fmt::Display for Launcher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Launcher::Stock => write!(f, "stock LinuxCNC (rtapi_app)"),
+            Launcher::StockRealtime => {
+                write!(f, "stock LinuxCNC (rtapi_app, LINUXCNC_FORCE_REALTIME=1)")
+            }
             Launcher::Rtapi(p) => write!(f, "rtapi linuxcnc ({})", p.display()),
         }
     }
@@ -617,14 +624,22 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     };
     let log_path = dir.join("linuxcnc.log");
     let log_file = fs::File::create(&log_path).unwrap();
-    let mut cmd = if crate::common::is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "nobody", "--", "env"]);
-        c
-    } else {
-        Command::new("env")
+    let forced = match launcher {
+        Launcher::StockRealtime => Some(ForcedRealtime::new(&dir).map_err(|e| fail(e, "".into()))?),
+        _ => None,
     };
+    let mut cmd = match &forced {
+        Some(f) => f.command(),
+        None if crate::common::is_root() => Command::new("runuser"),
+        None => Command::new("env"),
+    };
+    if crate::common::is_root() {
+        cmd.args(["-u", "nobody", "--", "env"]);
+    }
     cmd.arg(format!("HOME={}", dir.display()));
+    if forced.is_some() {
+        cmd.arg("LINUXCNC_FORCE_REALTIME=1");
+    }
     match &x {
         Some(x) => cmd.arg(format!("DISPLAY=:{}", x.display)),
         None => cmd.arg("-u").arg("DISPLAY"),
@@ -781,6 +796,74 @@ fn parse_samples(path: &Path, cfg: &str) -> Result<Vec<Sample>, String> {
 }
 
 /// An X server of our own (`Xvfb -displayfd 1`: it picks a free display and prints its number).
+/// What [`Launcher::StockRealtime`] adds: `LINUXCNC_FORCE_REALTIME=1` (2.9's override of its
+/// PREEMPT_RT check; its `rtapi_app` is setuid root) and, in a private mount namespace, an
+/// `/etc/ld.so.preload` (an overlay on `/etc`) naming `lcnc/rtprio_shim.c`, so that 2.9's
+/// `setrlimit(RLIMIT_RTPRIO, unlimited)` does not fail where root lacks CAP_SYS_RESOURCE and send
+/// it back to SCHED_OTHER. Root only. Its directory goes with it.
+struct ForcedRealtime {
+    dir: PathBuf,
+}
+
+impl ForcedRealtime {
+    fn new(run_dir: &Path) -> Result<ForcedRealtime, String> {
+        if !crate::common::is_root() {
+            return Err("the forced-realtime stock launcher needs root (a mount namespace)".into());
+        }
+        let dir = PathBuf::from(format!("{}-rt", run_dir.display()));
+        let _ = fs::remove_dir_all(&dir);
+        for d in ["upper", "work"] {
+            fs::create_dir_all(dir.join(d)).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+        }
+        let f = ForcedRealtime { dir };
+        let src = f.dir.join("rtprio_shim.c");
+        let so = f.dir.join("rtprio_shim.so");
+        fs::write(&src, include_str!("lcnc/rtprio_shim.c")).unwrap();
+        let o = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(&so)
+            .arg(&src)
+            .arg("-ldl")
+            .output()
+            .map_err(|e| format!("cc (to build lcnc/rtprio_shim.c): {e}"))?;
+        if !o.status.success() {
+            return Err(format!(
+                "cc lcnc/rtprio_shim.c: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        for p in [&f.dir, &so] {
+            fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        fs::write(
+            f.dir.join("upper/ld.so.preload"),
+            format!("{}\n", so.display()),
+        )
+        .unwrap();
+        Ok(f)
+    }
+
+    /// `unshare` into a private mount namespace, the overlay on `/etc`, then the rest of the
+    /// command line (appended by the caller) exec'd.
+    fn command(&self) -> Command {
+        let mut c = Command::new("unshare");
+        c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg(format!(
+                "mount -t overlay overlay -o lowerdir=/etc,upperdir={0}/upper,workdir={0}/work /etc \
+                 && exec \"$@\"",
+                self.dir.display()
+            ))
+            .args(["sh", "runuser"]);
+        c
+    }
+}
+
+impl Drop for ForcedRealtime {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
 struct XServer {
     child: Child,
     display: u32,

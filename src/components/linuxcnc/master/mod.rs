@@ -376,6 +376,8 @@ pub enum End {
     NoModules,
     /// SIGINT/SIGTERM.
     Signal,
+    /// The launcher that reads the report is gone (killed: it can no longer end the session).
+    LauncherGone,
 }
 
 /// What the master tells its launcher, one line each (`--report-fd`).
@@ -385,6 +387,25 @@ impl Reporter {
     /// Reports to `file`, or nowhere.
     pub fn new(file: Option<std::fs::File>) -> Self {
         Reporter(file)
+    }
+
+    /// Whether the report has a descriptor and nobody reads it any more: the launcher died (a
+    /// pipe's write end polls POLLERR once its last reader closed).
+    pub fn reader_gone(&self) -> bool {
+        use std::os::fd::AsFd;
+        let Some(f) = &self.0 else {
+            return false;
+        };
+        let mut fds = [nix::poll::PollFd::new(
+            f.as_fd(),
+            nix::poll::PollFlags::POLLOUT,
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
+            Ok(_) => fds[0].revents().is_some_and(|r| {
+                r.intersects(nix::poll::PollFlags::POLLERR | nix::poll::PollFlags::POLLHUP)
+            }),
+            Err(_) => false,
+        }
     }
 
     /// One line.
@@ -432,6 +453,9 @@ pub fn serve(
     loop {
         if stop() {
             return End::Signal;
+        }
+        if report.reader_gone() {
+            return End::LauncherGone;
         }
         for (id, name, missed) in capi::running() {
             if missed > 0 && !said_late.contains(&id) {
