@@ -1053,3 +1053,48 @@ fn a_killed_master_stops_the_machine_and_leaves_nothing() {
     assert!(s.err.contains("master ended while LinuxCNC ran"), "{all}");
     s.assert_nothing_left();
 }
+
+/// The launcher killed (SIGKILL: it can clean nothing up): its master sees the report pipe's
+/// reader gone, ends as on `exit` — threads stopped, modules unloaded — and removes its rtapi
+/// segment and socket, instead of serving a HAL nobody will end.
+#[test]
+fn a_killed_launcher_ends_its_master_with_its_segment_and_socket() {
+    if let Some(why) = sim_axis_missing() {
+        return skip!(Ci, "{why}");
+    }
+    let s = sim_axis_session(
+        DISPLAY_UP,
+        &launch_then(
+            "kill -KILL $L; i=0; \
+             while pgrep -x rtapi-lcnc-mast >/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; \
+             echo MASTER_WAITED=$i",
+        ),
+    );
+    let all = s.all();
+    assert!(s.res.contains("UP"), "the machine came on first: {all}");
+    let waited: u32 = s
+        .out
+        .split("MASTER_WAITED=")
+        .nth(1)
+        .and_then(|t| t.lines().next())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no MASTER_WAITED: {all}"));
+    assert!(
+        waited < 1200,
+        "the master still ran 60 s after its launcher was killed: {all}"
+    );
+    assert!(
+        s.err.contains("master done (its launcher is gone)"),
+        "{all}"
+    );
+    let seg = format!("/dev/shm/rtapi-{}", s.inst);
+    assert!(!Path::new(&seg).exists(), "{seg} left behind: {all}");
+    assert!(
+        !s.section("LEFT_SOCKET", "\u{0}").contains(".rtapi_fifo"),
+        "{all}"
+    );
+    eprintln!(
+        "the master ended {:.2} s after its launcher was killed",
+        f64::from(waited) * 0.05
+    );
+}
