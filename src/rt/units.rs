@@ -1,4 +1,4 @@
-//! Durations as users write them on the command line and in configs: `25us`, `1ms`, `60s`, `2m`,
+//! Durations as users write them on the command line and in configs: `25us`, `1ms`, `60s`, `2m`, `8h`,
 //! `500ns`, or a decimal such as `1.5ms`. On the command line a number needs its unit (`25` is refused
 //! with "write a unit"), except a literal `0`; machine configs also take an unquoted integer of nanoseconds
 //! for a period (the HAL habit: `period = 25000`), but not a quoted one, see [`parse_config_period`].
@@ -15,13 +15,14 @@ pub const MIN_PERIOD: Nanos = Nanos::from_micros(1);
 /// The longest thread period accepted: a CNC thread runs every few µs to ms; 10 s is already a typo.
 pub const MAX_PERIOD: Nanos = Nanos::from_secs(10);
 
-const UNITS: [(&str, u64); 6] = [
+const UNITS: [(&str, u64); 7] = [
     ("ns", 1),
     ("us", 1_000),
     ("µs", 1_000),
     ("ms", 1_000_000),
     ("s", 1_000_000_000),
     ("m", 60_000_000_000),
+    ("h", 3_600_000_000_000),
 ];
 
 /// Parses a non-negative duration with its unit (`25us`, `1.5ms`, `60s`); a literal `0` needs none.
@@ -93,7 +94,7 @@ fn with_unit(text: &str) -> Result<Nanos, String> {
     let t = text.trim();
     let bad = || {
         format!(
-            "invalid duration {}: write a number with a unit, e.g. 25us, 1ms, 60s, 2m",
+            "invalid duration {}: write a number with a unit, e.g. 25us, 1ms, 60s, 2m, 8h",
             quote(text)
         )
     };
@@ -234,6 +235,7 @@ mod tests {
         assert_eq!(p("1.5ms"), Ok(1_500_000));
         assert_eq!(p("60s"), Ok(60_000_000_000));
         assert_eq!(p("2m"), Ok(120_000_000_000));
+        assert_eq!(p("1h"), Ok(3_600_000_000_000));
         assert_eq!(p(" 10 ms "), Ok(10_000_000));
         assert_eq!(p("0"), Ok(0));
     }
