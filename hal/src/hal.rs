@@ -69,6 +69,11 @@ pub struct ParamDecl {
 /// that, changes only try the lock once, without waiting.
 const REUSE_WAIT: Duration = Duration::from_millis(100);
 const REUSE_BACKOFF: Duration = Duration::from_secs(1);
+/// How long a change that fits only in deleted records' slots waits for the exclusion before it is
+/// refused for want of room: writers in other processes that keep storing (a `setp` loop) hold the
+/// lock shared nearly all the time, and on a loaded machine one of them can hold it past
+/// [`REUSE_WAIT`] without being stopped.
+const REUSE_NEEDED_WAIT: Duration = Duration::from_secs(5);
 
 /// The writers' exclusion (LAYOUT.md section 11) for one structural change that reuses slots: the
 /// exclusive writers' lock on the segment file (writers in other processes) and the write side of the
@@ -475,8 +480,9 @@ impl Hal {
     /// exclusion, so that no writer in any process is between finding a cell and storing into it
     /// while a slot gets its new record (LAYOUT.md section 11). If the exclusion cannot be had (a
     /// writer stopped mid-write), the records go to fresh room only, and for a while later changes
-    /// do not wait for it.
-    fn adding<R>(&self, tables: &[Table], f: impl FnOnce(&mut Model) -> Result<R>) -> Result<R> {
+    /// do not wait for it — except a change that fits only in reused slots, which waits up to
+    /// [`REUSE_NEEDED_WAIT`] for the exclusion before it is refused.
+    fn adding<R>(&self, tables: &[Table], mut f: impl FnMut(&mut Model) -> Result<R>) -> Result<R> {
         let mut m = self.model();
         let wanted = tables.iter().any(|&t| m.b.room(t).reusable() > 0);
         let exclusive = if wanted {
@@ -497,8 +503,22 @@ impl Hal {
             None
         };
         m.b.reuse = exclusive.is_some();
-        let r = f(&mut m);
+        let mut r = f(&mut m);
         m.b.reuse = false;
+        // Refused for room with deleted slots there to reuse, the exclusion not had: the change
+        // cannot go to fresh room, so it waits longer for the exclusion (a writer stopped for good
+        // still cannot hold it up for ever) and tries again. The room checks come before anything
+        // is changed, so the first try left nothing behind.
+        let mut exclusive = exclusive;
+        if exclusive.is_none() && wanted && matches!(r, Err(HalError::TableFull { .. })) {
+            exclusive = self.exclusive(REUSE_NEEDED_WAIT);
+            if exclusive.is_some() {
+                m.reuse_backoff = None;
+                m.b.reuse = true;
+                r = f(&mut m);
+                m.b.reuse = false;
+            }
+        }
         drop(m);
         drop(exclusive);
         r

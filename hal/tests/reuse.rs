@@ -555,3 +555,64 @@ fn a_writer_stopped_mid_write_costs_one_wait_and_fresh_room_never_a_hang() {
         "a deleted record's slot was reused"
     );
 }
+
+/// A change that fits only in deleted records' slots is not refused because a writer held the lock
+/// past the first wait (a busy machine delays a writer's store; `stress-ng` did, in issue 22's
+/// stressed runs): it waits longer for the exclusion and reuses. A writer stopped for good still gets
+/// a refusal, not a hang.
+#[test]
+fn a_change_that_fits_only_in_reused_slots_waits_for_a_writer_holding_the_lock() {
+    let inst = unique_instance("needed");
+    let _c = Cleanup(inst.clone());
+    let mut b = HalBuilder::new(&inst).unwrap().capacity(Capacity {
+        factor: 1,
+        floor: 16,
+    });
+    b.component("ctl").unwrap();
+    let hal = b.build().unwrap();
+    let r = hal.reader().unwrap();
+    let pins = |c: &str, n: usize| -> Vec<PinDecl> {
+        (0..n)
+            .map(|i| PinDecl {
+                name: format!("{c}.p{i}"),
+                dir: PinDir::In,
+                init: Value::U32(i as u32),
+            })
+            .collect()
+    };
+    // Every pin slot used once, then half of them deleted: what comes next fits only in those.
+    let cap = room(&r)[1].capacity;
+    hal.add_component_with("a", &pins("a", cap / 2), &[])
+        .unwrap();
+    hal.add_component_with("b", &pins("b", cap - cap / 2), &[])
+        .unwrap();
+    hal.delete_component("a").unwrap();
+    // A writer holding the lock for 300 ms (then it goes on).
+    let stopped = stopped_writer(&inst);
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300)); // the writer's delay itself
+        drop(stopped);
+    });
+    let t = Instant::now();
+    hal.add_component_with("c", &pins("c", cap / 2), &[])
+        .unwrap_or_else(|e| panic!("refused while a writer held the lock for 300 ms: {e}"));
+    let took = t.elapsed();
+    release.join().unwrap();
+    assert!(
+        took >= Duration::from_millis(250),
+        "it did not wait for the writer ({took:?}), yet reused"
+    );
+    assert_eq!(room(&r)[1].deleted, 0, "the deleted slots were reused");
+    // Held for good: refused once the longer wait is over.
+    hal.delete_component("c").unwrap();
+    let _stopped = stopped_writer(&inst);
+    let t = Instant::now();
+    let e = hal
+        .add_component_with("d", &pins("d", cap / 2), &[])
+        .expect_err("reused slots while a writer held the lock");
+    assert!(matches!(e, HalError::TableFull { .. }), "{e}");
+    eprintln!(
+        "reused after {took:?} of a writer's 300 ms; refused after {:?} of one stopped",
+        t.elapsed()
+    );
+}
