@@ -301,7 +301,7 @@ fn fail_above_exits_3_after_writing_the_report() {
 #[test]
 fn bad_arguments_exit_2_with_what_to_do() {
     for (args, says) in [
-        (vec!["--duration", "1h"], "e.g. 25us"),
+        (vec!["--duration", "1d"], "e.g. 25us"),
         (vec!["--timer", "select"], "compare-timers"),
         (vec!["--wake", "nap"], "hybrid:MARGIN"),
         (vec!["--load", "gpu"], "cpu,mem,io"),

@@ -258,7 +258,7 @@ mod tests {
             "",
             "ms",
             "-1ms",
-            "1h",
+            "1d",
             "1.2.3s",
             "abc",
             "1e400s",
@@ -269,7 +269,7 @@ mod tests {
             let e = p(bad).unwrap_err();
             assert!(e.contains("invalid duration"), "{bad}: {e}");
         }
-        assert!(p("1h").unwrap_err().contains("e.g. 25us"));
+        assert!(p("1d").unwrap_err().contains("e.g. 25us"));
     }
 
     #[test]

@@ -308,7 +308,7 @@ mod tests {
                 "the hybrid margin must be positive, e.g. hybrid:50us",
             ),
             ("hybrid:", "give a margin after the colon, e.g. hybrid:50us"),
-            ("hybrid:5h", "the hybrid margin: invalid duration '5h'"),
+            ("hybrid:5d", "the hybrid margin: invalid duration '5d'"),
             ("hybrid:50", "write a unit, e.g. 50us"),
         ] {
             let e = bad.parse::<WakeMode>().unwrap_err();
