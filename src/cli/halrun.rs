@@ -199,11 +199,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
 
 /// A machine TOML or an INI given where the `.hal` file goes: which command takes it.
 fn not_a_hal_file(path: &std::path::Path) -> Result<(), Failure> {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let what = match ext.as_deref() {
+    let what = match super::run::extension(path).as_deref() {
         Some("toml") => "a machine TOML: run it with `rtapi run",
         Some("ini") => {
             "an INI file: give it as -i INI with the .hal file (rtapi halrun -i INI -f FILE.hal), \

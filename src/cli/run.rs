@@ -64,14 +64,17 @@ pub(crate) fn config_failure(errors: &[ConfigError]) -> Failure {
     ))
 }
 
+/// A file's extension, lower case: how `run` and `halrun` tell a TOML, a `.hal` and an INI apart.
+pub(crate) fn extension(path: &std::path::Path) -> Option<String> {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+}
+
 /// What kind of file `path` is, by its extension: `rtapi run` takes a TOML or a `.hal` file; an INI
 /// is LinuxCNC's and is refused with the commands that take it.
 fn load_machine(path: &std::path::Path, ini: Option<&std::path::Path>) -> Result<Machine, Failure> {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
+    match extension(path).as_deref() {
         Some("hal") => Machine::hal_file(path, ini).map_err(|e| config_failure(&e)),
         Some("ini") => Err(Failure::usage(format!(
             "{}: an INI file (LinuxCNC's machine description) is not a config `rtapi run` takes: \
