@@ -442,9 +442,69 @@ impl ThreadRow {
     }
 }
 
+/// A float as people read it everywhere rtapi prints one for them (`getp`, `show`, `watch`, halcmd,
+/// the scope preview): C's `printf("%.7g", x)`, LinuxCNC's halcmd format (`0.1234568`,
+/// `1.234568e+08`). JSON, CSV and halcmd's `save` write the exact value instead (Rust's shortest
+/// round-trip form), so that what a program reads back is the value itself.
+pub fn float_text(x: f64) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    // Rounded to 7 significant digits first: the exponent is the rounded number's.
+    let sci = format!("{x:.6e}");
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("an integer exponent");
+    let trim = |t: &str| -> String {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    if !(-4..7).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    } else {
+        trim(&format!("{x:.*}", (6 - exp) as usize))
+    }
+}
+
+/// A HAL value as people read it: floats by [`float_text`], bits `TRUE`/`FALSE`, integers as they are.
+pub fn value_text(v: rtapi_hal::Value) -> String {
+    match v {
+        rtapi_hal::Value::Float(f) => float_text(f),
+        v => v.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floats_show_as_c_percent_7g() {
+        let cases = [
+            (1e-7, "1e-07"),
+            (0.1, "0.1"),
+            (123456789.123, "1.234568e+08"),
+            (-2.5e12, "-2.5e+12"),
+            (1.23456789, "1.234568"),
+            (4.0, "4"),
+            (9999999.5, "1e+07"),
+            (0.0001, "0.0001"),
+            (0.00001234, "1.234e-05"),
+            (1234567.0, "1234567"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(float_text(x), want, "{x}");
+        }
+    }
 
     const ALL: [Col; 18] = [
         Col::Name,

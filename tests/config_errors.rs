@@ -50,7 +50,7 @@ fn cases() -> Vec<Case> {
             toml: TOML,
             hal: hal("net cmd siggen.0.sine => pid.0.comand"),
             place: "m.hal:5: ",
-            says: "no pin named 'pid.0.comand'; pid.0 has: ",
+            says: "no pin named 'pid.0.comand'; did you mean 'pid.0.command'?",
         },
         Case {
             name: "type mismatch",

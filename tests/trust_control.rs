@@ -662,18 +662,32 @@ fn two_hundred_idle_connections_stay_bounded_and_a_client_is_served() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (rss, threads) = (proc_status(pid, "VmRSS"), proc_status(pid, "Threads"));
+    // A closed connection's thread ends once it runs again: under load that is after the client saw
+    // the close (seen in a stressed run: 94 threads at that moment). The bound is on what stays.
+    let peak = proc_status(pid, "Threads");
+    let t1 = Instant::now();
+    let threads = loop {
+        let threads = proc_status(pid, "Threads");
+        if threads <= threads0 + 32 + 2 {
+            break threads;
+        }
+        assert!(
+            t1.elapsed() < EVENTUALLY,
+            "threads {threads0} → {threads} after {:?}: the closed connections' threads stay",
+            t1.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rss = proc_status(pid, "VmRSS");
     eprintln!(
-        "200 idle connections: {} closed; threads {threads0} → {threads}, VmRSS {rss0} kB → {rss} kB",
-        closed.iter().filter(|c| **c).count()
+        "200 idle connections: {} closed; threads {threads0} → {peak} (when the clients saw it) → \
+         {threads} after {:?}, VmRSS {rss0} kB → {rss} kB",
+        closed.iter().filter(|c| **c).count(),
+        t1.elapsed()
     );
     assert!(
         closed.iter().filter(|c| !**c).count() <= 32,
         "more than 32 connections kept"
-    );
-    assert!(
-        threads <= threads0 + 32 + 2,
-        "threads {threads0} → {threads}"
     );
     assert!(rss < rss0 + 64 * 1024, "VmRSS {rss0} kB → {rss} kB");
     // A normal client is served (an idle one makes room).

@@ -269,3 +269,87 @@ fn quiet_run_and_halrun_log_only_errors() {
         }
     }
 }
+
+/// Item 6: floats printed four ways. Now every command a person reads prints a float as LinuxCNC's
+/// halcmd does (`%.7g`): `rtapi getp`, `rtapi halcmd getp`, `rtapi show`, `rtapi watch`; and what a
+/// program reads (`rtapi show --json`) has the exact value. `rtapi show` lists by name, as halcmd does.
+#[test]
+fn one_float_format_for_people_and_the_exact_value_for_machines() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = machine(
+        dir.path(),
+        "fmt",
+        None,
+        "loadrt pid\naddf pid.0.do-pid-calcs servo\nsetp pid.0.Pgain 0.123456789\n\
+         setp pid.0.Igain 123456789.5\nsetp pid.0.Dgain -0.0000012345678\n",
+    );
+    let instance = format!("ux-fmt-{}", std::process::id());
+    let child = spawn_run(&toml, &instance, "60s");
+    wait_running(&instance);
+    let stdout = |args: &[&str]| {
+        // `rtapi CMD --instance X ARGS…` (halcmd takes the rest of its line as the command).
+        let mut a = vec![args[0], "--instance", &instance];
+        a.extend(&args[1..]);
+        let o = common::rtapi(&a);
+        assert!(o.status.success(), "{args:?}: {:?}", common::text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for (name, people) in [
+        ("pid.0.Pgain", "0.1234568"),
+        ("pid.0.Igain", "1.234568e+08"),
+        ("pid.0.Dgain", "-1.234568e-06"),
+    ] {
+        assert_eq!(stdout(&["getp", name]).trim(), people, "rtapi getp {name}");
+        assert_eq!(
+            stdout(&["halcmd", "getp", name]).trim(),
+            people,
+            "rtapi halcmd getp {name}"
+        );
+        let watch = stdout(&["watch", name, "--count", "1"]);
+        assert!(
+            watch.trim_end().ends_with(&format!(" {name}={people}")),
+            "rtapi watch: {watch}"
+        );
+        // pid's gains are pins, as in LinuxCNC 2.9.
+        let show = stdout(&["show", "pin", name]);
+        let row = show
+            .lines()
+            .find(|l| l.split_whitespace().any(|w| w == name))
+            .unwrap_or_else(|| panic!("no row for {name}: {show}"));
+        assert!(
+            row.split_whitespace().any(|w| w == people),
+            "rtapi show: {row}"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&["show", "pin", "--json"])).unwrap();
+    let exact = |name: &str| {
+        json["pins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {json}"))["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(exact("pid.0.Pgain"), 0.123456789);
+    assert_eq!(exact("pid.0.Igain"), 123456789.5);
+    assert_eq!(exact("pid.0.Dgain"), -0.0000012345678);
+    // By name, as halcmd's show: the pins of pid.0 in byte order.
+    let pins: Vec<String> = stdout(&["show", "pin", "pid.0"])
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with("pid.0."))
+                .map(str::to_string)
+        })
+        .collect();
+    let mut sorted = pins.clone();
+    sorted.sort();
+    assert!(pins.len() > 10 && pins == sorted, "{pins:?}");
+    unsafe_sigterm(child.id());
+    let (code, out, err) = finish(child);
+    assert!(code == 0 || out.contains("STALLED"), "{out}\n{err}");
+}

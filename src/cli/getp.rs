@@ -1,4 +1,5 @@
-//! `rtapi getp NAME [--instance NAME]`: prints the value of a pin, param or signal.
+//! `rtapi getp NAME [--instance NAME]`: prints the value of a pin, param or signal, as halcmd's getp
+//! does (floats `%.7g`; `rtapi show --json` has the exact value).
 
 use rtapi_hal::Access;
 
@@ -15,7 +16,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let reader = instance::open(&args.target, Access::ReadOnly)?;
-    let value = reader.get(&args.name).map_err(instance::failure)?;
-    super::out::println(&value.to_string())?;
+    let value = reader
+        .get(&args.name)
+        .map_err(|e| instance::failure_in(&reader, e))?;
+    super::out::println(&crate::render::value_text(value))?;
     Ok(())
 }

@@ -88,6 +88,32 @@ pub fn failure(e: HalError) -> Failure {
     }
 }
 
+/// [`failure`], with the nearest names of the instance ([`crate::suggest`]) after an unknown one.
+pub fn failure_in(reader: &HalReader, e: HalError) -> Failure {
+    let HalError::NotFound { kind, name } = &e else {
+        return failure(e);
+    };
+    let Ok(snap) = reader.snapshot() else {
+        return failure(e);
+    };
+    use rtapi_hal::ObjectKind as K;
+    let pins = snap.pins.iter().map(|p| p.name.as_str());
+    let params = snap.params.iter().map(|p| p.name.as_str());
+    let signals = snap.signals.iter().map(|s| s.name.as_str());
+    let known: Vec<&str> = match kind {
+        K::Pin => pins.collect(),
+        K::Param => params.collect(),
+        K::Signal => signals.collect(),
+        K::PinOrParam => pins.chain(params).collect(),
+        K::Any => pins.chain(params).chain(signals).collect(),
+        _ => return failure(e),
+    };
+    match crate::suggest::did_you_mean(name, known) {
+        Some(hint) => Failure::usage(format!("no {kind} named '{name}'; {hint}")),
+        None => failure(e),
+    }
+}
+
 /// The body of `setp` and `sets`: open read-write, then `write` with the options.
 pub fn write(
     target: &Target,
@@ -95,6 +121,6 @@ pub fn write(
     write: impl FnOnce(&HalReader, WriteOptions) -> rtapi_hal::Result<Value>,
 ) -> Result<(), Failure> {
     let reader = open(target, Access::ReadWrite)?;
-    write(&reader, WriteOptions { force: force.force }).map_err(failure)?;
+    write(&reader, WriteOptions { force: force.force }).map_err(|e| failure_in(&reader, e))?;
     Ok(())
 }

@@ -136,10 +136,14 @@ pub fn interactive(
     }
     let mut editor: Editor<HalHelper, rustyline::history::FileHistory> =
         Editor::new().map_err(std::io::Error::other)?;
-    let components = crate::components::Registry::builtin()
+    // rtapi's components and the LinuxCNC modules that would load (sorted, once each).
+    let mut components: Vec<String> = crate::components::Registry::builtin()
         .entries()
         .map(|e| e.name.to_string())
+        .chain(crate::components::linuxcnc::loadable_module_names())
         .collect();
+    components.sort_unstable();
+    components.dedup();
     editor.set_helper(Some(HalHelper { names, components }));
     let history = history_file();
     if let Some(h) = &history {

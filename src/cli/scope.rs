@@ -532,7 +532,11 @@ fn preview(channels: &[String], samples: &[Sample], at: usize, width: usize) -> 
             })
             .collect();
         let range = if lo.is_finite() {
-            format!("{lo} … {hi}")
+            format!(
+                "{} … {}",
+                crate::render::float_text(lo),
+                crate::render::float_text(hi)
+            )
         } else {
             "no finite value".to_string()
         };
@@ -552,6 +556,7 @@ fn draw(
     at: usize,
     period_ms: f64,
 ) -> Result<String, Box<dyn std::error::Error>> {
+    use crate::plot;
     use plotters::prelude::*;
     const COLORS: [RGBColor; 6] = [
         RGBColor(0x1f, 0x77, 0xb4),
@@ -566,67 +571,44 @@ fn draw(
         .iter()
         .map(|s| (s.period as f64 - t0) * period_ms)
         .collect();
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
-    for s in samples {
-        for v in &s.values {
-            let x = as_f64(*v);
-            if x.is_finite() {
-                lo = lo.min(x);
-                hi = hi.max(x);
-            }
-        }
-    }
-    if !lo.is_finite() {
-        (lo, hi) = (-1.0, 1.0);
-    }
-    let pad = ((hi - lo) * 0.05).max(1e-9);
+    let x = (
+        xs[0],
+        xs.last().copied().unwrap_or(1.0).max(xs[0] + period_ms),
+    );
+    let channels: Vec<plot::Channel> = args
+        .channels
+        .iter()
+        .enumerate()
+        .map(|(c, name)| plot::Channel {
+            name,
+            points: samples
+                .iter()
+                .zip(&xs)
+                .map(|(s, x)| (*x, as_f64(s.values[c])))
+                .collect(),
+        })
+        .collect();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1000, 500)).into_drawing_area();
+        let height = 60 + 170 * channels.len() as u32;
+        let root = SVGBackend::with_string(&mut svg, (1000, height)).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "rtapi scope: {} on {}, trigger {}",
-                    args.target.instance, args.thread, args.trigger
-                ),
-                ("sans-serif", 16),
-            )
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(60)
-            .build_cartesian_2d(xs[0]..*xs.last().unwrap_or(&1.0), (lo - pad)..(hi + pad))?;
-        chart
-            .configure_mesh()
-            .x_desc("time from the trigger (ms)")
-            .draw()?;
-        for (c, name) in args.channels.iter().enumerate() {
-            let color = COLORS[c % COLORS.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    samples
-                        .iter()
-                        .zip(&xs)
-                        .map(|(s, x)| (*x, as_f64(s.values[c])))
-                        .filter(|(_, y)| y.is_finite()),
-                    color.stroke_width(2),
-                ))?
-                .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-        }
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(0.0, lo - pad), (0.0, hi + pad)],
-                BLACK.stroke_width(1),
-            )))?
-            .label("trigger")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        let root = root.titled(
+            &format!(
+                "rtapi scope: {} on {}, trigger {} (red); each channel on its own scale",
+                args.target.instance, args.thread, args.trigger
+            ),
+            ("sans-serif", 16),
+        )?;
+        let areas = root.split_evenly((channels.len(), 1));
+        plot::channel_panels(
+            &areas,
+            x,
+            "time from the trigger (ms)",
+            &channels,
+            |c| COLORS[c % COLORS.len()],
+            Some(0.0),
+        )?;
         root.present()?;
     }
     Ok(svg)

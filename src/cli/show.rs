@@ -12,7 +12,7 @@ use rtapi_hal::{
 use serde_json::{json, Map, Value as Json};
 
 use super::{instance, out, Failure};
-use crate::render::{Align, Col, Table, ThreadRow};
+use crate::render::{self, Align, Col, Table, ThreadRow};
 use crate::rt::units::us;
 
 /// What to show.
@@ -106,20 +106,6 @@ fn state_name(s: SegmentState) -> &'static str {
         SegmentState::Ready => "ready",
         SegmentState::Running => "running",
         SegmentState::Stopped => "stopped",
-    }
-}
-
-/// A value for a table: floats with up to 6 decimals (trailing zeros dropped) or in scientific
-/// notation when tiny or huge, like halcmd's columns; other types as they print.
-pub fn value_text(v: Value) -> String {
-    match v {
-        Value::Float(f) if f == 0.0 || !f.is_finite() => f.to_string(),
-        Value::Float(f) if (1e-4..1e9).contains(&f.abs()) => {
-            let s = format!("{f:.6}");
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        }
-        Value::Float(f) => format!("{f:.4e}"),
-        other => other.to_string(),
     }
 }
 
@@ -374,10 +360,11 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         );
     }
     if wants(kind, Kind::Pin) {
-        let rows = snap
-            .pins
-            .iter()
-            .filter(|p| m(&p.name))
+        // By name, as halcmd's show lists them.
+        let mut pins: Vec<_> = snap.pins.iter().filter(|p| m(&p.name)).collect();
+        pins.sort_by(|a, b| a.name.cmp(&b.name));
+        let rows = pins
+            .into_iter()
             .map(|p| {
                 let link = p.signal.as_ref().map_or(String::new(), |s| {
                     let arrow = match p.dir {
@@ -391,7 +378,7 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
                     p.component.clone(),
                     p.ty.to_string(),
                     p.dir.as_str().to_string(),
-                    value_text(p.value),
+                    render::value_text(p.value),
                     p.name.clone(),
                     link,
                 ]
@@ -412,16 +399,17 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         );
     }
     if wants(kind, Kind::Param) {
-        let rows = snap
-            .params
-            .iter()
-            .filter(|p| m(&p.name))
+        // By name, as halcmd's show lists them.
+        let mut params: Vec<_> = snap.params.iter().filter(|p| m(&p.name)).collect();
+        params.sort_by(|a, b| a.name.cmp(&b.name));
+        let rows = params
+            .into_iter()
             .map(|p| {
                 vec![
                     p.component.clone(),
                     p.ty.to_string(),
                     p.access.as_str().to_string(),
-                    value_text(p.value),
+                    render::value_text(p.value),
                     p.name.clone(),
                 ]
             })
@@ -440,10 +428,11 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
         );
     }
     if wants(kind, Kind::Sig) {
-        let rows = snap
-            .signals
-            .iter()
-            .filter(|s| m(&s.name))
+        // By name, as halcmd's show lists them.
+        let mut signals: Vec<_> = snap.signals.iter().filter(|s| m(&s.name)).collect();
+        signals.sort_by(|a, b| a.name.cmp(&b.name));
+        let rows = signals
+            .into_iter()
             .map(|s| {
                 let mut links: Vec<String> = s.writer.iter().map(|w| format!("<== {w}")).collect();
                 for p in &snap.pins {
@@ -454,7 +443,7 @@ pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) ->
                 }
                 vec![
                     s.ty.to_string(),
-                    value_text(s.value),
+                    render::value_text(s.value),
                     s.name.clone(),
                     links.join("  "),
                 ]
@@ -562,13 +551,14 @@ mod tests {
     }
 
     #[test]
-    fn values_as_text() {
-        assert_eq!(value_text(Value::Float(-9.89576568306503)), "-9.895766");
-        assert_eq!(value_text(Value::Float(2000.0)), "2000");
-        assert_eq!(value_text(Value::Float(0.0)), "0");
-        assert_eq!(value_text(Value::Float(-1.23e-7)), "-1.2300e-7");
-        assert_eq!(value_text(Value::Bit(true)), "TRUE");
-        assert_eq!(value_text(Value::S32(-990)), "-990");
+    fn values_as_text_are_halcmds() {
+        let t = crate::render::value_text;
+        assert_eq!(t(Value::Float(-9.89576568306503)), "-9.895766");
+        assert_eq!(t(Value::Float(2000.0)), "2000");
+        assert_eq!(t(Value::Float(0.0)), "0");
+        assert_eq!(t(Value::Float(-1.23e-7)), "-1.23e-07");
+        assert_eq!(t(Value::Bit(true)), "TRUE");
+        assert_eq!(t(Value::S32(-990)), "-990");
     }
 
     #[test]

@@ -46,7 +46,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     // Unknown names are a usage error before the first sample, not a line of errors.
     for n in &args.names {
-        reader.get(n).map_err(instance::failure)?;
+        reader
+            .get(n)
+            .map_err(|e| instance::failure_in(&reader, e))?;
     }
     let interval = Duration::from_nanos(args.interval.as_nanos() as u64);
     let tty = std::io::stdout().is_terminal();
@@ -59,7 +61,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             let v = reader
                 .get(name)
                 .map_err(|e: HalError| Failure::runtime(e.to_string()))?;
-            line.push_str(&format!(" {name}={v}"));
+            line.push_str(&format!(" {name}={}", crate::render::value_text(v)));
         }
         let written = if tty {
             write!(out, "\r\x1b[K{line}").and_then(|_| out.flush())

@@ -64,6 +64,8 @@ fn draw(
         )?;
     chart
         .configure_mesh()
+        .x_label_formatter(&|v| crate::plot::tick(*v))
+        .y_label_formatter(&|v| crate::plot::tick(*v))
         .x_desc("latency (µs)")
         .y_desc("cycles")
         .draw()?;
@@ -115,6 +117,8 @@ fn draw(
         .build_cartesian_2d(0f64..seconds as f64, (0.5f64..worst * 2.0).log_scale())?;
     chart
         .configure_mesh()
+        .x_label_formatter(&|v| crate::plot::tick(*v))
+        .y_label_formatter(&|v| crate::plot::tick(*v))
         .x_desc("time (s)")
         .y_desc("max latency (µs)")
         .draw()?;
@@ -263,6 +267,29 @@ mod tests {
             "a line per thread per panel"
         );
         assert!(write_svg(Path::new("/nonexistent/dir/x.svg"), "t", &[]).is_err());
+    }
+
+    #[test]
+    fn log_axes_read_1m_not_1000000() {
+        let t = ThreadResult {
+            name: "servo".into(),
+            histogram: HistogramOut {
+                bin_ns: 1000,
+                counts: vec![2_000_000, 30_000, 400, 5],
+                overflow: 0,
+            },
+            max_latency_per_second_ns: vec![12_000, 1_500_000],
+            ..Default::default()
+        };
+        let texts = crate::plot::tests::texts(&render_svg("t", &[t]).unwrap());
+        assert!(texts.iter().any(|t| t == "1M"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "10k"), "{texts:?}");
+        assert!(
+            texts
+                .iter()
+                .all(|t| !t.contains("000") && !t.ends_with(".0")),
+            "{texts:?}"
+        );
     }
 
     #[test]

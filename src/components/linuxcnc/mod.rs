@@ -87,6 +87,52 @@ pub fn search_path() -> Vec<PathBuf> {
     dirs
 }
 
+/// The names `loadrt NAME` finds on the module search path (each `NAME.so` of its directories,
+/// sorted, once each), for suggestions.
+pub fn module_names() -> Vec<String> {
+    let mut names: Vec<String> = search_path()
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let stem = name.strip_suffix(".so")?;
+            plain_name(stem).then(|| stem.to_string())
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The modules of [`module_names`] that `loadrt` would load here, as far as can be told without
+/// running them: owned and moded as [`trust::check_owner`] wants, a real-time module for this
+/// machine ([`trust::inspect`]), and every `hal_*`/`rtapi_*` symbol it needs provided by this
+/// process. For the prompt's completion of `loadrt`.
+pub fn loadable_module_names() -> Vec<String> {
+    module_names()
+        .into_iter()
+        .filter(|name| {
+            let Resolved::Module { path, .. } = search(name, false) else {
+                return false;
+            };
+            let Ok(info) = trust::inspect(&path) else {
+                return false;
+            };
+            info.needs
+                .iter()
+                .filter(|s| s.starts_with("hal_") || s.starts_with("rtapi_"))
+                .all(|s| {
+                    CString::new(s.as_str()).is_ok_and(|c| {
+                        // SAFETY: RTLD_DEFAULT looks a NUL-terminated name up in the objects
+                        // already loaded; nothing is loaded or run.
+                        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null()
+                    })
+                })
+        })
+        .collect()
+}
+
 /// What `loadrt TEXT` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolved {

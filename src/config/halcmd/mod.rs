@@ -1008,12 +1008,13 @@ impl Session {
             Ok(&name.text)
         } else {
             self.unknown_name.set(true);
+            let known = self.model.signals.keys().map(String::as_str);
+            let hint = crate::suggest::did_you_mean(&name.text, known).unwrap_or_else(|| {
+                "signals are created by net (or newsig) above this line".to_string()
+            });
             Err((
                 name.line,
-                format!(
-                    "{cmd}: no signal named {}; signals are created by net (or newsig) above this line",
-                    quote(&name.text)
-                ),
+                format!("{cmd}: no signal named {}; {hint}", quote(&name.text)),
             ))
         }
     }
@@ -1058,24 +1059,29 @@ impl Session {
         ))
     }
 
-    /// "no pin X" with what exists next to it, or who creates it in LinuxCNC.
+    /// "no pin X" with the nearest names ([`crate::suggest`]), else where to see what its component
+    /// has, or who creates it in LinuxCNC.
     fn unknown(&self, what: &str, name: &str) -> String {
         self.unknown_name.set(true);
+        let pins = self.model.pins.keys().filter(|_| what != "param");
+        let params = self.model.params.keys().filter(|_| what != "pin");
+        let known = pins.chain(params).map(String::as_str);
+        if let Some(hint) = crate::suggest::did_you_mean(name, known) {
+            return format!("no {what} named {}; {hint}", quote(name));
+        }
         let prefix = name.rsplit_once('.').map(|(p, _)| p).unwrap_or("");
-        let mut siblings: Vec<&str> = self
-            .model
-            .pins
-            .keys()
-            .chain(self.model.params.keys())
-            .filter_map(|n| n.strip_prefix(prefix)?.strip_prefix('.'))
-            .collect();
-        siblings.sort_unstable();
-        if !prefix.is_empty() && !siblings.is_empty() {
+        let has = |n: &&String| {
+            n.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('.'))
+        };
+        if !prefix.is_empty()
+            && (self.model.pins.keys().any(|n| has(&n))
+                || self.model.params.keys().any(|n| has(&n)))
+        {
             return format!(
-                "no {what} named {}; {} has: {}",
+                "no {what} named {}; `show pin {p}` and `show param {p}` list what {p} has",
                 quote(name),
-                clip(prefix),
-                siblings.join(", ")
+                p = clip(prefix),
             );
         }
         match output::linuxcnc_creator(name) {
@@ -1587,17 +1593,17 @@ impl Session {
         if functs.is_empty() {
             self.unknown_name.set(true);
             let known: Vec<&str> = self.model.functions.keys().map(String::as_str).collect();
+            let hint = crate::suggest::did_you_mean(&function.text, known.iter().copied())
+                .unwrap_or_else(|| {
+                    if known.is_empty() {
+                        "no component loaded above this line has a function".to_string()
+                    } else {
+                        format!("loaded functions: {}", known.join(", "))
+                    }
+                });
             return Err((
                 function.line,
-                format!(
-                    "addf: no function named {}; loaded functions: {}",
-                    quote(&function.text),
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
+                format!("addf: no function named {}; {hint}", quote(&function.text)),
             ));
         }
         let Some(index) = self
@@ -1621,17 +1627,21 @@ impl Session {
             } else {
                 ""
             };
+            let listed = if known.is_empty() {
+                "none declared".to_string()
+            } else {
+                known.join(", ")
+            };
+            let hint = match crate::suggest::did_you_mean(&thread.text, known.iter().copied()) {
+                Some(h) => format!("{h} (threads are {from}: {listed})"),
+                None => format!("threads are {from}: {listed}{linuxcnc}"),
+            };
             return Err((
                 thread.line,
                 format!(
-                    "addf {}: no thread named {}; threads are {from}: {}{linuxcnc}",
+                    "addf {}: no thread named {}; {hint}",
                     function.text,
                     quote(&thread.text),
-                    if known.is_empty() {
-                        "none declared".to_string()
-                    } else {
-                        known.join(", ")
-                    }
                 ),
             ));
         };

@@ -35,43 +35,10 @@ fn link_arrow(dir: PinDir) -> &'static str {
     }
 }
 
-/// A value as halcmd shows it (getp, gets, show): floats as C's `%.7g` (`1.234568e+08`), the rest
-/// as [`Value`]'s text. `save` writes full precision instead, so that it recreates the exact value.
+/// A value as halcmd shows it (getp, gets, show): [`crate::render::value_text`]. `save` writes full
+/// precision instead, so that it recreates the exact value.
 pub(super) fn shown_value(v: Value) -> String {
-    match v {
-        Value::Float(f) => g7(f),
-        v => v.to_string(),
-    }
-}
-
-/// C's `printf("%.7g", x)`.
-fn g7(x: f64) -> String {
-    if x.is_nan() {
-        return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
-    }
-    if x.is_infinite() {
-        return if x < 0.0 { "-inf" } else { "inf" }.to_string();
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0" } else { "0" }.to_string();
-    }
-    // Rounded to 7 significant digits first: the exponent is the rounded number's.
-    let sci = format!("{x:.6e}");
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("an integer exponent");
-    let trim = |t: &str| -> String {
-        if t.contains('.') {
-            t.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            t.to_string()
-        }
-    };
-    if !(-4..7).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
-    } else {
-        trim(&format!("{x:.*}", (6 - exp) as usize))
-    }
+    crate::render::value_text(v)
 }
 
 /// Who makes pins and params of this name in LinuxCNC, for objects rtapi has no component for.
@@ -113,17 +80,15 @@ pub(super) fn linuxcnc_creator(name: &str) -> Option<String> {
         .then(|| format!("the kinematics module {first} (loadrt {first})"))
 }
 
-/// `loadrt X` for a component rtapi does not have.
+/// `loadrt X` for a component rtapi does not have, nor a LinuxCNC module on the search path: the
+/// nearest names of both ([`crate::suggest`]), else rtapi's components and where modules are looked
+/// for.
 pub(super) fn not_available(registry: &Registry, name: &str) -> String {
-    let close: Vec<&str> = registry
+    let modules = crate::components::linuxcnc::module_names();
+    let known = registry
         .entries()
         .map(|e| e.name)
-        .filter(|k| {
-            k.contains(name)
-                || (name.len() >= 3 && name.contains(k) && k.len() >= 3)
-                || distance(k, name) <= 2
-        })
-        .collect();
+        .chain(modules.iter().map(String::as_str));
     let hint = match name {
         "motmod" | "tpmod" | "homemod" => " (LinuxCNC's motion controller)",
         n if n.ends_with("kins") => " (a LinuxCNC kinematics module)",
@@ -132,29 +97,25 @@ pub(super) fn not_available(registry: &Registry, name: &str) -> String {
         _ => "",
     };
     let mut m = format!("component {}{hint} is not available in rtapi", quote(name));
-    if close.is_empty() {
-        let all: Vec<&str> = registry.entries().map(|e| e.name).collect();
-        let _ = write!(m, "; rtapi has: {}", all.join(", "));
-    } else {
-        let _ = write!(m, "; close: {}", close.join(", "));
-    }
-    m
-}
-
-/// Edit distance, for "close" component names.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
+    match crate::suggest::did_you_mean(name, known) {
+        Some(near) => {
+            let _ = write!(m, "; {near}");
+        }
+        None => {
+            let all: Vec<&str> = registry.entries().map(|e| e.name).collect();
+            let dirs: Vec<String> = crate::components::linuxcnc::search_path()
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            let _ = write!(
+                m,
+                "; rtapi has: {}; and it loads LinuxCNC's modules NAME.so from {}",
+                all.join(", "),
+                dirs.join(":")
+            );
         }
     }
-    row[b.len()]
+    m
 }
 
 /// A `loadusr` before the instance runs: a program joins a running instance (`usr.rs`).
@@ -729,25 +690,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn floats_show_as_c_percent_7g() {
-        let cases = [
-            (1e-7, "1e-07"),
-            (0.1, "0.1"),
-            (123456789.123, "1.234568e+08"),
-            (-2.5e12, "-2.5e+12"),
-            (1.23456789, "1.234568"),
-            (4.0, "4"),
-            (9999999.5, "1e+07"),
-            (0.0001, "0.0001"),
-            (0.00001234, "1.234e-05"),
-            (1234567.0, "1234567"),
-        ];
-        for (x, want) in cases {
-            assert_eq!(g7(x), want, "{x}");
-        }
-    }
-
-    #[test]
     fn globs_and_prefixes() {
         let m = |p: &str, n: &str| matches(&[p.to_string()], n);
         assert!(m("pid", "pid.0.Pgain"));
@@ -764,6 +706,5 @@ mod tests {
         for c in COMMANDS {
             assert!(HELP.iter().any(|(n, _)| n == c), "{c}");
         }
-        assert_eq!(distance("pid", "pdi"), 2);
     }
 }

@@ -587,11 +587,14 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
         other => {
             return Err((
                 cmd.line,
-                format!(
-                    "unknown command {}; halcmd's commands are: {}",
-                    quote(other),
-                    COMMANDS.join(" ")
-                ),
+                match crate::suggest::did_you_mean(other, COMMANDS.iter().copied()) {
+                    Some(hint) => format!("unknown command {}; {hint}", quote(other)),
+                    None => format!(
+                        "unknown command {}; halcmd's commands are: {}",
+                        quote(other),
+                        COMMANDS.join(" ")
+                    ),
+                },
             ))
         }
     };

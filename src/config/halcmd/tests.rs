@@ -241,7 +241,30 @@ fn what_rtapi_lacks_is_named_at_its_line() {
     );
     let e = err(&mut s, "loadrt pdi\n");
     assert!(
-        e.contains("is not available in rtapi; close: ") && e.contains("pid"),
+        e.ends_with("is not available in rtapi; did you mean 'pid'?"),
+        "{e}"
+    );
+    // Nothing within the rule's edits: no suggestion ("comp" was one, for containing "comp").
+    let e = err(&mut s, "loadrt nosuchcomp\n");
+    assert!(
+        !e.contains("did you mean") && e.contains("rtapi has: ") && e.contains("NAME.so from "),
+        "{e}"
+    );
+    let mut t = session();
+    ok(&mut t, "loadrt pid\n");
+    let e = err(&mut t, "setp pid.0.Pgian 3\n");
+    assert!(
+        e.ends_with("no pin or param named 'pid.0.Pgian'; did you mean 'pid.0.Pgain'?"),
+        "{e}"
+    );
+    let e = err(&mut t, "setp pid.0.zzzzzzzz 3\n");
+    assert!(
+        e.ends_with("`show pin pid.0` and `show param pid.0` list what pid.0 has"),
+        "no name listing: {e}"
+    );
+    let e = err(&mut s, "lodart pid\n");
+    assert!(
+        e.ends_with("unknown command 'lodart'; did you mean 'loadrt'?"),
         "{e}"
     );
     let e = err(&mut s, "loadusr -W hal_manualtoolchange\n");

@@ -196,7 +196,11 @@ fn svg(
             .x_label_area_size(30)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..x_max, 0.0..lat_max * 1.05)?;
-        chart.configure_mesh().draw()?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| crate::plot::tick(*v))
+            .y_label_formatter(&|v| crate::plot::tick(*v))
+            .draw()?;
         chart.draw_series(LineSeries::new(
             t.records
                 .iter()
@@ -209,35 +213,26 @@ fn svg(
                 RED.stroke_width(2),
             ))?;
         }
-        for (i, name) in pins.iter().enumerate() {
-            let values = t.records.iter().filter_map(|r| r.pins.get(i).copied());
-            let (lo, hi) = values
-                .clone()
-                .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-            let (lo, hi) = if lo > hi {
-                (0.0, 1.0)
-            } else if hi - lo < 1e-12 {
-                (lo - 1.0, hi + 1.0)
-            } else {
-                (lo, hi)
-            };
-            let mut c = ChartBuilder::on(&areas[i + 1])
-                .caption(name.as_str(), ("sans-serif", 13))
-                .margin(8)
-                .x_label_area_size(24)
-                .y_label_area_size(60)
-                .build_cartesian_2d(0.0..x_max, lo..hi)?;
-            c.configure_mesh().draw()?;
-            c.draw_series(LineSeries::new(
-                t.records
+        let channels: Vec<crate::plot::Channel> = pins
+            .iter()
+            .enumerate()
+            .map(|(i, name)| crate::plot::Channel {
+                name,
+                points: t
+                    .records
                     .iter()
-                    .filter_map(|r| r.pins.get(i).map(|&v| (ms(r.wake_ns), v))),
-                &BLACK,
-            ))?;
-            if let Some(x) = event_x.filter(|x| (0.0..=x_max).contains(x)) {
-                c.draw_series(LineSeries::new([(x, lo), (x, hi)], RED.stroke_width(2)))?;
-            }
-        }
+                    .filter_map(|r| r.pins.get(i).map(|&v| (ms(r.wake_ns), v)))
+                    .collect(),
+            })
+            .collect();
+        crate::plot::channel_panels(
+            &areas[1..],
+            (0.0, x_max),
+            "time (ms)",
+            &channels,
+            |_| BLACK,
+            event_x,
+        )?;
         areas[0].present()?;
     }
     Ok(out)
