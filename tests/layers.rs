@@ -7,9 +7,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Bottom to top; a module may use the ones before it.
-const LAYERS: [&str; 11] = [
+const LAYERS: [&str; 13] = [
     "rt",
     "render",
+    "plot",
+    "suggest",
     "detect",
     "tune",
     "trace",
