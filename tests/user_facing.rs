@@ -353,3 +353,107 @@ fn one_float_format_for_people_and_the_exact_value_for_machines() {
     let (code, out, err) = finish(child);
     assert!(code == 0 || out.contains("STALLED"), "{out}\n{err}");
 }
+
+/// Whether process `pid` holds /dev/cpu_dma_latency open.
+fn holds_dma_latency(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|target| target == Path::new("/dev/cpu_dma_latency"))
+}
+
+/// Item 5: the hold's failure message advised `--no-dma-latency`, which `run` rejected. Now `run` and
+/// `halrun` take it as latency-test does: without it the running process holds /dev/cpu_dma_latency
+/// open, with it not.
+#[test]
+fn no_dma_latency_is_taken_by_run_and_halrun() {
+    let _g = serial();
+    if !common::is_root() {
+        return skip!(Ci, "needs root to hold /dev/cpu_dma_latency");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let toml = machine(dir.path(), "dma", None, "");
+    let hal = write(
+        dir.path(),
+        "dma-halrun.hal",
+        "loadrt threads name1=servo period1=1000000\nstart\n",
+    );
+    let pid = std::process::id();
+    for flag in [false, true] {
+        for (i, mut args) in [
+            vec!["run", toml.to_str().unwrap()],
+            vec!["halrun", "-f", hal.to_str().unwrap()],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let instance = format!("ux-dma-{pid}-{i}-{flag}");
+            args.extend(["--duration", "60s", "--instance", &instance]);
+            if flag {
+                args.push("--no-dma-latency");
+            }
+            let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+                .args(&args)
+                .env("RUST_LOG", "error")
+                .env_remove("RTAPI_FLAVOR")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let t0 = std::time::Instant::now();
+            while HalReader::open(&instance, Access::ReadOnly)
+                .ok()
+                .and_then(|r| r.thread_stats("servo").ok())
+                .is_none_or(|s| s.cycles <= 3)
+            {
+                if t0.elapsed() > eventually::GENEROUS || child.try_wait().unwrap().is_some() {
+                    let _ = child.kill();
+                    let (code, out, err) = finish(child);
+                    panic!("{args:?}: never ran ({code}): {out}{err}");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let held = holds_dma_latency(child.id());
+            unsafe_sigterm(child.id());
+            let (code, _, err) = finish(child);
+            assert!(
+                code == 0 || err.contains("STALLED"),
+                "{args:?}: {code} {err}"
+            );
+            assert_eq!(held, !flag, "{args:?}: holds /dev/cpu_dma_latency");
+        }
+    }
+}
+
+/// Item 5: a file that failed after its `start` (here a `loadusr -w` program that fails) ended with
+/// "nothing was started" after its threads had run. Now the message says the started instance was
+/// stopped and unloaded, and its summary is printed.
+#[test]
+fn a_file_that_fails_after_start_says_what_became_of_the_instance() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let hal = write(
+        dir.path(),
+        "late.hal",
+        "loadrt threads name1=servo period1=1000000\nstart\nloadusr -w false\n",
+    );
+    let instance = format!("ux-late-{}", std::process::id());
+    let out = common::rtapi(&[
+        "halrun",
+        "--instance",
+        &instance,
+        "-f",
+        hal.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("late.hal:3: loadusr"), "{stderr}");
+    assert!(
+        stderr.contains("1 configuration error(s); the instance the file's `start` started was stopped and unloaded")
+            && !stderr.contains("nothing was started"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("rtapi ran"), "the summary: {stdout}");
+    assert!(!common::segment_exists(&instance));
+}

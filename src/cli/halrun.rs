@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use super::control::{ControlServer, Executor, Flow};
 use super::prompt::{self, Outcome};
-use super::run::{config_failure, finish, listen, serve_shared};
+use super::run::{config_failure, config_failure_then, finish, listen, serve_shared};
 use super::{out, Failure};
 use crate::components::Registry;
 use crate::config::halcmd::{Ini, NameKind, Session};
@@ -34,7 +34,8 @@ instance. Before `start` it is refused.\n\
 loadrt of a component rtapi lacks loads LinuxCNC's compiled module (loadrt linuxcnc:NAME asks for it \
 explicitly), searched in the INI's [RTAPI]LINUXCNC_MODULES, $RTAPI_LINUXCNC_MODULES, then \
 /usr/lib/linuxcnc/modules.\n\
-Exit codes: 0 ok, 1 runtime failure, 2 a file:line error (nothing started)."
+Exit codes: 0 ok, 1 runtime failure, 2 a file:line error (nothing started; after `start`, the \
+instance is stopped and unloaded)."
 )]
 pub struct Args {
     /// The INI file for [SECTION]KEY substitutions.
@@ -72,6 +73,9 @@ pub struct Args {
     /// Log only errors (no once-a-second overrun lines), as halcmd's -q; RUST_LOG still wins.
     #[arg(long, short = 'q')]
     pub(crate) quiet: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 while the instance runs.
+    #[arg(long)]
+    no_dma_latency: bool,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
@@ -102,6 +106,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     session.script_friendly = args.script_friendly;
     let options = RuntimeOptions {
         instance: args.instance.clone(),
+        dma_latency: !args.no_dma_latency,
         ..RuntimeOptions::default()
     };
     if !args.check {
@@ -127,14 +132,17 @@ pub fn run(args: Args) -> Result<(), Failure> {
             } else {
                 session.errors().to_vec()
             };
-            let failure = config_failure(&errors);
             // A file that failed after its `start`: the instance goes, with its summary.
-            if let Some(running) = session.detach() {
-                drop(session);
-                drop(server);
-                let _ = finish(running, StopReason::Elapsed);
-            }
-            return Err(failure);
+            let Some(running) = session.detach() else {
+                return Err(config_failure(&errors));
+            };
+            drop(session);
+            drop(server);
+            let _ = finish(running, StopReason::Elapsed);
+            return Err(config_failure_then(
+                &errors,
+                "the instance the file's `start` started was stopped and unloaded (its summary is above)",
+            ));
         }
     }
     if args.interactive {

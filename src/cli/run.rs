@@ -44,6 +44,9 @@ pub struct Args {
     /// Log only errors (no once-a-second overrun lines); RUST_LOG still wins.
     #[arg(long, short = 'q')]
     pub(crate) quiet: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 (overrides the config's runtime.dma_latency).
+    #[arg(long)]
+    no_dma_latency: bool,
 }
 
 /// `--duration`: a positive duration with its unit (0 would stop before the first period).
@@ -55,13 +58,15 @@ pub(crate) fn parse_run_duration(text: &str) -> Result<Nanos, String> {
 }
 
 pub(crate) fn config_failure(errors: &[ConfigError]) -> Failure {
+    config_failure_then(errors, "nothing was started")
+}
+
+/// The errors printed, and what became of the instance (`then`) in the failure's message.
+pub(crate) fn config_failure_then(errors: &[ConfigError], then: &str) -> Failure {
     for e in errors {
         out::eprintln(&e.to_string());
     }
-    Failure::usage(format!(
-        "{} configuration error(s); nothing was started",
-        errors.len()
-    ))
+    Failure::usage(format!("{} configuration error(s); {then}", errors.len()))
 }
 
 /// A file's extension, lower case: how `run` and `halrun` tell a TOML, a `.hal` and an INI apart.
@@ -100,6 +105,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     if let Some(action) = args.on_stall {
         machine.runtime.watchdog.action = action;
+    }
+    if args.no_dma_latency {
+        machine.runtime.dma_latency = false;
     }
     machine.check_host_cpus().map_err(|e| config_failure(&e))?;
     let registry = Registry::builtin();

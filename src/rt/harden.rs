@@ -205,7 +205,8 @@ fn remedy(step: Step) -> &'static str {
         }
         Step::DmaLatency => {
             "; CPUs may enter deep C-states (needs root; or disable them in the BIOS or with \
-             intel_idle.max_cstate=1), or pass --no-dma-latency"
+             intel_idle.max_cstate=1); to run without the hold: --no-dma-latency (latency-test, run, \
+             halrun) or `dma_latency = false` under [runtime] in a machine TOML"
         }
         Step::MallocTuning | Step::StackPrefault => "",
     }

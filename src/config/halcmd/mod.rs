@@ -446,14 +446,14 @@ impl Session {
     pub fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ConfigError> {
         // A session that takes lines one by one goes on after an error: from the state before it.
         self.rollback = true;
-        self.run_text("<command line>", None, line, out)
+        self.run_text("<command line>", None, line, 1, out)
     }
 
     /// Executes the file at `path` (`source`; `[SECTION]KEY` from the session's INI file).
     pub fn source(&mut self, path: &Path, out: &mut dyn Write) -> Result<Flow, ConfigError> {
         let shown = path.display().to_string();
         let text = read_text(path, &shown)?;
-        self.run_text(&shown, path.parent(), &text, out)
+        self.run_text(&shown, path.parent(), &text, 1, out)
     }
 
     /// Lines `first_line…` of `file` (a piece of it another process read, e.g. `rtapi halcmd -f`):
@@ -466,26 +466,7 @@ impl Session {
         out: &mut dyn Write,
     ) -> Result<Flow, ConfigError> {
         let shown = file.display().to_string();
-        let commands = match parse::parse_from(
-            &shown,
-            text,
-            first_line,
-            &Subst {
-                ini: self.ini.as_ref(),
-                env: &process_env,
-            },
-        ) {
-            Ok(c) => c,
-            Err(mut errors) => {
-                let first = errors.remove(0);
-                if self.keep_going {
-                    self.errors.push(first.clone());
-                    self.errors.append(&mut errors);
-                }
-                return Err(first);
-            }
-        };
-        self.run_commands(&shown, file.parent(), &commands, out)
+        self.run_text(&shown, file.parent(), text, first_line, out)
     }
 
     /// From now on a command sequence stops between two commands once `flag` is set, and a
@@ -513,11 +494,13 @@ impl Session {
         )
     }
 
+    /// Runs `text`, file `file`'s lines from `first_line` on (in directory `dir`, for `source`).
     fn run_text(
         &mut self,
         file: &str,
         dir: Option<&Path>,
         text: &str,
+        first_line: usize,
         out: &mut dyn Write,
     ) -> Result<Flow, ConfigError> {
         // Syntax first, every error at once (nothing else kept); then each command runs as it is
@@ -528,26 +511,28 @@ impl Session {
             env: &process_env,
         };
         let mut errors = Vec::new();
-        parse::each_command(file, text, 1, &subst, &mut |c| {
+        parse::each_command(file, text, first_line, &subst, &mut |c| {
             if let Err(e) = c {
                 errors.push(e);
             }
             std::ops::ControlFlow::Continue(())
         });
-        if !errors.is_empty() {
-            let first = errors.remove(0);
-            if self.keep_going {
-                self.errors.push(first.clone());
-                self.errors.append(&mut errors);
-            }
-            return Err(first);
+        // Without -k the first error ends the file, so nothing runs; with -k (as LinuxCNC's
+        // halcmd -k) the commands that parsed run, each error reported at its line in order.
+        if !errors.is_empty() && !self.keep_going {
+            return Err(errors.remove(0));
         }
         let outer = std::mem::replace(&mut self.dir, dir.map(Path::to_path_buf));
         let mut first_error = None;
         let mut done = None;
-        parse::each_command(file, text, 1, &subst, &mut |c| {
-            let Ok(c) = c else {
-                return std::ops::ControlFlow::Continue(());
+        parse::each_command(file, text, first_line, &subst, &mut |c| {
+            let c = match c {
+                Ok(c) => c,
+                Err(e) => {
+                    self.errors.push(e.clone());
+                    first_error.get_or_insert(e);
+                    return std::ops::ControlFlow::Continue(());
+                }
             };
             match self.run_one(file, dir, &c, out, &mut first_error) {
                 Some(r) => {
@@ -700,7 +685,7 @@ impl Session {
         let text = read_text(&path, &shown)
             .map_err(|e| at(format!("source {}: {}", quote(&name.text), e.message)))?;
         self.depth += 1;
-        let result = self.run_text(&shown, path.parent(), &text, out);
+        let result = self.run_text(&shown, path.parent(), &text, 1, out);
         self.depth -= 1;
         result
     }

@@ -344,13 +344,14 @@ fn alias_kind(w: &Word, cmd: &str) -> ParseResult<AliasKind> {
 }
 
 /// Drops one optional arrow in the middle of a two-name link command.
-fn two_names<'w>(args: &'w [Word], cmd: &str, usage: &str) -> ParseResult<(&'w Word, &'w Word)> {
+/// `cmd`'s two names, optionally with an arrow between; `cmd` gives the line of a bad one.
+fn two_names<'w>(args: &'w [Word], cmd: &Word, usage: &str) -> ParseResult<(&'w Word, &'w Word)> {
     match args {
         [a, b] if Arrow::parse(&b.text).is_none() && Arrow::parse(&a.text).is_none() => Ok((a, b)),
         [a, arrow, b] if Arrow::parse(&arrow.text).is_some() => Ok((a, b)),
         _ => Err((
-            args.first().map_or(0, |w| w.line),
-            format!("{cmd}: usage: {usage}"),
+            args.first().map_or(cmd.line, |w| w.line),
+            format!("{}: usage: {usage}", cmd.text),
         )),
     }
 }
@@ -437,21 +438,21 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
             Command::Stype { name: w(0) }
         }
         "linkps" => {
-            let (pin, signal) = two_names(args, "linkps", "linkps PIN [ARROW] SIGNAL")?;
+            let (pin, signal) = two_names(args, cmd, "linkps PIN [ARROW] SIGNAL")?;
             Command::Link {
                 pin: pin.clone(),
                 signal: signal.clone(),
             }
         }
         "linksp" => {
-            let (signal, pin) = two_names(args, "linksp", "linksp SIGNAL [ARROW] PIN")?;
+            let (signal, pin) = two_names(args, cmd, "linksp SIGNAL [ARROW] PIN")?;
             Command::Link {
                 pin: pin.clone(),
                 signal: signal.clone(),
             }
         }
         "linkpp" => {
-            let (first, second) = two_names(args, "linkpp", "linkpp PIN1 [ARROW] PIN2")?;
+            let (first, second) = two_names(args, cmd, "linkpp PIN1 [ARROW] PIN2")?;
             Command::Linkpp {
                 first: first.clone(),
                 second: second.clone(),

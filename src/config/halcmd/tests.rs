@@ -344,6 +344,35 @@ fn ini_substitution_and_its_errors_at_file_and_line() {
     assert!(e.starts_with("t.hal:2: [X]Y needs an INI file"), "{e}");
 }
 
+/// `halrun -k` (and `--check -k`) went no further than the syntax errors: now, as LinuxCNC's
+/// `halcmd -k`, the commands that parsed run too, every error at its own line in the file's order
+/// (a bad `linkpp` said line 0). Without -k the first syntax error ends the file before anything runs.
+#[test]
+fn keep_going_runs_past_syntax_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("k.hal");
+    std::fs::write(
+        &f,
+        "loadrt pid\nsetp pid.0.Pgain\nlinkpp\nsetp pid.0.Pgian 3\nsetp pid.0.Igain 4\n",
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let mut s = session();
+    s.keep_going = true;
+    assert!(s.source(&f, &mut out).is_err());
+    let lines: Vec<Option<usize>> = s.errors().iter().map(|e| e.line).collect();
+    assert_eq!(lines, [Some(2), Some(3), Some(4)], "{:?}", s.errors());
+    assert_eq!(ok(&mut s, "getp pid.0.Igain\n"), "4\n");
+    let mut s = session();
+    let e = s.source(&f, &mut out).unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    let e = err(&mut s, "getp pid.0.Igain\n");
+    assert!(
+        e.contains("no pin or param named"),
+        "pid was not loaded: {e}"
+    );
+}
+
 #[test]
 fn keep_going_collects_every_error() {
     let mut s = session();
