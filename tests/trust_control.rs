@@ -73,7 +73,8 @@ impl Owner {
         Owner::spawn(name.clone(), dir, &args, Stdio::null())
     }
 
-    fn spawn(name: String, dir: tempfile::TempDir, args: &[&str], stdin: Stdio) -> Owner {
+    /// Starts the owner process, without waiting for its instance.
+    fn spawn_unwaited(name: String, dir: tempfile::TempDir, args: &[&str], stdin: Stdio) -> Owner {
         let (out, err) = (dir.path().join("out"), dir.path().join("err"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_rtapi"));
         command
@@ -94,13 +95,17 @@ impl Owner {
             });
         }
         let child = command.spawn().unwrap();
-        let owner = Owner {
+        Owner {
             name,
             child: Some(child),
             dir,
             out,
             err,
-        };
+        }
+    }
+
+    fn spawn(name: String, dir: tempfile::TempDir, args: &[&str], stdin: Stdio) -> Owner {
+        let owner = Owner::spawn_unwaited(name, dir, args, stdin);
         let t0 = Instant::now();
         while !halrun::halcmd(&owner.name, &["status"]).0 {
             assert!(
@@ -347,10 +352,14 @@ fn a_stop_abandons_the_rest_of_a_clients_file_between_two_commands() {
         .env("RUST_LOG", "error")
         .output()
         .unwrap();
-    owner.check_clean_end("a SIGTERM from the client's file");
+    let took = owner.check_clean_end("a SIGTERM from the client's file");
     let (out, err) = common::text(&o);
     eprintln!("client: {:?}; stderr: {err}", o.status);
-    assert!(!o.status.success());
+    assert!(
+        !o.status.success(),
+        "the client's file was cut short by the stop, yet it succeeded: stdout {out:?}, stderr \
+         {err:?}; the owner ended {took:?} after the client did"
+    );
     assert!(
         err.contains("between.hal:1: loadusr -w") && err.contains("between.hal:2: not run"),
         "the waiting command gave up (line 1) and the rest was abandoned from line 2: {err}"
@@ -359,6 +368,43 @@ fn a_stop_abandons_the_rest_of_a_clients_file_between_two_commands() {
         out.lines().count(),
         0,
         "no `echo` after the stop ran: {out}"
+    );
+}
+
+/// A stop while halrun's own file waits (`loadusr -w`, after `start`) was seen only by the loop
+/// that serves the instance after the file, so the file waited for ever and SIGTERM did nothing (a
+/// client's command that took the session just as the file ended blocked it the same way: 1 run in
+/// 300 under load). Now the wait gives up at the stop, the rest of the file is abandoned, and halrun
+/// ends as a stopped run does: exit 0, the summary, the program stopped, the segment gone.
+#[test]
+fn a_sigterm_ends_a_wait_in_halruns_own_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // A script, so that halcmd does not substitute $PPID (the owner, sh's parent).
+    let script = dir.path().join("stop-owner.sh");
+    std::fs::write(&script, "kill -TERM $PPID\nexec sleep 1000\n").unwrap();
+    let file = dir.path().join("owner.hal");
+    std::fs::write(
+        &file,
+        format!("{BASE}loadusr -w sh {}\necho\n", script.display()),
+    )
+    .unwrap();
+    let name = format!("tc-ownwait-{}", std::process::id());
+    let args = [
+        "halrun",
+        "--duration",
+        "1h",
+        "--instance",
+        &name,
+        "-f",
+        file.to_str().unwrap(),
+    ];
+    let mut owner = Owner::spawn_unwaited(name.clone(), dir, &args, Stdio::null());
+    let took = owner.check_clean_end("a SIGTERM while its own file waited");
+    eprintln!("ended {took:?} after the start");
+    let err = owner.stderr();
+    assert!(
+        err.contains("the stop abandoned") && err.contains("owner.hal from line 5"),
+        "{err}"
     );
 }
 

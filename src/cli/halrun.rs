@@ -138,6 +138,21 @@ pub fn run(args: Args) -> Result<(), Failure> {
             };
             drop(session);
             drop(server);
+            // A stop (SIGTERM, SIGINT, SIGHUP, a stall) that cut the file short is the run's
+            // end, as it is after the file: no configuration error.
+            if let Some(reason) = running.stop_probe().poll() {
+                if errors
+                    .iter()
+                    .all(|e| super::control::is_stopping(&e.to_string()))
+                {
+                    out::eprintln(&format!(
+                        "rtapi halrun: the stop abandoned {} from line {}",
+                        file.display(),
+                        errors[0].line.unwrap_or(0)
+                    ));
+                    return finish(running, reason);
+                }
+            }
             let _ = finish(running, StopReason::Elapsed);
             return Err(config_failure_then(
                 &errors,

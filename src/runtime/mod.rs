@@ -531,12 +531,20 @@ pub(super) fn drain(
                 match e {
                     RtEvent::FunctionFaulted { function } => {
                         let name = functions.name(u32::from(function));
-                        let report = reports
-                            .iter()
-                            .position(|r| {
-                                r.thread == *thread && r.function == Some(function as u32)
-                            })
-                            .map(|i| reports.remove(i));
+                        let find = |reports: &mut Vec<PanicReport>| {
+                            reports
+                                .iter()
+                                .position(|r| {
+                                    r.thread == *thread && r.function == Some(function as u32)
+                                })
+                                .map(|i| reports.remove(i))
+                        };
+                        // The report was sent before the event was queued, but may have come
+                        // after this round's look at the queue: look once more.
+                        let report = find(&mut reports).or_else(|| {
+                            reports.extend(panics.try_iter());
+                            find(&mut reports)
+                        });
                         log_fault(thread, name, report);
                     }
                     RtEvent::WaitFailed { errno } => log::error!(

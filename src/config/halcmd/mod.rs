@@ -480,6 +480,12 @@ impl Session {
         self.abort
             .iter()
             .any(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            // A signal or a stall's stop, seen here too: the thread that watches for them may be
+            // waiting for this session (a client's command, or halrun's own file, holds it).
+            || self
+                .runtime()
+                .and_then(|rt| rt.stop_probe().poll())
+                .is_some()
     }
 
     /// Parses `text` (all syntax errors at once) with this session's substitutions.
