@@ -457,3 +457,58 @@ fn a_file_that_fails_after_start_says_what_became_of_the_instance() {
     assert!(stdout.contains("rtapi ran"), "the summary: {stdout}");
     assert!(!common::segment_exists(&instance));
 }
+
+/// Item 5: `rtapi show` for an absent instance did not say which ones run. Now the message lists
+/// the running instances, the near one first by the did-you-mean rule.
+#[test]
+fn an_absent_instance_lists_the_running_ones() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = machine(dir.path(), "here", None, "");
+    let instance = format!("ux-here-{}", std::process::id());
+    let child = spawn_run(&toml, &instance, "60s");
+    wait_running(&instance);
+    let typo = instance.replace("here", "hree");
+    let out = common::rtapi(&["show", "--instance", &typo]);
+    unsafe_sigterm(child.id());
+    let (code, _, err) = finish(child);
+    assert!(code == 0 || err.contains("STALLED"), "{code}: {err}");
+    let (_, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "no rtapi instance '{typo}' is running (no /dev/shm/rtapi-{typo}); did you mean '{instance}'?; running: "
+        )) && stderr.contains(&format!(" {instance}")),
+        "{stderr}"
+    );
+}
+
+/// Item 5: `halrun -I` on an instance name another process holds said so only when `start` was
+/// typed. Now halrun refuses at once (exit 1), naming the owner's pid, before any prompt.
+#[test]
+fn halrun_says_at_once_that_the_instance_is_taken() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = machine(dir.path(), "taken", None, "");
+    let instance = format!("ux-taken-{}", std::process::id());
+    let child = spawn_run(&toml, &instance, "60s");
+    wait_running(&instance);
+    let out = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["halrun", "-I", "--instance", &instance])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let owner = child.id();
+    unsafe_sigterm(owner);
+    let (code, _, err) = finish(child);
+    assert!(code == 0 || err.contains("STALLED"), "{code}: {err}");
+    let (_, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "instance '{instance}' is in use by live process {owner}: pick another name"
+        )) && !stderr.contains("control socket is taken"),
+        "{stderr}"
+    );
+}

@@ -121,7 +121,7 @@ pub use reader::{
     Access, ComponentInfo, FunctionInfo, HalReader, HalSnapshot, HeaderInfo, Located, ParamInfo,
     PinInfo, SegmentState, SignalInfo, TableUse, ThreadInfo, WriteOptions,
 };
-pub use segment::{remove_stale, Permissions, Trust, TRUSTED_MODE_BITS};
+pub use segment::{instance_names, remove_stale, Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
     FunctionTimer, FunctionTiming, HistogramConfig, HistogramSnapshot, Percentile, Percentiles,
     PeriodSample, RecentSpikes, Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot, MAX_BINS,

@@ -184,6 +184,25 @@ pub(crate) fn display_path(instance: &Instance) -> String {
     format!("/dev/shm/rtapi-{instance}")
 }
 
+/// The instance names that have a segment in `/dev/shm` now, sorted: `rtapi-NAME` with a valid
+/// instance name (a FIFO `rtapi-NAME:sampler.0` is not an instance). Only names are read: a segment
+/// is judged (owner, trust, layout) when it is opened.
+pub fn instance_names() -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir("/dev/shm")? {
+        let Some(file) = entry?.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if let Some(name) = file.strip_prefix("rtapi-") {
+            if crate::name::validate_instance(name).is_ok() {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 fn shm_open(
     instance: &Instance,
     flags: libc::c_int,

@@ -94,6 +94,16 @@ pub fn run(args: Args) -> Result<(), Failure> {
     if let Some(f) = &file {
         not_a_hal_file(f)?;
     }
+    // Said now, not at `start` after a session of typing (a check creates no instance).
+    if !args.check {
+        if let Some(pid) = super::instance::live_owner(&args.instance) {
+            return Err(Failure::runtime(format!(
+                "instance '{}' is in use by live process {pid}: pick another name with --instance \
+                 NAME, or stop that one first",
+                args.instance
+            )));
+        }
+    }
     let ini = match &args.ini {
         None => None,
         Some(p) => Some(Ini::load(p).map_err(|e| config_failure(&[e]))?),

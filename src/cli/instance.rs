@@ -55,13 +55,7 @@ pub fn open_telling_trust(target: &Target, access: Access) -> Result<HalReader, 
     let instance = &target.instance;
     let trust = trust(&target.trust_owner).map_err(|f| (f, false))?;
     let reader = HalReader::open_with(instance, access, &trust).map_err(|e| match e {
-        HalError::NoSuchInstance { .. } => (
-            Failure::runtime(format!(
-                "no rtapi instance '{instance}' is running (no /dev/shm/rtapi-{instance}); start one with \
-                 `rtapi run CONFIG.toml --instance {instance}`"
-            )),
-            false,
-        ),
+        HalError::NoSuchInstance { .. } => (Failure::runtime(no_such_instance(instance)), false),
         HalError::InvalidName { .. } => (Failure::usage(format!("--instance: {e}")), false),
         HalError::Untrusted { .. } => (Failure::runtime(e.to_string()), true),
         other => (Failure::runtime(other.to_string()), false),
@@ -74,6 +68,36 @@ pub fn open_telling_trust(target: &Target, access: Access) -> Result<HalReader, 
         ));
     }
     Ok(reader)
+}
+
+/// The pid of the live process that owns `instance`, if one does (a stale segment has none).
+pub fn live_owner(instance: &str) -> Option<u32> {
+    HalReader::open(instance, Access::ReadOnly)
+        .ok()
+        .filter(HalReader::owner_alive)
+        .map(|r| r.header().owner_pid)
+}
+
+/// The message for an instance with no segment: the ones that are running (by the suggestion rule
+/// first if one is near the name), or how to start one.
+pub fn no_such_instance(instance: &str) -> String {
+    let running: Vec<String> = rtapi_hal::instance_names()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| HalReader::open(n, Access::ReadOnly).is_ok_and(|r| r.owner_alive()))
+        .collect();
+    let head = format!("no rtapi instance '{instance}' is running (no /dev/shm/rtapi-{instance})");
+    if running.is_empty() {
+        return format!(
+            "{head}, nor any other; start one with `rtapi run CONFIG.toml --instance {instance}`"
+        );
+    }
+    let near = crate::suggest::did_you_mean(instance, running.iter().map(String::as_str));
+    format!(
+        "{head}{}; running: {} (give one with --instance NAME)",
+        near.map(|s| format!("; {s}")).unwrap_or_default(),
+        running.join(", ")
+    )
 }
 
 /// Maps an error about a name or a value (unknown pin, refused write, bad number) to exit 2, and

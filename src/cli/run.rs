@@ -69,6 +69,22 @@ pub(crate) fn config_failure_then(errors: &[ConfigError], then: &str) -> Failure
     Failure::usage(format!("{} configuration error(s); {then}", errors.len()))
 }
 
+/// The run's failure for threads that stalled and did not recover, each with where the watchdog
+/// placed it: a function that did not return, or a thread that did not come back to its period (a
+/// stall outside its functions: the host, its timer wait).
+fn stall_message(stalled: &[(&str, &str)]) -> String {
+    let what = if !stalled.is_empty() && stalled.iter().all(|(_, p)| p.starts_with("in function")) {
+        "a function did not return"
+    } else {
+        "the thread did not come back to its period"
+    };
+    let list: Vec<String> = stalled.iter().map(|(t, p)| format!("{t} ({p})")).collect();
+    format!(
+        "stalled thread(s): {}; {what} (see the messages above)",
+        list.join(", ")
+    )
+}
+
 /// A file's extension, lower case: how `run` and `halrun` tell a TOML, a `.hal` and an INI apart.
 pub(crate) fn extension(path: &std::path::Path) -> Option<String> {
     path.extension()
@@ -272,20 +288,17 @@ pub(crate) fn finish(running: Runtime<Running>, reason: StopReason) -> Result<()
             faulted.join(", ")
         )));
     }
-    let stalled: Vec<String> = summary
+    let stalled: Vec<(&str, &str)> = summary
         .threads
         .iter()
         .filter_map(|t| {
             t.stalled
-                .as_ref()
-                .map(|place| format!("{} ({place})", t.info.name))
+                .as_deref()
+                .map(|place| (t.info.name.as_str(), place))
         })
         .collect();
     if reason == StopReason::Stalled || !stalled.is_empty() {
-        return Err(Failure::runtime(format!(
-            "stalled thread(s): {}; a function did not return (see the messages above)",
-            stalled.join(", ")
-        )));
+        return Err(Failure::runtime(stall_message(&stalled)));
     }
     // A stall the thread recovered from is trouble too: for that time the machine's periods did
     // not happen (README: a stalled thread exits 1, whatever followed it).
@@ -318,4 +331,31 @@ pub(crate) fn finish(running: Runtime<Running>, reason: StopReason) -> Result<()
         });
     }
     printed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--on-stall stop` said "a function did not return" after the watchdog had placed the stall
+    /// outside the thread's functions.
+    #[test]
+    fn a_stall_is_told_where_the_watchdog_placed_it() {
+        let m = stall_message(&[("servo", "in function pid.0.do-pid-calcs")]);
+        assert!(
+            m.ends_with("a function did not return (see the messages above)"),
+            "{m}"
+        );
+        let outside = "outside its functions (in its timer wait or bookkeeping)";
+        let m = stall_message(&[("servo", outside)]);
+        assert!(
+            m.contains(&format!("servo ({outside})"))
+                && m.ends_with(
+                    "the thread did not come back to its period (see the messages above)"
+                ),
+            "{m}"
+        );
+        let m = stall_message(&[("servo", "in function f"), ("base", outside)]);
+        assert!(m.contains("did not come back"), "{m}");
+    }
 }

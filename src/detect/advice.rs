@@ -565,12 +565,13 @@ fn tuning(r: &SystemReport, out: &mut Vec<Finding>) {
                 .map_or("unknown".to_string(), crate::rt::cpulist::format)
         };
         let seen = format!(
-            "IRQ {} ({}, {}) fired {} time{} on {which}; affinity {}, effective {}",
+            "IRQ {} ({}, {}) fired {} time{} on {which} {}; affinity {}, effective {}",
             irq.irq,
             irq.name,
             irq.chip,
             irq.count_on_rt,
             if irq.count_on_rt == 1 { "" } else { "s" },
+            t.irq_counts_over.as_deref().unwrap_or("since boot"),
             affinity(&irq.affinity),
             affinity(&irq.effective_affinity)
         );

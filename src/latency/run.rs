@@ -448,6 +448,14 @@ fn report(
         not_real_time: (!flavor.real_time()).then(|| flavor.name().to_string()),
         load_failures: load_failures.iter().map(ToString::to_string).collect(),
     };
+    // The IRQ counts of the advice: those of the run, not since boot.
+    let mut system = system.clone();
+    if let Ok(text) = std::fs::read_to_string("/proc/interrupts") {
+        system.tuning.recount_irqs(
+            &crate::detect::parse_interrupts(&text),
+            &format!("during the {:.0} s run", elapsed.as_secs_f64()),
+        );
+    }
     let system_advice = system
         .advice()
         .into_iter()
@@ -460,7 +468,7 @@ fn report(
     Report {
         tool: "rtapi latency-test",
         version: env!("CARGO_PKG_VERSION"),
-        system: SystemSummary::new(system, flavor.name()),
+        system: SystemSummary::new(&system, flavor.name()),
         settings: Settings {
             duration_s: elapsed.as_secs_f64(),
             timer: cfg.timer.to_string(),

@@ -21,15 +21,10 @@ pub(crate) struct Planned<'a> {
 /// this instance's name (its own segment, if one is left over, is not a neighbour). Segments that
 /// cannot be read or trusted are skipped: this is advice, the start does not depend on it.
 pub(crate) fn shared_cpus(own: &str, planned: &[Planned<'_>]) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/dev/shm") else {
+    let Ok(mut names) = rtapi_hal::instance_names() else {
         return Vec::new();
     };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
-        .filter_map(|f| f.strip_prefix("rtapi-").map(str::to_string))
-        .filter(|n| n != own && rtapi_hal::name::validate_instance(n).is_ok())
-        .collect();
-    names.sort();
+    names.retain(|n| n != own);
     let mut warnings = Vec::new();
     for other in names {
         let Ok(reader) = HalReader::open_with(&other, Access::ReadOnly, &Trust::new()) else {

@@ -27,31 +27,16 @@ pub enum Selection {
     All,
 }
 
-/// Where the segments live.
+/// Where the segments live, for messages.
 const SHM: &str = "/dev/shm";
 
 /// How long an instance whose segment vanished from `/dev/shm` is still reported (`rtapi_up 0`)
 /// before it is forgotten, unless `--forget-after` says otherwise.
 pub const FORGET_AFTER: Duration = Duration::from_secs(60);
 
-/// The instance names with a segment in `/dev/shm` now (`rtapi-NAME` with a valid instance name:
-/// FIFOs, `rtapi-NAME:sampler.0`, are not instances). Only names are read here; the file itself is
-/// judged when opened.
+/// The instance names with a segment in `/dev/shm` now ([`rtapi_hal::instance_names`]).
 pub fn scan() -> std::io::Result<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(SHM)? {
-        let entry = entry?;
-        let Some(file) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        if let Some(name) = file.strip_prefix("rtapi-") {
-            if rtapi_hal::name::validate_instance(name).is_ok() {
-                names.push(name.to_string());
-            }
-        }
-    }
-    names.sort();
-    Ok(names)
+    rtapi_hal::instance_names()
 }
 
 /// One followed instance: its open reader while it is up, and what was last said about it (so a
