@@ -42,6 +42,9 @@ impl Probe for FakeProbe {
             rlimit_memlock: Some(Limit::Value(8 << 20)),
             cap_ipc_lock: self.fifo,
             dma_latency: self.fifo,
+            port_io: self.fifo,
+            port_io_error: (self.fifo == Some(false))
+                .then(|| "ioperm: Operation not permitted; port I/O needs root".into()),
         }
     }
     fn rt_thread_runs(&self, _cpu: Option<usize>) -> Option<bool> {

@@ -90,8 +90,9 @@ pub use target::{HalSide, LiveTarget, Target, Validation};
 pub struct LoadError {
     /// The whole message, naming the component or instance; shown as is by `Display`.
     pub message: String,
-    /// A LinuxCNC module that cannot run here (a symbol rtapi lacks, its `rtapi_app_main` failed):
-    /// when it was found by fallback, the component is reported as not available in rtapi.
+    /// A LinuxCNC module that cannot run here (a symbol rtapi lacks, a file `dlopen` refuses): when
+    /// it was found by fallback, the component is reported as not available in rtapi. (A module
+    /// whose `rtapi_app_main` failed ran: its own message is the error.)
     unavailable: bool,
 }
 

@@ -235,6 +235,16 @@ fn privileges(r: &SystemReport, out: &mut Vec<Finding>) {
             Some("add `@<group> - memlock unlimited` to /etc/security/limits.conf, or setcap cap_ipc_lock=ep".into()),
         ));
     }
+    if let (Some(false), Some(e)) = (p.port_io, &p.port_io_error) {
+        out.push(finding(
+            Severity::Info,
+            "no-port-io",
+            format!(
+                "no port I/O for programs: a parallel port (hal_parport) cannot be driven ({e})"
+            ),
+            None,
+        ));
+    }
     if p.dma_latency == Some(false) {
         out.push(finding(
             Severity::Info,

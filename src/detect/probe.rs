@@ -56,6 +56,11 @@ pub struct Privileges {
     pub cap_ipc_lock: Option<bool>,
     /// `/dev/cpu_dma_latency` can be opened for writing (keeps CPUs out of deep idle states).
     pub dma_latency: Option<bool>,
+    /// Port I/O (`ioperm`) is allowed: what a parallel port driven from user space (`hal_parport`)
+    /// needs. `None` if not asked.
+    pub port_io: Option<bool>,
+    /// Why port I/O was refused, with what to do ([`crate::rt::portio::advice`]).
+    pub port_io_error: Option<String>,
 }
 
 /// The facts that only trying can tell.
@@ -94,6 +99,8 @@ impl Probe for LiveProbe {
             ),
         };
         let rlimit_memlock = rlimit(Resource::RLIMIT_MEMLOCK);
+        // On a thread of its own: the permission is per thread, and is given back at once.
+        let port_io = std::thread::spawn(crate::rt::portio::probe).join().ok();
         let cap_ipc_lock = caps.map(|c| c & (1 << CAP_IPC_LOCK) != 0);
         Privileges {
             sched_fifo,
@@ -114,6 +121,10 @@ impl Probe for LiveProbe {
                     .open("/dev/cpu_dma_latency")
                     .is_ok(),
             ),
+            port_io: port_io.as_ref().map(Result::is_ok),
+            port_io_error: port_io
+                .and_then(|r| r.err())
+                .map(|e| format!("ioperm: {e}; {}", crate::rt::portio::advice(&e))),
         }
     }
 

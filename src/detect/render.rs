@@ -94,6 +94,15 @@ pub(crate) fn text(r: &SystemReport, flavor: &str, advice: &[Finding]) -> String
         yes_no(p.cap_ipc_lock)
     );
     let _ = writeln!(s, "  dma latency    {}", yes_no(p.dma_latency));
+    let _ = writeln!(
+        s,
+        "  port I/O       {}{}",
+        yes_no(p.port_io),
+        p.port_io_error
+            .as_deref()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default()
+    );
 
     let t = &r.throttling;
     let _ = writeln!(s, "\nThrottling");

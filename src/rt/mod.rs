@@ -19,6 +19,7 @@ pub mod clock;
 pub mod cpulist;
 pub mod harden;
 pub mod msg;
+pub mod portio;
 pub mod sched;
 pub mod signals;
 pub mod units;

@@ -22,6 +22,8 @@ impl Probe for NoProbe {
             rlimit_memlock: Some(Limit::Unlimited),
             cap_ipc_lock: Some(true),
             dma_latency: Some(true),
+            port_io: Some(true),
+            port_io_error: None,
         }
     }
     fn rt_thread_runs(&self, _cpu: Option<usize>) -> Option<bool> {

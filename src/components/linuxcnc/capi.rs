@@ -1000,23 +1000,7 @@ fn linux_parport_base(n: u16) -> Result<u16, String> {
         .ok_or_else(|| format!("parport {n}: {p} has no address"))
 }
 
-/// Grants (or, `on` false, drops) the calling thread access to `len` I/O ports from `from`.
-#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-fn io_access(from: u16, len: u16, on: bool) -> std::io::Result<()> {
-    // SAFETY: ioperm only changes the thread's I/O permission bitmap; failure is reported.
-    let r = unsafe { libc::ioperm(c_ulong::from(from), c_ulong::from(len), c_int::from(on)) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// No I/O ports outside x86: a parallel port cannot be driven.
-#[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
-fn io_access(_from: u16, _len: u16, _on: bool) -> std::io::Result<()> {
-    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
-}
+use crate::rt::portio::access as io_access;
 
 /// `int rtapi_parport_get(const char *mod_name, rtapi_parport_t *port, unsigned short base,
 /// unsigned short base_hi, unsigned int modes)`: the port at I/O address `base` (below 16: Linux
@@ -1061,13 +1045,13 @@ pub unsafe extern "C" fn rtapi_parport_get(
         0xffff => base.wrapping_add(0x400),
         b => b,
     };
-    let rawio = "rtapi needs root with CAP_SYS_RAWIO to drive a parallel port";
     if let Err(e) = io_access(base, 8, true) {
         return fail(
             libc::EPERM,
             format!(
-                "PARPORT: ERROR: {who}: no access to I/O ports 0x{base:x}-0x{:x} (ioperm: {e}); {rawio}",
-                base + 7
+                "PARPORT: ERROR: {who}: no access to I/O ports 0x{base:x}-0x{:x} (ioperm: {e}); {}",
+                base + 7,
+                crate::rt::portio::advice(&e)
             ),
         );
     }
@@ -1078,8 +1062,9 @@ pub unsafe extern "C" fn rtapi_parport_get(
                 libc::EPERM,
                 format!(
                     "PARPORT: ERROR: {who}: no access to I/O ports 0x{base_hi:x}-0x{:x} (ioperm: {e}); \
-                     {rawio}",
-                    base_hi + 2
+                     {}",
+                    base_hi + 2,
+                    crate::rt::portio::advice(&e)
                 ),
             );
         }

@@ -872,7 +872,8 @@ pub(crate) fn load(
         } else {
             format!("; it said: {}", said.join(" / "))
         };
-        return Err(LoadError::unavailable(format!(
+        // Not "unavailable": the module is here and ran; what it said is the cause, first.
+        return Err(LoadError::new(format!(
             "LinuxCNC module {module}: rtapi_app_main failed with {}{said}",
             errno_text(rc)
         )));
