@@ -246,10 +246,12 @@ fn commands_without_a_running_instance_say_how_to_start_one() {
         let out = rtapi(&all);
         let (_, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        // Then either how to start one, or (other tests' instances running) which ones run.
+        let head = format!("no rtapi instance '{name}' is running (no /dev/shm/rtapi-{name})");
         assert!(
             stderr.contains(&format!(
-                "no rtapi instance '{name}' is running (no /dev/shm/rtapi-{name}); start one with `rtapi run"
-            )),
+                "{head}, nor any other; start one with `rtapi run CONFIG.toml --instance {name}`"
+            )) || stderr.contains(&format!("{head}; running: ")),
             "{args:?}: {stderr}"
         );
     }
