@@ -24,6 +24,8 @@
 //! It depends on nothing but `rtapi_hal`'s snapshot types, [`Nanos`] and [`us`], so that every layer
 //! (runtime included) can use it.
 
+pub mod log;
+
 use std::fmt;
 
 use rtapi_hal::{HistogramSnapshot, ThreadStatsSnapshot};

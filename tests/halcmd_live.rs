@@ -393,3 +393,44 @@ fn show_all_json_polled_by_other_processes_survives_1000_structural_changes() {
     );
     let _ = std::io::stderr().flush();
 }
+
+/// Issue 25 item 4: a log line (a thread's missed periods, once a second) was written into the
+/// prompt's line, after what was being typed: `halcmd: getp fa[2026-…Z WARN rtapi::runtime] thread
+/// fast: …`. Now it is printed above the prompt: the terminal is told to clear the prompt's line
+/// before the log line, and the prompt comes back with what was typed.
+#[test]
+fn log_lines_go_above_the_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = instance("logprompt");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rtapi"));
+    cmd.args(["halrun", "-I", "--instance", &name])
+        .env("RUST_LOG", "warn")
+        .env("HOME", dir.path())
+        .env("TERM", "xterm");
+    let mut p = Pty::spawn(cmd);
+    p.expect("halcmd: ", T);
+    // A 10 µs thread misses periods on any machine: a warning a second.
+    p.send("loadrt threads name1=fast period1=10000\r");
+    p.expect("halcmd: ", T);
+    p.send("start\r");
+    p.expect("halcmd: ", T);
+    p.send("getp fa");
+    p.expect("getp fa", T);
+    p.expect("period(s) missed", Duration::from_secs(30));
+    p.expect("halcmd: getp fa", T);
+    let raw = p.raw();
+    let typed = raw.find("getp fa").unwrap();
+    let warned = typed + raw[typed..].find("period(s) missed").unwrap();
+    let record = raw[..warned].rfind(" WARN ").unwrap();
+    let record = raw[..record].rfind('[').unwrap();
+    let before = &raw[..record];
+    let between = &before[before.rfind("getp fa").unwrap() + "getp fa".len()..];
+    assert!(
+        between.contains('\x1b') || between.contains('\n'),
+        "the log line went on into the prompt's line: {:?}",
+        &raw[typed..(warned + 20).min(raw.len())]
+    );
+    p.send("\x15quit\r");
+    let status = p.wait(T).expect("halrun -I ended at quit");
+    assert!(status.success(), "{status:?}\n{}", p.screen());
+}

@@ -215,11 +215,15 @@ pub fn main() -> ExitCode {
         Command::Halrun(a) => a.quiet,
         _ => false,
     };
+    // Through the sink a prompt or a live display takes the lines from while it holds the terminal.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if quiet {
         "error"
     } else {
         "warn"
     }))
+    .target(env_logger::Target::Pipe(Box::new(
+        crate::render::log::LogSink,
+    )))
     .init();
     if matches!(
         cli.command,

@@ -149,6 +149,13 @@ pub fn interactive(
     if let Some(h) = &history {
         let _ = editor.load_history(h);
     }
+    // Log lines (a thread's missed periods) are printed above the prompt, not into the line
+    // being typed.
+    let _diverted = editor.create_external_printer().ok().map(|mut printer| {
+        crate::render::log::divert(Box::new(move |line| {
+            let _ = rustyline::ExternalPrinter::print(&mut printer, line);
+        }))
+    });
     loop {
         match editor.readline(prompt) {
             Ok(line) => {

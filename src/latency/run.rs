@@ -126,6 +126,9 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     if tty && !cfg.quiet {
         log::set_max_level(log::LevelFilter::Error.min(log_level));
     }
+    // What is still logged goes above the table at its next redraw, not into it.
+    let held = crate::render::log::Queue::default();
+    let diverted = (tty && !cfg.quiet).then(|| held.divert());
     let mut drawn = 0usize;
     // The live lines' reader went away (`| head`): the run goes on, silently, to its end.
     let mut live_closed = false;
@@ -220,6 +223,9 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
             if drawn > 0 {
                 text.push_str(&format!("\x1b[{drawn}A"));
             }
+            for l in held.take() {
+                text.push_str(&format!("\x1b[2K{l}\n"));
+            }
             for l in &block {
                 text.push_str(&format!("\x1b[2K{l}\n"));
             }
@@ -247,6 +253,11 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         });
     }
     log::set_max_level(log_level);
+    // Lines logged after the last redraw.
+    drop(diverted);
+    for l in held.take() {
+        let _ = writeln!(std::io::stderr().lock(), "{l}");
+    }
     // The last, partial second belongs in the per-second series too.
     monitor.tick(&reader);
     let interrupted = reason == StopReason::Signal;

@@ -128,6 +128,11 @@ impl Pty {
         master.flush().unwrap();
     }
 
+    /// Everything seen so far, escape sequences and carriage returns included.
+    pub fn raw(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+
     /// Everything seen so far, as text with escape sequences removed.
     pub fn screen(&self) -> String {
         strip_escapes(&String::from_utf8_lossy(&self.seen.lock().unwrap()))
