@@ -249,9 +249,16 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let trigger = Trigger::parse(&args.trigger, &args.channels).map_err(Failure::usage)?;
     let reader = instance::open(&args.target, Access::ReadOnly)?;
     let thread = reader.thread_named(&args.thread).map_err(|_| {
+        let names: Vec<String> = reader
+            .threads()
+            .map(|ts| ts.into_iter().map(|t| t.name).collect())
+            .unwrap_or_default();
         Failure::usage(format!(
-            "no thread named {} in instance '{}'",
-            args.thread, args.target.instance
+            "no thread named {} in instance '{}'; {}",
+            args.thread,
+            args.target.instance,
+            crate::suggest::did_you_mean(&args.thread, names.iter().map(String::as_str))
+                .unwrap_or_else(|| format!("its threads: {}", names.join(", ")))
         ))
     })?;
     if reader
@@ -273,7 +280,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
             .unwrap_or(Path::new("."));
         if !dir.is_dir() {
             return Err(Failure::usage(format!(
-                "--out: directory {} does not exist",
+                "--out: directory {} does not exist; create it, or give --out a path in one \
+                 that does",
                 dir.display()
             )));
         }

@@ -294,7 +294,10 @@ impl Session {
             {
                 return Err((
                     line,
-                    format!("loadrt {c}: a component named '{name}' already exists"),
+                    format!(
+                        "loadrt {c}: a component named '{name}' already exists; give this one \
+                         another name (names=…) or unloadrt that one first"
+                    ),
                 ));
             }
         }
@@ -814,7 +817,8 @@ impl Session {
                     return Err((
                         name.line,
                         format!(
-                            "newsig: a signal named {} already exists",
+                            "newsig: a signal named {} already exists; pick another name, or \
+                             delsig it first",
                             quote(&name.text)
                         ),
                     ));
@@ -924,7 +928,7 @@ impl Session {
                     return Err((
                         alias.line,
                         format!(
-                            "unalias: no {} alias named {}",
+                            "unalias: no {} alias named {} (`list alias` shows the aliases)",
                             kind.as_str(),
                             quote(&alias.text)
                         ),
@@ -1518,7 +1522,13 @@ impl Session {
         let ty = if is_param {
             let p = &self.model.params[&n];
             if p.access == ParamAccess::Ro {
-                return Err((name.line, format!("setp {n}: the param is read-only")));
+                return Err((
+                    name.line,
+                    format!(
+                        "setp {n}: the param is read-only (its component reports through it); \
+                     `show param {n}` lists the params that are RW"
+                    ),
+                ));
             }
             p.ty
         } else {
@@ -1685,7 +1695,10 @@ impl Session {
             self.unknown_name.set(true);
             return Err((
                 function.line,
-                format!("delf: no function named {}", quote(&function.text)),
+                format!(
+                    "delf: no function named {} (`show funct` lists them)",
+                    quote(&function.text)
+                ),
             ));
         }
         for f in functs {

@@ -373,6 +373,27 @@ fn keep_going_runs_past_syntax_errors() {
     );
 }
 
+/// Refusals of a name that exists, or a param that is not the user's to set, say what to do.
+#[test]
+fn refusals_say_what_to_do() {
+    let mut s = session();
+    ok(&mut s, "loadrt stepgen step_type=0\nnewsig x float\n");
+    let e = err(&mut s, "loadrt stepgen step_type=0\n");
+    assert!(
+        e.ends_with("give this one another name (names=…) or unloadrt that one first"),
+        "{e}"
+    );
+    let e = err(&mut s, "newsig x float\n");
+    assert!(e.ends_with("pick another name, or delsig it first"), "{e}");
+    let e = err(&mut s, "setp stepgen.0.frequency 3\n");
+    assert!(
+        e.contains("read-only") && e.ends_with("lists the params that are RW"),
+        "{e}"
+    );
+    let e = err(&mut s, "delf nosuch\n");
+    assert!(e.ends_with("(`show funct` lists them)"), "{e}");
+}
+
 #[test]
 fn keep_going_collects_every_error() {
     let mut s = session();
