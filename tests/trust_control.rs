@@ -40,6 +40,11 @@ struct Owner {
 impl Owner {
     /// `rtapi halrun -f` of `body` with `stdin` (a pipe nobody writes, for the `/dev/stdin` case).
     fn halrun(tag: &str, body: &str, stdin: Stdio) -> Owner {
+        Owner::halrun_unwaited(tag, body, stdin).wait_up()
+    }
+
+    /// [`Owner::halrun`], without waiting for its instance to come up.
+    fn halrun_unwaited(tag: &str, body: &str, stdin: Stdio) -> Owner {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("owner.hal");
         std::fs::write(&file, body).unwrap();
@@ -54,7 +59,7 @@ impl Owner {
             "-f",
             file.to_str().unwrap(),
         ];
-        Owner::spawn(name.clone(), dir, &args, stdin)
+        Owner::spawn_unwaited(name.clone(), dir, &args, stdin)
     }
 
     /// `rtapi run config/sim-axis.toml` for ten minutes.
@@ -105,7 +110,12 @@ impl Owner {
     }
 
     fn spawn(name: String, dir: tempfile::TempDir, args: &[&str], stdin: Stdio) -> Owner {
-        let owner = Owner::spawn_unwaited(name, dir, args, stdin);
+        Owner::spawn_unwaited(name, dir, args, stdin).wait_up()
+    }
+
+    /// Waits until the owner's instance answers `status`.
+    fn wait_up(self) -> Owner {
+        let owner = self;
         let t0 = Instant::now();
         while !halrun::halcmd(&owner.name, &["status"]).0 {
             assert!(
@@ -378,27 +388,12 @@ fn a_stop_abandons_the_rest_of_a_clients_file_between_two_commands() {
 /// ends as a stopped run does: exit 0, the summary, the program stopped, the segment gone.
 #[test]
 fn a_sigterm_ends_a_wait_in_halruns_own_file() {
-    let dir = tempfile::tempdir().unwrap();
     // A script, so that halcmd does not substitute $PPID (the owner, sh's parent).
+    let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("stop-owner.sh");
     std::fs::write(&script, "kill -TERM $PPID\nexec sleep 1000\n").unwrap();
-    let file = dir.path().join("owner.hal");
-    std::fs::write(
-        &file,
-        format!("{BASE}loadusr -w sh {}\necho\n", script.display()),
-    )
-    .unwrap();
-    let name = format!("tc-ownwait-{}", std::process::id());
-    let args = [
-        "halrun",
-        "--duration",
-        "1h",
-        "--instance",
-        &name,
-        "-f",
-        file.to_str().unwrap(),
-    ];
-    let mut owner = Owner::spawn_unwaited(name.clone(), dir, &args, Stdio::null());
+    let body = format!("{BASE}loadusr -w sh {}\necho\n", script.display());
+    let mut owner = Owner::halrun_unwaited("tc-ownwait", &body, Stdio::null());
     let took = owner.check_clean_end("a SIGTERM while its own file waited");
     eprintln!("ended {took:?} after the start");
     let err = owner.stderr();

@@ -458,21 +458,29 @@ fn a_file_that_fails_after_start_says_what_became_of_the_instance() {
     assert!(!common::segment_exists(&instance));
 }
 
+/// Runs `f` while a one-thread machine runs as `instance` (`rtapi run`), then ends that run
+/// cleanly; `f`'s result and the run's pid.
+fn while_running<T>(instance: &str, f: impl FnOnce() -> T) -> (T, u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = machine(dir.path(), "one", None, "");
+    let child = spawn_run(&toml, instance, "60s");
+    wait_running(instance);
+    let result = f();
+    let pid = child.id();
+    unsafe_sigterm(pid);
+    let (code, _, err) = finish(child);
+    assert!(code == 0 || err.contains("STALLED"), "{code}: {err}");
+    (result, pid)
+}
+
 /// Item 5: `rtapi show` for an absent instance did not say which ones run. Now the message lists
 /// the running instances, the near one first by the did-you-mean rule.
 #[test]
 fn an_absent_instance_lists_the_running_ones() {
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let toml = machine(dir.path(), "here", None, "");
     let instance = format!("ux-here-{}", std::process::id());
-    let child = spawn_run(&toml, &instance, "60s");
-    wait_running(&instance);
     let typo = instance.replace("here", "hree");
-    let out = common::rtapi(&["show", "--instance", &typo]);
-    unsafe_sigterm(child.id());
-    let (code, _, err) = finish(child);
-    assert!(code == 0 || err.contains("STALLED"), "{code}: {err}");
+    let (out, _) = while_running(&instance, || common::rtapi(&["show", "--instance", &typo]));
     let (_, stderr) = common::text(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -488,21 +496,15 @@ fn an_absent_instance_lists_the_running_ones() {
 #[test]
 fn halrun_says_at_once_that_the_instance_is_taken() {
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let toml = machine(dir.path(), "taken", None, "");
     let instance = format!("ux-taken-{}", std::process::id());
-    let child = spawn_run(&toml, &instance, "60s");
-    wait_running(&instance);
-    let out = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(["halrun", "-I", "--instance", &instance])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let owner = child.id();
-    unsafe_sigterm(owner);
-    let (code, _, err) = finish(child);
-    assert!(code == 0 || err.contains("STALLED"), "{code}: {err}");
+    let (out, owner) = while_running(&instance, || {
+        Command::new(env!("CARGO_BIN_EXE_rtapi"))
+            .args(["halrun", "-I", "--instance", &instance])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    });
     let (_, stderr) = common::text(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
