@@ -1265,8 +1265,7 @@ fn a_module_that_segfaults_is_named_and_its_segment_removed() {
     let instance = format!("lcm-crash-{}", std::process::id());
     let shm = format!("/dev/shm/rtapi-{instance}");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtapi"));
-    cmd.args(["halrun", "--duration", "1h", "--instance", &instance, "-f"])
-        .arg(&hal)
+    cmd.args(halrun::kept_running(&instance, hal.to_str().unwrap()))
         .env("RUST_LOG", "warn")
         .current_dir(dir.path())
         .stdout(std::process::Stdio::piped())

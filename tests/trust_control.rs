@@ -49,16 +49,7 @@ impl Owner {
         let file = dir.path().join("owner.hal");
         std::fs::write(&file, body).unwrap();
         let name = format!("{tag}-{}", std::process::id());
-        // --duration: without it halrun -f stops at the file's end, as LinuxCNC's does.
-        let args = [
-            "halrun",
-            "--duration",
-            "1h",
-            "--instance",
-            &name,
-            "-f",
-            file.to_str().unwrap(),
-        ];
+        let args = halrun::kept_running(&name, file.to_str().unwrap());
         Owner::spawn_unwaited(name.clone(), dir, &args, stdin)
     }
 

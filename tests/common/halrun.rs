@@ -17,6 +17,20 @@ pub fn halcmd(instance: &str, args: &[&str]) -> (bool, String, String) {
     (o.status.success(), out, err)
 }
 
+/// The arguments of `rtapi halrun` that runs `file` as `instance` and keeps it running after the
+/// file's end (halrun -f stops there, as LinuxCNC's does, unless told to go on: `--duration`).
+pub fn kept_running<'a>(instance: &'a str, file: &'a str) -> [&'a str; 7] {
+    [
+        "halrun",
+        "--duration",
+        "1h",
+        "--instance",
+        instance,
+        "-f",
+        file,
+    ]
+}
+
 /// `rtapi halrun -f` of a file whose text ends with `start`, running until [`Halrun::stop`] (or drop,
 /// which also lets a SIGSTOPped instance go on first).
 pub struct Halrun {
@@ -34,16 +48,7 @@ impl Halrun {
         std::fs::write(&file, body).unwrap();
         let name = format!("{tag}-{}", std::process::id());
         let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            // --duration: halrun -f stops at the file's end (as LinuxCNC's does) unless told to go on.
-            .args([
-                "halrun",
-                "--duration",
-                "1h",
-                "--instance",
-                &name,
-                "-f",
-                file.to_str().unwrap(),
-            ])
+            .args(kept_running(&name, file.to_str().unwrap()))
             .env("RUST_LOG", "error")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
