@@ -102,12 +102,7 @@ fn ten_thousand_user_components_join_and_leave_in_constant_room() {
         start["pin"],
         end["pin"]
     );
-    let out = owner.stop();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    owner.stop_cleanly();
 }
 
 #[test]
@@ -150,12 +145,7 @@ fn live_loadrt_and_unloadrt_of_256_instances_cycle_without_filling_the_pin_table
         pins(&r).used,
         before.capacity
     );
-    let out = owner.stop();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    owner.stop_cleanly();
 }
 
 #[test]
@@ -222,10 +212,5 @@ fn a_refused_declaration_or_loadrt_changes_nothing_room_included() {
             .any(|l| l.starts_with("Room used: ") && l.contains(" pins")),
         "{text}"
     );
-    let out = owner.stop();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    owner.stop_cleanly();
 }

@@ -235,12 +235,7 @@ fn halcmd_from_another_terminal_changes_a_running_instance_and_reports_errors() 
     // Threads cannot be made while running: said, not done.
     let (ok, _, err) = halcmd(&name, &["loadrt", "threads", "name1=fast", "period1=50000"]);
     assert!(!ok && err.contains("thread"), "{err}");
-    let out = owner.stop();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    owner.stop_cleanly();
 }
 
 #[test]
@@ -385,12 +380,7 @@ fn show_all_json_polled_by_other_processes_survives_1000_structural_changes() {
         .filter(|w| w.starts_with("sum2."))
         .collect();
     assert_eq!(in_thread, ["sum2.0"], "{th}");
-    let out = owner.stop();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    owner.stop_cleanly();
     let _ = std::io::stderr().flush();
 }
 

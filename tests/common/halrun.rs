@@ -94,6 +94,21 @@ impl Halrun {
     }
 }
 
+impl Halrun {
+    /// [`Halrun::stop`], and the end was clean: exit 0, or 1 only for a stall the host caused (a
+    /// thread that missed its periods for a while, named in the log; README: a stalled thread exits 1,
+    /// whatever followed), which is printed.
+    pub fn stop_cleanly(&mut self) {
+        let out = self.stop();
+        let err = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => {}
+            Some(1) if err.contains("STALLED") => eprintln!("the host stalled a thread: {err}"),
+            _ => panic!("halrun {} ended {:?}: {err}", self.name, out.status),
+        }
+    }
+}
+
 impl Drop for Halrun {
     fn drop(&mut self) {
         if self.child.is_some() {
