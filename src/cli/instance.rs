@@ -84,7 +84,7 @@ pub fn no_such_instance(instance: &str) -> String {
     let running: Vec<String> = rtapi_hal::instance_names()
         .unwrap_or_default()
         .into_iter()
-        .filter(|n| HalReader::open(n, Access::ReadOnly).is_ok_and(|r| r.owner_alive()))
+        .filter(|n| live_owner(n).is_some())
         .collect();
     let head = format!("no rtapi instance '{instance}' is running (no /dev/shm/rtapi-{instance})");
     if running.is_empty() {

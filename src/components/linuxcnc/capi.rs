@@ -18,6 +18,7 @@ use super::{
     PinRec, COMPS, CURRENT, LOADING,
 };
 use crate::components::target::HalSide;
+use crate::rt::portio::access as io_access;
 
 /// LinuxCNC's message levels (rtapi.h `msg_level_t`).
 const MSG_NONE: c_int = 0;
@@ -999,8 +1000,6 @@ fn linux_parport_base(n: u16) -> Result<u16, String> {
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("parport {n}: {p} has no address"))
 }
-
-use crate::rt::portio::access as io_access;
 
 /// `int rtapi_parport_get(const char *mod_name, rtapi_parport_t *port, unsigned short base,
 /// unsigned short base_hi, unsigned int modes)`: the port at I/O address `base` (below 16: Linux
