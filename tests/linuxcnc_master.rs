@@ -459,6 +459,92 @@ fn a_stalled_servo_thread_trips_linuxcncs_estop_latch_through_rtapi_late() {
     assert!(wait_exit(&mut m).success(), "{}", ns.master_log(1));
 }
 
+/// `--trace` on the master: a SCHED_FIFO 99 task of this test spinning 3 ms at a time on the servo
+/// thread's CPU makes LinuxCNC's thread late; the summary at exit names it (command and pid) among
+/// the causes, from the kernel trace, with the fix.
+#[test]
+fn trace_names_what_made_linuxcncs_thread_late() {
+    use rtapi::rt::sched::{pin_current_thread, set_current_policy, Policy};
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    if !Path::new("/sys/kernel/tracing/instances").is_dir() {
+        return skip!(Ci, "no tracefs at /sys/kernel/tracing");
+    }
+    let ns = Ipc::new();
+    let mut m = ns.master(1, &["--trace=500us"]);
+    assert!(
+        ns.master_log(1).contains("--trace: every period"),
+        "{}",
+        ns.master_log(1)
+    );
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    ns.ok(&["start"]);
+    let cpu = until("the servo thread counting", GENEROUS, || {
+        let j = ns.show_threads();
+        let t = j["threads"]
+            .as_array()?
+            .iter()
+            .find(|t| t["name"] == "servo")?
+            .clone();
+        (t["cycles"].as_u64()? > 50).then(|| t["cpu"].as_u64())?
+    }) as usize;
+    const BURSTS: usize = 5;
+    let spinner = std::thread::Builder::new()
+        .name("lcnc-spinner".into())
+        .spawn(move || {
+            set_current_policy(Policy::Fifo { priority: 99 }).expect("SCHED_FIFO 99");
+            pin_current_thread(cpu).expect("pin to the servo thread's CPU");
+            for _ in 0..BURSTS {
+                // 3 ms: at least two of the 1 ms deadlines fall inside each burst.
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_millis(3) {
+                    std::hint::spin_loop();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() }
+        })
+        .unwrap();
+    let tid = spinner.join().unwrap();
+    ns.ok(&["stop"]);
+    ns.ok(&["unload", "all"]);
+    let st = wait_exit(&mut m);
+    let log = ns.master_log(1);
+    assert!(st.success(), "{st}\n{log}");
+    let head = format!("Spike causes, servo thread (CPU {cpu}): ");
+    let section = log
+        .split_once(&head)
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no {head:?} in the master's summary:\n{log}"));
+    eprintln!("{head}{section}");
+    assert!(
+        section
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("at or over 500.0 us, explained from the kernel trace")),
+        "{log}"
+    );
+    let row = section
+        .lines()
+        .find(|l| l.contains("task lcnc-spinner (SCHED_FIFO/RR 99)"))
+        .unwrap_or_else(|| panic!("the spinner is not among the causes:\n{log}"));
+    let spikes: u64 = row.split_whitespace().next().unwrap().parse().unwrap();
+    assert!((1..=(BURSTS as u64) * 4).contains(&spikes), "{row}\n{log}");
+    assert!(
+        section.contains(&format!("task lcnc-spinner (pid {tid}, SCHED_FIFO/RR 99)")),
+        "the worst spikes name the spinner's pid {tid}:\n{log}"
+    );
+    // The trace instance went with the master.
+    let left: Vec<_> = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() == format!("rtapi-{}", m.id()).as_str())
+        .collect();
+    assert!(left.is_empty(), "trace instance left: {left:?}");
+}
+
 /// README's way for an ordinary user: a copy of the master with `cap_sys_nice,cap_ipc_lock=ep`, run
 /// as nobody (no root anywhere in the process): its thread is SCHED_FIFO, its memory and LinuxCNC's
 /// segments locked.

@@ -112,6 +112,10 @@ WAITED = textwrap.dedent(
     if sys.argv[3] == "exit":
         c.exit()
         time.sleep(0.3)
+    elif sys.argv[3] == "drop":
+        # The connection ends, and the process takes its time to end after it.
+        del c
+        time.sleep(0.5)
     sys.exit(int(sys.argv[4]))
     """
 )
@@ -123,7 +127,8 @@ def test_waitusr_returns_when_the_component_is_gone(tmp_path):
     h = Halrun(
         BASE_HAL,
         after=f"loadusr -Wn quits {sys.executable} {prog} quits 0.4 exit 0\n"
-        f"loadusr -Wn fails {sys.executable} {prog} fails 2 end 3\n",
+        f"loadusr -Wn fails {sys.executable} {prog} fails 2 end 3\n"
+        f"loadusr -Wn drops {sys.executable} {prog} drops 2 drop 4\n",
     )
     try:
         # exit(): the component leaves while the process still runs; waitusr sees the departure
@@ -134,7 +139,11 @@ def test_waitusr_returns_when_the_component_is_gone(tmp_path):
         # A program that ends with status 3: an error naming it, unless -i.
         p = run("halcmd", "--instance", h.name, "waitusr", "fails", check=False)
         assert p.returncode != 0 and "exited with status 3" in p.stderr, p.stderr
+        # Its connection ended half a second before its process: that is an ending program, and
+        # waitusr waits for its status.
+        p = run("halcmd", "--instance", h.name, "waitusr", "drops", check=False)
+        assert p.returncode != 0 and "exited with status 4" in p.stderr, p.stderr
         comps = run("show", "comp", "--instance", h.name).stdout
-        assert "quits" not in comps and "fails" not in comps, comps
+        assert all(n not in comps for n in ("quits", "fails", "drops")), comps
     finally:
         h.stop()

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::config::halcmd::{UserComponent, UserInbox, UserParam, UserPin};
+pub use crate::config::halcmd::{Departure, UserComponent, UserInbox, UserParam, UserPin};
 use rtapi_hal::{ParamAccess, PinDir, ValueType};
 
 /// What a command asks of the session after it ran.
@@ -716,7 +716,7 @@ struct Owned {
 impl Drop for Owned {
     fn drop(&mut self) {
         for name in std::mem::take(&mut self.names) {
-            if let Err(e) = leave(&name, &self.shared) {
+            if let Err(e) = leave(&name, Departure::Disconnected, &self.shared) {
                 log::warn!("removing user component {name}: {e}");
             }
         }
@@ -860,14 +860,14 @@ fn join(c: UserComponent, shared: &Shared) -> Result<(), String> {
 
 /// Removes a user-space component through the inbox when there is one (the session's holder may be
 /// a `waitusr` waiting for exactly this); whether it was there.
-fn leave(name: &str, shared: &Shared) -> Result<bool, String> {
+fn leave(name: &str, how: Departure, shared: &Shared) -> Result<bool, String> {
     let Some(inbox) = shared.inbox.as_deref() else {
         let name = name.to_string();
         return shared
             .run(move |e| e.remove_user_component(&name))
             .unwrap_or(Ok(false));
     };
-    let answer = inbox.post_leave(name);
+    let answer = inbox.post_leave(name, how);
     shared.nudge();
     loop {
         match answer.recv_timeout(LOOK) {
@@ -930,7 +930,7 @@ fn answer(
         Request::UserExit { user_exit: name } => {
             let result = if owned.contains(&name) {
                 owned.retain(|n| n != &name);
-                leave(&name, shared).map(|_| ())
+                leave(&name, Departure::Exit, shared).map(|_| ())
             } else {
                 Err(format!(
                     "user component {}: not declared on this connection",

@@ -25,6 +25,9 @@ use super::Failure;
 use crate::components::linuxcnc::master::{self, protocol, shmem, End, MasterConfig, Reporter};
 use crate::detect::SystemReport;
 use crate::flavor;
+use crate::latency::explain::Followed;
+use crate::latency::run::SpikeWatch;
+use crate::rt::clock::Nanos;
 
 /// The master binary's name, installed next to `rtapi`.
 pub const MASTER_BIN: &str = "rtapi-lcnc-master";
@@ -102,6 +105,23 @@ struct MasterArgs {
     /// The rtapi instance LinuxCNC's threads run in (`rtapi show thread --instance NAME`).
     #[arg(long, value_name = "NAME", env = "RTAPI_INSTANCE", default_value = crate::runtime::hosted::DEFAULT_HOSTED_INSTANCE)]
     instance: String,
+    /// Trace the RT CPU (tracefs, root) and name what caused every period of LinuxCNC's threads
+    /// that woke THRESHOLD or more late, in the summary at exit (latency-test's `--trace`).
+    #[arg(long, value_name = "THRESHOLD", value_parser = trace_threshold)]
+    trace: Option<Nanos>,
+}
+
+/// `--trace`'s threshold: a positive duration with its unit.
+fn trace_threshold(s: &str) -> Result<Nanos, String> {
+    let t = crate::rt::units::parse_duration(s)?;
+    if t.is_positive() {
+        Ok(t)
+    } else {
+        Err(
+            "--trace=THRESHOLD must be positive (every period would be a spike), e.g. --trace=50us"
+                .into(),
+        )
+    }
 }
 
 /// Prints the flavor, kernel and privilege findings at start, from `rtapi detect`'s report.
@@ -237,6 +257,7 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         // As root for a session user: the user's group reads the segment (0640, root's, so that a
         // later master reclaims it after a crash and root's readers trust it).
         reader_gid: user.as_root.then_some(user.gid),
+        spike_threshold: args.trace,
         ..Default::default()
     };
     let flavor = match master::tasks::open(&args.instance, opts, report.clone()) {
@@ -250,6 +271,16 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         "rtapi: LinuxCNC's threads run in rtapi instance {} (rtapi show thread --instance {0})",
         args.instance
     ));
+    // --trace: the trace runs before the first thread starts, and the follower learns of each
+    // thread hal_lib makes.
+    let spikes = match args.trace {
+        Some(t) => Some(start_spike_watch(t, &report).map_err(|e| {
+            let _ = master::shut_down();
+            remove_socket(&path);
+            Failure::runtime(e)
+        })?),
+        None => None,
+    };
     let real_time = flavor.real_time();
     shmem::configure(shmem::ShmConfig {
         owner: user.as_root.then_some((user.uid, user.gid)),
@@ -288,6 +319,9 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         if !text.ends_with('\n') {
             text.push('\n');
         }
+        if let Some(w) = spikes {
+            text.push_str(&w.finish(summary));
+        }
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
     let threads = summary.as_ref().map_or(0, |s| s.threads.len());
@@ -303,6 +337,27 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
     ));
     reporter.line("done");
     Ok(())
+}
+
+/// `--trace`: the trace session on the RT CPU and the spike follower of the master's instance.
+fn start_spike_watch(threshold: Nanos, report: &SystemReport) -> Result<SpikeWatch, String> {
+    let Some((reader, roster)) = master::tasks::with(|h| (h.hal().reader(), h.roster())) else {
+        return Err("--trace: the master's rtapi instance is not open".into());
+    };
+    let reader = reader.map_err(|e| format!("--trace: reading the instance's segment: {e}"))?;
+    let cpus: Vec<usize> = report.cpus.rt_cpu.into_iter().collect();
+    let watch = SpikeWatch::start(
+        threshold,
+        report,
+        &cpus,
+        reader,
+        Box::new(move || roster.started().iter().map(Followed::new).collect()),
+    )
+    .map_err(|e| format!("--trace: starting the spike follower: {e}"))?;
+    master::say(&format!(
+        "rtapi: --trace: every period of LinuxCNC's threads at or over {threshold} late is explained in the summary at exit"
+    ));
+    Ok(watch)
 }
 
 /// `rtapi-lcnc-master`'s main.
@@ -330,6 +385,12 @@ pub fn master_main() -> ExitCode {
 /// `rtapi linuxcnc`'s arguments: LinuxCNC's own, passed through.
 #[derive(clap::Args)]
 pub struct Args {
+    /// Trace the RT CPU (tracefs, root) and name what caused every period of LinuxCNC's threads
+    /// that woke THRESHOLD (default 50us) or more late, in the summary at exit; without tracefs or
+    /// root, the interrupt counters around each such period. Give it before LinuxCNC's options.
+    #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, require_equals = true,
+          default_missing_value = "50us", value_parser = trace_threshold)]
+    trace: Option<Nanos>,
     /// LinuxCNC's options and the INI file, as `linuxcnc` takes them (e.g. `-v configs/sim/axis/axis.ini`).
     #[arg(
         required = true,
@@ -554,6 +615,9 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     ])
     .env("RTAPI_FIFO_PATH", &fifo)
     .stdin(Stdio::null());
+    if let Some(t) = args.trace {
+        cmd.arg(format!("--trace={t}"));
+    }
     if let Some(h) = &home {
         cmd.env("HOME", h);
     }

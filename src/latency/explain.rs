@@ -59,6 +59,18 @@ pub(crate) struct Followed {
     pub(crate) priority: i32,
 }
 
+impl Followed {
+    /// Thread `t` as the runtime started it.
+    pub(crate) fn new(t: &crate::runtime::StartedThread) -> Followed {
+        Followed {
+            name: t.name.clone(),
+            cpu: t.cpu,
+            tid: t.tid.unwrap_or(0).max(0) as u32,
+            priority: t.priority,
+        }
+    }
+}
+
 /// What the fixes need to know about the machine.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FixContext {
@@ -173,12 +185,14 @@ pub(crate) struct Follower {
 }
 
 impl Follower {
-    /// Starts following `threads` in the segment `reader` reads. `session` (with `--trace`) gives
-    /// causes; `counters` (with `--trace` but no session) gives suspects; with neither, only the
-    /// worst spikes are kept.
+    /// Starts following the threads `threads` names in the segment `reader` reads; it is asked
+    /// again at every poll, so threads started later are followed from their start (LinuxCNC's,
+    /// made while the master runs). `session` (with `--trace`) gives causes; `counters` (with
+    /// `--trace` but no session) gives suspects; with neither, only the worst spikes are kept. The
+    /// follower runs on `fix.housekeeping` (when there are such CPUs), never on an RT CPU.
     pub(crate) fn spawn(
         reader: HalReader,
-        threads: Vec<Followed>,
+        threads: Box<dyn FnMut() -> Vec<Followed> + Send>,
         session: Option<TraceSession>,
         counters: bool,
         no_trace_reason: Option<String>,
@@ -189,6 +203,11 @@ impl Follower {
         let handle = std::thread::Builder::new()
             .name("rtapi-spikes".into())
             .spawn(move || {
+                if !fix.housekeeping.is_empty() {
+                    if let Err(e) = crate::rt::sched::set_current_affinity(&fix.housekeeping) {
+                        log::debug!("spike follower: {e}");
+                    }
+                }
                 // Reading the trace must keep up with the RT CPUs' events even when the housekeeping
                 // CPUs are loaded (the test's own --load): the lowest real-time priority, off the RT
                 // CPUs (the affinity is inherited), well below the RT threads.
@@ -236,6 +255,8 @@ struct Sample {
 
 struct State {
     reader: HalReader,
+    /// Who to follow, asked at every step.
+    roster: Box<dyn FnMut() -> Vec<Followed> + Send>,
     threads: Vec<PerThread>,
     session: Option<TraceSession>,
     pipes: Vec<Box<dyn CpuReader>>,
@@ -254,7 +275,7 @@ fn now_ns() -> u64 {
 impl State {
     fn new(
         reader: HalReader,
-        threads: Vec<Followed>,
+        roster: Box<dyn FnMut() -> Vec<Followed> + Send>,
         session: Option<TraceSession>,
         counters: bool,
         fix: FixContext,
@@ -278,20 +299,10 @@ impl State {
                 }
             }
         }
-        State {
+        let mut st = State {
             reader,
-            threads: threads
-                .into_iter()
-                .map(|spec| PerThread {
-                    out: ThreadExplained {
-                        name: spec.name.clone(),
-                        ..ThreadExplained::default()
-                    },
-                    spec,
-                    since: 0,
-                    tallies: BTreeMap::new(),
-                })
-                .collect(),
+            roster,
+            threads: Vec::new(),
             session,
             pipes,
             counters,
@@ -300,6 +311,30 @@ impl State {
             pending: Vec::new(),
             fix,
             no_trace_reason: None,
+        };
+        st.learn_threads();
+        st
+    }
+
+    /// Starts following the threads the roster names that are not followed yet (an RT thread of
+    /// the same instance may delay another: each is also one of `fix.own_threads`).
+    fn learn_threads(&mut self) {
+        for spec in (self.roster)() {
+            if self.threads.iter().any(|t| t.spec.name == spec.name) {
+                continue;
+            }
+            if spec.tid != 0 {
+                self.fix.own_threads.insert(spec.tid, spec.name.clone());
+            }
+            self.threads.push(PerThread {
+                out: ThreadExplained {
+                    name: spec.name.clone(),
+                    ..ThreadExplained::default()
+                },
+                spec,
+                since: 0,
+                tallies: BTreeMap::new(),
+            });
         }
     }
 
@@ -323,6 +358,7 @@ impl State {
         if self.counters {
             self.sample_counters();
         }
+        self.learn_threads();
         for (i, t) in self.threads.iter_mut().enumerate() {
             match self.reader.spikes_since(&t.spec.name, t.since) {
                 Ok(r) => {

@@ -472,6 +472,14 @@ impl Report {
         }
     }
 
+    /// Only the `--trace` part of [`render_text`](Self::render_text): the causes tables and worst
+    /// spikes (empty without `--trace`).
+    pub(crate) fn causes_text(&self) -> String {
+        let mut s = String::new();
+        self.render_causes(&mut s);
+        s
+    }
+
     pub(crate) fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the report holds only plain data")
     }

@@ -146,20 +146,11 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
             None => (None, None),
         };
         let counters = cfg.trace.is_some() && session.is_none();
-        let followed = running
-            .threads()
-            .into_iter()
-            .map(|t| Followed {
-                name: t.name,
-                cpu: t.cpu,
-                tid: t.tid.unwrap_or(0).max(0) as u32,
-                priority: t.priority,
-            })
-            .collect();
+        let followed: Vec<Followed> = running.threads().iter().map(Followed::new).collect();
         let reader = running.hal().reader().map_err(super::Error::Segment)?;
         Follower::spawn(
             reader,
-            followed,
+            Box::new(move || followed.clone()),
             session,
             counters,
             no_trace,
@@ -283,6 +274,84 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     );
     apply_follow(&mut report, followed, cfg.trace);
     Ok(report)
+}
+
+/// `--trace` for threads that another part of rtapi starts while it runs (the LinuxCNC master's
+/// hosted threads): a trace session on the RT CPUs made before the first thread, the follower
+/// learning of each thread as it starts, and at the end the causes as latency-test prints them.
+/// The threads must keep their spikes in the segment (`HostedOptions::spike_threshold`).
+pub(crate) struct SpikeWatch {
+    follower: Follower,
+    threshold: Nanos,
+    system: crate::detect::SystemReport,
+    /// The trace instance's directory, removed on a crash.
+    traced: Option<String>,
+}
+
+impl SpikeWatch {
+    /// Starts tracing `cpus` (as root; otherwise the interrupt counters around each spike are
+    /// kept instead, and the reason is given at the end) and following the threads `threads`
+    /// names in `reader`'s segment.
+    pub(crate) fn start(
+        threshold: Nanos,
+        system: &crate::detect::SystemReport,
+        cpus: &[usize],
+        reader: rtapi_hal::HalReader,
+        threads: Box<dyn FnMut() -> Vec<Followed> + Send>,
+    ) -> std::io::Result<SpikeWatch> {
+        let (session, no_trace) = match start_trace(cpus) {
+            Ok(s) => (Some(s), None),
+            Err(why) => (None, Some(why)),
+        };
+        let traced = session
+            .as_ref()
+            .map(|s| s.dir().to_string_lossy().into_owned());
+        if let Some(dir) = &traced {
+            crate::runtime::crash::remove_on_crash(dir);
+        }
+        let counters = session.is_none();
+        let follower = Follower::spawn(
+            reader,
+            threads,
+            session,
+            counters,
+            no_trace,
+            fix_context(system, cpus),
+        )?;
+        Ok(SpikeWatch {
+            follower,
+            threshold,
+            system: system.clone(),
+            traced,
+        })
+    }
+
+    /// Reads the last spikes (call after the threads stopped: `summary` is the run's) and returns
+    /// the causes text, one section per thread that had spikes.
+    pub(crate) fn finish(self, summary: &Summary) -> String {
+        let followed = self.follower.finish();
+        if let Some(dir) = &self.traced {
+            crate::runtime::crash::forget_path(dir);
+        }
+        let cfg = TestConfig {
+            duration: summary.run_time,
+            trace: Some(self.threshold),
+            ..TestConfig::default()
+        };
+        let mut r = report(
+            &cfg,
+            &self.system,
+            summary.flavor,
+            summary.clone(),
+            vec![Vec::new(); summary.threads.len()],
+            summary.run_time,
+            false,
+            Vec::new(),
+            Vec::new(),
+        );
+        apply_follow(&mut r, followed, Some(self.threshold));
+        r.causes_text()
+    }
 }
 
 /// The CPUs the threads will run on: `--cpu`, else the RT CPU detection chose.

@@ -86,7 +86,8 @@ pub(crate) fn segment_path(hal: &rtapi_hal::Hal) -> String {
     format!("/dev/shm{}", hal.instance().shm_name())
 }
 
-/// Removes `path` if the process crashes (until [`forget_path`]).
+/// Removes `path` (a file, or an empty directory such as a tracefs instance) if the process
+/// crashes (until [`forget_path`]).
 pub(crate) fn remove_on_crash(path: &str) {
     let Ok(c) = CString::new(path) else {
         return;
@@ -403,8 +404,8 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) 
             continue;
         }
         // SAFETY: a non-null entry is a NUL-terminated CString leaked by `remove_on_crash`; unlink
-        // is async-signal-safe.
-        if unsafe { libc::unlink(p) } == 0 {
+        // and rmdir (a directory: a trace instance) are async-signal-safe.
+        if unsafe { libc::unlink(p) } == 0 || unsafe { libc::rmdir(p) } == 0 {
             // SAFETY: as above.
             let path = unsafe { std::ffi::CStr::from_ptr(p) };
             let _ = write!(

@@ -110,6 +110,9 @@ pub struct HostedOptions {
     pub max_threads: usize,
     /// Every hosted thread's latency histogram.
     pub histogram: HistogramConfig,
+    /// Every thread keeps its periods at or over this latency in the segment's spike ring (for a
+    /// follower that explains them: `rtapi linuxcnc --trace`), unless its spec sets its own.
+    pub spike_threshold: Option<Nanos>,
 }
 
 impl Default for HostedOptions {
@@ -123,6 +126,7 @@ impl Default for HostedOptions {
             watchdog: WatchdogOptions::default(),
             max_threads: 16,
             histogram: HistogramConfig::default(),
+            spike_threshold: None,
         }
     }
 }
@@ -378,7 +382,7 @@ pub struct HostedThreads {
     origin: Nanos,
     started: Instant,
     owner: ComponentKey,
-    threads: Mutex<Vec<Arc<Hosted>>>,
+    threads: Arc<Mutex<Vec<Arc<Hosted>>>>,
     watch: mpsc::Sender<WatchCmd>,
     watchdog: Option<JoinHandle<Watchdog>>,
     housekeeping_stop: Arc<AtomicBool>,
@@ -456,7 +460,7 @@ impl HostedThreads {
             origin: clock::now(),
             started: Instant::now(),
             owner,
-            threads: Mutex::new(Vec::new()),
+            threads: Arc::new(Mutex::new(Vec::new())),
             watch,
             watchdog,
             housekeeping_stop,
@@ -533,7 +537,7 @@ impl HostedThreads {
             .flavor(self.selection.flavor.name())
             .timer(spec.timer.name())
             .histogram(self.opts.histogram);
-        if let Some(t) = spec.spike_threshold {
+        if let Some(t) = spec.spike_threshold.or(self.opts.spike_threshold) {
             config = config.spike_threshold_ns(t.as_nanos().max(1));
         }
         let key = self.hal.add_thread(config)?;
@@ -630,12 +634,13 @@ impl HostedThreads {
 
     /// Every thread started so far, as started (with its tid).
     pub fn threads(&self) -> Vec<StartedThread> {
-        self.threads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|h| h.info.lock().unwrap_or_else(|p| p.into_inner()).clone())
-            .collect()
+        self.roster().started()
+    }
+
+    /// The list of the instance's threads, readable from another thread while threads are added
+    /// (a spike follower learns of each new one from it).
+    pub fn roster(&self) -> Roster {
+        Roster(Arc::clone(&self.threads))
     }
 
     /// A reader of thread `name`'s health pins (for LinuxCNC HAL pins), if it exists.
@@ -698,6 +703,23 @@ impl HostedThreads {
             run_time: self.started.elapsed(),
             threads: summaries,
         }
+    }
+}
+
+/// The threads of a [`HostedThreads`] instance, shared: see [`HostedThreads::roster`].
+#[derive(Clone)]
+pub struct Roster(Arc<Mutex<Vec<Arc<Hosted>>>>);
+
+impl Roster {
+    /// Every thread started so far, as started (with its tid); the stopped ones too until the
+    /// instance stops.
+    pub fn started(&self) -> Vec<StartedThread> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|h| h.info.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .collect()
     }
 }
 

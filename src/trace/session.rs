@@ -95,6 +95,36 @@ pub struct Window {
     pub skipped: usize,
 }
 
+/// Removes the instances `rtapi-<pid>` ([`TraceSession::default_name`]) of processes that are
+/// gone: a crash (a LinuxCNC module's, under `rtapi linuxcnc --trace`) or a SIGKILL leaves its
+/// instance, and with it a large ring buffer per traced CPU, behind.
+fn reclaim_stale(instances: &Path) {
+    let Ok(entries) = fs::read_dir(instances) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("rtapi-"))
+            .and_then(|p| p.parse::<i32>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        let gone = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if gone && fs::remove_dir(e.path()).is_ok() {
+            log::info!(
+                "removed trace instance {} left by process {pid}, which is gone",
+                e.path().display()
+            );
+        }
+    }
+}
+
 /// A running trace of some CPUs in a tracefs instance of its own; stopped and removed on drop.
 #[derive(Debug)]
 pub struct TraceSession {
@@ -147,6 +177,7 @@ impl TraceSession {
                 "{cpus:?} (online: {online:?})"
             )));
         }
+        reclaim_stale(&instances);
         let dir = instances.join(name);
         match fs::create_dir(&dir) {
             Ok(()) => {}
@@ -516,5 +547,22 @@ mod tests {
         assert!(TraceError::Permission(d.path().into())
             .to_string()
             .contains("root"));
+    }
+
+    #[test]
+    fn instances_of_processes_that_are_gone_are_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let inst = d.path().join("instances");
+        // 999999999 is above the kernel's pid_max (at most 2^22): never a live process.
+        for n in ["rtapi-999999999", "rtapi-1", "rtapi-x", "someone-else-999999999"] {
+            fs::create_dir_all(inst.join(n)).unwrap();
+        }
+        reclaim_stale(&inst);
+        let mut left: Vec<String> = fs::read_dir(&inst)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["rtapi-1", "rtapi-x", "someone-else-999999999"]);
     }
 }

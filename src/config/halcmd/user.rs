@@ -180,7 +180,10 @@ impl Session {
         }
         let leaving: Vec<Leaving> =
             std::mem::take(&mut *self.inbox.leaving.lock().unwrap_or_else(|p| p.into_inner()));
-        for (name, answer) in leaving {
+        for (name, how, answer) in leaving {
+            if how == Departure::Disconnected {
+                self.program_disconnected(&name);
+            }
             let r = self.remove_user_component(&name);
             let _ = answer.send(r);
         }
@@ -193,7 +196,16 @@ impl Session {
 }
 
 type Pending = (UserComponent, mpsc::Sender<Result<(), String>>);
-type Leaving = (String, mpsc::Sender<Result<bool, String>>);
+type Leaving = (String, Departure, mpsc::Sender<Result<bool, String>>);
+
+/// How a user-space component left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Departure {
+    /// Its process said `exit()` and may go on running.
+    Exit,
+    /// Its connection ended: its process is ending (or closed the socket).
+    Disconnected,
+}
 
 /// User-space components waiting to join while the session is busy: the control socket posts a
 /// request and the session's holder adds it between commands or while a `loadusr -W` waits, or
@@ -218,12 +230,12 @@ impl UserInbox {
     }
 
     /// Posts a component's departure; the answer (whether it was there) comes on the channel.
-    pub fn post_leave(&self, name: &str) -> mpsc::Receiver<Result<bool, String>> {
+    pub fn post_leave(&self, name: &str, how: Departure) -> mpsc::Receiver<Result<bool, String>> {
         let (tx, rx) = mpsc::channel();
         self.leaving
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((name.to_string(), tx));
+            .push((name.to_string(), how, tx));
         rx
     }
 

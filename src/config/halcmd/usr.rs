@@ -31,7 +31,16 @@ pub(super) struct Program {
     /// The component it was started for (`loadusr -Wn NAME`), if named.
     component: Option<String>,
     child: Child,
+    /// Its component's connection ended: the process is ending, and `waitusr` waits for its
+    /// status (a process still finishing, say Python's own teardown on a loaded machine, is
+    /// not one that only said `exit()`).
+    disconnected: bool,
 }
+
+/// How long `waitusr` waits for the status of a program whose component's connection ended;
+/// one whose component only said `exit()` gets [`EXIT_GRACE`].
+const DISCONNECT_GRACE: Duration = Duration::from_secs(10);
+const EXIT_GRACE: Duration = Duration::from_millis(50);
 
 /// "exited with status 3" / "was killed by signal 9".
 fn status_text(s: ExitStatus) -> String {
@@ -130,6 +139,7 @@ impl Session {
             name: program.text.clone(),
             component: flags.wait_component.clone(),
             child,
+            disconnected: false,
         });
         let index = |s: &Session| s.programs.iter().position(|p| p.child.id() == pid);
         if let Some(comp) = &flags.wait_component {
@@ -207,6 +217,45 @@ impl Session {
         gone.then_some(None)
     }
 
+    /// The end of program `pid`, whose component has left: waited for up to [`DISCONNECT_GRACE`]
+    /// when the component's connection ended (the process is ending), [`EXIT_GRACE`] when it only
+    /// said `exit()`; `None` if it still runs then (or the instance stops meanwhile).
+    fn program_status(&mut self, pid: u32) -> Option<Option<ExitStatus>> {
+        let disconnected = self
+            .programs
+            .iter()
+            .any(|p| p.child.id() == pid && p.disconnected);
+        let until = Instant::now()
+            + if disconnected {
+                DISCONNECT_GRACE
+            } else {
+                EXIT_GRACE
+            };
+        loop {
+            let ended = self.process_ended(pid);
+            if ended.is_some() || Instant::now() >= until || self.aborted() {
+                return ended;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Notes that user-space component `name`'s connection ended: its program (started here) is
+    /// ending. Call before the component is removed from the model.
+    pub(super) fn program_disconnected(&mut self, name: &str) {
+        let pid = self
+            .model
+            .user
+            .iter()
+            .find(|u| u.name == name)
+            .and_then(|u| u.pid);
+        for p in &mut self.programs {
+            if Some(p.child.id()) == pid || p.component.as_deref() == Some(name) {
+                p.disconnected = true;
+            }
+        }
+    }
+
     /// The pid of user-space component `name`, or the error `what` reports.
     fn user_pid(&self, what: &str, name: &Word) -> Result<Option<u32>, (usize, String)> {
         match self.model.user.iter().find(|u| u.name == name.text) {
@@ -257,13 +306,7 @@ impl Session {
                     return Err(e);
                 };
                 let pid = self.programs[i].child.id();
-                let until = Instant::now() + Duration::from_millis(50);
-                let mut ended = self.process_ended(pid);
-                while ended.is_none() && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(1));
-                    ended = self.process_ended(pid);
-                }
-                return match ended {
+                return match self.program_status(pid) {
                     Some(Some(status)) if !status.success() && !ignore_status => Err((
                         name.line,
                         format!(
@@ -287,17 +330,10 @@ impl Session {
             self.serve_user_inbox();
             let mut ended = pid.and_then(|p| self.process_ended(p));
             if ended.is_none() && !self.model.user.iter().any(|u| u.name == name.text) {
-                // It left. If its program is ending (the socket closes just before the process
-                // becomes a zombie), take its status; a program that only said `exit()` goes on.
+                // It left. If its program is ending (its connection ended), take its status; a
+                // program that only said `exit()` goes on.
                 let ours = pid.filter(|p| self.programs.iter().any(|x| x.child.id() == *p));
-                let until = Instant::now() + Duration::from_millis(50);
-                while let Some(p) = ours {
-                    ended = self.process_ended(p);
-                    if ended.is_some() || Instant::now() >= until {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                ended = ours.and_then(|p| self.program_status(p));
                 if ended.is_none() {
                     return Ok(());
                 }
