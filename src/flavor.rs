@@ -222,7 +222,7 @@ impl fmt::Display for FlavorError {
                 why,
             } => write!(
                 f,
-                "flavor {flavor} (from {}) cannot run on this machine: {}\n  what to do: {}",
+                "flavor {flavor} (from {}) cannot run on this machine: {}; what to do: {}",
                 source.origin(),
                 why.missing,
                 why.fix

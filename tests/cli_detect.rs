@@ -125,6 +125,12 @@ fn forcing_rt_preempt_on_a_vanilla_kernel_exits_2_and_says_use_posix() {
         err.contains("not PREEMPT_RT") && err.contains("--flavor posix"),
         "{err}"
     );
+    // One line, what to do on it (an escaped `\n` once stood in the middle of it).
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("; what to do: use --flavor posix") && !err.contains("\\n"),
+        "{err}"
+    );
     let (code, _, err) =
         run(rtapi(&["detect", "--sysroot", sysroot]).env("RTAPI_FLAVOR", "rt-preempt"));
     assert_eq!(code, 2);

@@ -282,7 +282,19 @@ fn a_trigger_that_never_fires_times_out_and_leaves_the_instance_as_it_was() {
         ],
     );
     let (ok, err) = finish(child);
-    assert!(!ok && err.contains("did not fire"), "{err}");
+    // The message says what the channel did while the trigger waited, and what to change: `cmd`
+    // has no writer, so it stayed at 0 all along.
+    assert!(!ok, "{err}");
+    let why = err
+        .split_once("the trigger above:pid.0.command:5 did not fire within 1s: pid.0.command stayed at 0 over ")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("{err}"));
+    let (samples, rest) = why.split_once(' ').unwrap();
+    assert!(samples.parse::<u64>().is_ok_and(|n| n > 0), "{err}");
+    assert!(
+        rest.starts_with("samples; the level 5 is outside that: give a level inside it, or give another --trigger, or a longer --timeout"),
+        "{err}"
+    );
     assert!(!out.with_extension("csv").exists());
     untouched(&owner, &functs, &sigs);
     // Bad input is refused before anything is attached.

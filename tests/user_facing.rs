@@ -514,3 +514,44 @@ fn halrun_says_at_once_that_the_instance_is_taken() {
         "{stderr}"
     );
 }
+
+/// Item 5's fact-only messages: `rtapi watch` on an instance that ends said only "stopped (owner pid
+/// N gone)". Now it exits 1 saying where the last values are and where the reason is.
+#[test]
+fn watch_says_where_to_look_when_its_instance_ends() {
+    use std::io::BufRead;
+    let _g = serial();
+    let instance = format!("ux-watch-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let toml = machine(dir.path(), "one", None, "");
+    let run = spawn_run(&toml, &instance, "60s");
+    wait_running(&instance);
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["watch", "servo.tmax", "--instance", &instance])
+        .args(["--interval", "50ms"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first value came: watch is watching.
+    let mut first = String::new();
+    std::io::BufReader::new(watch.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("servo.tmax="), "{first}");
+    let owner = run.id();
+    unsafe_sigterm(owner);
+    let (code, _, err) = finish(run);
+    assert!(code == 0 || err.contains("STALLED"), "{code}: {err}");
+    let (code, _, err) = finish(watch);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "instance '{instance}' stopped (owner pid {owner} gone): the last values are above; \
+             why it ended is in its owner's output (the run's summary, or a crash report); watch \
+             it again once it runs"
+        )),
+        "{err}"
+    );
+}

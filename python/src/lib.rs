@@ -87,6 +87,14 @@ fn hal_err(e: HalError) -> PyErr {
     }
 }
 
+/// [`hal_err`], with the instance's nearest names after an unknown one, as the CLI says it.
+fn hal_err_in(reader: &HalReader, e: HalError) -> PyErr {
+    match ::rtapi::cli::unknown_name_text(reader, &e) {
+        Some(text) => NotFound::new_err(text),
+        None => hal_err(e),
+    }
+}
+
 fn client_err(e: ClientError) -> PyErr {
     Error::new_err(e.to_string())
 }
@@ -445,7 +453,9 @@ impl Instance {
 
     /// The value of a pin, param or signal (pins and params first, as `rtapi getp`).
     fn get(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
-        let v = py.detach(|| self.value(name)).map_err(hal_err)?;
+        let v = py
+            .detach(|| self.value(name))
+            .map_err(|e| hal_err_in(&self.reader, e))?;
         value_to_py(py, v)
     }
 
@@ -468,10 +478,13 @@ impl Instance {
                     kind: ObjectKind::PinOrParam,
                     ..
                 }) => match w.sets_with(name, &text, opts) {
-                    Err(HalError::NotFound { .. }) => Err(hal_err(HalError::NotFound {
-                        kind: ObjectKind::Any,
-                        name: name.to_string(),
-                    })),
+                    Err(HalError::NotFound { .. }) => Err(hal_err_in(
+                        w,
+                        HalError::NotFound {
+                            kind: ObjectKind::Any,
+                            name: name.to_string(),
+                        },
+                    )),
                     other => other.map(|_| ()).map_err(hal_err),
                 },
                 other => other.map(|_| ()).map_err(hal_err),
@@ -527,7 +540,7 @@ impl Instance {
         timeout: f64,
         interval: f64,
     ) -> PyResult<Py<PyAny>> {
-        let read = || self.value(name).map_err(hal_err);
+        let read = || self.value(name).map_err(|e| hal_err_in(&self.reader, e));
         let first = py.detach(read)?;
         let until = until.map(|u| u.into_bound(py));
         let mut last = first;

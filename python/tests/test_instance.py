@@ -45,6 +45,15 @@ def test_errors_carry_the_cli_message(instance):
     assert cli.returncode == 2
     assert cli.stderr.strip() == f"rtapi: {e.value}"
     assert isinstance(e.value, rtapi.Error) and isinstance(e.value, Exception)
+    # A near miss gets the same did-you-mean as the CLI, for reads, writes and waits alike.
+    for call in (lambda: h.get("not.0.oot"), lambda: h.set("not.0.oot", 1), lambda: h.wait("not.0.oot")):
+        with pytest.raises(rtapi.NotFound) as e:
+            call()
+        assert "did you mean 'not.0.out'?" in str(e.value), e.value
+    cli = run("getp", "not.0.oot", "--instance", instance.name, check=False)
+    with pytest.raises(rtapi.NotFound) as e:
+        h.get("not.0.oot")
+    assert cli.stderr.strip() == f"rtapi: {e.value}"
 
     with pytest.raises(rtapi.NotWritable) as e:
         h.set("not.0.out", 1)

@@ -114,12 +114,20 @@ pub fn failure(e: HalError) -> Failure {
 
 /// [`failure`], with the nearest names of the instance ([`crate::suggest`]) after an unknown one.
 pub fn failure_in(reader: &HalReader, e: HalError) -> Failure {
-    let HalError::NotFound { kind, name } = &e else {
-        return failure(e);
+    match unknown_name_text(reader, &e) {
+        Some(text) => Failure::usage(text),
+        None => failure(e),
+    }
+}
+
+/// The message for an unknown name with the instance's nearest names after it, as every command
+/// (and the Python module) says it: `no pin named 'pid.0.Pgian'; did you mean 'pid.0.Pgain'?`.
+/// `None` for any other error, or when no name is near.
+pub fn unknown_name_text(reader: &HalReader, e: &HalError) -> Option<String> {
+    let HalError::NotFound { kind, name } = e else {
+        return None;
     };
-    let Ok(snap) = reader.snapshot() else {
-        return failure(e);
-    };
+    let snap = reader.snapshot().ok()?;
     use rtapi_hal::ObjectKind as K;
     let pins = snap.pins.iter().map(|p| p.name.as_str());
     let params = snap.params.iter().map(|p| p.name.as_str());
@@ -130,12 +138,10 @@ pub fn failure_in(reader: &HalReader, e: HalError) -> Failure {
         K::Signal => signals.collect(),
         K::PinOrParam => pins.chain(params).collect(),
         K::Any => pins.chain(params).chain(signals).collect(),
-        _ => return failure(e),
+        _ => return None,
     };
-    match crate::suggest::did_you_mean(name, known) {
-        Some(hint) => Failure::usage(format!("no {kind} named '{name}'; {hint}")),
-        None => failure(e),
-    }
+    crate::suggest::did_you_mean(name, known)
+        .map(|hint| format!("no {kind} named '{name}'; {hint}"))
 }
 
 /// The body of `setp` and `sets`: open read-write, then `write` with the options.

@@ -857,6 +857,10 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
             code: u8::try_from(c).unwrap_or(1),
             message: format!("LinuxCNC exited with {c}"),
         }),
-        None => Err(Failure::runtime(format!("LinuxCNC ended by {lc_status}"))),
+        None => Err(Failure::runtime(format!(
+            "LinuxCNC ended by {lc_status}, not by its own exit (it was killed, or crashed): \
+             its last messages are above; `rtapi linuxcnc -v -d INI` shows LinuxCNC's verbose and \
+             debug output"
+        ))),
     }
 }

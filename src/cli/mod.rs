@@ -55,6 +55,8 @@ pub fn open_instance(
     })
 }
 
+pub use instance::unknown_name_text;
+
 /// Exit codes of the CLI contract (README "Exit codes").
 pub(crate) mod exit {
     /// Done.

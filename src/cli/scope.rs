@@ -72,7 +72,101 @@ enum Trigger {
     Below(usize, f64),
 }
 
+/// The values one channel took: lowest, highest, how many, how many were NaN.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Range {
+    low: f64,
+    high: f64,
+    n: u64,
+    nan: u64,
+}
+
+impl Range {
+    fn add(&mut self, v: f64) {
+        if v.is_nan() {
+            self.nan += 1;
+            return;
+        }
+        if self.n == self.nan {
+            (self.low, self.high) = (v, v);
+        } else {
+            self.low = self.low.min(v);
+            self.high = self.high.max(v);
+        }
+        self.n += 1;
+    }
+}
+
 impl Trigger {
+    /// The channel a level trigger watches.
+    fn channel(&self) -> Option<usize> {
+        match *self {
+            Trigger::Rise(c, _)
+            | Trigger::Fall(c, _)
+            | Trigger::Above(c, _)
+            | Trigger::Below(c, _) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Why a trigger that timed out never fired, and what to try: for a level trigger, the range
+    /// its channel stayed in.
+    fn why_not(&self, channels: &[String], r: &Range, thread: &str) -> String {
+        let fmt = crate::render::float_text;
+        let try_ = "give another --trigger, or a longer --timeout";
+        let Some(c) = self.channel() else {
+            return match self {
+                Trigger::Overrun => {
+                    format!("thread {thread} missed no deadline meanwhile; {try_}")
+                }
+                Trigger::Fault => {
+                    format!("no function of thread {thread} faulted meanwhile; {try_}")
+                }
+                Trigger::Manual => format!("no line came on standard input (press Enter); {try_}"),
+                Trigger::Now
+                | Trigger::Rise(..)
+                | Trigger::Fall(..)
+                | Trigger::Above(..)
+                | Trigger::Below(..) => try_.to_string(),
+            };
+        };
+        let name = channels.get(c).map_or("?", String::as_str);
+        let nan = if r.nan > 0 {
+            format!(" ({} of the samples were NaN)", r.nan)
+        } else {
+            String::new()
+        };
+        let seen = r.n - r.nan;
+        if seen == 0 {
+            return format!("{name} had no number in {} samples{nan}; {try_}", r.n);
+        }
+        let level = match *self {
+            Trigger::Rise(_, l)
+            | Trigger::Fall(_, l)
+            | Trigger::Above(_, l)
+            | Trigger::Below(_, l) => l,
+            _ => f64::NAN,
+        };
+        let stayed = if r.low == r.high {
+            format!("{name} stayed at {} over {seen} samples{nan}", fmt(r.low))
+        } else {
+            format!(
+                "{name} stayed between {} and {} over {seen} samples{nan}",
+                fmt(r.low),
+                fmt(r.high)
+            )
+        };
+        let level_hint = if level < r.low || level > r.high {
+            format!(
+                "; the level {} is outside that: give a level inside it, or ",
+                fmt(level)
+            )
+        } else {
+            "; ".to_string()
+        };
+        format!("{stayed}{level_hint}{try_}")
+    }
+
     fn parse(text: &str, channels: &[String]) -> Result<Trigger, String> {
         let parts: Vec<&str> = text.split(':').collect();
         let chan = |name: &str| {
@@ -348,6 +442,8 @@ fn capture(
     let mut fired = false;
     let (mut prev, mut first): (Option<Vec<f64>>, Option<(u64, u64)>) = (None, None);
     let (mut last_missed, mut last_faults) = (None, None);
+    // What the trigger's channel did while the trigger waited (for the message if it never fires).
+    let mut range = Range::default();
     let stop = crate::rt::signals::shutdown_flag();
     let started = Instant::now();
     // A manual trigger: a line on standard input.
@@ -405,6 +501,9 @@ fn capture(
                 values: row.values[..nchan].to_vec(),
             };
             let cur: Vec<f64> = sample.values.iter().map(|v| as_f64(*v)).collect();
+            if let Some(c) = trigger.channel().and_then(|c| cur.get(c)) {
+                range.add(*c);
+            }
             if fired {
                 after.push(sample);
                 if after.len() >= total - pre {
@@ -434,8 +533,9 @@ fn capture(
         }
         if !fired && started.elapsed() >= timeout {
             return Err(Failure::runtime(format!(
-                "the trigger {} did not fire within {timeout:?}",
-                args.trigger
+                "the trigger {} did not fire within {timeout:?}: {}",
+                args.trigger,
+                trigger.why_not(&args.channels, &range, &args.thread)
             )));
         }
         if !got {

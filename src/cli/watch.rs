@@ -83,7 +83,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 let _ = writeln!(out);
             }
             return Err(Failure::runtime(format!(
-                "instance '{}' stopped (owner pid {} gone)",
+                "instance '{}' stopped (owner pid {} gone): the last values are above; why it \
+                 ended is in its owner's output (the run's summary, or a crash report); watch it \
+                 again once it runs",
                 args.target.instance,
                 reader.header().owner_pid
             )));

@@ -17,6 +17,7 @@ mod sysroot;
 mod throttling;
 mod tuning;
 
+pub(crate) use advice::isolation_params;
 pub use advice::{Finding, Severity};
 pub use cpus::Cpus;
 pub use environment::Environment;

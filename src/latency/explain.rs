@@ -86,13 +86,15 @@ pub(crate) struct FixContext {
     pub(crate) preemption: Option<&'static str>,
     /// Whether it is PREEMPT_DYNAMIC (`preempt=full` on the command line changes it).
     pub(crate) preempt_dynamic: bool,
+    /// Whether the kernel has CONFIG_NO_HZ_FULL (`Some(false)`: `nohz_full=` would do nothing and
+    /// is left out of the advice, as `detect` and `tune` leave it out).
+    pub(crate) no_hz_full: Option<bool>,
 }
 
 impl FixContext {
     /// The kernel command line that isolates the RT CPUs, which several fixes refer to.
     pub(crate) fn isolation_boot_line(&self) -> String {
-        let rt = cpus(&self.rt_cpus);
-        format!("isolcpus=managed_irq,domain,{rt} nohz_full={rt} rcu_nocbs={rt}")
+        crate::detect::isolation_params(&self.rt_cpus, self.no_hz_full).join(" ")
     }
 }
 
@@ -767,8 +769,13 @@ pub(crate) fn fix(kind: &CauseKind, ctx: &FixContext, rt_priority: i32) -> Optio
         CauseKind::KernelThread { task, .. } => Some(
             if task.comm.starts_with("kworker/") {
                 format!(
-                    "workqueue work on CPU {rt}: echo {} > /sys/devices/virtual/workqueue/cpumask, and nohz_full={rt}",
-                    crate::detect::format_hex_mask(&ctx.housekeeping)
+                    "workqueue work on CPU {rt}: echo {} > /sys/devices/virtual/workqueue/cpumask{}",
+                    crate::detect::format_hex_mask(&ctx.housekeeping),
+                    if ctx.no_hz_full == Some(false) {
+                        String::new()
+                    } else {
+                        format!(", and nohz_full={rt}")
+                    }
                 )
             } else if task.comm.starts_with("ksoftirqd/") {
                 format!("softirqs deferred to a thread on CPU {rt}: move the IRQs that raise them off it")
@@ -801,6 +808,7 @@ mod tests {
             own_threads: [(500, "base".to_string())].into(),
             preemption: Some("none"),
             preempt_dynamic: true,
+            no_hz_full: None,
         };
         let f = |k: CauseKind| fix(&k, &ctx, 98).unwrap();
         assert!(f(CauseKind::Irq {
@@ -865,6 +873,28 @@ mod tests {
         assert_eq!(
             ctx.isolation_boot_line(),
             "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1"
+        );
+        // A kernel without CONFIG_NO_HZ_FULL: no nohz_full= anywhere in the advice.
+        let ctx = FixContext {
+            no_hz_full: Some(false),
+            ..ctx
+        };
+        assert_eq!(
+            ctx.isolation_boot_line(),
+            "isolcpus=managed_irq,domain,1 rcu_nocbs=1"
+        );
+        let kworker = CauseKind::KernelThread {
+            task: TaskRef {
+                comm: "kworker/1:0H".into(),
+                pid: 77,
+                prio: 100,
+            },
+            work: Vec::new(),
+        };
+        assert!(
+            !fix(&kworker, &ctx, 98).unwrap().contains("nohz_full"),
+            "{:?}",
+            fix(&kworker, &ctx, 98)
         );
     }
 }

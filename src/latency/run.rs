@@ -405,6 +405,7 @@ fn fix_context(system: &crate::detect::SystemReport, rt_cpus: &[usize]) -> FixCo
         own_threads: BTreeMap::new(),
         preemption: system.kernel.preemption.map(|p| p.name()),
         preempt_dynamic: system.kernel.preempt_dynamic,
+        no_hz_full: system.kernel.no_hz_full,
     }
 }
 

@@ -554,7 +554,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let inst = d.path().join("instances");
         // 999999999 is above the kernel's pid_max (at most 2^22): never a live process.
-        for n in ["rtapi-999999999", "rtapi-1", "rtapi-x", "someone-else-999999999"] {
+        for n in [
+            "rtapi-999999999",
+            "rtapi-1",
+            "rtapi-x",
+            "someone-else-999999999",
+        ] {
             fs::create_dir_all(inst.join(n)).unwrap();
         }
         reclaim_stale(&inst);
