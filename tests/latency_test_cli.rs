@@ -6,6 +6,8 @@ use std::process::{Command, Stdio};
 
 #[path = "common/eventually.rs"]
 mod eventually;
+#[path = "common/pty.rs"]
+mod pty;
 
 fn rtapi(instance: &str, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
@@ -546,4 +548,68 @@ fn without_privileges_the_same_loop_runs_as_sim() {
     assert_eq!(v["verdict"]["rating"], "not-real-time", "{}", v["verdict"]);
     assert_eq!(v["verdict"]["evidence"], false);
     assert!(v["verdict"]["max_step_rate_hz"].is_null());
+}
+
+/// On a terminal the live table is redrawn in place each second; the runtime's once-a-second
+/// warnings (a 10 µs base thread misses periods on any machine) must not tear it: none is printed
+/// while the table is up, and every redraw is whole (its header line, then the column line).
+#[test]
+fn log_lines_never_tear_the_live_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let instance = format!("lt-tty-{}", std::process::id());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+    cmd.args(["latency-test", "--duration", "4s", "--base", "10us"])
+        .args(["--instance", &instance])
+        .env("RUST_LOG", "warn")
+        .env("HOME", dir.path())
+        .env("TERM", "xterm");
+    let mut p = pty::Pty::spawn(cmd);
+    let status = p
+        .wait(std::time::Duration::from_secs(120))
+        .expect("latency-test ended");
+    let raw = p.raw();
+    assert!(status.success(), "{status:?}\n{raw}");
+    let report = raw
+        .find("rtapi latency-test: ")
+        .unwrap_or_else(|| panic!("no final report:\n{raw}"));
+    let live = &raw[..report];
+    let redraws: Vec<&str> = live.split("rtapi latency-test | flavor").skip(1).collect();
+    assert!(
+        redraws.len() >= 2,
+        "the table was redrawn {} times:\n{live:?}",
+        redraws.len()
+    );
+    for r in &redraws {
+        let second = r.split('\n').nth(1).unwrap_or("");
+        assert!(
+            pty::strip_escapes(second).trim_start().starts_with("name"),
+            "a redraw's second line is not the column line: {second:?}\n{live:?}"
+        );
+    }
+    // The last redraw: its header, the column line and one row per thread.
+    let last = live.rfind("rtapi latency-test | flavor").unwrap();
+    let table_end = live[last..]
+        .match_indices('\n')
+        .nth(3)
+        .map_or(live.len(), |(i, _)| last + i + 1);
+    assert!(
+        !live[..table_end].contains("period(s) missed") && !live[..table_end].contains(" WARN "),
+        "a log line went into the live table:\n{live:?}"
+    );
+    // What was logged meanwhile comes after the table, each line on its own.
+    for (i, _) in live[table_end..].match_indices(" WARN ") {
+        let at = table_end + i;
+        let line_start = live[..at].rfind('\n').map_or(0, |n| n + 1);
+        assert!(
+            live[line_start..at].starts_with('[') && !live[line_start..at].contains(' '),
+            "a log line glued to other output: {:?}",
+            &live[line_start..(at + 40).min(live.len())]
+        );
+    }
+    // The runs' overruns are in the report all the same.
+    let base = raw[report..]
+        .lines()
+        .find(|l| pty::strip_escapes(l).trim_start().starts_with("base"))
+        .unwrap_or_else(|| panic!("no base row:\n{}", &raw[report..]));
+    assert!(!base.trim_end().ends_with(" 0"), "{base}");
 }
