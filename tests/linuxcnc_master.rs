@@ -695,7 +695,17 @@ fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
         .output()
         .unwrap();
     assert!(o.status.success(), "overlay mount: {:?}", common::text(&o));
-    let mut m = ns.master(1, &[]);
+    // With --trace (where tracefs is), the crash also leaves the master's trace instance, which the
+    // kernel will not let a dying process remove: the next master must.
+    let instances = Path::new("/sys/kernel/tracing/instances");
+    let trace: &[&str] = if instances.is_dir() {
+        &["--trace=1ms"]
+    } else {
+        &[]
+    };
+    let mut m = ns.master(1, trace);
+    let traced = instances.join(format!("rtapi-{}", m.id()));
+    assert_eq!(traced.is_dir(), !trace.is_empty(), "{}", traced.display());
     ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
     ns.ok(&["loadrt", "crashy"]);
     ns.ok(&["addf", "crashy.0", "servo"]);
@@ -721,12 +731,18 @@ fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
     assert_eq!(ns.segments(), vec![], "{log}");
     assert!(!ns.fifo().exists(), "the socket is left: {log}");
     assert!(!Path::new(&shm).exists());
-    // A new master starts on the clean slate, with nothing to reclaim.
-    let mut m2 = ns.master(2, &[]);
+    // A new master starts on the clean slate, with nothing to reclaim but the trace instance.
+    let mut m2 = ns.master(2, trace);
+    assert!(
+        !traced.exists(),
+        "{} left after the second master started",
+        traced.display()
+    );
     ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
     ns.ok(&["unload", "all"]);
     assert!(wait_exit(&mut m2).success());
     assert!(!ns.master_log(2).contains("stale"), "{}", ns.master_log(2));
+    assert!(!instances.join(format!("rtapi-{}", m2.id())).exists());
 }
 
 #[test]
