@@ -346,6 +346,29 @@ fn linuxcnc_hal_runs_on_the_masters_fifo_threads_and_leaves_nothing() {
     assert_eq!(t["period_ns"], 1_000_000, "{t}");
     assert!(t["priority"].as_i64().is_some_and(|p| p > 0), "{t}");
     assert!(t["cycles"].as_u64().is_some_and(|c| c > 0), "{t}");
+    // `rtapi watch`, as the session's user, follows the thread's health pins as they move.
+    let o = Command::new("runuser")
+        .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_rtapi")])
+        .args([
+            "watch",
+            "servo.latency",
+            "servo.missed",
+            "--instance",
+            &ns.inst,
+        ])
+        .args(["--count", "3", "--interval", "20ms"])
+        .output()
+        .unwrap();
+    let (out, err) = common::text(&o);
+    assert!(o.status.success(), "rtapi watch: {err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains(" servo.latency=") && l.contains(" servo.missed=")),
+        "{out}"
+    );
     // ... and `rtapi export` serves its series (one scrape over loopback).
     let metrics = scrape_once(&ns.inst);
     let cycles = metrics
