@@ -162,7 +162,7 @@ fn sim_configs_on_stock_linuxcnc() {
 }
 
 #[test]
-#[ignore = "needs rtapi linuxcnc (issue 24); runs every sim config (about 15 minutes)"]
+#[ignore = "runs every sim config on rtapi linuxcnc (about 25 minutes)"]
 fn sim_configs_on_rtapi_linuxcnc() {
     if !ready() {
         return;

@@ -1081,7 +1081,7 @@ impl Session {
         }
         match output::linuxcnc_creator(name) {
             Some(who) => format!(
-                "no {what} named {}; in LinuxCNC it is created by {who}, which rtapi does not have",
+                "no {what} named {}; in LinuxCNC it is created by {who}, which rtapi's halrun does not host: run the whole machine with `rtapi linuxcnc INI`",
                 quote(name)
             ),
             None => format!(
@@ -1624,7 +1624,7 @@ impl Session {
                 None => "made by `loadrt threads name1=NAME period1=NS`".to_string(),
             };
             let linuxcnc = if thread.text.ends_with("-thread") {
-                "; in LinuxCNC the motion controller (loadrt motmod) creates servo-thread and base-thread, which rtapi does not have"
+                "; in LinuxCNC the motion controller (loadrt motmod) creates servo-thread and base-thread, which rtapi's halrun does not host: run the whole machine with `rtapi linuxcnc INI`"
             } else {
                 ""
             };

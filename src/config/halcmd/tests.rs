@@ -288,7 +288,8 @@ fn what_rtapi_lacks_is_named_at_its_line() {
     );
     let e = err(&mut s, "addf pid.0.do-pid-calcs servo-thread\n");
     assert!(
-        e.contains("the motion controller (loadrt motmod) creates servo-thread"),
+        e.contains("the motion controller (loadrt motmod) creates servo-thread")
+            && e.contains("run the whole machine with `rtapi linuxcnc INI`"),
         "{e}"
     );
     let e = err(&mut s, "unloadrt nothing\n");
