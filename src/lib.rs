@@ -68,6 +68,7 @@ pub mod components;
 pub mod config;
 pub mod detect;
 pub mod flavor;
+pub mod instance;
 pub mod latency;
 pub(crate) mod plot;
 pub mod render;

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use common::rtapi;
 use halrun::Halrun;
-use rtapi::cli::control::{ControlClient, UserComponent, UserParam, UserPin};
+use rtapi::instance::control::{ControlClient, UserComponent, UserParam, UserPin};
 use rtapi_hal::{Access, HalReader, ParamAccess, PinDir, TableUse, ValueType};
 use serde_json::Value as Json;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Bottom to top; a module may use the ones before it.
-const LAYERS: [&str; 13] = [
+const LAYERS: [&str; 14] = [
     "rt",
     "render",
     "plot",
@@ -20,6 +20,7 @@ const LAYERS: [&str; 13] = [
     "components",
     "config",
     "latency",
+    "instance",
     "cli",
 ];
 

@@ -2,7 +2,7 @@
 //! components whose pins live in the instance's segment.
 //!
 //! Reads go through [`rtapi_hal::HalReader`] over a read-only mapping opened with the CLI's own
-//! trust checks and messages ([`rtapi::cli::open_instance`]); `set` follows `setp`/`sets`' rules
+//! trust checks and messages ([`rtapi::instance::open`]); `set` follows `setp`/`sets`' rules
 //! over a read-write mapping. A user-space component is declared to the instance's owner over its
 //! control socket (the owner creates the component, pins and params live and removes them when the
 //! connection closes); its process then writes its own pins' cells directly
@@ -16,7 +16,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use ::rtapi::cli::control::{ClientError, ControlClient, UserComponent, UserParam, UserPin};
+use ::rtapi::instance::control::{ClientError, ControlClient, UserComponent, UserParam, UserPin};
 use rtapi_hal::{
     Access, HalError, HalReader, Located, ObjectKind, ParamAccess, PinDir, Value, ValueType,
     WriteOptions,
@@ -89,7 +89,7 @@ fn hal_err(e: HalError) -> PyErr {
 
 /// [`hal_err`], with the instance's nearest names after an unknown one, as the CLI says it.
 fn hal_err_in(reader: &HalReader, e: HalError) -> PyErr {
-    match ::rtapi::cli::unknown_name_text(reader, &e) {
+    match ::rtapi::instance::open::unknown_name_text(reader, &e) {
         Some(text) => NotFound::new_err(text),
         None => hal_err(e),
     }
@@ -108,13 +108,12 @@ fn instance_name(name: Option<String>) -> String {
 }
 
 fn open(instance: &str, access: Access, trust: &[String]) -> PyResult<HalReader> {
-    ::rtapi::cli::open_instance(instance, access, trust).map_err(|e| {
+    use ::rtapi::instance::OpenError;
+    let trust = ::rtapi::instance::trust(trust).map_err(|e| Error::new_err(e.to_string()))?;
+    ::rtapi::instance::open(instance, access, &trust).map_err(|e| match e {
         // The same message as the CLI's; the kind of failure picks the exception.
-        if e.untrusted {
-            Untrusted::new_err(e.message)
-        } else {
-            Error::new_err(e.message)
-        }
+        OpenError::Untrusted(_) => Untrusted::new_err(e.to_string()),
+        _ => Error::new_err(e.to_string()),
     })
 }
 

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 
 use rtapi_hal::{Access, HalReader};
 
-use super::control::{send_file, ClientError, ControlClient, Flow, Reply};
 use super::instance::{self, Target};
 use super::prompt::{self, Outcome};
 use super::Failure;
+use crate::instance::control::{send_file, ClientError, ControlClient, Flow, Reply};
 
 #[derive(clap::Args)]
 pub struct Args {

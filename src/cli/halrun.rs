@@ -13,12 +13,12 @@ use std::path::PathBuf;
 
 use std::sync::{Arc, Mutex};
 
-use super::control::{ControlServer, Executor, Flow};
 use super::prompt::{self, Outcome};
 use super::run::{config_failure, config_failure_then, finish, listen, serve_shared};
 use super::{out, Failure};
 use crate::components::Registry;
 use crate::config::halcmd::{Ini, NameKind, Session};
+use crate::instance::control::{ControlServer, Executor, Flow};
 use crate::rt::clock::Nanos;
 use crate::runtime::{Runtime, RuntimeOptions, StopReason};
 
@@ -153,7 +153,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             if let Some(reason) = running.stop_probe().poll() {
                 if errors
                     .iter()
-                    .all(|e| super::control::is_stopping(&e.to_string()))
+                    .all(|e| crate::instance::control::is_stopping(&e.to_string()))
                 {
                     out::eprintln(&format!(
                         "rtapi halrun: the stop abandoned {} from line {}",

@@ -25,20 +25,23 @@ pub struct Force {
     pub force: bool,
 }
 
-/// "dead (owner pid N gone; stale segment)", the state of a segment whose owner's lock is free.
-pub fn dead_state(pid: u32) -> String {
-    format!("dead (owner pid {pid} gone; stale segment)")
-}
+pub use crate::instance::open::{dead_state, live_owner, unknown_name_text};
 
 /// The trust rule with the `--trust-owner` users added (a user that does not exist: exit 2).
 pub fn trust(owners: &[String]) -> Result<Trust, Failure> {
-    let mut trust = Trust::new();
-    for user in owners {
-        trust = trust
-            .also_user(user)
-            .map_err(|e| Failure::usage(format!("--trust-owner: {e}")))?;
+    crate::instance::trust(owners).map_err(Failure::from)
+}
+
+/// The CLI's exit code for an instance that could not be opened: a bad name or user is bad usage
+/// (2); a missing, refused or broken segment is a runtime failure (1).
+impl From<crate::instance::OpenError> for Failure {
+    fn from(e: crate::instance::OpenError) -> Self {
+        if e.is_usage() {
+            Failure::usage(e.to_string())
+        } else {
+            Failure::runtime(e.to_string())
+        }
     }
-    Ok(trust)
 }
 
 /// Opens `/rtapi-<instance>`. A missing instance is a runtime failure (exit 1) with the command that
@@ -46,20 +49,8 @@ pub fn trust(owners: &[String]) -> Result<Trust, Failure> {
 /// opened anyway; a reader is warned (its values are the last ones written), a writer gets
 /// [`HalError::OwnerGone`] when it writes.
 pub fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
-    open_telling_trust(target, access).map_err(|(f, _)| f)
-}
-
-/// [`open`], also telling whether a failure was the trust rule's refusal (for the Python module's
-/// `rtapi.Untrusted`).
-pub fn open_telling_trust(target: &Target, access: Access) -> Result<HalReader, (Failure, bool)> {
     let instance = &target.instance;
-    let trust = trust(&target.trust_owner).map_err(|f| (f, false))?;
-    let reader = HalReader::open_with(instance, access, &trust).map_err(|e| match e {
-        HalError::NoSuchInstance { .. } => (Failure::runtime(no_such_instance(instance)), false),
-        HalError::InvalidName { .. } => (Failure::usage(format!("--instance: {e}")), false),
-        HalError::Untrusted { .. } => (Failure::runtime(e.to_string()), true),
-        other => (Failure::runtime(other.to_string()), false),
-    })?;
+    let reader = crate::instance::open(instance, access, &trust(&target.trust_owner)?)?;
     if access == Access::ReadOnly && !reader.owner_alive() {
         super::out::eprintln(&format!(
             "rtapi: warning: instance '{instance}' is {}: these are its last values; `rtapi run` with \
@@ -68,36 +59,6 @@ pub fn open_telling_trust(target: &Target, access: Access) -> Result<HalReader, 
         ));
     }
     Ok(reader)
-}
-
-/// The pid of the live process that owns `instance`, if one does (a stale segment has none).
-pub fn live_owner(instance: &str) -> Option<u32> {
-    HalReader::open(instance, Access::ReadOnly)
-        .ok()
-        .filter(HalReader::owner_alive)
-        .map(|r| r.header().owner_pid)
-}
-
-/// The message for an instance with no segment: the ones that are running (by the suggestion rule
-/// first if one is near the name), or how to start one.
-pub fn no_such_instance(instance: &str) -> String {
-    let running: Vec<String> = rtapi_hal::instance_names()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| live_owner(n).is_some())
-        .collect();
-    let head = format!("no rtapi instance '{instance}' is running (no /dev/shm/rtapi-{instance})");
-    if running.is_empty() {
-        return format!(
-            "{head}, nor any other; start one with `rtapi run CONFIG.toml --instance {instance}`"
-        );
-    }
-    let near = crate::suggest::did_you_mean(instance, running.iter().map(String::as_str));
-    format!(
-        "{head}{}; running: {} (give one with --instance NAME)",
-        near.map(|s| format!("; {s}")).unwrap_or_default(),
-        running.join(", ")
-    )
 }
 
 /// Maps an error about a name or a value (unknown pin, refused write, bad number) to exit 2, and
@@ -118,30 +79,6 @@ pub fn failure_in(reader: &HalReader, e: HalError) -> Failure {
         Some(text) => Failure::usage(text),
         None => failure(e),
     }
-}
-
-/// The message for an unknown name with the instance's nearest names after it, as every command
-/// (and the Python module) says it: `no pin named 'pid.0.Pgian'; did you mean 'pid.0.Pgain'?`.
-/// `None` for any other error, or when no name is near.
-pub fn unknown_name_text(reader: &HalReader, e: &HalError) -> Option<String> {
-    let HalError::NotFound { kind, name } = e else {
-        return None;
-    };
-    let snap = reader.snapshot().ok()?;
-    use rtapi_hal::ObjectKind as K;
-    let pins = snap.pins.iter().map(|p| p.name.as_str());
-    let params = snap.params.iter().map(|p| p.name.as_str());
-    let signals = snap.signals.iter().map(|s| s.name.as_str());
-    let known: Vec<&str> = match kind {
-        K::Pin => pins.collect(),
-        K::Param => params.collect(),
-        K::Signal => signals.collect(),
-        K::PinOrParam => pins.chain(params).collect(),
-        K::Any => pins.chain(params).chain(signals).collect(),
-        _ => return None,
-    };
-    crate::suggest::did_you_mean(name, known)
-        .map(|hint| format!("no {kind} named '{name}'; {hint}"))
 }
 
 /// The body of `setp` and `sets`: open read-write, then `write` with the options.

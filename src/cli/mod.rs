@@ -1,7 +1,6 @@
 //! The `rtapi` command line: one module per subcommand; `main.rs` only calls [`main`].
 
 mod compare_timers;
-pub mod control;
 mod detect;
 mod export;
 mod getp;
@@ -24,38 +23,6 @@ mod watch;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-
-/// Why [`open_instance`] failed: what `show`, `getp` or `setp` would print and exit with.
-#[derive(Debug, Clone)]
-pub struct OpenError {
-    /// The exit code the CLI would use.
-    pub code: u8,
-    /// The message the CLI prints after `rtapi: `.
-    pub message: String,
-    /// Whether the trust rule refused the segment (symlink, other owner, loose mode).
-    pub untrusted: bool,
-}
-
-/// Opens a running instance's segment the way `show`, `getp` and `setp` do (`--instance NAME`,
-/// `--trust-owner USER…`): the same trust checks and, on failure, the same message and exit code
-/// those commands print. For other front ends of the same commands (the Python module).
-pub fn open_instance(
-    instance: &str,
-    access: rtapi_hal::Access,
-    trust_owners: &[String],
-) -> Result<rtapi_hal::HalReader, OpenError> {
-    let target = instance::Target {
-        instance: instance.to_string(),
-        trust_owner: trust_owners.to_vec(),
-    };
-    instance::open_telling_trust(&target, access).map_err(|(f, untrusted)| OpenError {
-        code: f.code,
-        message: f.message,
-        untrusted,
-    })
-}
-
-pub use instance::unknown_name_text;
 
 /// Exit codes of the CLI contract (README "Exit codes").
 pub(crate) mod exit {

@@ -13,7 +13,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
 
-use super::control::Flow;
+use crate::instance::control::Flow;
 
 /// halcmd's commands, for completion (the interpreter's own list).
 pub use crate::config::halcmd::COMMANDS;

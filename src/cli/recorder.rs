@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use super::control::ClientError;
 use super::instance::Target;
 use super::Failure;
+use crate::instance::control::ClientError;
 
 #[derive(clap::Args)]
 pub struct Args {

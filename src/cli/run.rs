@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::control::ControlServer;
 use super::{exit, out, Failure};
 use crate::components::{Registry, Validation};
 use crate::config::halcmd::Session;
 use crate::config::{ConfigError, Machine};
+use crate::instance::control::ControlServer;
 use crate::rt::clock::Nanos;
 use crate::rt::units::parse_duration;
 use crate::runtime::watchdog::StallAction;

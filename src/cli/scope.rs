@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use rtapi_hal::fifo::FifoClient;
 use rtapi_hal::{Access, HalReader, Trust, Value, ValueType};
 
-use super::control::{ControlClient, Reply};
 use super::instance::{self, Target};
 use super::Failure;
+use crate::instance::control::{ControlClient, Reply};
 use crate::rt::units::parse_duration;
 
 /// The most channels a scope takes.

@@ -40,14 +40,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::config::halcmd::{Departure, UserComponent, UserInbox, UserParam, UserPin};
 use rtapi_hal::{ParamAccess, PinDir, ValueType};
 
-/// What a command asks of the session after it ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    /// Go on reading commands.
-    Continue,
-    /// `quit`/`exit`: end this session (a client's connection, or the prompt).
-    Quit,
-}
+/// What a command asks of the session after it ran: the interpreter's own (one type from the
+/// halcmd line to the socket's answer).
+pub use crate::config::halcmd::Flow;
 
 /// Runs halcmd commands against an instance. Implemented by the halcmd interpreter's session.
 pub trait Executor: Send {
@@ -115,12 +110,7 @@ pub type SharedExecutor = Arc<Mutex<dyn Executor>>;
 /// The halcmd interpreter's session is what runs the commands of an instance.
 impl Executor for crate::config::halcmd::Session {
     fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String> {
-        use crate::config::halcmd::Flow as F;
-        match crate::config::halcmd::Session::execute(self, line, out) {
-            Ok(F::Quit) => Ok(Flow::Quit),
-            Ok(F::Continue) => Ok(Flow::Continue),
-            Err(e) => Err(e.to_string()),
-        }
+        crate::config::halcmd::Session::execute(self, line, out).map_err(|e| e.to_string())
     }
 
     fn source(
@@ -184,7 +174,7 @@ trait FileSettings {
         &mut self,
         ini: Option<&Path>,
         keep_going: bool,
-        run: impl FnOnce(&mut Self) -> Result<crate::config::halcmd::Flow, crate::config::ConfigError>,
+        run: impl FnOnce(&mut Self) -> Result<Flow, crate::config::ConfigError>,
     ) -> Result<Flow, String>;
 }
 
@@ -195,9 +185,9 @@ impl FileSettings for crate::config::halcmd::Session {
         &mut self,
         ini: Option<&Path>,
         keep_going: bool,
-        run: impl FnOnce(&mut Self) -> Result<crate::config::halcmd::Flow, crate::config::ConfigError>,
+        run: impl FnOnce(&mut Self) -> Result<Flow, crate::config::ConfigError>,
     ) -> Result<Flow, String> {
-        use crate::config::halcmd::{Flow as F, Ini};
+        use crate::config::halcmd::Ini;
         let ini = match ini {
             Some(p) => Some(Ini::load(p).map_err(|e| e.to_string())?),
             None => None,
@@ -214,8 +204,7 @@ impl FileSettings for crate::config::halcmd::Session {
         self.set_ini(saved.0);
         self.keep_going = saved.1;
         match result {
-            Ok(F::Quit) => Ok(Flow::Quit),
-            Ok(F::Continue) => Ok(Flow::Continue),
+            Ok(flow) => Ok(flow),
             Err(_) if errors.len() > 1 => Err(errors.join("\n")),
             Err(e) => Err(e.to_string()),
         }
