@@ -279,7 +279,7 @@ fn interactive(shared: Arc<Mutex<Session>>, server: Option<ControlServer>) -> Re
             },
             Err(e) => Outcome {
                 out,
-                error: Some(e),
+                error: Some(e.to_string()),
                 flow: Flow::Continue,
             },
         }

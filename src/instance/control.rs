@@ -38,16 +38,68 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::halcmd::{Departure, UserComponent, UserInbox, UserParam, UserPin};
+use crate::config::ConfigError;
 use rtapi_hal::{ParamAccess, PinDir, ValueType};
 
 /// What a command asks of the session after it ran: the interpreter's own (one type from the
 /// halcmd line to the socket's answer).
 pub use crate::config::halcmd::Flow;
 
+/// Why a request to an instance failed. On the wire, and so in every client, it is its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecError {
+    /// A command failed where it stands (`file:line: message` when it came from a file).
+    Command(ConfigError),
+    /// `keep_going`: every command of the file that failed, in order.
+    Commands(Vec<ConfigError>),
+    /// What this instance does not do (no flight recorder, no user-space components, no client
+    /// files), or a request the protocol does not know.
+    Unsupported(String),
+    /// The flight recorder could not write its dump.
+    Recorder(String),
+    /// A user-space component was refused (a name taken, a bad pin), or the instance is stopping.
+    UserComponent(String),
+}
+
+impl ExecError {
+    /// Whether the failure is the owner stopping, not the request's fault.
+    pub fn is_stopping(&self) -> bool {
+        is_stopping(&self.to_string())
+    }
+}
+
+impl From<ConfigError> for ExecError {
+    fn from(e: ConfigError) -> Self {
+        ExecError::Command(e)
+    }
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecError::Command(e) => write!(f, "{e}"),
+            ExecError::Commands(all) => {
+                for (i, e) in all.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("\n")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                Ok(())
+            }
+            ExecError::Unsupported(m) | ExecError::Recorder(m) | ExecError::UserComponent(m) => {
+                f.write_str(m)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ExecError {}
+
 /// Runs halcmd commands against an instance. Implemented by the halcmd interpreter's session.
 pub trait Executor: Send {
     /// One command line; its output goes to `out`. `Err` carries the message of a failed command.
-    fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String>;
+    fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ExecError>;
     /// A whole file, with `[SECTION]KEY` taken from `ini`; `keep_going` runs past failed commands
     /// (their messages are joined in the error).
     fn source(
@@ -56,7 +108,7 @@ pub trait Executor: Send {
         ini: Option<&Path>,
         keep_going: bool,
         out: &mut dyn Write,
-    ) -> Result<Flow, String>;
+    ) -> Result<Flow, ExecError>;
     /// Lines `first_line…` of the file `file` that a client read and sent (`rtapi halcmd -f`):
     /// run as that file's lines would be (`source` relative to its directory, errors at its
     /// lines), with `[SECTION]KEY` from `ini` and `keep_going` for these lines only.
@@ -68,9 +120,11 @@ pub trait Executor: Send {
         ini: Option<&Path>,
         keep_going: bool,
         out: &mut dyn Write,
-    ) -> Result<Flow, String> {
+    ) -> Result<Flow, ExecError> {
         let _ = (file, first_line, text, ini, keep_going, out);
-        Err("this instance cannot run a client's file".into())
+        Err(ExecError::Unsupported(
+            "this instance cannot run a client's file".into(),
+        ))
     }
     /// From now on, a command sequence stops between two commands once `flag` is set (the owner is
     /// stopping), abandoning the rest with an error that says so.
@@ -79,19 +133,19 @@ pub trait Executor: Send {
     }
     /// `rtapi recorder dump`: the instance's flight recorder writes a dump now (into `dir`, or its
     /// configured directory); the answer lists the files.
-    fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, String> {
+    fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, ExecError> {
         let _ = dir;
-        Err("this instance has no flight recorder ([recorder] in the machine TOML)".into())
+        Err(ExecError::Unsupported(NO_RECORDER.into()))
     }
     /// A user-space component joins the running instance with its pins and params.
-    fn add_user_component(&mut self, component: &UserComponent) -> Result<(), String> {
-        Err(format!(
+    fn add_user_component(&mut self, component: &UserComponent) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported(format!(
             "user component {}: this instance cannot host user-space components",
             crate::rt::units::quote(&component.name)
-        ))
+        )))
     }
     /// A user-space component leaves (its pins are unlinked); `Ok(false)` if there is none.
-    fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+    fn remove_user_component(&mut self, name: &str) -> Result<bool, ExecError> {
         let _ = name;
         Ok(false)
     }
@@ -104,13 +158,16 @@ pub trait Executor: Send {
     fn serve_user_inbox(&mut self) {}
 }
 
+/// What an instance without a flight recorder answers `rtapi recorder dump`.
+const NO_RECORDER: &str = "this instance has no flight recorder ([recorder] in the machine TOML)";
+
 /// The shared executor of an instance.
 pub type SharedExecutor = Arc<Mutex<dyn Executor>>;
 
 /// The halcmd interpreter's session is what runs the commands of an instance.
 impl Executor for crate::config::halcmd::Session {
-    fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String> {
-        crate::config::halcmd::Session::execute(self, line, out).map_err(|e| e.to_string())
+    fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ExecError> {
+        Ok(crate::config::halcmd::Session::execute(self, line, out)?)
     }
 
     fn source(
@@ -119,7 +176,7 @@ impl Executor for crate::config::halcmd::Session {
         ini: Option<&Path>,
         keep_going: bool,
         out: &mut dyn Write,
-    ) -> Result<Flow, String> {
+    ) -> Result<Flow, ExecError> {
         self.with_file_settings(ini, keep_going, |s| {
             crate::config::halcmd::Session::source(s, file, out)
         })
@@ -133,7 +190,7 @@ impl Executor for crate::config::halcmd::Session {
         ini: Option<&Path>,
         keep_going: bool,
         out: &mut dyn Write,
-    ) -> Result<Flow, String> {
+    ) -> Result<Flow, ExecError> {
         self.with_file_settings(ini, keep_going, |s| {
             crate::config::halcmd::Session::run_script(s, file, first_line, text, out)
         })
@@ -143,21 +200,25 @@ impl Executor for crate::config::halcmd::Session {
         crate::config::halcmd::Session::abort_when(self, flag)
     }
 
-    fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, String> {
+    fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, ExecError> {
         let recorder = self
             .runtime()
             .and_then(|rt| rt.recorder())
-            .ok_or("this instance has no flight recorder ([recorder] in the machine TOML)")?;
-        let files = recorder.dump_now(dir.map(Path::to_path_buf), Duration::from_secs(5))?;
+            .ok_or(ExecError::Unsupported(NO_RECORDER.into()))?;
+        let files = recorder
+            .dump_now(dir.map(Path::to_path_buf), Duration::from_secs(5))
+            .map_err(ExecError::Recorder)?;
         Ok(files.iter().map(|f| format!("{}\n", f.display())).collect())
     }
 
-    fn add_user_component(&mut self, component: &UserComponent) -> Result<(), String> {
+    fn add_user_component(&mut self, component: &UserComponent) -> Result<(), ExecError> {
         crate::config::halcmd::Session::add_user_component(self, component)
+            .map_err(ExecError::UserComponent)
     }
 
-    fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+    fn remove_user_component(&mut self, name: &str) -> Result<bool, ExecError> {
         crate::config::halcmd::Session::remove_user_component(self, name)
+            .map_err(ExecError::UserComponent)
     }
 
     fn user_inbox(&self) -> Option<Arc<UserInbox>> {
@@ -175,7 +236,7 @@ trait FileSettings {
         ini: Option<&Path>,
         keep_going: bool,
         run: impl FnOnce(&mut Self) -> Result<Flow, crate::config::ConfigError>,
-    ) -> Result<Flow, String>;
+    ) -> Result<Flow, ExecError>;
 }
 
 impl FileSettings for crate::config::halcmd::Session {
@@ -186,10 +247,10 @@ impl FileSettings for crate::config::halcmd::Session {
         ini: Option<&Path>,
         keep_going: bool,
         run: impl FnOnce(&mut Self) -> Result<Flow, crate::config::ConfigError>,
-    ) -> Result<Flow, String> {
+    ) -> Result<Flow, ExecError> {
         use crate::config::halcmd::Ini;
         let ini = match ini {
-            Some(p) => Some(Ini::load(p).map_err(|e| e.to_string())?),
+            Some(p) => Some(Ini::load(p)?),
             None => None,
         };
         let saved = (self.take_ini(), self.keep_going);
@@ -197,16 +258,13 @@ impl FileSettings for crate::config::halcmd::Session {
         self.keep_going = keep_going;
         let errors_before = self.errors().len();
         let result = run(self);
-        let errors: Vec<String> = self.errors()[errors_before..]
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors: Vec<ConfigError> = self.errors()[errors_before..].to_vec();
         self.set_ini(saved.0);
         self.keep_going = saved.1;
         match result {
             Ok(flow) => Ok(flow),
-            Err(_) if errors.len() > 1 => Err(errors.join("\n")),
-            Err(e) => Err(e.to_string()),
+            Err(_) if errors.len() > 1 => Err(ExecError::Commands(errors)),
+            Err(e) => Err(ExecError::Command(e)),
         }
     }
 }
@@ -824,32 +882,35 @@ fn serve(stream: UnixStream, shared: Shared, slot: Slot) {
 /// Adds a user-space component through the inbox when there is one: the session's holder may be
 /// busy for a while (a `loadusr -W` waiting for this very component), so the request waits there
 /// and whoever runs commands adds it between them.
-fn join(c: UserComponent, shared: &Shared) -> Result<(), String> {
+fn join(c: UserComponent, shared: &Shared) -> Result<(), ExecError> {
+    let stopping = || ExecError::UserComponent("the instance is stopping".into());
     let Some(inbox) = shared.inbox.as_deref() else {
         return shared
             .run(move |e| e.add_user_component(&c))
-            .unwrap_or_else(|| Err("the instance is stopping".into()));
+            .unwrap_or_else(|| Err(stopping()));
     };
     let name = c.name.clone();
     let answer = inbox.post(c);
     shared.nudge();
     loop {
         match answer.recv_timeout(LOOK) {
-            Ok(r) => return r,
+            Ok(r) => return r.map_err(ExecError::UserComponent),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err("the instance dropped the request".into())
+                return Err(ExecError::UserComponent(
+                    "the instance dropped the request".into(),
+                ))
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         if shared.stop.load(Ordering::Relaxed) && inbox.withdraw(&name) {
-            return Err("the instance is stopping".into());
+            return Err(stopping());
         }
     }
 }
 
 /// Removes a user-space component through the inbox when there is one (the session's holder may be
 /// a `waitusr` waiting for exactly this); whether it was there.
-fn leave(name: &str, how: Departure, shared: &Shared) -> Result<bool, String> {
+fn leave(name: &str, how: Departure, shared: &Shared) -> Result<bool, ExecError> {
     let Some(inbox) = shared.inbox.as_deref() else {
         let name = name.to_string();
         return shared
@@ -860,7 +921,7 @@ fn leave(name: &str, how: Departure, shared: &Shared) -> Result<bool, String> {
     shared.nudge();
     loop {
         match answer.recv_timeout(LOOK) {
-            Ok(r) => return r,
+            Ok(r) => return r.map_err(ExecError::UserComponent),
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(false),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
@@ -871,11 +932,11 @@ fn leave(name: &str, how: Departure, shared: &Shared) -> Result<bool, String> {
     }
 }
 
-fn reply_of(result: Result<(), String>) -> Reply {
+fn reply_of(result: Result<(), ExecError>) -> Reply {
     Reply {
         ok: result.is_ok(),
         out: String::new(),
-        error: result.err(),
+        error: result.err().map(|e| e.to_string()),
         quit: false,
     }
 }
@@ -906,7 +967,12 @@ fn answer(
             params,
         } => {
             let result = user_component(&name, &pins, &params)
-                .map_err(|e| format!("user component {}: {e}", crate::rt::units::quote(&name)))
+                .map_err(|e| {
+                    ExecError::UserComponent(format!(
+                        "user component {}: {e}",
+                        crate::rt::units::quote(&name)
+                    ))
+                })
                 .and_then(|mut c| {
                     c.pid = pid;
                     join(c, shared)
@@ -921,10 +987,10 @@ fn answer(
                 owned.retain(|n| n != &name);
                 leave(&name, Departure::Exit, shared).map(|_| ())
             } else {
-                Err(format!(
+                Err(ExecError::UserComponent(format!(
                     "user component {}: not declared on this connection",
                     crate::rt::units::quote(&name)
-                ))
+                )))
             };
             Some(reply_of(result))
         }
@@ -982,10 +1048,10 @@ fn run_request(exec: &mut dyn Executor, request: Request) -> Reply {
                 Flow::Continue
             })
         }
-        Request::Recorder { recorder, .. } => Err(format!(
+        Request::Recorder { recorder, .. } => Err(ExecError::Unsupported(format!(
             "unknown recorder request {}; the recorder understands \"dump\"",
             crate::rt::units::quote(recorder)
-        )),
+        ))),
         Request::UserComponent { .. } | Request::UserExit { .. } => {
             unreachable!("answered by the connection")
         }
@@ -1001,7 +1067,7 @@ fn run_request(exec: &mut dyn Executor, request: Request) -> Reply {
         Err(error) => Reply {
             ok: false,
             out,
-            error: Some(error),
+            error: Some(error.to_string()),
             quit: false,
         },
     }
@@ -1281,7 +1347,7 @@ mod tests {
     }
 
     impl Executor for Users {
-        fn execute(&mut self, _: &str, _: &mut dyn Write) -> Result<Flow, String> {
+        fn execute(&mut self, _: &str, _: &mut dyn Write) -> Result<Flow, ExecError> {
             Ok(Flow::Continue)
         }
         fn source(
@@ -1290,17 +1356,17 @@ mod tests {
             _: Option<&Path>,
             _: bool,
             _: &mut dyn Write,
-        ) -> Result<Flow, String> {
+        ) -> Result<Flow, ExecError> {
             Ok(Flow::Continue)
         }
-        fn add_user_component(&mut self, c: &UserComponent) -> Result<(), String> {
+        fn add_user_component(&mut self, c: &UserComponent) -> Result<(), ExecError> {
             if self.present.contains(&c.name) {
-                return Err("taken".into());
+                return Err(ExecError::UserComponent("taken".into()));
             }
             self.present.push(c.name.clone());
             Ok(())
         }
-        fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+        fn remove_user_component(&mut self, name: &str) -> Result<bool, ExecError> {
             let had = self.present.iter().any(|n| n == name);
             self.present.retain(|n| n != name);
             Ok(had)
@@ -1365,10 +1431,10 @@ mod tests {
     }
 
     impl Executor for Echo {
-        fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, String> {
+        fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ExecError> {
             self.seen.push(line.to_string());
             match line {
-                "fail" => Err("it failed".into()),
+                "fail" => Err(ExecError::Unsupported("it failed".into())),
                 "quit" => Ok(Flow::Quit),
                 _ => {
                     writeln!(out, "did {line}").unwrap();
@@ -1382,7 +1448,7 @@ mod tests {
             ini: Option<&Path>,
             keep_going: bool,
             out: &mut dyn Write,
-        ) -> Result<Flow, String> {
+        ) -> Result<Flow, ExecError> {
             write!(out, "{} {:?} {keep_going}", file.display(), ini).unwrap();
             Ok(Flow::Continue)
         }
