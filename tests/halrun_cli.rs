@@ -301,3 +301,73 @@ fn a_file_of_the_wrong_kind_names_the_command_that_takes_it() {
         assert!(!err.contains("expected"), "{args:?}: {err}");
     }
 }
+
+/// A `start` that the runtime cannot do (here a planted segment the trust rule refuses) is a
+/// failure while running, exit 1, in `rtapi halrun` as in `rtapi run`, with the same reason; a
+/// fault in the file stays bad usage, exit 2.
+#[test]
+fn a_start_the_runtime_refuses_exits_1_in_halrun_as_in_run() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path());
+    std::fs::write(dir.path().join("start.hal"), "source m.hal\nstart\n").unwrap();
+    let instance = format!("halrun-planted-{}", std::process::id());
+    let planted = format!("/dev/shm/rtapi-{instance}");
+    std::fs::write(&planted, vec![0x5a; 4096]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = rtapi(
+        dir.path(),
+        &[
+            "run",
+            "-i",
+            "m.ini",
+            "start.hal",
+            "--instance",
+            &instance,
+            "--duration",
+            "1s",
+        ],
+    );
+    let halrun = rtapi(
+        dir.path(),
+        &[
+            "halrun",
+            "-i",
+            "m.ini",
+            "start.hal",
+            "--instance",
+            &instance,
+        ],
+    );
+    // The same file with a fault in it: the configuration's fault, exit 2.
+    std::fs::write(
+        dir.path().join("bad.hal"),
+        "source m.hal\nsetp pid.0.Pgian 1\nstart\n",
+    )
+    .unwrap();
+    let bad = rtapi(
+        dir.path(),
+        &["halrun", "-i", "m.ini", "bad.hal", "--instance", &instance],
+    );
+    let _ = std::fs::remove_file(&planted);
+    for (what, out) in [("run", &run), ("halrun", &halrun)] {
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "rtapi {what}:\n{err}");
+        assert!(
+            err.contains(&format!("refusing {planted}")),
+            "rtapi {what}:\n{err}"
+        );
+    }
+    let err = text(&halrun.stderr);
+    assert!(err.contains("start.hal:2: start: refusing"), "{err}");
+    assert!(
+        err.contains("could not start; nothing was started"),
+        "{err}"
+    );
+    let err = text(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bad.hal:2:") && err.contains("configuration error"),
+        "{err}"
+    );
+}

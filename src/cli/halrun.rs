@@ -20,7 +20,7 @@ use crate::components::Registry;
 use crate::config::halcmd::{Ini, NameKind, Session};
 use crate::instance::control::{ControlServer, Executor, Flow};
 use crate::rt::clock::Nanos;
-use crate::runtime::{Runtime, RuntimeOptions, StopReason};
+use crate::runtime::{RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
 #[command(
@@ -189,17 +189,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     if lock().runtime().is_none() {
         drop(server);
-        let session = lock();
-        let mut dry = crate::components::Validation::new(&args.instance)
-            .map_err(|e| Failure::usage(e.to_string()))?;
-        session
-            .apply_to(&mut dry)
-            .map_err(|e| config_failure(&[e]))?;
-        let mut rt = Runtime::configure(options).map_err(Failure::from)?;
-        session
-            .apply_to(&mut rt)
-            .map_err(|e| config_failure(&[e]))?;
-        drop(rt);
+        drop(crate::config::build(&lock(), options)?);
         out::eprintln(&format!(
             "rtapi halrun: {} ran no `start`: its HAL was built and unloaded, no thread ran",
             file.display()

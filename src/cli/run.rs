@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{exit, out, Failure};
-use crate::components::{Registry, Validation};
+use crate::components::Registry;
 use crate::config::halcmd::Session;
 use crate::config::{ConfigError, Machine};
 use crate::instance::control::ControlServer;
@@ -57,14 +57,32 @@ pub(crate) fn parse_run_duration(text: &str) -> Result<Nanos, String> {
     }
 }
 
+/// A start that failed: the configuration's fault is bad usage (2) with its located error printed,
+/// the runtime's a runtime failure (1), as everywhere.
+impl From<crate::config::StartError> for Failure {
+    fn from(e: crate::config::StartError) -> Self {
+        use crate::config::StartError as E;
+        match e {
+            E::Name(m) => Failure::usage(m),
+            E::Config(e) => config_failure(&[e]),
+            E::Runtime(e) => e.into(),
+        }
+    }
+}
+
 pub(crate) fn config_failure(errors: &[ConfigError]) -> Failure {
     config_failure_then(errors, "nothing was started")
 }
 
-/// The errors printed, and what became of the instance (`then`) in the failure's message.
+/// The errors printed, and what became of the instance (`then`) in the failure's message. Where the
+/// runtime failed at a right command (halcmd's `start`), it is a runtime failure (exit 1), as the
+/// same failure is in `rtapi run`.
 pub(crate) fn config_failure_then(errors: &[ConfigError], then: &str) -> Failure {
     for e in errors {
         out::eprintln(&e.to_string());
+    }
+    if errors.iter().any(ConfigError::is_runtime) {
+        return Failure::runtime(format!("the instance could not start; {then}"));
     }
     Failure::usage(format!("{} configuration error(s); {then}", errors.len()))
 }
@@ -133,7 +151,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .session(&registry, &mut std::io::stdout())
         .map_err(|e| config_failure(&[e]))?;
     let Started(running) = start(&session, machine.runtime.clone())?;
-    session.attach(running).map_err(Failure::runtime)?;
+    session
+        .attach(running)
+        .map_err(|e| Failure::runtime(e.to_string()))?;
     serve(session, &machine.runtime.instance, args.duration)
 }
 
@@ -249,15 +269,7 @@ fn banner(running: &Runtime<Running>, instance: &str, duration: Option<Nanos>) {
 /// The dry run (a HAL that is never built, so a bad config touches nothing), then the real runtime
 /// configured with the same session, started.
 pub(crate) fn start(session: &Session, options: RuntimeOptions) -> Result<Started, Failure> {
-    let mut dry = Validation::new(&options.instance).map_err(|e| Failure::usage(e.to_string()))?;
-    session
-        .apply_to(&mut dry)
-        .map_err(|e| config_failure(&[e]))?;
-    let mut rt = Runtime::configure(options).map_err(Failure::from)?;
-    session
-        .apply_to(&mut rt)
-        .map_err(|e| config_failure(&[e]))?;
-    Ok(Started(rt.start().map_err(Failure::from)?))
+    Ok(Started(crate::config::start(session, options)?))
 }
 
 /// A started runtime.

@@ -28,6 +28,9 @@
 
 pub mod halcmd;
 mod machine;
+mod start;
+
+pub use start::{build, start, StartError};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,6 +50,9 @@ pub struct ConfigError {
     pub line: Option<usize>,
     /// What is wrong and, where there is one, the fix; echoed user input is quoted and cut short.
     pub message: String,
+    /// The command at this line was right, but the runtime failed to do it (halcmd's `start`: a
+    /// segment in use, a thread refused): a failure while running, not a fault in the file.
+    pub(crate) runtime: bool,
 }
 
 impl ConfigError {
@@ -55,6 +61,7 @@ impl ConfigError {
             file: file.to_string(),
             line: Some(line),
             message: message.into(),
+            runtime: false,
         }
     }
 
@@ -63,7 +70,13 @@ impl ConfigError {
             file: file.to_string(),
             line: None,
             message: message.into(),
+            runtime: false,
         }
+    }
+
+    /// Whether the runtime failed at this line, the command being right ([`ConfigError::runtime`]).
+    pub fn is_runtime(&self) -> bool {
+        self.runtime
     }
 }
 

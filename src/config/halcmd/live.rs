@@ -18,7 +18,7 @@ use std::collections::{BTreeSet, HashSet};
 use rtapi_hal::{HalReader, Value, WriteOptions};
 
 use super::{Model, Session};
-use crate::components::{LiveTarget, Presets, Validation};
+use crate::components::{LiveTarget, Presets};
 use crate::runtime::{Running, Runtime, RuntimeOptions};
 
 /// The running instance a session changes.
@@ -30,23 +30,21 @@ pub(super) struct Live {
 impl Session {
     /// Builds the session's HAL (dry run first, then the real runtime with `options`) and starts
     /// its threads, then attaches to them: commands from now on change the running instance.
-    pub fn start_live(&mut self, options: RuntimeOptions) -> Result<(), String> {
+    pub fn start_live(&mut self, options: RuntimeOptions) -> Result<(), crate::config::StartError> {
         if self.live.is_some() {
             return Ok(());
         }
-        let mut dry = Validation::new(&options.instance).map_err(|e| e.message)?;
-        self.apply_to(&mut dry).map_err(|e| e.to_string())?;
-        let mut rt = Runtime::configure(options).map_err(|e| e.to_string())?;
-        self.apply_to(&mut rt).map_err(|e| e.to_string())?;
-        let running = rt.start().map_err(|e| e.to_string())?;
+        let running = crate::config::start(self, options)?;
         // The thread that asked (a prompt, a control connection) does not belong on an RT CPU.
         running.keep_caller_off_rt_cpus();
-        self.attach(running)
+        self.attach(running).map_err(|e| {
+            crate::config::StartError::Runtime(crate::runtime::RuntimeError::Segment(e))
+        })
     }
 
     /// Attaches a started runtime whose HAL was made from this session's model ([`Session::apply_to`]).
-    pub fn attach(&mut self, runtime: Runtime<Running>) -> Result<(), String> {
-        let reader = runtime.hal().reader().map_err(|e| e.to_string())?;
+    pub fn attach(&mut self, runtime: Runtime<Running>) -> Result<(), rtapi_hal::HalError> {
+        let reader = runtime.hal().reader()?;
         self.live = Some(Live { runtime, reader });
         self.started = true;
         Ok(())

@@ -231,6 +231,8 @@ pub struct Session {
     check_only: bool,
     /// Set when a command failed on a name the model does not know (see [`Session::unchecked`]).
     unknown_name: std::cell::Cell<bool>,
+    /// Set by a `start` whose runtime failed: its error is a runtime failure, not the file's.
+    start_failed_at_run_time: std::cell::Cell<bool>,
     /// Commands a check could not check (they name what a LinuxCNC module would have made).
     unchecked: Vec<ConfigError>,
     /// Set when the instance is stopping: a command sequence (a file, a client's script) stops
@@ -339,6 +341,7 @@ impl Session {
             dir: None,
             check_only: false,
             unknown_name: std::cell::Cell::new(false),
+            start_failed_at_run_time: std::cell::Cell::new(false),
             unchecked: Vec::new(),
             abort: Vec::new(),
         })
@@ -654,7 +657,9 @@ impl Session {
                         before.keep_users_from(&self.model);
                         self.model = before;
                     }
-                    ConfigError::at(file, line, m)
+                    let mut e = ConfigError::at(file, line, m);
+                    e.runtime = self.start_failed_at_run_time.take();
+                    e
                 })
             }
         };
@@ -977,8 +982,12 @@ impl Session {
             Command::Start => {
                 if self.live.is_none() {
                     if let Some(options) = self.start_options.clone() {
-                        self.start_live(options)
-                            .map_err(|m| (line, format!("start: {m}")))?;
+                        if let Err(e) = self.start_live(options) {
+                            // The file is right; the runtime could not do it: not bad usage.
+                            let at_run_time = matches!(e, crate::config::StartError::Runtime(_));
+                            self.start_failed_at_run_time.set(at_run_time);
+                            return Err((line, format!("start: {e}")));
+                        }
                     }
                 }
                 self.run_functions(true);
