@@ -3,6 +3,9 @@
 //! stats record and the histogram bin) — and its parts: reading the clock, the missed-period arithmetic,
 //! queueing an RT event; and the same bookkeeping with the flight recorder writing each period.
 
+// criterion_group! defines a `pub fn` it gives no doc comment.
+#![allow(missing_docs)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtapi::rt::clock::{self, Nanos};
 use rtapi::rt::msg::{self, RtEvent};

@@ -4,6 +4,9 @@
 //! The host adds, per call, the copies of the module's params (and of the unlinked pins of a module
 //! loaded before start) between its variables and the segment: one compare per cell and direction.
 
+// criterion_group! defines a `pub fn` it gives no doc comment.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use rtapi::components::Harness;
 use std::time::Duration;

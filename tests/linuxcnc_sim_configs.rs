@@ -59,7 +59,7 @@ fn sim_inis() -> Vec<String> {
 }
 
 /// One row per config: (config, passed, reason or the time it took).
-pub fn survey(launcher: &Launcher, label: &str) -> Vec<(String, bool, String)> {
+fn survey(launcher: &Launcher, label: &str) -> Vec<(String, bool, String)> {
     let inis = sim_inis();
     assert!(!inis.is_empty(), "no .ini under {EXAMPLES}/{SIM}");
     let mut rows = Vec::new();

@@ -50,8 +50,8 @@ fn spinner(cpu: usize, from: Duration, until: Duration) -> (i32, Arc<AtomicBool>
             set.set(cpu).unwrap();
             nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).unwrap();
             let param = libc::sched_param { sched_priority: 99 };
-            // SAFETY: `param` is valid; 0 = the calling thread.
             assert_eq!(
+                // SAFETY: `param` is valid; 0 = the calling thread.
                 unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) },
                 0
             );

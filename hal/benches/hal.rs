@@ -1,6 +1,9 @@
 //! Hot paths of the HAL: what a component pays per pin access, what the RT loop pays per period for its
 //! stats, and what a `show` of a large machine costs the reader.
 
+// criterion_group! defines a `pub fn` it gives no doc comment.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -71,18 +71,18 @@ impl Capacity {
 
 impl Plan {
     /// How many of the spare stats blocks threads added at run time took.
-    pub fn spare_used(&self) -> usize {
+    pub(crate) fn spare_used(&self) -> usize {
         self.stats.len().saturating_sub(self.built_threads)
     }
 
     /// Offset of record `index` of `table`.
-    pub fn record(&self, table: Table, index: usize) -> usize {
+    pub(crate) fn record(&self, table: Table, index: usize) -> usize {
         self.tables[table as usize] + index * table.record_size()
     }
 
     /// Lays out the builder's objects: header, the six tables (each with its spare capacity) in header
     /// order, then the stats blocks.
-    pub fn new(b: &HalBuilder) -> Result<Plan> {
+    pub(crate) fn new(b: &HalBuilder) -> Result<Plan> {
         let counts = counts(b);
         let too_big = || HalError::SegmentFull {
             needed: u64::MAX,

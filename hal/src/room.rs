@@ -23,38 +23,38 @@ pub(crate) struct Room {
 
 impl Room {
     /// Slots ever used (the table's `count`, LAYOUT.md section 4: live records and tombstones).
-    pub fn used_ever(&self) -> usize {
+    pub(crate) fn used_ever(&self) -> usize {
         self.deleted.len()
     }
 
     /// Slots holding a live record.
     #[cfg(test)]
-    pub fn live(&self) -> usize {
+    pub(crate) fn live(&self) -> usize {
         self.deleted.len() - self.deleted.iter().filter(|&&d| d).count()
     }
 
     /// Deleted slots waiting to be used again.
-    pub fn reusable(&self) -> usize {
+    pub(crate) fn reusable(&self) -> usize {
         self.free.len()
     }
 
     /// Whether slot `i` holds a deleted record.
-    pub fn is_deleted(&self, i: usize) -> bool {
+    pub(crate) fn is_deleted(&self, i: usize) -> bool {
         self.deleted.get(i).copied().unwrap_or(true)
     }
 
     /// The serial number of the object in slot `i` now.
-    pub fn serial(&self, i: usize) -> u32 {
+    pub(crate) fn serial(&self, i: usize) -> u32 {
         self.serial.get(i).copied().unwrap_or(u32::MAX)
     }
 
     /// Whether slot `i` still holds the object whose key carries `serial`.
-    pub fn holds(&self, i: usize, serial: u32) -> bool {
+    pub(crate) fn holds(&self, i: usize, serial: u32) -> bool {
         !self.is_deleted(i) && self.serial(i) == serial
     }
 
     /// The slot the next object gets: the oldest freed one when `reuse` allows, else a fresh one.
-    pub fn next(&self, reuse: bool) -> usize {
+    pub(crate) fn next(&self, reuse: bool) -> usize {
         match self.free.front() {
             Some(&i) if reuse => i,
             _ => self.deleted.len(),
@@ -62,7 +62,7 @@ impl Room {
     }
 
     /// Takes slot `i` (what [`next`](Self::next) said) for a new object; its serial number.
-    pub fn take(&mut self, i: usize) -> u32 {
+    pub(crate) fn take(&mut self, i: usize) -> u32 {
         if i == self.deleted.len() {
             self.deleted.push(false);
             self.serial.push(0);
@@ -77,7 +77,7 @@ impl Room {
 
     /// Marks slot `i` deleted; `reusable` puts it in line to be used again (a slot the owner handed a
     /// fixed reference to, such as a signal's probe, is kept as a tombstone for good).
-    pub fn delete(&mut self, i: usize, reusable: bool) {
+    pub(crate) fn delete(&mut self, i: usize, reusable: bool) {
         if self.is_deleted(i) {
             return;
         }

@@ -7,7 +7,7 @@ use crate::rt::units::{parse_duration, parse_period};
 use std::time::Duration;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The period every mechanism is asked for.
     #[arg(long, default_value = "1ms", value_parser = parse_period)]
     period: Nanos,
@@ -25,7 +25,7 @@ pub struct Args {
     instance: String,
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     if !args.period.is_positive() {
         return Err(Failure::usage("--period must be positive, e.g. 1ms"));
     }

@@ -6,7 +6,7 @@ use crate::flavor;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Print one JSON object instead of the readable report.
     #[arg(long)]
     json: bool,
@@ -18,7 +18,7 @@ pub struct Args {
     flavor: Option<String>,
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let root = match &args.sysroot {
         Some(dir) if !dir.is_dir() => {
             return Err(Failure::usage(format!(

@@ -7,14 +7,14 @@ use super::instance::{self, Target};
 use super::Failure;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// A pin, param or signal name, e.g. pid.0.Pgain.
     name: String,
     #[command(flatten)]
     target: Target,
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let reader = instance::open(&args.target, Access::ReadOnly)?;
     let value = reader
         .get(&args.name)

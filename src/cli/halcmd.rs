@@ -17,7 +17,7 @@ use super::Failure;
 use crate::instance::control::{send_file, ClientError, ControlClient, Flow, Reply};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     target: Target,
     /// Run the commands of FILE in the instance (`-` reads them from standard input).
@@ -86,7 +86,7 @@ fn lost(e: ClientError) -> Failure {
     Failure::runtime(e.to_string())
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let (reader, mut client) = connect(&args.target)?;
     let failed = if !args.command.is_empty() {
         usize::from(!print(

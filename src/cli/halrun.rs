@@ -37,7 +37,7 @@ explicitly), searched in the INI's [RTAPI]LINUXCNC_MODULES, $RTAPI_LINUXCNC_MODU
 Exit codes: 0 ok, 1 runtime failure, 2 a file:line error (nothing started; after `start`, the \
 instance is stopped and unloaded)."
 )]
-pub struct Args {
+pub(super) struct Args {
     /// The INI file for [SECTION]KEY substitutions.
     #[arg(short = 'i', value_name = "INI")]
     ini: Option<PathBuf>,
@@ -78,7 +78,7 @@ pub struct Args {
     no_dma_latency: bool,
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let file = args.file_flag.clone().or(args.file.clone());
     if file.is_none() && !args.interactive {
         return Err(Failure::usage(

@@ -7,7 +7,7 @@ use super::Failure;
 
 /// `--instance NAME` and `--trust-owner USER`, shared by every command that opens a running instance.
 #[derive(clap::Args)]
-pub struct Target {
+pub(super) struct Target {
     /// The rtapi instance (segment /rtapi-NAME).
     #[arg(long, default_value = rtapi_hal::DEFAULT_INSTANCE, value_name = "NAME")]
     pub instance: String,
@@ -19,16 +19,16 @@ pub struct Target {
 
 /// `--force` of `setp`/`sets`.
 #[derive(clap::Args)]
-pub struct Force {
+pub(super) struct Force {
     /// Write NaN or an infinity into a float too (refused otherwise).
     #[arg(long)]
     pub force: bool,
 }
 
-pub use crate::instance::open::{dead_state, live_owner, unknown_name_text};
+pub(super) use crate::instance::open::{dead_state, live_owner, unknown_name_text};
 
 /// The trust rule with the `--trust-owner` users added (a user that does not exist: exit 2).
-pub fn trust(owners: &[String]) -> Result<Trust, Failure> {
+pub(super) fn trust(owners: &[String]) -> Result<Trust, Failure> {
     crate::instance::trust(owners).map_err(Failure::from)
 }
 
@@ -48,7 +48,7 @@ impl From<crate::instance::OpenError> for Failure {
 /// would start one; an untrusted file is refused (exit 1) with what to do. A segment whose owner died is
 /// opened anyway; a reader is warned (its values are the last ones written), a writer gets
 /// [`HalError::OwnerGone`] when it writes.
-pub fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
+pub(super) fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
     let instance = &target.instance;
     let reader = crate::instance::open(instance, access, &trust(&target.trust_owner)?)?;
     if access == Access::ReadOnly && !reader.owner_alive() {
@@ -63,7 +63,7 @@ pub fn open(target: &Target, access: Access) -> Result<HalReader, Failure> {
 
 /// Maps an error about a name or a value (unknown pin, refused write, bad number) to exit 2, and
 /// anything else (the segment itself, a dead owner) to exit 1.
-pub fn failure(e: HalError) -> Failure {
+pub(super) fn failure(e: HalError) -> Failure {
     match e {
         HalError::NotFound { .. }
         | HalError::NotWritable { .. }
@@ -74,7 +74,7 @@ pub fn failure(e: HalError) -> Failure {
 }
 
 /// [`failure`], with the nearest names of the instance ([`crate::suggest`]) after an unknown one.
-pub fn failure_in(reader: &HalReader, e: HalError) -> Failure {
+pub(super) fn failure_in(reader: &HalReader, e: HalError) -> Failure {
     match unknown_name_text(reader, &e) {
         Some(text) => Failure::usage(text),
         None => failure(e),
@@ -82,7 +82,7 @@ pub fn failure_in(reader: &HalReader, e: HalError) -> Failure {
 }
 
 /// The body of `setp` and `sets`: open read-write, then `write` with the options.
-pub fn write(
+pub(super) fn write(
     target: &Target,
     force: &Force,
     write: impl FnOnce(&HalReader, WriteOptions) -> rtapi_hal::Result<Value>,

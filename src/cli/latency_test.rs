@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Base thread period (software stepping); 0 = servo thread only.
     #[arg(long, default_value = "25us", value_parser = parse_period_or_off)]
     base: Nanos,
@@ -162,7 +162,7 @@ impl Outputs {
     }
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     if !args.servo.is_positive() {
         return Err(Failure::usage(
             "--servo must be a positive period, e.g. 1ms",

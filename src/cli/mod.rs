@@ -27,13 +27,13 @@ use std::process::ExitCode;
 /// Exit codes of the CLI contract (README "Exit codes").
 pub(crate) mod exit {
     /// Done.
-    pub const OK: u8 = 0;
+    pub(crate) const OK: u8 = 0;
     /// A failure while running (start, an output that could not be written, a stall, a dead owner).
-    pub const RUNTIME: u8 = 1;
+    pub(crate) const RUNTIME: u8 = 1;
     /// Bad usage, bad config, or a flavor this machine cannot run.
-    pub const USAGE: u8 = 2;
+    pub(crate) const USAGE: u8 = 2;
     /// `latency-test --fail-above` exceeded.
-    pub const FAIL_ABOVE: u8 = 3;
+    pub(crate) const FAIL_ABOVE: u8 = 3;
 }
 
 /// A failure that ends the command: its message and exit code.
@@ -47,7 +47,7 @@ pub(crate) struct Failure {
 
 impl Failure {
     /// Bad usage or input (exit 2).
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         Failure {
             code: exit::USAGE,
             message: message.into(),
@@ -55,7 +55,7 @@ impl Failure {
     }
 
     /// A failure while running (exit 1).
-    pub fn runtime(message: impl Into<String>) -> Self {
+    pub(crate) fn runtime(message: impl Into<String>) -> Self {
         Failure {
             code: exit::RUNTIME,
             message: message.into(),

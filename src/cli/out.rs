@@ -13,7 +13,7 @@ use super::Failure;
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `text` to standard output (locked, flushed); see the module doc for errors.
-pub fn print(text: &str) -> Result<(), Failure> {
+pub(super) fn print(text: &str) -> Result<(), Failure> {
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
@@ -30,17 +30,17 @@ pub fn print(text: &str) -> Result<(), Failure> {
 }
 
 /// [`print`] with a newline after `text`.
-pub fn println(text: &str) -> Result<(), Failure> {
+pub(super) fn println(text: &str) -> Result<(), Failure> {
     print(&format!("{text}\n"))
 }
 
 /// Writes `text` to standard error. Errors are ignored: there is nowhere left to report them.
-pub fn eprint(text: &str) {
+pub(super) fn eprint(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
 }
 
 /// [`eprint`] with a newline after `text`.
-pub fn eprintln(text: &str) {
+pub(super) fn eprintln(text: &str) {
     eprint(&format!("{text}\n"));
 }

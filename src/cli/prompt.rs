@@ -16,10 +16,10 @@ use rustyline::{Context, Editor, Helper};
 use crate::instance::control::Flow;
 
 /// halcmd's commands, for completion (the interpreter's own list).
-pub use crate::config::halcmd::COMMANDS;
+pub(crate) use crate::config::halcmd::COMMANDS;
 
 /// What `show`, `list` and `save` take as their first argument.
-pub const KINDS: &[&str] = &[
+pub(crate) const KINDS: &[&str] = &[
     "all",
     "alias",
     "comp",
@@ -33,7 +33,7 @@ pub const KINDS: &[&str] = &[
 ];
 
 /// The names a completion may offer, read fresh from the instance each time (its structure changes).
-pub type NameSource = Box<dyn Fn() -> Vec<String>>;
+pub(crate) type NameSource = Box<dyn Fn() -> Vec<String>>;
 
 struct HalHelper {
     names: NameSource,
@@ -91,7 +91,7 @@ impl Validator for HalHelper {}
 impl Helper for HalHelper {}
 
 /// One command's result as the prompt shows it: output, and an error message if it failed.
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// What the command printed.
     pub out: String,
     /// Why it failed.
@@ -106,7 +106,7 @@ fn history_file() -> Option<std::path::PathBuf> {
 
 /// Reads commands until `quit`/`exit`, end of input or a command that ends the session; runs each with
 /// `run`. Returns how many commands failed.
-pub fn interactive(
+pub(crate) fn interactive(
     prompt: &str,
     names: NameSource,
     run: &mut dyn FnMut(&str) -> Outcome,

@@ -9,7 +9,7 @@ use super::Failure;
 use crate::instance::control::ClientError;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(subcommand)]
     command: Sub,
 }
@@ -26,7 +26,7 @@ enum Sub {
     },
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let Sub::Dump { target, out } = args.command;
     let (_reader, mut client) = super::halcmd::connect(&target)?;
     let out = out.map(|d| std::path::absolute(&d).unwrap_or(d));

@@ -25,7 +25,7 @@ use crate::runtime::watchdog::StallAction;
 use crate::runtime::{Running, Runtime, RuntimeOptions, StopReason};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The machine configuration: a TOML that names the .hal files, or one .hal file.
     config: PathBuf,
     /// The INI file for a .hal file's [SECTION]KEY substitutions (a TOML names its own: ini =).
@@ -129,7 +129,7 @@ fn load_machine(path: &std::path::Path, ini: Option<&std::path::Path>) -> Result
     }
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let mut machine = load_machine(&args.config, args.ini.as_deref())?;
     if let Some(i) = args.instance {
         if let Some(e) = crate::config::invalid_name("--instance", &i) {

@@ -16,7 +16,7 @@ use super::Failure;
 const POLL: Duration = Duration::from_millis(2);
 
 #[derive(clap::Args)]
-pub struct SampleArgs {
+pub(super) struct SampleArgs {
     /// Read FIFO CHAN (sampler.CHAN).
     #[arg(
         short = 'c',
@@ -41,7 +41,7 @@ pub struct SampleArgs {
 }
 
 #[derive(clap::Args)]
-pub struct StreamArgs {
+pub(super) struct StreamArgs {
     /// Feed FIFO CHAN (streamer.CHAN).
     #[arg(
         short = 'c',
@@ -90,7 +90,7 @@ fn stopped() -> bool {
 }
 
 /// `rtapi sample`.
-pub fn sample(args: SampleArgs) -> Result<(), Failure> {
+pub(super) fn sample(args: SampleArgs) -> Result<(), Failure> {
     let client = open(&args.target, FifoKind::Sampler, args.channel)?;
     let mut out: Box<dyn Write> = match &args.file {
         Some(path) => Box::new(std::io::BufWriter::new(
@@ -177,7 +177,7 @@ pub fn sample(args: SampleArgs) -> Result<(), Failure> {
 /// `rtapi stream`. Ctrl-C and SIGTERM keep their default action here: the process holds nothing to
 /// clean up (the FIFO belongs to the instance; the kernel drops our lock), and a read blocked on a
 /// quiet pipe ends at once. Lines already queued are still played.
-pub fn stream(args: StreamArgs) -> Result<(), Failure> {
+pub(super) fn stream(args: StreamArgs) -> Result<(), Failure> {
     let client = open(&args.target, FifoKind::Streamer, args.channel)?;
     let (input, what): (Box<dyn BufRead>, String) = match &args.file {
         Some(path) => (

@@ -24,10 +24,10 @@ use crate::instance::control::{ControlClient, Reply};
 use crate::rt::units::parse_duration;
 
 /// The most channels a scope takes.
-pub const MAX_CHANNELS: usize = 16;
+pub(super) const MAX_CHANNELS: usize = 16;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     target: Target,
     /// The thread whose periods are sampled.
@@ -332,7 +332,7 @@ fn send(client: &mut ControlClient, line: &str) -> Result<Reply, String> {
     }
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let timeout = parse_duration(&args.timeout)
         .ok()
         .filter(|d| d.is_positive())

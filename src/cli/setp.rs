@@ -6,7 +6,7 @@ use super::instance::{self, Force, Target};
 use super::Failure;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// setp: a param (e.g. stepgen.0.maxvel) or an unconnected input pin (e.g. pid.0.Pgain);
     /// sets: a signal without a writer (e.g. one that only feeds enable inputs).
     name: String,
@@ -20,14 +20,14 @@ pub struct Args {
 }
 
 /// `setp`: a param or an unconnected IN pin.
-pub fn setp(args: Args) -> Result<(), Failure> {
+pub(super) fn setp(args: Args) -> Result<(), Failure> {
     instance::write(&args.target, &args.force, |r, opts| {
         r.setp_with(&args.name, &args.value, opts)
     })
 }
 
 /// `sets`: a signal no OUT pin drives.
-pub fn sets(args: Args) -> Result<(), Failure> {
+pub(super) fn sets(args: Args) -> Result<(), Failure> {
     instance::write(&args.target, &args.force, |r, opts| {
         r.sets_with(&args.name, &args.value, opts)
     })

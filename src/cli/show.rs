@@ -17,7 +17,7 @@ use crate::rt::units::us;
 
 /// What to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
+pub(super) enum Kind {
     #[value(alias = "component", alias = "components")]
     Comp,
     #[value(alias = "pins")]
@@ -34,7 +34,7 @@ pub enum Kind {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// What to list (default: all).
     #[arg(value_enum)]
     kind: Option<Kind>,
@@ -48,7 +48,7 @@ pub struct Args {
 }
 
 /// halcmd's matching: wildcards if the pattern has any, else a prefix match.
-pub fn matches(pattern: &str, name: &str) -> bool {
+pub(super) fn matches(pattern: &str, name: &str) -> bool {
     if !pattern.contains(['*', '?']) {
         return name.starts_with(pattern);
     }
@@ -65,7 +65,7 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 }
 
 /// A HAL value as JSON: bit → bool, float → number (non-finite → null), integers → numbers.
-pub fn value_json(v: Value) -> Json {
+pub(super) fn value_json(v: Value) -> Json {
     match v {
         Value::Bit(b) => json!(b),
         Value::Float(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
@@ -109,7 +109,7 @@ fn state_name(s: SegmentState) -> &'static str {
     }
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let reader = instance::open(&args.target, Access::ReadOnly)?;
     let snap = reader
         .snapshot()
@@ -137,7 +137,7 @@ fn wants(kind: Kind, k: Kind) -> bool {
 
 /// The JSON form: `instance`, `state`, `owner_pid`, then one array per kind shown. (`run` sets `state` to
 /// `dead` and adds `owner_alive` from the owner's lock, which a snapshot does not know.)
-pub fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
+pub(super) fn to_json(snap: &HalSnapshot, kind: Kind, glob: &str) -> Json {
     let mut o = Map::new();
     o.insert("instance".into(), json!(snap.header.instance));
     o.insert("state".into(), json!(state_name(snap.header.state)));
@@ -311,7 +311,7 @@ fn room_line(snap: &HalSnapshot) -> String {
 }
 
 /// The halcmd-like text form.
-pub fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) -> String {
+pub(super) fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &str) -> String {
     let mut out = String::new();
     let h = reader.header();
     let m = |name: &str| matches(glob, name);

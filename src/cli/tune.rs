@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use crate::tune::DEFAULT_REVERT_FILE;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Print the shell commands and the boot parameters; write nothing (no root needed).
     #[arg(long, conflicts_with_all = ["revert", "force"])]
     dry_run: bool,
@@ -37,7 +37,7 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let cpus = args
         .cpu
         .as_deref()

@@ -13,7 +13,7 @@ use crate::rt::clock::Nanos;
 use crate::rt::units::parse_duration;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Pins, params or signals to watch.
     #[arg(required = true)]
     names: Vec<String>,
@@ -27,7 +27,7 @@ pub struct Args {
     target: instance::Target,
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     if args.interval.as_nanos() <= 0 {
         return Err(Failure::usage("--interval must be positive, e.g. 100ms"));
     }

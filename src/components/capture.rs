@@ -43,7 +43,7 @@ use rtapi_hal::{In, Io, Out, Pin, PinKey, ValueType};
 use super::{Component, LoadContext, LoadError};
 
 /// Ring capacity when `depth=` is not given.
-pub const DEFAULT_DEPTH: usize = 16;
+pub(super) const DEFAULT_DEPTH: usize = 16;
 
 /// One typed channel pin, by direction.
 enum Chan<D: rtapi_hal::Direction> {

@@ -44,7 +44,7 @@ thread_local! {
 
 /// Marks the calling thread as running code of module `name` ("" when it leaves it), for the report.
 #[inline]
-pub fn set_module(name: &'static str) {
+pub(crate) fn set_module(name: &'static str) {
     MODULE.with(|m| m.set(name));
 }
 
@@ -235,8 +235,8 @@ fn code_module(ip: usize) -> Option<&'static str> {
             return None;
         }
         let p = r.name.load(Ordering::Acquire);
-        // SAFETY: a CString leaked by note_code, never freed.
         (!p.is_null()).then(|| {
+            // SAFETY: a non-null name is a CString leaked by note_code, never freed.
             unsafe { std::ffi::CStr::from_ptr(p) }
                 .to_str()
                 .unwrap_or("?")
@@ -358,6 +358,7 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) 
     let addr = if info.is_null() {
         0
     } else {
+        // SAFETY: the kernel's siginfo for this signal, non-null, valid for the handler's run.
         unsafe { (*info).si_addr() as usize }
     };
     let _ = write!(line, "rtapi: {} at address {addr:#x}", signal_name(sig));

@@ -19,7 +19,7 @@ use std::sync::{Arc, Once};
 
 /// One panic of an RT thread, for the log.
 #[derive(Debug)]
-pub struct PanicReport {
+pub(crate) struct PanicReport {
     /// The thread's name.
     pub thread: String,
     /// The function (position in the thread's run order) that panicked, if it was in one.

@@ -319,6 +319,7 @@ mod tests {
         // A freed slot goes to the next function (this test thread is the only user).
         // SAFETY: no thread runs any slot here.
         assert!(unsafe { slots.free(a) });
+        // SAFETY: as above.
         assert!(!unsafe { slots.free(a) }, "already empty");
         assert_eq!((slots.get(a).is_none(), slots.in_use()), (true, 1));
         let d = slots

@@ -126,7 +126,7 @@ pub(crate) struct Watched {
 }
 
 impl Watched {
-    pub fn new(
+    pub(crate) fn new(
         name: String,
         functions: std::sync::Arc<super::slots::Slots>,
         period: Nanos,
@@ -153,13 +153,16 @@ impl Watched {
     }
 
     /// A hosted thread (see `runtime::hosted`): its place is its hosted code or its wait.
-    pub fn hosted(mut self) -> Self {
+    pub(crate) fn hosted(mut self) -> Self {
         self.hosted = true;
         self
     }
 
     /// Also sets and clears `<thread>.stalled` in the HAL.
-    pub fn with_stalled_pin(mut self, pin: Option<rtapi_hal::Pin<rtapi_hal::Out, bool>>) -> Self {
+    pub(crate) fn with_stalled_pin(
+        mut self,
+        pin: Option<rtapi_hal::Pin<rtapi_hal::Out, bool>>,
+    ) -> Self {
         self.stalled_pin = pin;
         self
     }
@@ -194,7 +197,11 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    pub fn new(opts: WatchdogOptions, threads: Vec<Watched>, stop_run: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(
+        opts: WatchdogOptions,
+        threads: Vec<Watched>,
+        stop_run: Arc<AtomicBool>,
+    ) -> Self {
         Watchdog {
             opts,
             threads,
@@ -206,19 +213,22 @@ impl Watchdog {
     }
 
     /// Freezes `recorder` when a thread stalls (threads in the recorder's order).
-    pub fn with_recorder(mut self, recorder: Option<Arc<super::recorder::Recorder>>) -> Self {
+    pub(crate) fn with_recorder(
+        mut self,
+        recorder: Option<Arc<super::recorder::Recorder>>,
+    ) -> Self {
         self.recorder = recorder;
         self
     }
 
     /// Watches one more thread from the next look on (a hosted thread started while running).
-    pub fn add(&mut self, thread: Watched) {
+    pub(crate) fn add(&mut self, thread: Watched) {
         self.threads.push(thread);
     }
 
     /// Stops watching thread `name` (a hosted thread that ended and was joined); its stalls stay in
     /// [`history`](Self::history).
-    pub fn forget(&mut self, name: &str) {
+    pub(crate) fn forget(&mut self, name: &str) {
         let (gone, kept): (Vec<Watched>, Vec<Watched>) = std::mem::take(&mut self.threads)
             .into_iter()
             .partition(|t| t.name == name);
@@ -231,7 +241,7 @@ impl Watchdog {
     }
 
     /// One look at every thread; call it every few tens of milliseconds.
-    pub fn check(&mut self) {
+    pub(crate) fn check(&mut self) {
         let now = Instant::now();
         let gap = now - std::mem::replace(&mut self.last_tick, now);
         let late = gap > self.opts.min / 2;
@@ -316,7 +326,7 @@ impl Watchdog {
 
     /// Per thread that stalled during the run: its name, how many times, and the longest stall (one
     /// still going on counts with its length so far).
-    pub fn history(&self) -> Vec<(String, u32, Duration)> {
+    pub(crate) fn history(&self) -> Vec<(String, u32, Duration)> {
         let mut h = self.forgotten.clone();
         h.extend(self.threads.iter().filter(|t| t.stalls > 0).map(|t| {
             let now = t.stalled_since.map_or(Duration::ZERO, |s| s.elapsed());
@@ -326,7 +336,7 @@ impl Watchdog {
     }
 
     /// The threads stalled now, with where they are stuck.
-    pub fn stalled(&self) -> Vec<(String, String)> {
+    pub(crate) fn stalled(&self) -> Vec<(String, String)> {
         self.threads
             .iter()
             .filter(|t| t.stalled_since.is_some())

@@ -19,7 +19,7 @@
 
 /// The numbers of one histogram file, per thread (column).
 #[derive(Debug, Default)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     /// `bins[thread][bin]`.
     pub bins: Vec<Vec<u64>>,
     pub total: Vec<u64>,
@@ -57,7 +57,7 @@ fn row(rest: &str, width: usize, threads: usize) -> Result<Vec<u64>, String> {
 }
 
 /// Parses `text` as cyclictest writes it, refusing anything else; errors name the line.
-pub fn parse(text: &str) -> Result<Histogram, String> {
+pub(crate) fn parse(text: &str) -> Result<Histogram, String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut i = 0;
     while i < lines.len() && lines[i] != "# Histogram" {
@@ -168,7 +168,7 @@ pub fn parse(text: &str) -> Result<Histogram, String> {
 impl Histogram {
     /// What holds in every file cyclictest writes: the bins sum to `# Total`, and the overflow
     /// cycles listed plus the others are `# Histogram Overflows`.
-    pub fn check_sums(&self) -> Result<(), String> {
+    pub(crate) fn check_sums(&self) -> Result<(), String> {
         for (t, bins) in self.bins.iter().enumerate() {
             let sum: u64 = bins.iter().sum();
             if sum != self.total[t] {

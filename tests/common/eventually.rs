@@ -6,11 +6,11 @@
 use std::time::{Duration, Instant};
 
 /// The deadline for an event that normally comes within milliseconds.
-pub const GENEROUS: Duration = Duration::from_secs(30);
+pub(crate) const GENEROUS: Duration = Duration::from_secs(30);
 
 /// Polls `probe` (every 2 ms) until it returns `Some`, and returns that; fails the test, naming
 /// `what`, if `limit` passes first. Prints the time it took.
-pub fn until<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn until<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
     let t0 = Instant::now();
     loop {
         if let Some(v) = probe() {
@@ -26,6 +26,6 @@ pub fn until<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Option<T
 }
 
 /// [`until`] for a condition.
-pub fn until_true(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+pub(crate) fn until_true(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     until(what, limit, || ok().then_some(()))
 }

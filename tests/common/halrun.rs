@@ -6,10 +6,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a fixture waits for the instance to come up or go.
-pub const T: Duration = Duration::from_secs(10);
+pub(crate) const T: Duration = Duration::from_secs(10);
 
 /// `rtapi halcmd --instance INSTANCE ARGS`: (success, stdout, stderr).
-pub fn halcmd(instance: &str, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn halcmd(instance: &str, args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["halcmd", "--instance", instance];
     all.extend_from_slice(args);
     let o = crate::common::rtapi(&all);
@@ -19,7 +19,7 @@ pub fn halcmd(instance: &str, args: &[&str]) -> (bool, String, String) {
 
 /// The arguments of `rtapi halrun` that runs `file` as `instance` and keeps it running after the
 /// file's end (halrun -f stops there, as LinuxCNC's does, unless told to go on: `--duration`).
-pub fn kept_running<'a>(instance: &'a str, file: &'a str) -> [&'a str; 7] {
+pub(crate) fn kept_running<'a>(instance: &'a str, file: &'a str) -> [&'a str; 7] {
     [
         "halrun",
         "--duration",
@@ -33,7 +33,7 @@ pub fn kept_running<'a>(instance: &'a str, file: &'a str) -> [&'a str; 7] {
 
 /// `rtapi halrun -f` of a file whose text ends with `start`, running until [`Halrun::stop`] (or drop,
 /// which also lets a SIGSTOPped instance go on first).
-pub struct Halrun {
+pub(crate) struct Halrun {
     /// The instance name: `<tag>-<test pid>`.
     pub name: String,
     child: Option<Child>,
@@ -42,7 +42,7 @@ pub struct Halrun {
 
 impl Halrun {
     /// Writes `body` to a file, starts `rtapi halrun` on it and waits until it takes commands.
-    pub fn start(tag: &str, body: &str) -> Halrun {
+    pub(crate) fn start(tag: &str, body: &str) -> Halrun {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("x.hal");
         std::fs::write(&file, body).unwrap();
@@ -67,20 +67,20 @@ impl Halrun {
     }
 
     /// Sends `signal` to the halrun process.
-    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
         if let Some(c) = &self.child {
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), signal).unwrap();
         }
     }
 
     /// `rtapi show WHAT --instance NAME`, its standard output.
-    pub fn show(&self, what: &str) -> String {
+    pub(crate) fn show(&self, what: &str) -> String {
         let o = crate::common::rtapi(&["show", what, "--instance", &self.name]);
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
     /// SIGTERM, then waits (bounded) for the exit; its output.
-    pub fn stop(&mut self) -> std::process::Output {
+    pub(crate) fn stop(&mut self) -> std::process::Output {
         let mut child = self.child.take().unwrap();
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
@@ -98,7 +98,7 @@ impl Halrun {
     /// [`Halrun::stop`], and the end was clean: exit 0, or 1 only for a stall the host caused (a
     /// thread that missed its periods for a while, named in the log; README: a stalled thread exits 1,
     /// whatever followed), which is printed.
-    pub fn stop_cleanly(&mut self) {
+    pub(crate) fn stop_cleanly(&mut self) {
         let out = self.stop();
         let err = String::from_utf8_lossy(&out.stderr);
         match out.status.code() {

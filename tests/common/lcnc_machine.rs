@@ -71,19 +71,19 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::linuxcnc::{rtapi_app_running, SessionLock};
 
 /// LinuxCNC's examples: the sample configs and the G-code their symlinks point at.
-pub const EXAMPLES: &str = "/usr/share/doc/linuxcnc/examples";
+pub(crate) const EXAMPLES: &str = "/usr/share/doc/linuxcnc/examples";
 /// The sim configs, relative to the copied examples tree.
-pub const SIM: &str = "sample-configs/sim";
+pub(crate) const SIM: &str = "sample-configs/sim";
 /// The headless display.
 const DRIVE_PY: &str = include_str!("lcnc/drive.py");
 /// A standstill at least this many periods long separates two moves (module docs).
-pub const MIN_REST: usize = 20;
+pub(crate) const MIN_REST: usize = 20;
 /// `linuxcnc`'s own lock file (it refuses, or asks, when it exists).
 const LINUXCNC_LOCK: &str = "/tmp/linuxcnc.lock";
 
 /// Who is the realtime master of the run.
 #[derive(Clone, Debug)]
-pub enum Launcher {
+pub(crate) enum Launcher {
     /// LinuxCNC's own `linuxcnc` script, its `rtapi_app` the master.
     Stock,
     /// The same with `LINUXCNC_FORCE_REALTIME=1`: 2.9's `rtapi_is_realtime` takes it in place of a
@@ -118,13 +118,13 @@ impl fmt::Display for Launcher {
 
 /// A G-code program the display runs in AUTO mode.
 #[derive(Clone, Debug)]
-pub struct Program {
+pub(crate) struct Program {
     pub name: String,
     pub gcode: String,
 }
 
 impl Program {
-    pub fn new(name: &str, gcode: &str) -> Program {
+    pub(crate) fn new(name: &str, gcode: &str) -> Program {
         Program {
             name: name.into(),
             gcode: gcode.into(),
@@ -134,7 +134,7 @@ impl Program {
 
 /// What the sampler records each servo period (the phase column is added after these).
 #[derive(Clone, Debug)]
-pub enum Sampling {
+pub(crate) enum Sampling {
     /// Nothing: no sampler is loaded.
     None,
     /// `joint.N.pos-fb` of every joint of `[KINS]JOINTS`.
@@ -148,7 +148,7 @@ pub enum Sampling {
 
 /// One machine to run: a sample config and what the display does with it.
 #[derive(Clone, Debug)]
-pub struct Machine {
+pub(crate) struct Machine {
     /// Names the run's directory.
     pub name: String,
     /// The INI, relative to the examples tree (`sample-configs/sim/axis/axis.ini`).
@@ -180,7 +180,7 @@ pub struct Machine {
 
 impl Machine {
     /// The sim/axis config (`axis.ini`, three joints, trivkins), homed, joints sampled.
-    pub fn sim_axis(name: &str, programs: Vec<Program>) -> Machine {
+    pub(crate) fn sim_axis(name: &str, programs: Vec<Program>) -> Machine {
         Machine {
             name: name.into(),
             ini: format!("{SIM}/axis/axis.ini"),
@@ -200,7 +200,7 @@ impl Machine {
     }
 
     /// A config brought up only (estop reset, machine on), nothing sampled: the survey.
-    pub fn up_only(name: &str, ini: &str) -> Machine {
+    pub(crate) fn up_only(name: &str, ini: &str) -> Machine {
         Machine {
             name: name.into(),
             ini: ini.into(),
@@ -222,14 +222,14 @@ impl Machine {
 
 /// One sampled servo period: the sampled values (s32 columns as exact f64) and the phase.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub values: Vec<f64>,
     pub phase: i32,
 }
 
 /// A finished run.
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     pub launcher: String,
     /// `drive.py`'s `result.json`.
     pub result: serde_json::Value,
@@ -246,7 +246,7 @@ pub struct Run {
 
 impl Run {
     /// `result.json`'s `final.<key>` as numbers.
-    pub fn final_position(&self, key: &str) -> Vec<f64> {
+    pub(crate) fn final_position(&self, key: &str) -> Vec<f64> {
         self.result["final"][key]
             .as_array()
             .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
@@ -254,7 +254,7 @@ impl Run {
     }
 
     /// The time `drive.py` reports for a stage.
-    pub fn stage_seconds(&self, stage: &str) -> Option<f64> {
+    pub(crate) fn stage_seconds(&self, stage: &str) -> Option<f64> {
         self.result["stages"]
             .as_array()?
             .iter()
@@ -265,7 +265,7 @@ impl Run {
 
 /// Why a run failed: what happened, the stage it got stuck in, LinuxCNC's output.
 #[derive(Debug)]
-pub struct RunError {
+pub(crate) struct RunError {
     pub what: String,
     pub dir: PathBuf,
     pub log: String,
@@ -291,7 +291,7 @@ impl fmt::Display for RunError {
 
 impl RunError {
     /// One line: what failed, and the first line of LinuxCNC's output that says why.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         let noise = [
             "Note: Using POSIX",
             "LinuxCNC terminated with an error",
@@ -319,7 +319,7 @@ impl RunError {
 }
 
 /// What is missing to run LinuxCNC machines here (`None`: nothing). The tests skip with it.
-pub fn missing_prerequisite(x_server: bool) -> Option<String> {
+pub(crate) fn missing_prerequisite(x_server: bool) -> Option<String> {
     if !Path::new("/usr/bin/linuxcnc").exists() {
         return Some("LinuxCNC 2.9 (`linuxcnc`, Debian linuxcnc-uspace) is not installed".into());
     }
@@ -350,7 +350,7 @@ pub fn missing_prerequisite(x_server: bool) -> Option<String> {
     None
 }
 
-pub fn which(program: &str) -> Option<PathBuf> {
+pub(crate) fn which(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
             .map(|d| d.join(program))
@@ -359,7 +359,7 @@ pub fn which(program: &str) -> Option<PathBuf> {
 }
 
 /// The number of joints, `[KINS]JOINTS` (the first one).
-pub fn ini_value(ini: &str, section: &str, key: &str) -> Option<String> {
+pub(crate) fn ini_value(ini: &str, section: &str, key: &str) -> Option<String> {
     let mut current = String::new();
     for line in ini.lines() {
         let l = line.trim();
@@ -380,7 +380,7 @@ pub fn ini_value(ini: &str, section: &str, key: &str) -> Option<String> {
 /// it reads the INI: one level (an included file's own `#INCLUDE` stays a comment), the first word
 /// exactly `#INCLUDE`, the file relative to the INI's directory; an `#INCLUDE` without a name or of a
 /// file it cannot read becomes a comment saying so (linuxcnc prints that and goes on).
-pub fn expand_includes(ini: &str, dir: &Path) -> String {
+pub(crate) fn expand_includes(ini: &str, dir: &Path) -> String {
     let mut out = String::new();
     for line in ini.lines() {
         let mut words = line.split_whitespace();
@@ -405,7 +405,11 @@ pub fn expand_includes(ini: &str, dir: &Path) -> String {
 
 /// The INI with `[DISPLAY]DISPLAY` set to `display` and `halfile` added after the `[HAL]` section's
 /// last `HALFILE` (or at the section's end). Errors say what the INI lacks.
-pub fn rewrite_ini(ini: &str, display: &Path, halfile: Option<&Path>) -> Result<String, String> {
+pub(crate) fn rewrite_ini(
+    ini: &str,
+    display: &Path,
+    halfile: Option<&Path>,
+) -> Result<String, String> {
     let lines: Vec<&str> = ini.lines().collect();
     let section_of = |i: usize| -> String {
         lines[..=i]
@@ -495,7 +499,7 @@ fn run_uid() -> u32 {
 static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Runs `machine` under `launcher` (module docs); cleans up whatever happens.
-pub fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
+pub(crate) fn run(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     let r = run_kept(launcher, machine);
     if let Err(e) = &r {
         if !machine.keep_failed {
@@ -918,7 +922,7 @@ impl Drop for XServer {
 
 /// One process: pid, comm, state, pgrp, session (`/proc/PID/stat`), real uid (`status`).
 #[derive(Clone, Debug)]
-pub struct Proc {
+pub(crate) struct Proc {
     pub pid: i32,
     pub comm: String,
     pub state: char,
@@ -927,7 +931,7 @@ pub struct Proc {
     pub uid: u32,
 }
 
-pub fn processes() -> Vec<Proc> {
+pub(crate) fn processes() -> Vec<Proc> {
     let mut out = Vec::new();
     let Ok(dir) = fs::read_dir("/proc") else {
         return out;
@@ -1174,7 +1178,7 @@ impl Session {
 
 /// The servo thread as found in `/proc` while the machine runs.
 #[derive(Clone, Debug)]
-pub struct ThreadInfo {
+pub(crate) struct ThreadInfo {
     pub pid: i32,
     pub tid: i32,
     pub process: String,
@@ -1216,7 +1220,7 @@ fn policy_name(p: u32) -> String {
 
 /// The process that loaded LinuxCNC's motion module (`motmod.so` mapped), and in it the thread that
 /// wakes most often over `probe` (the servo thread: once a period): its scheduling policy.
-pub fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
+pub(crate) fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
     let host = processes().into_iter().find(|p| {
         fs::read_to_string(format!("/proc/{}/maps", p.pid))
             .map(|m| m.contains("/motmod.so"))
@@ -1267,20 +1271,20 @@ pub fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
 
 /// A move: from its first moving sample to its last (module docs), and its phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Move {
+pub(crate) struct Move {
     pub phase: i32,
     pub first: usize,
     pub last: usize,
 }
 
 impl Move {
-    pub fn periods(&self) -> usize {
+    pub(crate) fn periods(&self) -> usize {
         self.last - self.first + 1
     }
 }
 
 /// The moves of a trajectory (module docs: a standstill of [`MIN_REST`] periods separates two).
-pub fn moves(samples: &[Sample]) -> Vec<Move> {
+pub(crate) fn moves(samples: &[Sample]) -> Vec<Move> {
     let mut out: Vec<Move> = Vec::new();
     let mut rest = 0usize;
     for k in 1..samples.len() {
@@ -1308,7 +1312,7 @@ pub fn moves(samples: &[Sample]) -> Vec<Move> {
 
 /// What two equal trajectories had in common.
 #[derive(Debug)]
-pub struct Agreement {
+pub(crate) struct Agreement {
     pub moves: Vec<Move>,
     /// Periods compared (the moves and the rest sample on each side of each).
     pub periods: usize,
@@ -1318,7 +1322,7 @@ pub struct Agreement {
 
 /// Compares two runs' trajectories and final positions (module docs); the error says where they
 /// first differ and shows the periods around it.
-pub fn compare(a: &Run, b: &Run) -> Result<Agreement, String> {
+pub(crate) fn compare(a: &Run, b: &Run) -> Result<Agreement, String> {
     let ma = moves(&a.samples);
     let mb = moves(&b.samples);
     let names = |ms: &[Move]| {

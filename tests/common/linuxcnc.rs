@@ -69,7 +69,7 @@ use rtapi_hal::{Access, HalReader, Value, WriteOptions};
 
 /// A HAL type as a streamer/sampler column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ty {
+pub(crate) enum Ty {
     Bit,
     Float,
     S32,
@@ -89,7 +89,7 @@ impl Ty {
 
 /// One value of a row.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum V {
+pub(crate) enum V {
     B(bool),
     F(f64),
     S(i32),
@@ -98,7 +98,7 @@ pub enum V {
 
 impl V {
     /// The value as `halstreamer` and `setp` both read it (floats exact: `{:e}` is shortest round-trip).
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match *self {
             V::B(b) => u8::from(b).to_string(),
             V::F(f) if f.is_nan() => "nan".into(),
@@ -118,7 +118,7 @@ impl V {
         }
     }
 
-    pub fn from_value(v: Value) -> Option<V> {
+    pub(crate) fn from_value(v: Value) -> Option<V> {
         Some(match v {
             Value::Bit(b) => V::B(b),
             Value::Float(f) => V::F(f),
@@ -144,12 +144,12 @@ impl V {
     }
 
     /// Equal as the comparison rule says (see the module docs).
-    pub fn matches(&self, other: &V) -> bool {
+    pub(crate) fn matches(&self, other: &V) -> bool {
         self.matches_within(other, REL_TOL, ABS_TOL)
     }
 
     /// Equal, floats within `rel` relative or `abs` absolute.
-    pub fn matches_within(&self, other: &V, rel: f64, abs: f64) -> bool {
+    pub(crate) fn matches_within(&self, other: &V, rel: f64, abs: f64) -> bool {
         match (*self, *other) {
             (V::F(a), V::F(b)) if !a.is_finite() || !b.is_finite() => {
                 (a.is_nan() && b.is_nan()) || a == b
@@ -174,12 +174,12 @@ impl fmt::Display for V {
 }
 
 /// Floats: the relative tolerance of the comparison.
-pub const REL_TOL: f64 = 1e-9;
+pub(crate) const REL_TOL: f64 = 1e-9;
 /// Floats: the absolute floor (a 0 that comes out as 1e-17 on one side).
-pub const ABS_TOL: f64 = 1e-12;
+pub(crate) const ABS_TOL: f64 = 1e-12;
 
 /// One differential case: a component, its settings, the pins compared and the input rows.
-pub struct Case {
+pub(crate) struct Case {
     /// Unique among the cases (names the temp dir and our segment).
     pub name: String,
     /// The component as both `loadrt`s name it.
@@ -213,7 +213,7 @@ pub struct Case {
 
 impl Case {
     /// A case with a 1 ms period and no settings.
-    pub fn new(name: &str, component: &str, args: &str, functions: &[&str]) -> Case {
+    pub(crate) fn new(name: &str, component: &str, args: &str, functions: &[&str]) -> Case {
         Case {
             name: name.into(),
             component: component.into(),
@@ -231,56 +231,56 @@ impl Case {
         }
     }
 
-    pub fn input(mut self, pin: &str, ty: Ty) -> Case {
+    pub(crate) fn input(mut self, pin: &str, ty: Ty) -> Case {
         self.inputs.push((pin.into(), ty));
         self
     }
 
-    pub fn output(mut self, pin: &str, ty: Ty) -> Case {
+    pub(crate) fn output(mut self, pin: &str, ty: Ty) -> Case {
         self.outputs.push((pin.into(), ty));
         self
     }
 
-    pub fn setp(mut self, name: &str, value: &str) -> Case {
+    pub(crate) fn setp(mut self, name: &str, value: &str) -> Case {
         self.setp.push((name.into(), value.into()));
         self
     }
 
-    pub fn linuxcnc_args(mut self, args: &str) -> Case {
+    pub(crate) fn linuxcnc_args(mut self, args: &str) -> Case {
         self.linuxcnc_args = args.into();
         self
     }
 
-    pub fn linuxcnc_setp(mut self, name: &str, value: &str) -> Case {
+    pub(crate) fn linuxcnc_setp(mut self, name: &str, value: &str) -> Case {
         self.linuxcnc_only.push((name.into(), value.into()));
         self
     }
 
-    pub fn line(mut self, line: &str) -> Case {
+    pub(crate) fn line(mut self, line: &str) -> Case {
         self.lines.push(line.into());
         self
     }
 
-    pub fn tolerance(mut self, rel: f64, abs: f64) -> Case {
+    pub(crate) fn tolerance(mut self, rel: f64, abs: f64) -> Case {
         self.tolerance = (rel, abs);
         self
     }
 
-    pub fn rows(mut self, rows: Vec<Vec<V>>) -> Case {
+    pub(crate) fn rows(mut self, rows: Vec<Vec<V>>) -> Case {
         self.rows = rows;
         self
     }
 }
 
 /// A small deterministic PRNG (xorshift64*), so the sequences are the same on every run.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed.max(1))
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -288,24 +288,24 @@ impl Rng {
     }
 
     /// Uniform in [lo, hi).
-    pub fn float(&mut self, lo: f64, hi: f64) -> f64 {
+    pub(crate) fn float(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
     }
 
     /// TRUE with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
+    pub(crate) fn chance(&mut self, p: f64) -> bool {
         self.float(0.0, 1.0) < p
     }
 
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }
 
-    pub fn s32(&mut self) -> i32 {
+    pub(crate) fn s32(&mut self) -> i32 {
         self.next_u64() as i32
     }
 
-    pub fn u32(&mut self) -> u32 {
+    pub(crate) fn u32(&mut self) -> u32 {
         self.next_u64() as u32
     }
 }
@@ -386,7 +386,7 @@ fn check_linuxcnc() {
 }
 
 /// Whether an `rtapi_app` (a LinuxCNC realtime session, anyone's) is alive: zombies don't count.
-pub fn rtapi_app_running() -> bool {
+pub(crate) fn rtapi_app_running() -> bool {
     let Ok(dir) = fs::read_dir("/proc") else {
         return false;
     };
@@ -403,10 +403,10 @@ pub fn rtapi_app_running() -> bool {
 }
 
 /// An exclusive lock on the one LinuxCNC session of the machine, held until dropped.
-pub struct SessionLock(fs::File);
+pub(crate) struct SessionLock(fs::File);
 
 impl SessionLock {
-    pub fn take() -> SessionLock {
+    pub(crate) fn take() -> SessionLock {
         let f = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -451,7 +451,7 @@ impl Drop for CaseDir {
 }
 
 /// The session file of the recipe (module docs).
-pub fn session_hal(case: &Case, functions: &[String], dir: &Path) -> String {
+pub(crate) fn session_hal(case: &Case, functions: &[String], dir: &Path) -> String {
     let n = case.rows.len();
     let cfg = |cols: &[(String, Ty)]| cols.iter().map(|c| c.1.letter()).collect::<String>();
     let mut s = String::new();
@@ -520,7 +520,7 @@ pub fn session_hal(case: &Case, functions: &[String], dir: &Path) -> String {
 }
 
 /// Runs the case through LinuxCNC: one row of outputs per period.
-pub fn run_linuxcnc(case: &Case, functions: &[String]) -> Vec<Vec<V>> {
+pub(crate) fn run_linuxcnc(case: &Case, functions: &[String]) -> Vec<Vec<V>> {
     check_linuxcnc();
     let dir = CaseDir::new(&case.name);
     let mut input = String::new();
@@ -604,7 +604,7 @@ pub fn run_linuxcnc(case: &Case, functions: &[String]) -> Vec<Vec<V>> {
 
 /// Runs the case through our component: one row of outputs per period, and our functions in order. A
 /// component missing from our registry fails here (never skipped).
-pub fn run_ours(case: &Case) -> (Vec<Vec<V>>, Vec<String>) {
+pub(crate) fn run_ours(case: &Case) -> (Vec<Vec<V>>, Vec<String>) {
     let instance = format!("lcdiff-{}-{}", std::process::id(), case.name);
     // `loadrt` falls back to LinuxCNC's own module when rtapi has no component of that name (issue
     // 16): that would compare LinuxCNC with itself. Ours must be native.
@@ -694,7 +694,7 @@ pub fn run_ours(case: &Case) -> (Vec<Vec<V>>, Vec<String>) {
 }
 
 /// Runs both sides and fails on the first differing period, showing it and the ones before it.
-pub fn check(case: &Case) {
+pub(crate) fn check(case: &Case) {
     for (k, row) in case.rows.iter().enumerate() {
         assert_eq!(row.len(), case.inputs.len(), "case {}: row {k}", case.name);
         for ((pin, ty), v) in case.inputs.iter().zip(row) {
@@ -745,7 +745,7 @@ pub fn check(case: &Case) {
 
 /// Runs `script` as a `.hal` file through LinuxCNC's `halrun -f` (as a non-root user, one session at
 /// a time); returns its standard output without halrun's `Note:` lines, and its standard error.
-pub fn halrun_script(name: &str, script: &str) -> (String, String) {
+pub(crate) fn halrun_script(name: &str, script: &str) -> (String, String) {
     check_linuxcnc();
     let dir = CaseDir::new(name);
     let hal = dir.write("script.hal", script);

@@ -3,15 +3,15 @@
 
 #![allow(dead_code)] // each test file uses only some of these
 
-pub mod cyclictest;
+pub(crate) mod cyclictest;
 mod skipping;
 #[allow(unused_imports)] // not every test file skips
-pub use skipping::*;
+pub(crate) use skipping::*;
 
 use std::process::{Command, Output};
 
 /// Runs `rtapi ARGS` to completion with errors-only logging.
-pub fn rtapi(args: &[&str]) -> Output {
+pub(crate) fn rtapi(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rtapi"))
         .args(args)
         .env("RUST_LOG", "error")
@@ -20,7 +20,7 @@ pub fn rtapi(args: &[&str]) -> Output {
 }
 
 /// Standard output and standard error as text.
-pub fn text(o: &Output) -> (String, String) {
+pub(crate) fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -28,13 +28,13 @@ pub fn text(o: &Output) -> (String, String) {
 }
 
 /// Whether the segment of `instance` exists.
-pub fn segment_exists(instance: &str) -> bool {
+pub(crate) fn segment_exists(instance: &str) -> bool {
     std::path::Path::new(&format!("/dev/shm/rtapi-{instance}")).exists()
 }
 
 /// One numbered line of `/proc/interrupts`, read by the tests themselves (not the crate's parser).
 #[derive(Debug, Clone)]
-pub struct InterruptLine {
+pub(crate) struct InterruptLine {
     /// The IRQ number: `/proc/irq/N`.
     pub irq: u32,
     /// `(cpu, count)` for each CPU column of the header.
@@ -47,7 +47,7 @@ pub struct InterruptLine {
 
 impl InterruptLine {
     /// Interrupts since boot on the CPUs in `cpus`.
-    pub fn count_on(&self, cpus: &[usize]) -> u64 {
+    pub(crate) fn count_on(&self, cpus: &[usize]) -> u64 {
         self.counts
             .iter()
             .filter(|(c, _)| cpus.contains(c))
@@ -58,7 +58,7 @@ impl InterruptLine {
 
 /// The numbered lines of `/proc/interrupts` (LOC, RES, … have no affinity and are left out); `None`
 /// when it cannot be read.
-pub fn proc_interrupts() -> Option<Vec<InterruptLine>> {
+pub(crate) fn proc_interrupts() -> Option<Vec<InterruptLine>> {
     let text = std::fs::read_to_string("/proc/interrupts").ok()?;
     let mut lines = text.lines();
     let cpus: Vec<usize> = lines
@@ -93,7 +93,7 @@ pub fn proc_interrupts() -> Option<Vec<InterruptLine>> {
 }
 
 /// A kernel CPU list (`0-3,5`).
-pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
+pub(crate) fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
@@ -105,7 +105,7 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
 }
 
 /// `/proc/irq/N/FILE` (`smp_affinity_list`, `effective_affinity_list`) as CPUs; `None` if unreadable.
-pub fn irq_cpus(irq: u32, file: &str) -> Option<Vec<usize>> {
+pub(crate) fn irq_cpus(irq: u32, file: &str) -> Option<Vec<usize>> {
     parse_cpu_list(&std::fs::read_to_string(format!("/proc/irq/{irq}/{file}")).ok()?)
 }
 
@@ -113,14 +113,14 @@ pub fn irq_cpus(irq: u32, file: &str) -> Option<Vec<usize>> {
 /// not balanceable one), found by trying: its current `smp_affinity_list` is written back unchanged —
 /// for a movable IRQ a write of the value it has, for the others refused whatever the value. Needs
 /// root; `None` when the file cannot be read.
-pub fn affinity_write_refused(irq: u32) -> Option<bool> {
+pub(crate) fn affinity_write_refused(irq: u32) -> Option<bool> {
     let path = format!("/proc/irq/{irq}/smp_affinity_list");
     let current = std::fs::read_to_string(&path).ok()?;
     Some(std::fs::write(&path, current.trim()).is_err())
 }
 
 /// Whether we run as root.
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }

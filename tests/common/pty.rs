@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A child whose stdin, stdout and stderr are the slave side of a new pseudo-terminal.
-pub struct Pty {
+pub(crate) struct Pty {
     child: Child,
     /// `None` once [`Pty::hangup`] closed it.
     master: Option<std::fs::File>,
@@ -23,7 +23,7 @@ pub struct Pty {
 
 impl Pty {
     /// Starts `rtapi ARGS` on a new terminal (80×24), errors-only logging, HOME in `home`.
-    pub fn rtapi(args: &[&str], home: &std::path::Path) -> Pty {
+    pub(crate) fn rtapi(args: &[&str], home: &std::path::Path) -> Pty {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtapi"));
         cmd.args(args)
             .env("RUST_LOG", "error")
@@ -33,7 +33,7 @@ impl Pty {
     }
 
     /// Starts `cmd` on a new terminal.
-    pub fn spawn(mut cmd: Command) -> Pty {
+    pub(crate) fn spawn(mut cmd: Command) -> Pty {
         let winsize = nix::pty::Winsize {
             ws_row: 24,
             ws_col: 80,
@@ -112,7 +112,7 @@ impl Pty {
 
     /// Closes the terminal, as closing a terminal window does: every copy of the master goes, so
     /// the child's terminal hangs up (SIGHUP to it, EIO on its reads).
-    pub fn hangup(&mut self) {
+    pub(crate) fn hangup(&mut self) {
         self.closing
             .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(r) = self.reader.take() {
@@ -122,26 +122,26 @@ impl Pty {
     }
 
     /// Types `text` (use "\r" for Enter, "\t" for Tab).
-    pub fn send(&mut self, text: &str) {
+    pub(crate) fn send(&mut self, text: &str) {
         let master = self.master.as_mut().expect("the terminal was hung up");
         master.write_all(text.as_bytes()).unwrap();
         master.flush().unwrap();
     }
 
     /// Everything seen so far, escape sequences and carriage returns included.
-    pub fn raw(&self) -> String {
+    pub(crate) fn raw(&self) -> String {
         String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
     }
 
     /// Everything seen so far, as text with escape sequences removed.
-    pub fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         strip_escapes(&String::from_utf8_lossy(&self.seen.lock().unwrap()))
     }
 
     /// Waits until `what` appears after the previous match (escape sequences ignored); returns the
     /// text from the previous match to the end of this one. Panics with the whole transcript on
     /// timeout.
-    pub fn expect(&mut self, what: &str, timeout: Duration) -> String {
+    pub(crate) fn expect(&mut self, what: &str, timeout: Duration) -> String {
         let until = Instant::now() + timeout;
         loop {
             let raw = self.seen.lock().unwrap().clone();
@@ -163,7 +163,7 @@ impl Pty {
     }
 
     /// Waits for the child to exit (bounded), killing it on timeout.
-    pub fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let until = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -179,7 +179,7 @@ impl Pty {
     }
 
     /// The child's pid.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }
@@ -198,7 +198,7 @@ impl Drop for Pty {
 
 /// Removes ANSI escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL`, two-byte `ESC x`) and
 /// carriage returns.
-pub fn strip_escapes(s: &str) -> String {
+pub(crate) fn strip_escapes(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {

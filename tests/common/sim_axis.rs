@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 /// A running `rtapi run config/sim-axis.toml --instance <tag>-<pid>` (a stall is only reported, so
 /// that a stopped process is not also demoted); continued if stopped, then ended, on drop. Its
 /// standard error (errors only: stalls, faults) goes to a file, [`SimAxis::log`].
-pub struct SimAxis {
+pub(crate) struct SimAxis {
     pub child: Child,
     pub instance: String,
     dir: tempfile::TempDir,
@@ -18,7 +18,7 @@ pub struct SimAxis {
 
 impl SimAxis {
     /// Starts it for `duration` (e.g. `"20s"`); the caller waits until it is up.
-    pub fn spawn(tag: &str, duration: &str) -> SimAxis {
+    pub(crate) fn spawn(tag: &str, duration: &str) -> SimAxis {
         let instance = format!("{tag}-{}", std::process::id());
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
         let dir = tempfile::tempdir().unwrap();
@@ -43,12 +43,12 @@ impl SimAxis {
     }
 
     /// What the run has written to its standard error so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
     /// Sends `s` to the whole process (SIGSTOP, SIGCONT, …).
-    pub fn signal(&self, s: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, s: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), s).unwrap();
     }
 }

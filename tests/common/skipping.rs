@@ -10,7 +10,7 @@
 
 /// What a missing prerequisite is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prereq {
+pub(crate) enum Prereq {
     /// Something `.ci/run` installs or has (a package, the Python module, root): a failure under `CI`.
     Ci,
     /// A property of this machine that CI cannot provide: printed, never a failure.
@@ -20,7 +20,7 @@ pub enum Prereq {
 /// Says that `test` cannot run here because of `why`: prints exactly `SKIPPED: <test>: <why>` on
 /// stderr, or panics when `CI` is set and `.ci/run` provides what is missing (`Prereq::Ci`).
 #[track_caller]
-pub fn skip(test: &str, why: &str, prereq: Prereq) {
+pub(crate) fn skip(test: &str, why: &str, prereq: Prereq) {
     if prereq == Prereq::Ci && std::env::var_os("CI").is_some() {
         panic!(
             "{test}: {why} — CI is set and .ci/run provides this, so its absence is a failure, not a skip"
@@ -34,7 +34,7 @@ pub fn skip(test: &str, why: &str, prereq: Prereq) {
 
 /// The last path segment of a function's type name that names the function the macro was used in:
 /// `python::the_pytest_suite_passes::here` → `the_pytest_suite_passes` (closures skipped).
-pub fn name_of_enclosing_fn(type_name: &'static str) -> &'static str {
+pub(crate) fn name_of_enclosing_fn(type_name: &'static str) -> &'static str {
     type_name
         .rsplit("::")
         .find(|s| *s != "here" && *s != "{{closure}}")

@@ -26,9 +26,9 @@ pub(crate) struct TableView {
 
 /// How long a reader retries a structure generation that stays odd (the owner mid-change; a real
 /// change takes microseconds) before refusing: the owner probably died in the middle of one.
-pub const STUCK_CHANGE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const STUCK_CHANGE: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long a reader keeps retrying a structure that changes under every read attempt.
-pub const CHANGING_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+pub(super) const CHANGING_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The lifecycle state published in the header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,7 @@ pub(crate) fn load_u32(m: &Mapping, off: usize) -> u32 {
 
 impl View {
     /// Validates the header and the table descriptors of `m`. `path` names the segment in messages.
-    pub fn new(m: Arc<Mapping>, path: &str) -> Result<View> {
+    pub(super) fn new(m: Arc<Mapping>, path: &str) -> Result<View> {
         let foreign = |reason: String| HalError::Foreign {
             path: path.to_string(),
             reason,
@@ -205,7 +205,7 @@ impl View {
     }
 
     /// The state word now (it changes while the owner runs).
-    pub fn state(&self) -> SegmentState {
+    pub(super) fn state(&self) -> SegmentState {
         match self.m.word(h::STATE).load(Ordering::Acquire) {
             layout::state::RUNNING => SegmentState::Running,
             layout::state::STOPPED => SegmentState::Stopped,
@@ -217,7 +217,7 @@ impl View {
     /// the table counts, runs `f`, and keeps the result only if the generation did not move meanwhile
     /// (an error from a torn read is discarded too). Refuses a generation stuck odd for
     /// [`STUCK_CHANGE`] or a structure that changed under every attempt for [`CHANGING_BUDGET`].
-    pub fn consistent<T>(&self, mut f: impl FnMut(&Counted<'_>) -> Result<T>) -> Result<T> {
+    pub(super) fn consistent<T>(&self, mut f: impl FnMut(&Counted<'_>) -> Result<T>) -> Result<T> {
         let gen = self.m.word(h::GENERATION);
         let start = std::time::Instant::now();
         let mut odd_since: Option<std::time::Instant> = None;
@@ -285,28 +285,28 @@ pub(crate) struct Counted<'a> {
 
 impl Counted<'_> {
     /// The structure generation (even) these counts and everything read through them belong to.
-    pub fn generation(&self) -> u64 {
+    pub(super) fn generation(&self) -> u64 {
         self.generation
     }
 
-    pub fn count(&self, t: Table) -> usize {
+    pub(super) fn count(&self, t: Table) -> usize {
         self.counts[t as usize]
     }
 
     /// Records table `t` has room for (fixed; validated at open).
-    pub fn capacity(&self, t: Table) -> usize {
+    pub(super) fn capacity(&self, t: Table) -> usize {
         self.view.tables[t as usize].capacity
     }
 
     /// Offset of record `i` of `t` (`i < count`).
-    pub fn record(&self, t: Table, i: usize) -> usize {
+    pub(super) fn record(&self, t: Table, i: usize) -> usize {
         let tv = self.view.tables[t as usize];
         assert!(i < self.count(t));
         tv.offset + i * tv.stride
     }
 
     /// Whether record `i` of `t` is a tombstone (2.0 record flags; unknown flag bits are corruption).
-    pub fn deleted(&self, t: Table, i: usize) -> Result<bool> {
+    pub(super) fn deleted(&self, t: Table, i: usize) -> Result<bool> {
         let Some(fl) = t.flags() else {
             return Ok(false);
         };
@@ -322,7 +322,7 @@ impl Counted<'_> {
 
     /// Whether record `i` of `t` is named `name`: compares the name field in place (48 bytes, no
     /// allocation), for lookups by name. Names are NUL-terminated and NUL-padded (LAYOUT.md §4).
-    pub fn name_is(&self, t: Table, i: usize, name: &str) -> bool {
+    pub(super) fn name_is(&self, t: Table, i: usize, name: &str) -> bool {
         let name = name.as_bytes();
         if name.is_empty() || name.len() >= NAME_FIELD {
             return false;
@@ -333,7 +333,7 @@ impl Counted<'_> {
     }
 
     /// Copies the fields this version knows of record `i` of `t`.
-    pub fn copy_record(&self, t: Table, i: usize) -> Record {
+    pub(super) fn copy_record(&self, t: Table, i: usize) -> Record {
         let off = self.record(t, i);
         let mut bytes = vec![0u8; t.record_size()];
         // The value cell is left out (read as zeros here): it is written with narrower atomics by the
@@ -350,7 +350,7 @@ impl Counted<'_> {
 
     /// Which record of `target` the reference `off` (read from a `from` record) points at; 0 = none.
     /// A reference to a deleted record is corruption: the owner clears them in the same change.
-    pub fn resolve(&self, target: Table, off: u64, from: Table) -> Result<Option<usize>> {
+    pub(super) fn resolve(&self, target: Table, off: u64, from: Table) -> Result<Option<usize>> {
         if off == 0 {
             return Ok(None);
         }
@@ -378,7 +378,7 @@ impl Counted<'_> {
     }
 
     /// Validates the stats block at `off` and returns its histogram shape `(bin_ns, bins)`.
-    pub fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
+    pub(super) fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
         self.view.stats_block(off, thread)
     }
 }
@@ -386,7 +386,7 @@ impl Counted<'_> {
 impl View {
     /// Validates the stats block at `off` and returns its histogram shape `(bin_ns, bins)`: inside the
     /// segment, and outside every table (a stats block never overlaps records).
-    pub fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
+    pub(super) fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
         let bad = |why: &str| corrupt(format!("the stats block of thread '{thread}' {why}"));
         let off = usize::try_from(off).map_err(|_| bad("is out of bounds"))?;
         if off % ALIGN != 0 || off < self.header_size {
@@ -479,16 +479,16 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    pub fn u32(&self, off: usize) -> u32 {
+    pub(super) fn u32(&self, off: usize) -> u32 {
         u32::from_ne_bytes(self.bytes[off..off + 4].try_into().expect("4 bytes"))
     }
-    pub fn u64(&self, off: usize) -> u64 {
+    pub(super) fn u64(&self, off: usize) -> u64 {
         u64::from_ne_bytes(self.bytes[off..off + 8].try_into().expect("8 bytes"))
     }
-    pub fn text(&self, off: usize, len: usize) -> Result<String> {
+    pub(super) fn text(&self, off: usize, len: usize) -> Result<String> {
         name::decode(&self.bytes[off..off + len])
     }
-    pub fn name(&self) -> Result<String> {
+    pub(super) fn name(&self) -> Result<String> {
         self.text(0, NAME_FIELD)
     }
 }

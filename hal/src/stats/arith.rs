@@ -6,33 +6,33 @@
 //! (i64::MAX every cycle) saturates instead of wrapping.
 
 /// Splits an i128 into the (low, high) u64 words stored in the segment.
-pub fn split_i128(v: i128) -> (u64, u64) {
+pub(super) fn split_i128(v: i128) -> (u64, u64) {
     (v as u64, (v >> 64) as u64)
 }
 
 /// Inverse of [`split_i128`].
-pub fn join_i128(lo: u64, hi: u64) -> i128 {
+pub(super) fn join_i128(lo: u64, hi: u64) -> i128 {
     ((hi as i128) << 64) | lo as i128
 }
 
 /// Splits a u128 into (low, high) u64 words.
-pub fn split_u128(v: u128) -> (u64, u64) {
+pub(super) fn split_u128(v: u128) -> (u64, u64) {
     (v as u64, (v >> 64) as u64)
 }
 
 /// Inverse of [`split_u128`].
-pub fn join_u128(lo: u64, hi: u64) -> u128 {
+pub(super) fn join_u128(lo: u64, hi: u64) -> u128 {
     ((hi as u128) << 64) | lo as u128
 }
 
 /// Adds one latency sample to the running sum and sum of squares, saturating.
-pub fn accumulate(sum: i128, sum_sq: u128, x: i64) -> (i128, u128) {
+pub(super) fn accumulate(sum: i128, sum_sq: u128, x: i64) -> (i128, u128) {
     let sq = (x.unsigned_abs() as u128) * (x.unsigned_abs() as u128); // < 2^126: cannot overflow
     (sum.saturating_add(x as i128), sum_sq.saturating_add(sq))
 }
 
 /// Mean of `n` samples whose sum is `sum`; `None` without samples.
-pub fn mean(sum: i128, n: u64) -> Option<f64> {
+pub(super) fn mean(sum: i128, n: u64) -> Option<f64> {
     (n > 0).then(|| sum as f64 / n as f64)
 }
 
@@ -41,7 +41,7 @@ pub fn mean(sum: i128, n: u64) -> Option<f64> {
 /// Exact in integers while `n·Σx² − (Σx)²` fits a u128 (always, for realistic latencies: 1 ms over 10^9
 /// cycles is 10^30 < 3.4·10^38), which avoids the catastrophic cancellation of the textbook float formula;
 /// beyond that it falls back to floats. Never negative.
-pub fn variance(sum: i128, sum_sq: u128, n: u64) -> Option<f64> {
+pub(super) fn variance(sum: i128, sum_sq: u128, n: u64) -> Option<f64> {
     if n == 0 {
         return None;
     }
@@ -61,12 +61,12 @@ pub fn variance(sum: i128, sum_sq: u128, n: u64) -> Option<f64> {
 }
 
 /// Standard deviation from the running sums; `None` without samples.
-pub fn stddev(sum: i128, sum_sq: u128, n: u64) -> Option<f64> {
+pub(super) fn stddev(sum: i128, sum_sq: u128, n: u64) -> Option<f64> {
     variance(sum, sum_sq, n).map(f64::sqrt)
 }
 
 /// Interval jitter of one period: how far the time between two wakes strayed from the period.
-pub fn interval_jitter(interval_ns: u64, period_ns: u64) -> u64 {
+pub(super) fn interval_jitter(interval_ns: u64, period_ns: u64) -> u64 {
     interval_ns.abs_diff(period_ns)
 }
 

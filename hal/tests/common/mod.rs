@@ -6,12 +6,12 @@
 #[path = "../../../tests/common/skipping.rs"]
 mod skipping;
 #[allow(unused_imports)] // not every test file skips
-pub use skipping::*;
+pub(crate) use skipping::*;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// An instance name no other test (or parallel test run) uses: tag, pid and a counter.
-pub fn unique_instance(tag: &str) -> String {
+pub(crate) fn unique_instance(tag: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     format!(
         "test-{tag}-{}-{}",
@@ -20,12 +20,12 @@ pub fn unique_instance(tag: &str) -> String {
     )
 }
 
-pub fn shm_path(instance: &str) -> std::path::PathBuf {
+pub(crate) fn shm_path(instance: &str) -> std::path::PathBuf {
     format!("/dev/shm/rtapi-{instance}").into()
 }
 
 /// Removes a segment file a test left behind on failure.
-pub struct Cleanup(pub String);
+pub(crate) struct Cleanup(pub String);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
@@ -35,7 +35,7 @@ impl Drop for Cleanup {
 
 /// Writes a file in `/dev/shm` the way an owner's segment is made: mode 0600, owned by us (so the trust
 /// check passes and the test reaches what it is about).
-pub fn write_shm(path: &std::path::Path, bytes: &[u8]) {
+pub(crate) fn write_shm(path: &std::path::Path, bytes: &[u8]) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path);
@@ -49,13 +49,13 @@ pub fn write_shm(path: &std::path::Path, bytes: &[u8]) {
 }
 
 /// Sets a file's permission bits.
-pub fn chmod(path: &std::path::Path, mode: u32) {
+pub(crate) fn chmod(path: &std::path::Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// Whether we run as root (tests that need other users print `SKIPPED: reason` otherwise).
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }

@@ -20,7 +20,7 @@ use rtapi_hal::{Access, HalError, HalReader, ThreadState, Trust, Value};
 use super::text::{histogram_samples, seconds, Family, Kind, Num};
 
 /// Which instances to follow.
-pub enum Selection {
+pub(super) enum Selection {
     /// The ones named with `--instance`.
     Named(Vec<String>),
     /// Every `/dev/shm/rtapi-NAME` found at each scrape (and every one seen before, as down once gone).
@@ -32,10 +32,10 @@ const SHM: &str = "/dev/shm";
 
 /// How long an instance whose segment vanished from `/dev/shm` is still reported (`rtapi_up 0`)
 /// before it is forgotten, unless `--forget-after` says otherwise.
-pub const FORGET_AFTER: Duration = Duration::from_secs(60);
+pub(super) const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// The instance names with a segment in `/dev/shm` now ([`rtapi_hal::instance_names`]).
-pub fn scan() -> std::io::Result<Vec<String>> {
+pub(super) fn scan() -> std::io::Result<Vec<String>> {
     rtapi_hal::instance_names()
 }
 
@@ -50,7 +50,7 @@ struct Followed {
 }
 
 /// The exporter's state across scrapes.
-pub struct Sources {
+pub(super) struct Sources {
     selection: Selection,
     trust: Trust,
     pins: Vec<String>,
@@ -60,7 +60,7 @@ pub struct Sources {
 }
 
 impl Sources {
-    pub fn new(
+    pub(super) fn new(
         selection: Selection,
         trust: Trust,
         pins: Vec<String>,
@@ -79,7 +79,7 @@ impl Sources {
 
     /// Adopts a reader opened before serving (the start-up checks), so the first scrape does not open
     /// it again.
-    pub fn adopt(&mut self, instance: &str, reader: HalReader) {
+    pub(super) fn adopt(&mut self, instance: &str, reader: HalReader) {
         let pid = reader.header().owner_pid;
         self.followed.insert(
             instance.to_string(),
@@ -215,7 +215,7 @@ impl Sources {
     }
 
     /// One scrape: the families of every followed instance, in a fixed order.
-    pub fn collect(&mut self) -> Vec<Family> {
+    pub(super) fn collect(&mut self) -> Vec<Family> {
         let mut m = Metrics::new();
         for instance in self.names() {
             let pins = self.pins.clone();

@@ -12,7 +12,7 @@ const MAX_HEAD: usize = 16 * 1024;
 /// How long a client may take to send its whole request head, and again to read the whole answer:
 /// a deadline for all of it, not for each read (a client that sends a byte every second would
 /// otherwise hold its connection for hours).
-pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The time left until `deadline`, `None` once it has passed (a zero socket timeout would mean
 /// "block forever").
@@ -24,7 +24,7 @@ fn left(deadline: Instant) -> Option<Duration> {
 
 /// What a client asked for.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Request {
+pub(super) struct Request {
     pub method: String,
     /// The path without its query string.
     pub path: String,
@@ -34,7 +34,7 @@ pub struct Request {
 
 /// Why a request could not be read.
 #[derive(Debug)]
-pub enum BadRequest {
+pub(super) enum BadRequest {
     /// The connection failed or timed out, or closed before a whole head: nothing to answer.
     Gone,
     /// Not an HTTP request we can read: answer 400 with this reason.
@@ -42,7 +42,10 @@ pub enum BadRequest {
 }
 
 /// Reads a request head (up to the blank line) from `stream`, all of it before `deadline`.
-pub fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<Request, BadRequest> {
+pub(super) fn read_request(
+    stream: &mut TcpStream,
+    deadline: Instant,
+) -> Result<Request, BadRequest> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     let end = loop {
@@ -67,7 +70,7 @@ pub fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<Request
 }
 
 /// Parses a request head (without the final blank line).
-pub fn parse_head(head: &[u8]) -> Result<Request, BadRequest> {
+pub(super) fn parse_head(head: &[u8]) -> Result<Request, BadRequest> {
     let head = std::str::from_utf8(head).map_err(|_| BadRequest::Malformed("not UTF-8"))?;
     let mut lines = head.split("\r\n");
     let first = lines.next().unwrap_or("");
@@ -140,7 +143,7 @@ fn quality(accept: &str, wanted: &str) -> f64 {
 /// The format the `Accept` header asks for: OpenMetrics when it accepts
 /// `application/openmetrics-text` at least as much as `text/plain`, the Prometheus text format
 /// otherwise (and when there is no header).
-pub fn negotiate(accept: Option<&str>) -> Format {
+pub(super) fn negotiate(accept: Option<&str>) -> Format {
     let Some(accept) = accept else {
         return Format::Prometheus;
     };
@@ -156,7 +159,7 @@ pub fn negotiate(accept: Option<&str>) -> Format {
 }
 
 /// A response to write.
-pub struct Response {
+pub(super) struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: String,
@@ -166,7 +169,7 @@ pub struct Response {
 
 impl Response {
     /// A plain-text answer.
-    pub fn text(status: u16, body: String) -> Response {
+    pub(super) fn text(status: u16, body: String) -> Response {
         Response {
             status,
             content_type: "text/plain; charset=utf-8",
@@ -188,7 +191,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// Writes `r` (without the body for HEAD), all of it before `deadline`, and closes the connection.
-pub fn write_response(
+pub(super) fn write_response(
     stream: &mut TcpStream,
     r: &Response,
     head_only: bool,

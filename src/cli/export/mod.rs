@@ -20,10 +20,10 @@ use collect::{Selection, Sources};
 use http::{BadRequest, Response};
 
 /// Where `rtapi export` listens unless told otherwise.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9661";
+pub(super) const DEFAULT_LISTEN: &str = "127.0.0.1:9661";
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Address and port to serve /metrics on (port 0: any free port, printed at start). Anything but
     /// loopback makes the figures visible to the network.
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
@@ -103,7 +103,7 @@ fn open_named(name: &str, trust: &rtapi_hal::Trust) -> Result<HalReader, Failure
     Ok(reader)
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
+pub(super) fn run(args: Args) -> Result<(), Failure> {
     let addr = listen_address(&args.listen)?;
     let trust = instance::trust(&args.trust_owner)?;
     let forget_after = std::time::Duration::try_from_secs_f64(args.forget_after).map_err(|_| {

@@ -5,19 +5,19 @@
 use std::fmt::Write as _;
 
 /// The media type of each format, as sent in `Content-Type`.
-pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(super) const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// See [`OPENMETRICS`].
-pub const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(super) const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Which text format to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(super) enum Format {
     OpenMetrics,
     Prometheus,
 }
 
 impl Format {
-    pub fn content_type(self) -> &'static str {
+    pub(super) fn content_type(self) -> &'static str {
         match self {
             Format::OpenMetrics => OPENMETRICS,
             Format::Prometheus => PROMETHEUS,
@@ -27,7 +27,7 @@ impl Format {
 
 /// A metric family's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     Gauge,
     /// Its samples are named `<family>_total`.
     Counter,
@@ -47,7 +47,7 @@ impl Kind {
 
 /// A sample's value: integers are written exactly, floats in their shortest round-trip form.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Num {
+pub(super) enum Num {
     Int(i128),
     Float(f64),
 }
@@ -65,7 +65,7 @@ impl Num {
 
 /// A float as both formats spell it: `NaN`, `+Inf`, `-Inf`, else the shortest text that reads back
 /// as the same number (`0.001`, `5e-6`, `2.0`).
-pub fn float(f: f64) -> String {
+pub(super) fn float(f: f64) -> String {
     if f.is_nan() {
         "NaN".into()
     } else if f.is_infinite() {
@@ -76,13 +76,13 @@ pub fn float(f: f64) -> String {
 }
 
 /// Nanoseconds as seconds (the Prometheus convention is base units).
-pub fn seconds(ns: impl Into<f64>) -> Num {
+pub(super) fn seconds(ns: impl Into<f64>) -> Num {
     Num::Float(ns.into() / 1e9)
 }
 
 /// One line of a family: a suffix of the family's name (`_total`, `_bucket`, or none), labels, value.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(super) struct Sample {
     pub suffix: &'static str,
     pub labels: Vec<(&'static str, String)>,
     pub value: Num,
@@ -90,7 +90,7 @@ pub struct Sample {
 
 /// A metric family: its name (without `_total` for a counter), type, unit, help text and samples.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Family {
+pub(super) struct Family {
     pub name: &'static str,
     pub kind: Kind,
     /// `seconds` for the families whose name ends in `_seconds`.
@@ -100,7 +100,7 @@ pub struct Family {
 }
 
 impl Family {
-    pub fn new(name: &'static str, kind: Kind, help: &'static str) -> Family {
+    pub(super) fn new(name: &'static str, kind: Kind, help: &'static str) -> Family {
         Family {
             name,
             kind,
@@ -111,7 +111,7 @@ impl Family {
     }
 
     /// Adds the family's main sample (`<name>_total` for a counter, `<name>` for a gauge).
-    pub fn push(&mut self, labels: Vec<(&'static str, String)>, value: Num) {
+    pub(super) fn push(&mut self, labels: Vec<(&'static str, String)>, value: Num) {
         let suffix = if self.kind == Kind::Counter {
             "_total"
         } else {
@@ -133,7 +133,7 @@ impl Default for Family {
 }
 
 /// Escapes a label value: backslash, double quote and line feed (both formats).
-pub fn escape_label(value: &str) -> String {
+pub(super) fn escape_label(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {
@@ -163,7 +163,7 @@ fn escape_help(text: &str, format: Format) -> String {
 /// Writes the families, in order, each as one block; a family with no sample is left out (a
 /// Prometheus server does not need the metadata of series that do not exist). OpenMetrics ends with
 /// `# EOF`.
-pub fn render(families: &[Family], format: Format) -> String {
+pub(super) fn render(families: &[Family], format: Format) -> String {
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
         // The name metadata is about: OpenMetrics names the counter family without `_total`.
@@ -205,7 +205,7 @@ pub fn render(families: &[Family], format: Format) -> String {
 /// rounded to a whole number of bins, and the range's end. A bin `[i·w, (i+1)·w)` lies wholly below the
 /// edge `(i+1)·w`, so every bucket counts exactly the samples below its `le` (Prometheus' `le` is "at
 /// most"; no sample can sit on an edge and be counted in the wrong bucket by more than one ns).
-pub fn bucket_edges(bin_ns: u64, bins: usize) -> Vec<usize> {
+pub(super) fn bucket_edges(bin_ns: u64, bins: usize) -> Vec<usize> {
     let bin_ns = bin_ns.max(1);
     let range = (bins as u128) * bin_ns as u128;
     // The first bin is always an edge of its own.
@@ -238,7 +238,7 @@ pub fn bucket_edges(bin_ns: u64, bins: usize) -> Vec<usize> {
 
 /// The samples of a latency histogram: cumulative `_bucket`s at [`bucket_edges`] and `+Inf`, `_count`,
 /// and `_sum` (given only when no sample was negative: a sum that can shrink is no counter).
-pub fn histogram_samples(
+pub(super) fn histogram_samples(
     labels: &[(&'static str, String)],
     h: &rtapi_hal::HistogramSnapshot,
     sum_ns: Option<i128>,

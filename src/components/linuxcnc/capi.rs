@@ -7,6 +7,10 @@
 //! `rtapi_app_main` runs (the load in [`LOADING`]); elsewhere it fails with a message. Errors are
 //! negative errno values, as LinuxCNC's, and each is logged with the module's name.
 
+// The entry points are reached from C (`#[no_mangle]`, the binary's dynamic symbol list), not from
+// Rust: `pub` says they are an interface, which `unreachable_pub` cannot see.
+#![allow(unreachable_pub)]
+
 use std::ffi::{c_char, c_int, c_long, c_longlong, c_ulong, c_void, CStr};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

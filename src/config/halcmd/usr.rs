@@ -19,9 +19,9 @@ use super::{Session, Word};
 use crate::rt::units::quote;
 
 /// How long `loadusr -W` waits for the component.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a program has to end after SIGTERM before SIGKILL.
-pub const GRACE: Duration = Duration::from_secs(2);
+pub(super) const GRACE: Duration = Duration::from_secs(2);
 /// How often a wait looks again.
 const POLL: Duration = Duration::from_millis(5);
 

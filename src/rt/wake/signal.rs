@@ -33,6 +33,7 @@ impl BlockedSignal {
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: `set` is a valid sigset_t we own; sigemptyset/sigaddset only write to it.
         if unsafe { libc::sigemptyset(&mut set) } != 0
+            // SAFETY: as above: `set` is ours and initialised by sigemptyset.
             || unsafe { libc::sigaddset(&mut set, signo) } != 0
         {
             return Err(SysError::last("sigaddset"));
