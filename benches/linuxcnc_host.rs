@@ -34,7 +34,6 @@ fn bench(c: &mut Criterion) {
         let mut h = harness(&format!("h-{tag}"), hosted);
         g.bench_function(format!("{tag}/hosted"), |b| b.iter(|| h.step(1_000_000)));
         drop(h);
-        rtapi::components::linuxcnc::unload_all();
     }
     g.finish();
 }

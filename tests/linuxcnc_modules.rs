@@ -267,7 +267,6 @@ fn run_hosted(case: &Case) -> Vec<Vec<V>> {
     }
     drop(w);
     drop(h);
-    rtapi::components::linuxcnc::unload_all();
     out
 }
 

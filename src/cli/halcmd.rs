@@ -112,26 +112,28 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         sent.failed
     } else {
         let mut broken = None;
-        let failed =
-            prompt::interactive("halcmd: ", Box::new(move || names(&reader)), &mut |line| {
-                match client.execute(line) {
-                    Ok(r) => Outcome {
-                        out: r.out,
-                        error: r.error,
-                        flow: if r.quit { Flow::Quit } else { Flow::Continue },
-                    },
-                    Err(e) => {
-                        let message = e.to_string();
-                        broken = Some(e);
-                        Outcome {
-                            out: String::new(),
-                            error: Some(message),
-                            flow: Flow::Quit,
-                        }
+        let failed = prompt::interactive(
+            "halcmd: ",
+            Box::new(move || names(&reader)),
+            crate::components::linuxcnc::ModuleHost::new().loadable_module_names(),
+            &mut |line| match client.execute(line) {
+                Ok(r) => Outcome {
+                    out: r.out,
+                    error: r.error,
+                    flow: if r.quit { Flow::Quit } else { Flow::Continue },
+                },
+                Err(e) => {
+                    let message = e.to_string();
+                    broken = Some(e);
+                    Outcome {
+                        out: String::new(),
+                        error: Some(message),
+                        flow: Flow::Quit,
                     }
                 }
-            })
-            .map_err(|e| Failure::runtime(format!("the prompt failed: {e}")))?;
+            },
+        )
+        .map_err(|e| Failure::runtime(format!("the prompt failed: {e}")))?;
         if let Some(e) = broken {
             return Err(lost(e));
         }

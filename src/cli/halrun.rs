@@ -257,7 +257,8 @@ fn interactive(shared: Arc<Mutex<Session>>, server: Option<ControlServer>) -> Re
             .collect()
         })
     };
-    let result = prompt::interactive("halcmd: ", names, &mut |line| {
+    let modules = lock().modules().loadable_module_names();
+    let result = prompt::interactive("halcmd: ", names, modules, &mut |line| {
         let mut out = Vec::new();
         let r = Executor::execute(&mut *lock(), line, &mut out);
         let out = String::from_utf8_lossy(&out).into_owned();

@@ -105,10 +105,11 @@ fn history_file() -> Option<std::path::PathBuf> {
 }
 
 /// Reads commands until `quit`/`exit`, end of input or a command that ends the session; runs each with
-/// `run`. Returns how many commands failed.
+/// `run`; `modules` are the LinuxCNC modules `loadrt` completes to. Returns how many commands failed.
 pub(crate) fn interactive(
     prompt: &str,
     names: NameSource,
+    modules: Vec<String>,
     run: &mut dyn FnMut(&str) -> Outcome,
 ) -> std::io::Result<usize> {
     let mut failed = 0;
@@ -140,7 +141,7 @@ pub(crate) fn interactive(
     let mut components: Vec<String> = crate::components::Registry::builtin()
         .entries()
         .map(|e| e.name.to_string())
-        .chain(crate::components::linuxcnc::loadable_module_names())
+        .chain(modules)
         .collect();
     components.sort_unstable();
     components.dedup();

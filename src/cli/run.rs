@@ -277,12 +277,9 @@ pub(crate) struct Started(pub(crate) Runtime<Running>);
 
 /// Stops the instance, prints the summary, and maps faults, stalls and ended threads to failures.
 pub(crate) fn finish(running: Runtime<Running>, reason: StopReason) -> Result<(), Failure> {
+    // The stop also ends the LinuxCNC modules loaded into it (their rtapi_app_exit), once no
+    // thread can be running their code.
     let summary = running.stop();
-    // LinuxCNC modules' rtapi_app_exit, once no thread runs their code (a stalled thread may still
-    // be inside one: then they stay, and go with the process).
-    if reason != StopReason::Stalled && summary.threads.iter().all(|t| t.stalled.is_none()) {
-        crate::components::linuxcnc::unload_all();
-    }
     let mut text = summary.to_string();
     if !text.ends_with('\n') {
         text.push('\n');

@@ -17,6 +17,7 @@
 
 use rtapi_hal::{ComponentKey, Hal, HalBuilder, HalReader, Value, WriteOptions};
 
+use super::linuxcnc::{KeptModule, ModuleHost, Resolved};
 use super::{Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target};
 use crate::runtime::function::{Cycle, FunctionFactory, RtFn};
 use crate::runtime::{health, ThreadSpec};
@@ -33,6 +34,11 @@ pub struct Harness {
     number: u64,
     now_ns: i64,
     health_owner: Option<ComponentKey>,
+    /// Decides native vs LinuxCNC module, and loads modules.
+    host: ModuleHost,
+    /// The LinuxCNC modules it loaded: last, so they go (`rtapi_app_exit`, `dlclose`) after the
+    /// functions that call them.
+    modules: Vec<KeptModule>,
 }
 
 impl Harness {
@@ -49,6 +55,8 @@ impl Harness {
             number: 0,
             now_ns: 0,
             health_owner: None,
+            host: ModuleHost::new(),
+            modules: Vec::new(),
         })
     }
 
@@ -60,10 +68,10 @@ impl Harness {
             .next()
             .ok_or_else(|| LoadError::new("loadrt: no component named"))?;
         // A LinuxCNC module's count=/names= are its own arguments: none unless given.
-        let module = matches!(
-            super::linuxcnc::resolve(name, self.registry.get(name).is_some(), None),
-            super::linuxcnc::Resolved::Module { .. }
-        );
+        let resolved = self
+            .host
+            .resolve(name, self.registry.get(name).is_some(), None);
+        let module = matches!(resolved, Resolved::Module { .. });
         let mut instances = Instances::Count(usize::from(!module));
         let mut args = LoadArgs::default();
         for w in words {
@@ -83,16 +91,20 @@ impl Harness {
             }
         }
         let registry = std::mem::take(&mut self.registry);
+        let host = std::mem::take(&mut self.host);
         let mut declared = std::mem::take(&mut self.declared);
-        let r = registry.load(
-            self,
-            &mut declared,
-            &Presets::new(),
-            name,
-            &instances,
-            &args,
-        );
+        let presets = Presets::new();
+        let r = match resolved {
+            Resolved::Module { path, .. } => {
+                host.load(self, &mut declared, &presets, &path, &instances, &args)
+            }
+            Resolved::Missing { message } => Err(LoadError::new(message)),
+            Resolved::Native | Resolved::Unknown => {
+                registry.load(self, &mut declared, &presets, name, &instances, &args)
+            }
+        };
         self.registry = registry;
+        self.host = host;
         self.declared = declared;
         r
     }
@@ -221,10 +233,13 @@ impl Harness {
 }
 
 impl Target for Harness {
-    /// The harness runs what it loads: a LinuxCNC module stays loaded
-    /// ([`linuxcnc::unload_all`](super::linuxcnc::unload_all) unloads it).
+    /// The harness runs what it loads: a LinuxCNC module stays loaded until the harness goes.
     fn keeps_modules(&self) -> bool {
         true
+    }
+
+    fn keep_module(&mut self, module: KeptModule) {
+        self.modules.push(module);
     }
 
     fn hal(&mut self) -> &mut HalBuilder {

@@ -367,21 +367,9 @@ impl Registry {
         self.entries.values()
     }
 
-    /// `loadrt` of the LinuxCNC module file `path` (already resolved: see [`linuxcnc::resolve`]).
-    pub(crate) fn load_module(
-        &self,
-        target: &mut dyn Target,
-        declared: &mut Declared,
-        presets: &Presets,
-        path: &std::path::Path,
-        instances: &Instances,
-        args: &LoadArgs,
-    ) -> Result<Vec<String>, LoadError> {
-        linuxcnc::load(target, declared, presets, path, instances, args)
-    }
-
-    /// `loadrt NAME …`: checks the arguments, then loads every instance into `target` (a path in
-    /// `NAME` is taken from the working directory).
+    /// `loadrt NAME …` of rtapi's component `NAME`: checks the arguments, then loads every instance
+    /// into `target`. Whether a name is rtapi's or a LinuxCNC module's is decided before, once, by
+    /// [`linuxcnc::ModuleHost::resolve`].
     pub fn load(
         &self,
         target: &mut dyn Target,
@@ -391,13 +379,6 @@ impl Registry {
         instances: &Instances,
         args: &LoadArgs,
     ) -> Result<Vec<String>, LoadError> {
-        match linuxcnc::resolve(name, self.get(name).is_some(), None) {
-            linuxcnc::Resolved::Native | linuxcnc::Resolved::Unknown => {}
-            linuxcnc::Resolved::Module { path, .. } => {
-                return linuxcnc::load(target, declared, presets, &path, instances, args)
-            }
-            linuxcnc::Resolved::Missing { message } => return Err(LoadError::new(message)),
-        }
         let entry = self.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.entries.keys().copied().collect();
             LoadError::new(format!(

@@ -75,6 +75,12 @@ pub trait Target {
     fn keeps_modules(&self) -> bool {
         false
     }
+    /// Takes a LinuxCNC module loaded for real (when [`keeps_modules`](Self::keeps_modules)): the
+    /// target owns it from now on and drops it (its `rtapi_app_exit`) once nothing can call its
+    /// functions. The default drops it at once.
+    fn keep_module(&mut self, module: super::linuxcnc::KeptModule) {
+        drop(module);
+    }
     /// Registers HAL function `name` of `component` and the factory of its per-period closure.
     fn function(
         &mut self,
@@ -152,6 +158,10 @@ impl Target for Runtime<Configuring> {
         true
     }
 
+    fn keep_module(&mut self, module: super::linuxcnc::KeptModule) {
+        self.keep_resident(Box::new(module));
+    }
+
     fn function(
         &mut self,
         component: ComponentKey,
@@ -208,6 +218,10 @@ impl Target for LiveTarget<'_> {
 
     fn keeps_modules(&self) -> bool {
         true
+    }
+
+    fn keep_module(&mut self, module: super::linuxcnc::KeptModule) {
+        self.running.keep_resident(Box::new(module));
     }
 
     fn function(

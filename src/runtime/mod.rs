@@ -30,6 +30,7 @@ pub mod lcnc_health;
 mod neighbours;
 pub(crate) mod panic;
 pub mod recorder;
+mod resident;
 pub mod runlist;
 pub mod slots;
 mod start;
@@ -38,6 +39,7 @@ pub mod watchdog;
 
 use self::function::FunctionFactory;
 use self::panic::PanicReport;
+pub use self::resident::Resident;
 use self::thread::{Heartbeat, SetupError};
 use self::watchdog::{Watchdog, WatchdogOptions};
 use crate::detect::SystemReport;
@@ -260,6 +262,8 @@ pub struct Configuring {
     /// Each thread's and each function's health objects (see [`health`]).
     thread_health: std::collections::HashMap<String, health::ThreadKeys>,
     function_health: std::collections::HashMap<String, health::FunctionKeys>,
+    /// Hosted code loaded into this runtime ([`resident`]); last, so it goes after the factories.
+    residents: Vec<Resident>,
 }
 
 /// The running state.
@@ -289,6 +293,8 @@ pub struct Running {
     /// The flight recorder and its `rtapi-recorder` thread, if configured.
     recorder: Option<Arc<recorder::Recorder>>,
     recorder_thread: Option<JoinHandle<()>>,
+    /// Hosted code its threads call into ([`resident`]): released by `stop` only.
+    residents: resident::Residents,
 }
 
 /// How long a structural change waits for a thread to take its new run list.
@@ -367,6 +373,7 @@ impl Runtime<Configuring> {
                 addf: Vec::new(),
                 histogram: HistogramConfig::default(),
                 allow_comparison_timers: false,
+                residents: Vec::new(),
             },
         })
     }
@@ -379,6 +386,13 @@ impl Runtime<Configuring> {
     /// What detection found about this machine.
     pub fn system(&self) -> &SystemReport {
         &self.state.system
+    }
+
+    /// Keeps hosted code this runtime's threads will call into (a LinuxCNC module): dropped with a
+    /// runtime that never starts, else released by [`stop`](Runtime::stop) once no thread can be
+    /// inside it (see [`resident`]).
+    pub fn keep_resident(&mut self, r: Resident) {
+        self.state.residents.push(r);
     }
 
     /// The HAL under construction: components register their pins, params and signals here.
@@ -945,6 +959,18 @@ impl Runtime<Running> {
         }
     }
 
+    /// Keeps hosted code loaded while running (a live `loadrt`), as
+    /// [`Runtime::<Configuring>::keep_resident`].
+    pub fn keep_resident(&self, r: Resident) {
+        self.state.residents.keep(r);
+    }
+
+    /// Releases (drops, last kept first) the residents `pick` chooses; the caller has made sure no
+    /// thread runs their code any more (their functions left every run list). Returns how many.
+    pub fn release_residents(&self, pick: &dyn Fn(&(dyn std::any::Any + Send)) -> bool) -> usize {
+        self.state.residents.release(pick)
+    }
+
     /// Stops every thread and returns their final statistics; bounded in time whatever the periods:
     /// a thread waiting for its next deadline is woken at once, and one stuck in a function is left
     /// behind after [`STOP_GRACE`] (demoted, marked stalled, named in the summary; the process exits
@@ -984,6 +1010,17 @@ impl Runtime<Running> {
             d.thread().unpark();
             d.join().ok()
         });
+        // Hosted code (LinuxCNC modules' `rtapi_app_exit`, then closed), last kept first, once no
+        // thread can be inside it; a thread left behind may be: then it stays, and goes with the
+        // process.
+        let kept = s.residents.len();
+        if abandoned.is_empty() {
+            s.residents.release_all();
+        } else if kept != 0 {
+            log::warn!(
+                "{kept} hosted module(s) stay loaded: a thread left behind may still be running their code"
+            );
+        }
         let mut stalled = dog.as_ref().map(Watchdog::stalled).unwrap_or_default();
         let history = dog.as_ref().map(Watchdog::history).unwrap_or_default();
         for name in &abandoned {

@@ -19,7 +19,7 @@ use rtapi_hal::{ParamAccess, PinDir, ValueType};
 
 use super::{
     declare_param, declare_pin, function_factory, lock, read_c, Comp, Loading, Objects, ParamRec,
-    PinRec, COMPS, CURRENT, LOADING,
+    PinRec, Registry, CURRENT, LOADING,
 };
 use crate::components::target::HalSide;
 use crate::rt::portio::access as io_access;
@@ -123,8 +123,7 @@ unsafe fn text<'a>(p: *const c_char) -> Option<&'a str> {
 }
 
 fn comp(id: c_int) -> Option<Arc<Comp>> {
-    let i = usize::try_from(id).ok()?.checked_sub(1)?;
-    lock(&COMPS).get(i).cloned()
+    Registry::comp(id)
 }
 
 // ---- memory ---------------------------------------------------------------------------------------
@@ -210,11 +209,7 @@ pub unsafe extern "C" fn hal_init(name: *const c_char) -> c_int {
             bound: OnceLock::new(),
             exited: Default::default(),
         });
-        let id = {
-            let mut comps = lock(&COMPS);
-            comps.push(c.clone());
-            comps.len()
-        };
+        let id = Registry::add_comp(c.clone());
         l.comps.push(c);
         c_int::try_from(id).map_err(|_| "hal_init: too many components".to_string())
     });
@@ -252,7 +247,7 @@ pub extern "C" fn hal_exit(comp_id: c_int) -> c_int {
 /// `char *hal_comp_name(int comp_id)`: null for an unknown id.
 #[no_mangle]
 pub extern "C" fn hal_comp_name(comp_id: c_int) -> *const c_char {
-    // The name lives in `COMPS`, which never drops a component.
+    // The name lives in the `Registry`, which never drops a component.
     comp(comp_id).map_or(std::ptr::null(), |c| c.cname.as_ptr())
 }
 

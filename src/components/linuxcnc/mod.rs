@@ -2,7 +2,7 @@
 //!
 //! **Which `loadrt` loads a module.** `loadrt NAME` loads rtapi's native component when there is one;
 //! otherwise it falls back to the LinuxCNC module `NAME.so` found on the module search path: the
-//! directories given by the config ([`set_module_path`]), then `$RTAPI_LINUXCNC_MODULES` (a `:`
+//! directories given by the config ([`ModuleHost::set_module_path`]), then `$RTAPI_LINUXCNC_MODULES` (a `:`
 //! list), then Debian's `/usr/lib/linuxcnc/modules`. A module is asked for explicitly with the prefix
 //! `linuxcnc:` (`loadrt linuxcnc:pid`, even though rtapi has a native pid: a name only) or by a path
 //! (`loadrt ./my_comp.so`, from the `.hal` file's directory; `loadrt /opt/x.so`). Every module file
@@ -14,11 +14,12 @@
 //! through the module's `rtapi_info_*` symbols ([`args`]), `count=`/`names=` included (they are the
 //! module's own arguments). Then `rtapi_app_main` runs; its components, pins, params and functions go
 //! into the target through the C interface of [`capi`]. A non-zero return fails the `loadrt` with the
-//! module's own error messages. `rtapi_app_exit` runs at `unloadrt` and when the instance stops
-//! ([`unload_all`]).
+//! module's own error messages. `rtapi_app_exit` runs at `unloadrt` and when the instance stops:
+//! the module is a [`KeptModule`] of the target it was loaded into, which a runtime keeps as a
+//! resident and releases at its stop ([`crate::runtime::Resident`]).
 //!
 //! **Dry runs.** A config is checked on a [`Validation`](super::Validation) before anything real
-//! happens (`halrun --check` instead checks modules from their files only: [`check_static`]);
+//! happens (`halrun --check` instead checks modules from their files only: [`ModuleHost::check_static`]);
 //! learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
 //! module, runs it, then calls `rtapi_app_exit`. Its handle stays open while the dry run goes on (a
 //! module loaded after it may use its symbols) and is closed before a real load, or before the next
@@ -45,7 +46,6 @@ mod capi;
 pub mod master;
 pub mod trust;
 
-use std::collections::HashSet;
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -66,71 +66,101 @@ pub const DEBIAN_MODULE_DIR: &str = "/usr/lib/linuxcnc/modules";
 /// `loadrt linuxcnc:NAME` asks for the LinuxCNC module even when rtapi has a native `NAME`.
 pub const EXPLICIT_PREFIX: &str = "linuxcnc:";
 
-static CONFIG_PATH: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Sets the config's module directories, searched before `$RTAPI_LINUXCNC_MODULES` and Debian's.
-pub fn set_module_path(dirs: Vec<PathBuf>) {
-    *lock(&CONFIG_PATH) = dirs;
+/// One interpreter's LinuxCNC module host: the one place that decides whether `loadrt NAME` is
+/// rtapi's component or a module ([`resolve`](Self::resolve)), its module search path, and what
+/// its dry runs and static checks leave for the modules checked after them. The modules it loads
+/// for real belong to the target they were loaded into ([`Target::keep_module`]: a runtime
+/// releases them at its stop).
+#[derive(Default)]
+pub struct ModuleHost {
+    /// The config's directories (`[RTAPI]LINUXCNC_MODULES`), searched first.
+    config_path: Mutex<Vec<PathBuf>>,
+    /// Modules a dry run loaded: `rtapi_app_exit` ran, the handle stays open while the dry run goes
+    /// on (a module checked after it may use its symbols); closed before a real load, before a new
+    /// dry run of the same module, and with the host.
+    probes: Mutex<Vec<Probe>>,
+    /// Symbols exported by the modules [`check_static`](Self::check_static) accepted (later ones
+    /// may use them, as after `RTLD_GLOBAL`).
+    static_exports: Mutex<Vec<(PathBuf, Vec<String>)>>,
 }
 
-/// The module search path in order: the config's, the environment's, Debian's.
-pub fn search_path() -> Vec<PathBuf> {
-    let mut dirs = lock(&CONFIG_PATH).clone();
-    if let Some(env) = std::env::var_os(MODULE_PATH_ENV) {
-        dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()));
+impl Drop for ModuleHost {
+    fn drop(&mut self) {
+        self.close_probes_from(0);
     }
-    dirs.push(PathBuf::from(DEBIAN_MODULE_DIR));
-    dirs
 }
 
-/// The names `loadrt NAME` finds on the module search path (each `NAME.so` of its directories,
-/// sorted, once each), for suggestions.
-pub fn module_names() -> Vec<String> {
-    let mut names: Vec<String> = search_path()
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let stem = name.strip_suffix(".so")?;
-            plain_name(stem).then(|| stem.to_string())
-        })
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    names
-}
+impl ModuleHost {
+    /// A host searching `$RTAPI_LINUXCNC_MODULES`, then Debian's directory.
+    pub fn new() -> Self {
+        ModuleHost::default()
+    }
 
-/// The modules of [`module_names`] that `loadrt` would load here, as far as can be told without
-/// running them: owned and moded as [`trust::check_owner`] wants, a real-time module for this
-/// machine ([`trust::inspect`]), and every `hal_*`/`rtapi_*` symbol it needs provided by this
-/// process. For the prompt's completion of `loadrt`.
-pub fn loadable_module_names() -> Vec<String> {
-    module_names()
-        .into_iter()
-        .filter(|name| {
-            let Resolved::Module { path, .. } = search(name, false) else {
-                return false;
-            };
-            let Ok(info) = trust::inspect(&path) else {
-                return false;
-            };
-            info.needs
-                .iter()
-                .filter(|s| s.starts_with("hal_") || s.starts_with("rtapi_"))
-                .all(|s| {
-                    CString::new(s.as_str()).is_ok_and(|c| {
-                        // SAFETY: RTLD_DEFAULT looks a NUL-terminated name up in the objects
-                        // already loaded; nothing is loaded or run.
-                        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null()
+    /// Sets the config's module directories, searched before `$RTAPI_LINUXCNC_MODULES` and Debian's.
+    pub fn set_module_path(&self, dirs: Vec<PathBuf>) {
+        *lock(&self.config_path) = dirs;
+    }
+
+    /// The module search path in order: the config's, the environment's, Debian's.
+    pub fn search_path(&self) -> Vec<PathBuf> {
+        let mut dirs = lock(&self.config_path).clone();
+        if let Some(env) = std::env::var_os(MODULE_PATH_ENV) {
+            dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()));
+        }
+        dirs.push(PathBuf::from(DEBIAN_MODULE_DIR));
+        dirs
+    }
+
+    /// The names `loadrt NAME` finds on the module search path (each `NAME.so` of its directories,
+    /// sorted, once each), for suggestions.
+    pub fn module_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .search_path()
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                let stem = name.strip_suffix(".so")?;
+                plain_name(stem).then(|| stem.to_string())
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The modules of [`module_names`](Self::module_names) that `loadrt` would load here, as far as can be told without
+    /// running them: owned and moded as [`trust::check_owner`] wants, a real-time module for this
+    /// machine ([`trust::inspect`]), and every `hal_*`/`rtapi_*` symbol it needs provided by this
+    /// process. For the prompt's completion of `loadrt`.
+    pub fn loadable_module_names(&self) -> Vec<String> {
+        self.module_names()
+            .into_iter()
+            .filter(|name| {
+                let Resolved::Module { path, .. } = self.search(name, false) else {
+                    return false;
+                };
+                let Ok(info) = trust::inspect(&path) else {
+                    return false;
+                };
+                info.needs
+                    .iter()
+                    .filter(|s| s.starts_with("hal_") || s.starts_with("rtapi_"))
+                    .all(|s| {
+                        CString::new(s.as_str()).is_ok_and(|c| {
+                            // SAFETY: RTLD_DEFAULT looks a NUL-terminated name up in the objects
+                            // already loaded; nothing is loaded or run.
+                            !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null()
+                        })
                     })
-                })
-        })
-        .collect()
+            })
+            .collect()
+    }
 }
 
 /// What `loadrt TEXT` names.
@@ -163,94 +193,92 @@ fn plain_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// Resolves `loadrt TEXT`; `native` tells whether rtapi has a component of that name, `base` is the
-/// directory of the `.hal` file that says it (a relative path is taken from there, as `source`
-/// does; `None`: the working directory, for a command typed at a prompt).
-///
-/// A **name** (`pid`, `linuxcnc:pid`) is looked up only on the module search path; `linuxcnc:` with
-/// anything but a name (`linuxcnc:../x`, `linuxcnc:/opt/x.so`) is refused, as LinuxCNC's `rtapi_app`
-/// refuses a name with `/` or `..`. A **path** — a word with a `/`, without the prefix
-/// (`./triple.so`, `/opt/m/x.so`) — is the explicit way to load a file. Either way the file found
-/// must pass [`trust::check_owner`].
-pub fn resolve(text: &str, native: bool, base: Option<&Path>) -> Resolved {
-    if let Some(name) = text.strip_prefix(EXPLICIT_PREFIX) {
-        if !plain_name(name) {
-            return Resolved::Missing {
-                message: format!(
+impl ModuleHost {
+    /// Resolves `loadrt TEXT`; `native` tells whether rtapi has a component of that name, `base` is the
+    /// directory of the `.hal` file that says it (a relative path is taken from there, as `source`
+    /// does; `None`: the working directory, for a command typed at a prompt).
+    ///
+    /// A **name** (`pid`, `linuxcnc:pid`) is looked up only on the module search path; `linuxcnc:` with
+    /// anything but a name (`linuxcnc:../x`, `linuxcnc:/opt/x.so`) is refused, as LinuxCNC's `rtapi_app`
+    /// refuses a name with `/` or `..`. A **path** — a word with a `/`, without the prefix
+    /// (`./triple.so`, `/opt/m/x.so`) — is the explicit way to load a file. Either way the file found
+    /// must pass [`trust::check_owner`].
+    pub fn resolve(&self, text: &str, native: bool, base: Option<&Path>) -> Resolved {
+        if let Some(name) = text.strip_prefix(EXPLICIT_PREFIX) {
+            if !plain_name(name) {
+                return Resolved::Missing {
+                    message: format!(
                     "'{text}': loadrt {EXPLICIT_PREFIX} takes a module name ([A-Za-z0-9_-], looked \
                      up in the module search path), not a path; to load a module file, give its \
                      path without the prefix: loadrt ./NAME.so (relative to the .hal file's \
                      directory) or loadrt /full/path/NAME.so"
                 ),
-            };
+                };
+            }
+            return self.search(name, true);
         }
-        return search(name, true);
-    }
-    if text.contains('/') {
-        let given = Path::new(text);
-        let path = match base {
-            Some(d) if given.is_relative() => d.join(given),
-            _ => given.to_path_buf(),
-        };
-        if std::fs::symlink_metadata(&path).is_err() {
-            return Resolved::Missing {
-                message: format!(
-                    "LinuxCNC module file {} does not exist{}",
-                    path.display(),
-                    if given.is_relative() {
-                        " (a relative path is taken from the directory of the .hal file that says it)"
-                    } else {
-                        ""
-                    }
-                ),
+        if text.contains('/') {
+            let given = Path::new(text);
+            let path = match base {
+                Some(d) if given.is_relative() => d.join(given),
+                _ => given.to_path_buf(),
             };
-        }
-        return match trust::check_owner(&path) {
-            Ok(path) => Resolved::Module {
-                path,
-                explicit: true,
-            },
-            Err(message) => Resolved::Missing { message },
-        };
-    }
-    if native {
-        return Resolved::Native;
-    }
-    if plain_name(text) {
-        search(text, false)
-    } else {
-        Resolved::Unknown
-    }
-}
-
-/// `NAME.so` on the search path.
-fn search(name: &str, explicit: bool) -> Resolved {
-    let dirs = search_path();
-    for d in &dirs {
-        let p = d.join(format!("{name}.so"));
-        if p.is_file() {
-            return match trust::check_owner(&p) {
-                Ok(path) => Resolved::Module { path, explicit },
+            if std::fs::symlink_metadata(&path).is_err() {
+                return Resolved::Missing {
+                    message: format!(
+                        "LinuxCNC module file {} does not exist{}",
+                        path.display(),
+                        if given.is_relative() {
+                            " (a relative path is taken from the directory of the .hal file that says it)"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+            }
+            return match trust::check_owner(&path) {
+                Ok(path) => Resolved::Module {
+                    path,
+                    explicit: true,
+                },
                 Err(message) => Resolved::Missing { message },
             };
         }
-    }
-    if explicit {
-        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        Resolved::Missing {
-            message: format!(
-                "no LinuxCNC module {name}.so in {} (add a directory with ${MODULE_PATH_ENV})",
-                shown.join(":")
-            ),
+        if native {
+            return Resolved::Native;
         }
-    } else {
-        Resolved::Unknown
+        if plain_name(text) {
+            self.search(text, false)
+        } else {
+            Resolved::Unknown
+        }
+    }
+
+    /// `NAME.so` on the search path.
+    fn search(&self, name: &str, explicit: bool) -> Resolved {
+        let dirs = self.search_path();
+        for d in &dirs {
+            let p = d.join(format!("{name}.so"));
+            if p.is_file() {
+                return match trust::check_owner(&p) {
+                    Ok(path) => Resolved::Module { path, explicit },
+                    Err(message) => Resolved::Missing { message },
+                };
+            }
+        }
+        if explicit {
+            let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            Resolved::Missing {
+                message: format!(
+                    "no LinuxCNC module {name}.so in {} (add a directory with ${MODULE_PATH_ENV})",
+                    shown.join(":")
+                ),
+            }
+        } else {
+            Resolved::Unknown
+        }
     }
 }
-
-/// Symbols exported by the modules [`check_static`] accepted in this process (later ones may use
-/// them, as after `RTLD_GLOBAL`).
-static STATIC_EXPORTS: Mutex<Vec<(PathBuf, Vec<String>)>> = Mutex::new(Vec::new());
 
 /// Libraries every process of rtapi has loaded: a module needing only these has every symbol it
 /// needs either in them, in rtapi, or in a module loaded before it.
@@ -265,65 +293,68 @@ const PROCESS_LIBRARIES: &[&str] = &[
     "ld-linux-aarch64.so.1",
 ];
 
-/// `loadrt` of module file `path` checked **without loading it** (`halrun --check`): its owners and
-/// mode, that it is a LinuxCNC real-time module for this machine, its arguments (names, types, array
-/// sizes; `count=`/`names=` are its own), and the symbols it needs from rtapi (every `hal_*` /
-/// `rtapi_*` one) and, when it names no library beyond the C library's, every other one (rtapi's, a
-/// module's checked before it). What its `rtapi_app_main` would make is not known.
-pub(crate) fn check_static(
-    path: &Path,
-    instances: &Instances,
-    args: &LoadArgs,
-) -> Result<(), LoadError> {
-    let path = trust::check_owner(path).map_err(LoadError::new)?;
-    let module = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string());
-    let info = trust::inspect(&path).map_err(LoadError::new)?;
-    let pairs = arg_pairs(instances, args);
-    for (k, v) in &pairs {
-        args::check_static(&info, &module, k, v).map_err(LoadError::new)?;
+impl ModuleHost {
+    /// `loadrt` of module file `path` checked **without loading it** (`halrun --check`): its owners and
+    /// mode, that it is a LinuxCNC real-time module for this machine, its arguments (names, types, array
+    /// sizes; `count=`/`names=` are its own), and the symbols it needs from rtapi (every `hal_*` /
+    /// `rtapi_*` one) and, when it names no library beyond the C library's, every other one (rtapi's, a
+    /// module's checked before it). What its `rtapi_app_main` would make is not known.
+    pub(crate) fn check_static(
+        &self,
+        path: &Path,
+        instances: &Instances,
+        args: &LoadArgs,
+    ) -> Result<(), LoadError> {
+        let path = trust::check_owner(path).map_err(LoadError::new)?;
+        let module = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        let info = trust::inspect(&path).map_err(LoadError::new)?;
+        let pairs = arg_pairs(instances, args);
+        for (k, v) in &pairs {
+            args::check_static(&info, &module, k, v).map_err(LoadError::new)?;
+        }
+        let only_process_libraries = info
+            .libraries
+            .iter()
+            .all(|l| PROCESS_LIBRARIES.contains(&l.as_str()));
+        let mut exports = lock(&self.static_exports);
+        exports.retain(|(p, _)| *p != path);
+        for sym in &info.needs {
+            let ours = sym.starts_with("hal_") || sym.starts_with("rtapi_");
+            if !ours && !only_process_libraries {
+                continue;
+            }
+            if exports.iter().any(|(_, e)| e.contains(sym)) {
+                continue;
+            }
+            let Ok(c) = CString::new(sym.as_str()) else {
+                continue;
+            };
+            // SAFETY: RTLD_DEFAULT looks a NUL-terminated name up in the objects already loaded (rtapi
+            // and its libraries); nothing is loaded or run.
+            if unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null() {
+                return Err(open_error(
+                    &module,
+                    &path,
+                    &format!("undefined symbol: {sym}"),
+                ));
+            }
+        }
+        exports.push((path, info.exports));
+        Ok(())
     }
-    let only_process_libraries = info
-        .libraries
-        .iter()
-        .all(|l| PROCESS_LIBRARIES.contains(&l.as_str()));
-    let mut exports = lock(&STATIC_EXPORTS);
-    exports.retain(|(p, _)| *p != path);
-    for sym in &info.needs {
-        let ours = sym.starts_with("hal_") || sym.starts_with("rtapi_");
-        if !ours && !only_process_libraries {
-            continue;
-        }
-        if exports.iter().any(|(_, e)| e.contains(sym)) {
-            continue;
-        }
-        let Ok(c) = CString::new(sym.as_str()) else {
-            continue;
-        };
-        // SAFETY: RTLD_DEFAULT looks a NUL-terminated name up in the objects already loaded (rtapi
-        // and its libraries); nothing is loaded or run.
-        if unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null() {
-            return Err(open_error(
-                &module,
-                &path,
-                &format!("undefined symbol: {sym}"),
-            ));
-        }
-    }
-    exports.push((path, info.exports));
-    Ok(())
 }
 
 // ---- the process's modules and components ----------------------------------------------------
 
-/// A component a module made with `hal_init` (its id is its index in [`COMPS`] + 1).
+/// A component a module made with `hal_init` (its id is its index in the [`Registry`] + 1).
 pub(crate) struct Comp {
     pub(crate) name: String,
     /// For `hal_comp_name`: lives as long as the process.
     pub(crate) cname: CString,
-    /// The module that made it ([`ModuleRec::serial`]).
+    /// The module that made it (its load's serial).
     pub(crate) module: u64,
     pub(crate) key: ComponentKey,
     /// Pins and params made by the module for this component.
@@ -388,13 +419,58 @@ impl CellSync {
     }
 }
 
-/// Every component made by a module in this process, by id − 1 (never removed: ids stay valid).
-pub(crate) static COMPS: Mutex<Vec<Arc<Comp>>> = Mutex::new(Vec::new());
+/// What this process must know of hosted modules, whoever loaded them.
+pub(crate) struct Registry {
+    /// Every component made by a module, by id − 1 (never removed: ids stay valid, and
+    /// `hal_comp_name` hands out its name for the life of the process).
+    comps: Vec<Arc<Comp>>,
+    /// The next load's serial (components name their module by it).
+    next_serial: u64,
+    /// The module files loaded and kept (by a runtime or a harness), canonical.
+    kept: Vec<PathBuf>,
+}
 
-/// A module kept loaded (by a runtime being configured or running).
-struct ModuleRec {
+/// The one process-wide record of the module host, because the C interface and the dynamic loader
+/// are process-wide: `hal_ready`, `hal_exit` and `hal_comp_name` name a component by an int id and
+/// carry no other context, and a module file is mapped once per process (a second load would share
+/// the first one's statics, so it is refused whichever host asks). Reached only through
+/// [`Registry::comp`], [`Registry::add_comp`] and the loading code of this module.
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    comps: Vec::new(),
+    next_serial: 1,
+    kept: Vec::new(),
+});
+
+impl Registry {
+    /// Component `id` (as `hal_init` returned it).
+    pub(crate) fn comp(id: c_int) -> Option<Arc<Comp>> {
+        let i = usize::try_from(id).ok()?.checked_sub(1)?;
+        lock(&REGISTRY).comps.get(i).cloned()
+    }
+
+    /// Registers a component; returns its id.
+    pub(crate) fn add_comp(c: Arc<Comp>) -> usize {
+        let mut r = lock(&REGISTRY);
+        r.comps.push(c);
+        r.comps.len()
+    }
+
+    fn comps_of(serial: u64) -> Vec<Arc<Comp>> {
+        lock(&REGISTRY)
+            .comps
+            .iter()
+            .filter(|c| c.module == serial)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A LinuxCNC module loaded and kept by a target that runs it (a runtime, a harness). Dropping it
+/// is the module's end: `rtapi_app_exit`, then `dlclose` — drop it only once none of its functions
+/// can be called (a runtime keeps it as a [`Resident`](crate::runtime::Resident) for that).
+pub struct KeptModule {
     serial: u64,
-    name: String,
+    name: &'static str,
     path: PathBuf,
     handle: usize,
     exit: Option<unsafe extern "C" fn()>,
@@ -403,8 +479,27 @@ struct ModuleRec {
     components: Vec<String>,
 }
 
-static MODULES: Mutex<Vec<ModuleRec>> = Mutex::new(Vec::new());
-static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+impl KeptModule {
+    /// The module's name (its file's stem).
+    pub fn name(&self) -> &str {
+        self.name
+    }
+
+    /// Whether it made any of `components`.
+    pub fn made_any(&self, components: &[String]) -> bool {
+        self.components.iter().any(|c| components.contains(c))
+    }
+}
+
+impl Drop for KeptModule {
+    fn drop(&mut self) {
+        exit_module(self.name, self.exit, &Registry::comps_of(self.serial));
+        // SAFETY: the handle from `load`, closed once (here); the module's functions are no longer
+        // called (see the type's documentation).
+        unsafe { libc::dlclose(self.handle as *mut c_void) };
+        lock(&REGISTRY).kept.retain(|p| *p != self.path);
+    }
+}
 
 /// The load in progress on this thread, for the C interface's callbacks.
 pub(crate) struct Loading {
@@ -730,226 +825,255 @@ fn errno_text(rc: c_int) -> String {
     format!("{rc} ({e})")
 }
 
-/// `loadrt` of a LinuxCNC module into `target`. Returns the components it made.
-pub(crate) fn load(
-    target: &mut dyn Target,
-    declared: &mut Declared,
-    presets: &Presets,
-    path: &Path,
-    instances: &Instances,
-    args: &LoadArgs,
-) -> Result<Vec<String>, LoadError> {
-    capi::keep_linked();
-    let keep = target.keeps_modules();
-    let live = matches!(target.hal_side(), HalSide::Live(_));
-    let module = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string());
-    // Its owners and mode, and that it is a LinuxCNC module, before any of its code can run (a
-    // shared object's constructors run inside dlopen).
-    let canonical = trust::check_owner(path).map_err(LoadError::new)?;
-    trust::inspect(&canonical).map_err(LoadError::new)?;
-    if lock(&MODULES).iter().any(|m| m.path == canonical) {
-        return Err(LoadError::new(format!(
-            "LinuxCNC module {module} is already loaded (unloadrt it first)"
-        )));
-    }
-    // Dry-run leftovers: all go before a real load; from this module on before a new dry run of it.
-    let from = if keep {
-        Some(0)
-    } else {
-        lock(&PROBES).iter().position(|p| p.path == canonical)
-    };
-    if let Some(i) = from {
-        close_probes_from(i);
-    }
-    let cpath = CString::new(canonical.as_os_str().as_encoded_bytes())
-        .map_err(|_| LoadError::new(format!("module path {} has a NUL byte", path.display())))?;
-    // SAFETY: a NUL-terminated path; RTLD_NOW resolves every symbol now (failing on a missing one),
-    // RTLD_GLOBAL lets modules loaded later use this one's symbols. Running the module's
-    // constructors is what loading a module means: the file passed `trust::check_owner` (only root
-    // or the caller could have written it) and `trust::inspect` (a LinuxCNC module) just above.
-    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-    if handle.is_null() {
-        return Err(open_error(&module, path, &dlerror_text()));
-    }
-    let close = |h: *mut c_void| {
-        // SAFETY: `h` is the live handle from the dlopen above, closed once.
-        unsafe { libc::dlclose(h) };
-    };
-    let sym = |name: &CStr| {
-        // SAFETY: live handle, NUL-terminated name.
-        unsafe { libc::dlsym(handle, name.as_ptr()) }
-    };
-    let main_ptr = sym(c"rtapi_app_main");
-    if main_ptr.is_null() {
-        close(handle);
-        return Err(LoadError::new(format!(
-            "{} is not a LinuxCNC real-time module (it has no rtapi_app_main)",
-            path.display()
-        )));
-    }
-    // SAFETY: rtapi_app.h declares `int rtapi_app_main(void)` and `void rtapi_app_exit(void)`.
-    let main: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(main_ptr) };
-    let exit_ptr = sym(c"rtapi_app_exit");
-    let exit: Option<unsafe extern "C" fn()> = if exit_ptr.is_null() {
-        None
-    } else {
-        // SAFETY: as above.
-        Some(unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(exit_ptr) })
-    };
-
-    // Arguments: count=/names= are the module's own.
-    let mut strings = Vec::new();
-    let pairs = arg_pairs(instances, args);
-    for (k, v) in &pairs {
-        if let Err(m) = args::write(handle, &module, path, k, v, &mut strings) {
+impl ModuleHost {
+    /// `loadrt` of a LinuxCNC module into `target`. Returns the components it made.
+    pub(crate) fn load(
+        &self,
+        target: &mut dyn Target,
+        declared: &mut Declared,
+        presets: &Presets,
+        path: &Path,
+        instances: &Instances,
+        args: &LoadArgs,
+    ) -> Result<Vec<String>, LoadError> {
+        capi::keep_linked();
+        let keep = target.keeps_modules();
+        let live = matches!(target.hal_side(), HalSide::Live(_));
+        let module = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        // Its owners and mode, and that it is a LinuxCNC module, before any of its code can run (a
+        // shared object's constructors run inside dlopen).
+        let canonical = trust::check_owner(path).map_err(LoadError::new)?;
+        trust::inspect(&canonical).map_err(LoadError::new)?;
+        // A real load reserves the file (until its `KeptModule` goes); a dry run only checks.
+        let reserved = {
+            let mut r = lock(&REGISTRY);
+            if r.kept.contains(&canonical) {
+                return Err(LoadError::new(format!(
+                    "LinuxCNC module {module} is already loaded (unloadrt it first)"
+                )));
+            }
+            if keep {
+                r.kept.push(canonical.clone());
+            }
+            Reservation(keep.then(|| canonical.clone()))
+        };
+        // Dry-run leftovers: all go before a real load; from this module on before a new dry run of it.
+        let from = if keep {
+            Some(0)
+        } else {
+            lock(&self.probes).iter().position(|p| p.path == canonical)
+        };
+        if let Some(i) = from {
+            self.close_probes_from(i);
+        }
+        let cpath = CString::new(canonical.as_os_str().as_encoded_bytes()).map_err(|_| {
+            LoadError::new(format!("module path {} has a NUL byte", path.display()))
+        })?;
+        // SAFETY: a NUL-terminated path; RTLD_NOW resolves every symbol now (failing on a missing one),
+        // RTLD_GLOBAL lets modules loaded later use this one's symbols. Running the module's
+        // constructors is what loading a module means: the file passed `trust::check_owner` (only root
+        // or the caller could have written it) and `trust::inspect` (a LinuxCNC module) just above.
+        let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        if handle.is_null() {
+            return Err(open_error(&module, path, &dlerror_text()));
+        }
+        let close = |h: *mut c_void| {
+            // SAFETY: `h` is the live handle from the dlopen above, closed once.
+            unsafe { libc::dlclose(h) };
+        };
+        let sym = |name: &CStr| {
+            // SAFETY: live handle, NUL-terminated name.
+            unsafe { libc::dlsym(handle, name.as_ptr()) }
+        };
+        let main_ptr = sym(c"rtapi_app_main");
+        if main_ptr.is_null() {
             close(handle);
-            return Err(LoadError::new(m));
+            return Err(LoadError::new(format!(
+                "{} is not a LinuxCNC real-time module (it has no rtapi_app_main)",
+                path.display()
+            )));
         }
-    }
-
-    let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
-    let name: &'static str = Box::leak(module.clone().into_boxed_str());
-    // SAFETY: only the lifetime of the trait object is erased; `LOADING` is cleared below, before
-    // the `&mut dyn Target` borrow ends, and nothing keeps the pointer.
-    let target_ptr: *mut (dyn Target + 'static) =
-        unsafe { std::mem::transmute::<*mut (dyn Target + '_), _>(target as *mut dyn Target) };
-    LOADING.with(|l| {
-        *l.borrow_mut() = Some(Loading {
-            target: target_ptr,
-            declared,
-            presets,
-            serial,
-            module: name,
-            comps: Vec::new(),
-            errors: Vec::new(),
-            held: Vec::new(),
-            live,
-        })
-    });
-    let previous = CURRENT.with(|c| c.replace(name));
-    // SAFETY: the module's entry point, called once after its arguments were written, as rtapi_app
-    // does; its callbacks find this load in `LOADING`.
-    let rc = unsafe { main() };
-    let loading = LOADING
-        .with(|l| l.borrow_mut().take())
-        .expect("LOADING set above");
-    if rc == 0 {
-        for (level, text) in &loading.held {
-            capi::log_message(*level, text);
-        }
-    }
-    CURRENT.with(|c| c.set(previous));
-    let comps = loading.comps;
-    let names: Vec<String> = comps.iter().map(|c| c.name.clone()).collect();
-
-    if rc != 0 {
-        if let HalSide::Live(hal) = target.hal_side() {
-            for c in &comps {
-                let _ = hal.delete_component(&c.name);
-            }
-        }
-        for c in &comps {
-            c.exited.store(true, Ordering::Relaxed);
-        }
-        close(handle);
-        // Its error messages; a module that prints its errors with `rtapi_print` (hm2_eth), which
-        // LinuxCNC always shows, has what it printed that way instead.
-        let said: Vec<&str> = if loading.errors.is_empty() {
-            loading
-                .held
-                .iter()
-                .filter(|(level, _)| *level == capi::MSG_ALL)
-                .map(|(_, t)| t.as_str())
-                .collect()
+        // SAFETY: rtapi_app.h declares `int rtapi_app_main(void)` and `void rtapi_app_exit(void)`.
+        let main: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(main_ptr) };
+        let exit_ptr = sym(c"rtapi_app_exit");
+        let exit: Option<unsafe extern "C" fn()> = if exit_ptr.is_null() {
+            None
         } else {
-            loading.errors.iter().map(String::as_str).collect()
-        };
-        let said = if said.is_empty() {
-            String::new()
-        } else {
-            format!("; it said: {}", said.join(" / "))
-        };
-        // Not "unavailable": the module is here and ran; what it said is the cause, first.
-        return Err(LoadError::new(format!(
-            "LinuxCNC module {module}: rtapi_app_main failed with {}{said}",
-            errno_text(rc)
-        )));
-    }
-
-    // The module's defaults, written through its pointers after it made them, become the initial
-    // values (unless the config setp's them); live, params go to their cells now.
-    for c in &comps {
-        let objects = lock(&c.objects);
-        for p in objects.pins.iter().filter(|p| p.staging != 0) {
-            let bits = presets
-                .get(&p.name)
-                .and_then(|t| Value::parse(p.ty, t, &p.name).ok())
-                .map(Value::to_bits)
-                // SAFETY: the staging cell is an 8-byte arena cell made for this pin.
-                .unwrap_or_else(|| unsafe { read_c(p.staging, p.ty) });
-            if let HalSide::Building(b) = target.hal_side() {
-                let _ = b.set_init(&p.name, bits);
-            }
-            declared
-                .values
-                .insert(p.name.clone(), Value::from_bits(p.ty, bits));
-        }
-        for p in &objects.params {
-            let preset = presets
-                .get(&p.name)
-                .and_then(|t| Value::parse(p.ty, t, &p.name).ok())
-                .map(Value::to_bits);
-            if let Some(bits) = preset {
-                // SAFETY: the module's param variable (checked in `hal_param_new`).
-                unsafe { write_c(p.addr, p.ty, bits) };
-            }
             // SAFETY: as above.
-            let bits = unsafe { read_c(p.addr, p.ty) };
-            if let HalSide::Building(b) = target.hal_side() {
-                let _ = b.set_init(&p.name, bits);
+            Some(unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(exit_ptr) })
+        };
+
+        // Arguments: count=/names= are the module's own.
+        let mut strings = Vec::new();
+        let pairs = arg_pairs(instances, args);
+        for (k, v) in &pairs {
+            if let Err(m) = args::write(handle, &module, path, k, v, &mut strings) {
+                close(handle);
+                return Err(LoadError::new(m));
             }
-            declared
-                .values
-                .insert(p.name.clone(), Value::from_bits(p.ty, bits));
         }
-        drop(objects);
-        if let HalSide::Live(hal) = target.hal_side() {
-            for p in lock(&c.objects).params.iter() {
-                // SAFETY: as above.
-                let bits = unsafe { read_c(p.addr, p.ty) };
-                if let Ok((cell, _)) = hal.param_cell(&p.name) {
-                    cell.store_bits(p.ty, bits);
+
+        let serial = {
+            let mut r = lock(&REGISTRY);
+            r.next_serial += 1;
+            r.next_serial - 1
+        };
+        let name: &'static str = Box::leak(module.clone().into_boxed_str());
+        // SAFETY: only the lifetime of the trait object is erased; `LOADING` is cleared below, before
+        // the `&mut dyn Target` borrow ends, and nothing keeps the pointer.
+        let target_ptr: *mut (dyn Target + 'static) =
+            unsafe { std::mem::transmute::<*mut (dyn Target + '_), _>(target as *mut dyn Target) };
+        LOADING.with(|l| {
+            *l.borrow_mut() = Some(Loading {
+                target: target_ptr,
+                declared,
+                presets,
+                serial,
+                module: name,
+                comps: Vec::new(),
+                errors: Vec::new(),
+                held: Vec::new(),
+                live,
+            })
+        });
+        let previous = CURRENT.with(|c| c.replace(name));
+        // SAFETY: the module's entry point, called once after its arguments were written, as rtapi_app
+        // does; its callbacks find this load in `LOADING`.
+        let rc = unsafe { main() };
+        let loading = LOADING
+            .with(|l| l.borrow_mut().take())
+            .expect("LOADING set above");
+        if rc == 0 {
+            for (level, text) in &loading.held {
+                capi::log_message(*level, text);
+            }
+        }
+        CURRENT.with(|c| c.set(previous));
+        let comps = loading.comps;
+        let names: Vec<String> = comps.iter().map(|c| c.name.clone()).collect();
+
+        if rc != 0 {
+            if let HalSide::Live(hal) = target.hal_side() {
+                for c in &comps {
+                    let _ = hal.delete_component(&c.name);
                 }
             }
-            c.bind(hal);
+            for c in &comps {
+                c.exited.store(true, Ordering::Relaxed);
+            }
+            close(handle);
+            // Its error messages; a module that prints its errors with `rtapi_print` (hm2_eth), which
+            // LinuxCNC always shows, has what it printed that way instead.
+            let said: Vec<&str> = if loading.errors.is_empty() {
+                loading
+                    .held
+                    .iter()
+                    .filter(|(level, _)| *level == capi::MSG_ALL)
+                    .map(|(_, t)| t.as_str())
+                    .collect()
+            } else {
+                loading.errors.iter().map(String::as_str).collect()
+            };
+            let said = if said.is_empty() {
+                String::new()
+            } else {
+                format!("; it said: {}", said.join(" / "))
+            };
+            // Not "unavailable": the module is here and ran; what it said is the cause, first.
+            return Err(LoadError::new(format!(
+                "LinuxCNC module {module}: rtapi_app_main failed with {}{said}",
+                errno_text(rc)
+            )));
+        }
+
+        // The module's defaults, written through its pointers after it made them, become the initial
+        // values (unless the config setp's them); live, params go to their cells now.
+        for c in &comps {
+            let objects = lock(&c.objects);
+            for p in objects.pins.iter().filter(|p| p.staging != 0) {
+                let bits = presets
+                    .get(&p.name)
+                    .and_then(|t| Value::parse(p.ty, t, &p.name).ok())
+                    .map(Value::to_bits)
+                    // SAFETY: the staging cell is an 8-byte arena cell made for this pin.
+                    .unwrap_or_else(|| unsafe { read_c(p.staging, p.ty) });
+                if let HalSide::Building(b) = target.hal_side() {
+                    let _ = b.set_init(&p.name, bits);
+                }
+                declared
+                    .values
+                    .insert(p.name.clone(), Value::from_bits(p.ty, bits));
+            }
+            for p in &objects.params {
+                let preset = presets
+                    .get(&p.name)
+                    .and_then(|t| Value::parse(p.ty, t, &p.name).ok())
+                    .map(Value::to_bits);
+                if let Some(bits) = preset {
+                    // SAFETY: the module's param variable (checked in `hal_param_new`).
+                    unsafe { write_c(p.addr, p.ty, bits) };
+                }
+                // SAFETY: as above.
+                let bits = unsafe { read_c(p.addr, p.ty) };
+                if let HalSide::Building(b) = target.hal_side() {
+                    let _ = b.set_init(&p.name, bits);
+                }
+                declared
+                    .values
+                    .insert(p.name.clone(), Value::from_bits(p.ty, bits));
+            }
+            drop(objects);
+            if let HalSide::Live(hal) = target.hal_side() {
+                for p in lock(&c.objects).params.iter() {
+                    // SAFETY: as above.
+                    let bits = unsafe { read_c(p.addr, p.ty) };
+                    if let Ok((cell, _)) = hal.param_cell(&p.name) {
+                        cell.store_bits(p.ty, bits);
+                    }
+                }
+                c.bind(hal);
+            }
+        }
+
+        if keep {
+            // The reservation becomes the kept module's (its drop frees the file).
+            std::mem::forget(reserved);
+            target.keep_module(KeptModule {
+                serial,
+                name,
+                path: canonical,
+                handle: handle as usize,
+                exit,
+                _strings: strings,
+                components: names.clone(),
+            });
+        } else {
+            // A dry run: the module's rtapi_app_exit runs at once; it stays open (modules loaded after it
+            // in the same dry run may need its symbols) until a real load, or a new dry run of it, closes
+            // it so that the next load starts from fresh statics.
+            exit_module(name, exit, &comps);
+            lock(&self.probes).push(Probe {
+                path: canonical,
+                handle: handle as usize,
+                _strings: strings,
+            });
+        }
+        Ok(names)
+    }
+}
+
+/// A module file reserved in the [`Registry`] by a real load under way: freed if the load fails.
+struct Reservation(Option<PathBuf>);
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            lock(&REGISTRY).kept.retain(|k| *k != p);
         }
     }
-
-    if keep {
-        lock(&MODULES).push(ModuleRec {
-            serial,
-            name: module,
-            path: canonical,
-            handle: handle as usize,
-            exit,
-            _strings: strings,
-            components: names.clone(),
-        });
-    } else {
-        // A dry run: the module's rtapi_app_exit runs at once; it stays open (modules loaded after it
-        // in the same dry run may need its symbols) until a real load, or a new dry run of it, closes
-        // it so that the next load starts from fresh statics.
-        exit_module(name, exit, &comps);
-        lock(&PROBES).push(Probe {
-            path: canonical,
-            handle: handle as usize,
-            _strings: strings,
-        });
-    }
-    Ok(names)
 }
 
 /// A module a dry run loaded: its `rtapi_app_exit` ran, the handle is still open.
@@ -959,31 +1083,31 @@ struct Probe {
     _strings: Vec<CString>,
 }
 
-static PROBES: Mutex<Vec<Probe>> = Mutex::new(Vec::new());
-
 /// Closes the dry-run modules from position `i` on, last first (a module is closed before the ones
 /// whose symbols it uses), and warns if one stays mapped (its statics would carry over).
-fn close_probes_from(i: usize) {
-    let gone: Vec<Probe> = {
-        let mut p = lock(&PROBES);
-        let n = p.len();
-        p.drain(i.min(n)..).collect()
-    };
-    for p in gone.into_iter().rev() {
-        // SAFETY: a handle from `load`'s dlopen, closed once; its functions were never called (a dry
-        // run makes no closures) and its rtapi_app_exit ran.
-        unsafe { libc::dlclose(p.handle as *mut c_void) };
-        if let Ok(c) = CString::new(p.path.as_os_str().as_encoded_bytes()) {
-            // SAFETY: a NUL-terminated path; RTLD_NOLOAD only looks the library up.
-            let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-            if !h.is_null() {
-                log::warn!(
-                    "LinuxCNC module {} stays mapped after its dry run; its next load starts \
+impl ModuleHost {
+    fn close_probes_from(&self, i: usize) {
+        let gone: Vec<Probe> = {
+            let mut p = lock(&self.probes);
+            let n = p.len();
+            p.drain(i.min(n)..).collect()
+        };
+        for p in gone.into_iter().rev() {
+            // SAFETY: a handle from `load`'s dlopen, closed once; its functions were never called (a dry
+            // run makes no closures) and its rtapi_app_exit ran.
+            unsafe { libc::dlclose(p.handle as *mut c_void) };
+            if let Ok(c) = CString::new(p.path.as_os_str().as_encoded_bytes()) {
+                // SAFETY: a NUL-terminated path; RTLD_NOLOAD only looks the library up.
+                let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+                if !h.is_null() {
+                    log::warn!(
+                        "LinuxCNC module {} stays mapped after its dry run; its next load starts \
                      from the statics the dry run left",
-                    p.path.display()
-                );
-                // SAFETY: the reference the NOLOAD lookup just took.
-                unsafe { libc::dlclose(h) };
+                        p.path.display()
+                    );
+                    // SAFETY: the reference the NOLOAD lookup just took.
+                    unsafe { libc::dlclose(h) };
+                }
             }
         }
     }
@@ -1001,50 +1125,13 @@ fn exit_module(name: &'static str, exit: Option<unsafe extern "C" fn()>, comps: 
     }
 }
 
-fn comps_of(serial: u64) -> Vec<Arc<Comp>> {
-    lock(&COMPS)
-        .iter()
-        .filter(|c| c.module == serial)
-        .cloned()
-        .collect()
-}
-
-fn unload_rec(m: ModuleRec) {
-    let name: &'static str = Box::leak(m.name.into_boxed_str());
-    exit_module(name, m.exit, &comps_of(m.serial));
-    // SAFETY: the handle from `load`, closed once; the module's functions are no longer called.
-    unsafe { libc::dlclose(m.handle as *mut c_void) };
-}
-
-/// `unloadrt` in a running instance: the modules that made any of `components` (whose functions have
-/// left their threads) get `rtapi_app_exit` and are closed.
-pub fn unloaded(components: &[String]) {
-    let wanted: HashSet<&String> = components.iter().collect();
-    let gone: Vec<ModuleRec> = {
-        let mut mods = lock(&MODULES);
-        let (gone, kept) = std::mem::take(&mut *mods)
-            .into_iter()
-            .partition(|m| m.components.iter().any(|c| wanted.contains(c)));
-        *mods = kept;
-        gone
-    };
-    for m in gone.into_iter().rev() {
-        unload_rec(m);
-    }
-}
-
-/// Every kept module, last loaded first: `rtapi_app_exit` and `dlclose`. Call after the threads
-/// that ran their functions have stopped (the instance's stop).
-pub fn unload_all() {
-    let mods = std::mem::take(&mut *lock(&MODULES));
-    for m in mods.into_iter().rev() {
-        unload_rec(m);
-    }
-}
-
-/// The names of the LinuxCNC modules loaded and kept in this process, in load order.
-pub fn loaded() -> Vec<String> {
-    lock(&MODULES).iter().map(|m| m.name.clone()).collect()
+/// `unloadrt` in running instance `running`: the modules that made any of `components` (whose
+/// functions have left their threads) get `rtapi_app_exit` and are closed.
+pub fn unloaded(running: &crate::runtime::Runtime<crate::runtime::Running>, components: &[String]) {
+    running.release_residents(&|r| {
+        r.downcast_ref::<KeptModule>()
+            .is_some_and(|m| m.made_any(components))
+    });
 }
 
 /// A module's arguments as `name=value` pairs: `count=`/`names=` first (they are the module's own),
@@ -1066,15 +1153,21 @@ mod tests {
 
     #[test]
     fn loadrt_text_resolves_to_native_module_or_nothing() {
-        assert_eq!(resolve("pid", true, None), Resolved::Native);
-        assert_eq!(resolve("frobnicator", false, None), Resolved::Unknown);
-        match resolve("/nonexistent/x.so", false, None) {
+        assert_eq!(
+            ModuleHost::new().resolve("pid", true, None),
+            Resolved::Native
+        );
+        assert_eq!(
+            ModuleHost::new().resolve("frobnicator", false, None),
+            Resolved::Unknown
+        );
+        match ModuleHost::new().resolve("/nonexistent/x.so", false, None) {
             Resolved::Missing { message } => {
                 assert!(message.contains("does not exist"), "{message}")
             }
             other => panic!("{other:?}"),
         }
-        match resolve("linuxcnc:frobnicator", false, None) {
+        match ModuleHost::new().resolve("linuxcnc:frobnicator", false, None) {
             Resolved::Missing { message } => {
                 assert!(message.contains("frobnicator.so") && message.contains(MODULE_PATH_ENV))
             }
@@ -1082,22 +1175,28 @@ mod tests {
         }
         // A relative path is taken from the .hal file's directory.
         assert_eq!(
-            resolve("../x.so", false, Some(Path::new("/rtapi-test-no-such-dir/sub"))),
+            ModuleHost::new().resolve("../x.so", false, Some(Path::new("/rtapi-test-no-such-dir/sub"))),
             Resolved::Missing {
                 message: "LinuxCNC module file /rtapi-test-no-such-dir/sub/../x.so does not exist \
                           (a relative path is taken from the directory of the .hal file that says it)"
                     .into()
             }
         );
-        assert_eq!(resolve("a b", false, None), Resolved::Unknown);
-        assert_eq!(resolve("x.so", false, None), Resolved::Unknown);
+        assert_eq!(
+            ModuleHost::new().resolve("a b", false, None),
+            Resolved::Unknown
+        );
+        assert_eq!(
+            ModuleHost::new().resolve("x.so", false, None),
+            Resolved::Unknown
+        );
         // `linuxcnc:` takes a name only (rtapi_app refuses `/` and `..` in a name).
         for text in [
             "linuxcnc:../../tmp/x.so",
             "linuxcnc:/usr/lib/linuxcnc/modules/and2.so",
             "linuxcnc:..",
         ] {
-            match resolve(text, false, None) {
+            match ModuleHost::new().resolve(text, false, None) {
                 Resolved::Missing { message } => {
                     assert!(
                         message.contains("takes a module name")
@@ -1112,7 +1211,7 @@ mod tests {
 
     #[test]
     fn search_path_is_config_then_environment_then_debian() {
-        let p = search_path();
+        let p = ModuleHost::new().search_path();
         assert_eq!(p.last().unwrap(), Path::new(DEBIAN_MODULE_DIR));
     }
 }

@@ -118,7 +118,7 @@ impl Session {
             }
             let existing = component_names(reader)?;
             let mut target = LiveTarget::new(rt).map_err(|e| e.message)?;
-            let loaded = l.load_into(&self.registry, &mut target, &presets);
+            let loaded = l.load_into(&self.registry, &self.modules, &mut target, &presets);
             if let Err(e) = loaded {
                 // A refused loadrt changes nothing: what it made before it was refused (the first
                 // instances of a `count=256` that ran out of room) goes again, room included.
@@ -229,7 +229,7 @@ impl Session {
                     .map_err(err(format!("unloadrt {name}")))?;
             }
             // A LinuxCNC module's functions have left their threads: its rtapi_app_exit runs.
-            crate::components::linuxcnc::unloaded(&l.names);
+            crate::components::linuxcnc::unloaded(rt, &l.names);
         }
         Ok(())
     }
@@ -272,6 +272,6 @@ fn unload_new_components(
         rt.hal().delete_component(name).map_err(|e| e.to_string())?;
     }
     // A LinuxCNC module kept after its load: its rtapi_app_exit runs, as for `unloadrt`.
-    crate::components::linuxcnc::unloaded(&made);
+    crate::components::linuxcnc::unloaded(rt, &made);
     Ok(())
 }

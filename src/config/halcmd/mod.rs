@@ -29,8 +29,9 @@ use std::path::{Path, PathBuf};
 use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
 use super::{invalid_name, read_text, ConfigError};
+use crate::components::linuxcnc::{self, ModuleHost};
 use crate::components::{
-    linuxcnc, Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target, Validation,
+    Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target, Validation,
 };
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, clip, quote};
@@ -100,13 +101,14 @@ impl Loaded {
     fn load_into(
         &self,
         registry: &Registry,
+        modules: &ModuleHost,
         target: &mut dyn Target,
         presets: &Presets,
     ) -> Result<Vec<String>, LoadError> {
         let declared = &mut Declared::default();
         match &self.module {
             Some(path) => {
-                registry.load_module(target, declared, presets, path, &self.instances, &self.args)
+                modules.load(target, declared, presets, path, &self.instances, &self.args)
             }
             None => registry.load(
                 target,
@@ -201,6 +203,9 @@ pub const STOPPING: &str =
 /// ```
 pub struct Session {
     registry: Registry,
+    /// LinuxCNC modules: the search path, what dry runs leave open; native or module is decided
+    /// there.
+    modules: ModuleHost,
     instance: String,
     ini: Option<Ini>,
     /// Continue after a failed command (halrun `-k`); the errors are kept in [`Session::errors`].
@@ -271,7 +276,7 @@ impl Session {
     ) -> Result<(Vec<String>, Declared), crate::components::LoadError> {
         let mut scratch = Validation::new(&self.instance)?;
         let mut declared = Declared::default();
-        let names = self.registry.load_module(
+        let names = self.modules.load(
             &mut scratch,
             &mut declared,
             &Presets::new(),
@@ -323,6 +328,7 @@ impl Session {
         }
         Ok(Session {
             registry,
+            modules: ModuleHost::new(),
             instance: instance.to_string(),
             ini: None,
             keep_going: false,
@@ -347,6 +353,11 @@ impl Session {
         })
     }
 
+    /// The session's LinuxCNC module host (its search path, for completion and messages).
+    pub fn modules(&self) -> &ModuleHost {
+        &self.modules
+    }
+
     /// Takes the INI file out of the session (to put it back later with [`set_ini`](Self::set_ini)).
     pub fn take_ini(&mut self) -> Option<Ini> {
         self.ini.take()
@@ -357,7 +368,7 @@ impl Session {
         // Its [RTAPI]LINUXCNC_MODULES is the config's part of the LinuxCNC module search path.
         if let Some(dirs) = ini.as_ref().map(Ini::linuxcnc_module_dirs) {
             if !dirs.is_empty() {
-                linuxcnc::set_module_path(dirs);
+                self.modules.set_module_path(dirs);
             }
         }
         self.ini = ini;
@@ -725,7 +736,7 @@ impl Session {
             if self.check_only && l.module.is_some() {
                 continue;
             }
-            let loaded = l.load_into(&self.registry, target, &presets);
+            let loaded = l.load_into(&self.registry, &self.modules, target, &presets);
             loaded.map_err(|e| err(&l.origin, format!("loadrt {}: {}", l.component, e.message)))?;
         }
         for (name, s) in &m.signals {
@@ -1116,7 +1127,10 @@ impl Session {
             return self.loadrt_threads(instances, args, origin);
         }
         let native = self.registry.get(&component.text).is_some();
-        match linuxcnc::resolve(&component.text, native, self.dir.as_deref()) {
+        match self
+            .modules
+            .resolve(&component.text, native, self.dir.as_deref())
+        {
             linuxcnc::Resolved::Module { path, explicit } => {
                 return self
                     .loadrt_module(component, &path, instances, args, text, origin, explicit)
@@ -1132,7 +1146,7 @@ impl Session {
         let Some(entry) = self.registry.get(&component.text) else {
             return Err((
                 component.line,
-                output::not_available(&self.registry, &component.text),
+                output::not_available(&self.registry, &self.modules, &component.text),
             ));
         };
         let (instances, args) = linuxcnc_args(&component.text, entry.args, instances, args)
@@ -1201,7 +1215,8 @@ impl Session {
             ));
         }
         let loaded = if self.check_only {
-            linuxcnc::check_static(path, instances, &args)
+            self.modules
+                .check_static(path, instances, &args)
                 .map(|()| (Vec::new(), Declared::default()))
         } else {
             self.dry_load_module(path, instances, &args)
@@ -1212,7 +1227,7 @@ impl Session {
                     component.line,
                     format!(
                         "{}; {}",
-                        output::not_available(&self.registry, &component.text),
+                        output::not_available(&self.registry, &self.modules, &component.text),
                         e.message
                     ),
                 )

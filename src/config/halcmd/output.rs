@@ -83,8 +83,12 @@ pub(super) fn linuxcnc_creator(name: &str) -> Option<String> {
 /// `loadrt X` for a component rtapi does not have, nor a LinuxCNC module on the search path: the
 /// nearest names of both ([`crate::suggest`]), else rtapi's components and where modules are looked
 /// for.
-pub(super) fn not_available(registry: &Registry, name: &str) -> String {
-    let modules = crate::components::linuxcnc::module_names();
+pub(super) fn not_available(
+    registry: &Registry,
+    host: &crate::components::linuxcnc::ModuleHost,
+    name: &str,
+) -> String {
+    let modules = host.module_names();
     let known = registry
         .entries()
         .map(|e| e.name)
@@ -103,7 +107,8 @@ pub(super) fn not_available(registry: &Registry, name: &str) -> String {
         }
         None => {
             let all: Vec<&str> = registry.entries().map(|e| e.name).collect();
-            let dirs: Vec<String> = crate::components::linuxcnc::search_path()
+            let dirs: Vec<String> = host
+                .search_path()
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect();
