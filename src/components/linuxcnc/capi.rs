@@ -32,6 +32,7 @@ const MSG_INFO: c_int = 3;
 pub(super) const MSG_ALL: c_int = 5;
 
 /// `rtapi_set_msg_level`: messages above it are dropped. LinuxCNC's default shows errors only.
+/// Process-wide as in LinuxCNC: the C call carries no context, and every module of the process shares it.
 static MSG_LEVEL: AtomicI32 = AtomicI32::new(MSG_ERR);
 
 /// The longest `rtapi_delay` (ns), as `rtapi_delay_max` reports.
@@ -135,6 +136,8 @@ struct Arena {
     end: usize,
 }
 
+/// Process-wide: `hal_malloc` carries no context, and its memory outlives any one host (modules
+/// keep pointers into it until the process ends; it is never freed).
 static ARENA: Mutex<Arena> = Mutex::new(Arena { next: 0, end: 0 });
 const CHUNK: usize = 1 << 20;
 const ALIGN: usize = 16;
@@ -637,7 +640,8 @@ pub extern "C" fn rtapi_delay_max() -> c_long {
 // ---- shared memory ----------------------------------------------------------------------------------
 
 /// `rtapi_shmem_*` blocks: by key, from the arena (private to this process: rtapi's modules all live
-/// in it).
+/// in it). Process-wide: a key names the same block for every module of the process, whichever
+/// host loaded it (the C calls carry only the key).
 static SHMEM: Mutex<Vec<(c_int, usize, usize)>> = Mutex::new(Vec::new());
 
 /// `int rtapi_shmem_new(int key, int module_id, unsigned long size)`: an id (> 0); the same key

@@ -80,7 +80,8 @@ struct Module {
     _strings: Vec<CString>,
 }
 
-/// Loaded modules in load order; `hal_lib` first (not counted).
+/// Loaded modules in load order; `hal_lib` first (not counted). Process-wide because the master
+/// process is LinuxCNC's `rtapi_app`: one per instance, its modules live until it exits.
 static MODULES: Mutex<Vec<Module>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
