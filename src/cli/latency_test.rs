@@ -208,7 +208,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             .as_deref()
             .map(load::parse)
             .transpose()
-            .map_err(Failure::usage)?
+            .map_err(|e| Failure::usage(e.to_string()))?
             .unwrap_or_default(),
         instance: args.instance,
         dma_latency: !args.no_dma_latency,

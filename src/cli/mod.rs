@@ -87,7 +87,7 @@ impl From<crate::latency::Error> for Failure {
     fn from(e: crate::latency::Error) -> Self {
         match e {
             crate::latency::Error::Runtime(e) => e.into(),
-            crate::latency::Error::Load(m) => Failure::usage(m),
+            crate::latency::Error::Load(e) => Failure::usage(e.to_string()),
             other => Failure::runtime(other.to_string()),
         }
     }

@@ -40,12 +40,96 @@ impl fmt::Display for LoadKind {
     }
 }
 
+/// Why a load cannot run, or why one of its workers stopped.
+#[derive(Debug)]
+pub(crate) enum LoadError {
+    /// `--load stress-ng:` without arguments.
+    NoStressNgArgs,
+    /// A `--load` word that names no load.
+    Unknown(String),
+    /// stress-ng is not on `PATH`.
+    NoStressNg,
+    /// stress-ng could not be started.
+    StressNgSpawn(std::io::Error),
+    /// `stress-ng --dry-run` refused the arguments: its exit status and the end of its standard error.
+    StressNgRefused {
+        /// The `--load` item.
+        kind: String,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// The last lines it wrote to its standard error.
+        stderr: String,
+    },
+    /// The io workers' private directory could not be made.
+    PrivateDir {
+        /// The `mkdtemp` template.
+        template: PathBuf,
+        /// Why.
+        errno: nix::errno::Errno,
+    },
+    /// A worker thread could not be started.
+    Thread {
+        /// The worker's name.
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An io worker's file operation failed.
+    File {
+        /// `create`, `write` or `remove`.
+        verb: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::NoStressNgArgs => f.write_str(
+                "--load stress-ng: needs stress-ng arguments, e.g. --load 'stress-ng:--cpu 2 --io 1'",
+            ),
+            LoadError::Unknown(word) => write!(
+                f,
+                "unknown load '{word}': use any of cpu,mem,io (e.g. --load cpu,mem,io) or stress-ng:ARGS"
+            ),
+            LoadError::NoStressNg => f.write_str(
+                "stress-ng is not installed: apt-get install stress-ng, or use the built-in --load cpu,mem,io",
+            ),
+            LoadError::StressNgSpawn(e) => write!(f, "cannot start stress-ng: {e}"),
+            LoadError::StressNgRefused {
+                kind,
+                status,
+                stderr,
+            } => write!(
+                f,
+                "--load {kind}: stress-ng refuses these arguments ({status}): {stderr}"
+            ),
+            LoadError::PrivateDir { template, errno } => write!(
+                f,
+                "--load io: cannot create a private directory {}: {errno}",
+                template.display()
+            ),
+            LoadError::Thread { name, source } => {
+                write!(f, "cannot start load worker {name}: {source}")
+            }
+            LoadError::File { verb, path, source } => {
+                write!(f, "cannot {verb} {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
 /// Parses `--load`: `cpu,mem,io` (any subset), or `stress-ng:ARGS` (ARGS split on spaces).
-pub(crate) fn parse(spec: &str) -> Result<Vec<LoadKind>, String> {
+pub(crate) fn parse(spec: &str) -> Result<Vec<LoadKind>, LoadError> {
     if let Some(args) = spec.strip_prefix("stress-ng:") {
         let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
         if args.is_empty() {
-            return Err("--load stress-ng: needs stress-ng arguments, e.g. --load 'stress-ng:--cpu 2 --io 1'".into());
+            return Err(LoadError::NoStressNgArgs);
         }
         return Ok(vec![LoadKind::StressNg(args)]);
     }
@@ -55,11 +139,7 @@ pub(crate) fn parse(spec: &str) -> Result<Vec<LoadKind>, String> {
             "cpu" => LoadKind::Cpu,
             "mem" => LoadKind::Mem,
             "io" => LoadKind::Io,
-            other => {
-                return Err(format!(
-                    "unknown load '{other}': use any of cpu,mem,io (e.g. --load cpu,mem,io) or stress-ng:ARGS"
-                ))
-            }
+            other => return Err(LoadError::Unknown(other.to_string())),
         };
         if !kinds.contains(&kind) {
             kinds.push(kind);
@@ -99,7 +179,7 @@ impl fmt::Display for LoadFailure {
 
 /// Checks, before anything runs, that the load can start: stress-ng exists and accepts the arguments
 /// (`--dry-run`), and a private directory for the io workers can be created.
-pub(crate) fn preflight(kinds: &[LoadKind]) -> Result<(), String> {
+pub(crate) fn preflight(kinds: &[LoadKind]) -> Result<(), LoadError> {
     for kind in kinds {
         match kind {
             LoadKind::StressNg(args) => {
@@ -110,15 +190,15 @@ pub(crate) fn preflight(kinds: &[LoadKind]) -> Result<(), String> {
                     .output()
                     .map_err(stress_ng_spawn_error)?;
                 if !out.status.success() {
-                    return Err(format!(
-                        "--load {kind}: stress-ng refuses these arguments ({}): {}",
-                        out.status,
-                        tail(&out.stderr)
-                    ));
+                    return Err(LoadError::StressNgRefused {
+                        kind: kind.to_string(),
+                        status: out.status,
+                        stderr: tail(&out.stderr),
+                    });
                 }
             }
             LoadKind::Io => {
-                TempDir::new().map_err(|e| format!("--load io: {e}"))?;
+                TempDir::new()?;
             }
             LoadKind::Cpu | LoadKind::Mem => {}
         }
@@ -174,7 +254,7 @@ pub(crate) fn sweep_stale(dir: &Path) -> Vec<PathBuf> {
 }
 
 impl TempDir {
-    pub(crate) fn new() -> Result<TempDir, String> {
+    pub(crate) fn new() -> Result<TempDir, LoadError> {
         for stale in sweep_stale(&std::env::temp_dir()) {
             log::info!(
                 "removed {}, left by an earlier run that was killed",
@@ -183,12 +263,9 @@ impl TempDir {
         }
         let template =
             std::env::temp_dir().join(format!("{TEMP_PREFIX}{}-XXXXXX", std::process::id()));
-        nix::unistd::mkdtemp(&template).map(TempDir).map_err(|e| {
-            format!(
-                "cannot create a private directory {}: {e}",
-                template.display()
-            )
-        })
+        nix::unistd::mkdtemp(&template)
+            .map(TempDir)
+            .map_err(|errno| LoadError::PrivateDir { template, errno })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -206,7 +283,7 @@ impl Drop for TempDir {
 struct Worker {
     name: String,
     load: String,
-    handle: Option<JoinHandle<Result<(), String>>>,
+    handle: Option<JoinHandle<Result<(), LoadError>>>,
 }
 
 struct StressNg {
@@ -238,7 +315,11 @@ impl Load {
     /// Starts `kinds` on every CPU of `cpus` (one worker of each kind per CPU, pinned to it). `at` is
     /// the test's elapsed time, for the timestamps of failures. A load that cannot start or dies at once
     /// is reported by [`Load::poll`] / [`Load::stop`], not here; only a setup error fails the start.
-    pub(crate) fn start(kinds: &[LoadKind], cpus: &[usize], at: Duration) -> Result<Load, String> {
+    pub(crate) fn start(
+        kinds: &[LoadKind],
+        cpus: &[usize],
+        at: Duration,
+    ) -> Result<Load, LoadError> {
         let mut load = Load {
             stop: Arc::new(AtomicBool::new(false)),
             workers: Vec::new(),
@@ -252,7 +333,7 @@ impl Load {
             match kind {
                 LoadKind::StressNg(_) => load.child = Some(spawn_stress_ng(kind)?),
                 LoadKind::Io => {
-                    let dir = TempDir::new().map_err(|e| format!("--load io: {e}"))?;
+                    let dir = TempDir::new()?;
                     for &i in cpus {
                         let (stop, path) =
                             (load.stop.clone(), dir.path().join(format!("worker-{i}")));
@@ -295,8 +376,8 @@ impl Load {
         load: &str,
         name: &str,
         cpu: usize,
-        f: impl FnOnce() -> Result<(), String> + Send + 'static,
-    ) -> Result<(), String> {
+        f: impl FnOnce() -> Result<(), LoadError> + Send + 'static,
+    ) -> Result<(), LoadError> {
         let handle = std::thread::Builder::new()
             .name(name.to_string())
             .stack_size(WORKER_STACK)
@@ -305,7 +386,10 @@ impl Load {
                 let _ = crate::rt::sched::set_current_affinity(&[cpu]);
                 f()
             })
-            .map_err(|e| format!("cannot start load worker {name}: {e}"))?;
+            .map_err(|source| LoadError::Thread {
+                name: name.to_string(),
+                source,
+            })?;
         self.workers.push(Worker {
             name: name.to_string(),
             load: load.to_string(),
@@ -337,7 +421,7 @@ impl Load {
         for w in &mut self.workers {
             if w.handle.as_ref().is_some_and(JoinHandle::is_finished) {
                 let what = match w.handle.take().map(JoinHandle::join) {
-                    Some(Ok(Err(e))) => e,
+                    Some(Ok(Err(e))) => e.to_string(),
                     Some(Err(_)) => "the worker panicked".to_string(),
                     _ => "the worker ended early".to_string(),
                 };
@@ -379,7 +463,7 @@ impl Load {
                 self.failures.push(LoadFailure {
                     load: format!("{} ({})", w.load, w.name),
                     at_s,
-                    what,
+                    what: what.to_string(),
                     stderr_tail: None,
                 });
             }
@@ -488,7 +572,14 @@ fn mem_worker(stop: &AtomicBool, bytes: usize) {
 /// Writes 4 MiB, fsyncs and removes the file, until stopped. The file is always created new
 /// (`O_CREAT|O_EXCL|O_NOFOLLOW`): a path that already exists — a file or a symlink somebody planted —
 /// is refused, never written through. An error ends the worker and is its result.
-pub(crate) fn io_worker(stop: &AtomicBool, path: &Path) -> Result<(), String> {
+pub(crate) fn io_worker(stop: &AtomicBool, path: &Path) -> Result<(), LoadError> {
+    let failed = |verb| {
+        move |source| LoadError::File {
+            verb,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
     let block = vec![0x5au8; 256 << 10];
     while !stop.load(Ordering::Relaxed) {
         let mut f = OpenOptions::new()
@@ -497,7 +588,7 @@ pub(crate) fn io_worker(stop: &AtomicBool, path: &Path) -> Result<(), String> {
             .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
             .open(path)
-            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            .map_err(failed("create"))?;
         let written = (0..16)
             .take_while(|_| !stop.load(Ordering::Relaxed))
             .try_for_each(|_| f.write_all(&block))
@@ -505,24 +596,23 @@ pub(crate) fn io_worker(stop: &AtomicBool, path: &Path) -> Result<(), String> {
         drop(f);
         // The file is ours (created above): remove it also after a failed write.
         let removed = std::fs::remove_file(path);
-        written.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        removed.map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        written.map_err(failed("write"))?;
+        removed.map_err(failed("remove"))?;
     }
     Ok(())
 }
 
-fn stress_ng_spawn_error(e: std::io::Error) -> String {
+fn stress_ng_spawn_error(e: std::io::Error) -> LoadError {
     if e.kind() == std::io::ErrorKind::NotFound {
-        "stress-ng is not installed: apt-get install stress-ng, or use the built-in --load cpu,mem,io"
-            .to_string()
+        LoadError::NoStressNg
     } else {
-        format!("cannot start stress-ng: {e}")
+        LoadError::StressNgSpawn(e)
     }
 }
 
 /// Starts stress-ng in its own process group; its standard error is kept (the last 4 KiB) for the
 /// report.
-fn spawn_stress_ng(kind: &LoadKind) -> Result<StressNg, String> {
+fn spawn_stress_ng(kind: &LoadKind) -> Result<StressNg, LoadError> {
     let LoadKind::StressNg(args) = kind else {
         unreachable!("only called for stress-ng")
     };
@@ -607,7 +697,7 @@ mod tests {
                 "1".into()
             ])]
         );
-        assert!(parse("gpu").unwrap_err().contains("cpu,mem,io"));
+        assert!(parse("gpu").unwrap_err().to_string().contains("cpu,mem,io"));
         assert!(parse("stress-ng:").is_err());
     }
 
@@ -671,7 +761,8 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         let err = io_worker(&stop, &link).unwrap_err();
         assert!(
-            err.contains("cannot create") && err.contains("exists"),
+            matches!(&err, LoadError::File { verb: "create", source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists),
             "{err}"
         );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
@@ -685,7 +776,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, &dangling).unwrap();
         assert!(io_worker(&stop, &dangling).is_err());
         assert!(!target.exists());
-        let err = io_worker(&stop, &victim).unwrap_err();
+        let err = io_worker(&stop, &victim).unwrap_err().to_string();
         assert!(err.contains("exists"), "{err}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     }
@@ -762,7 +853,9 @@ mod tests {
             f.stderr_tail.as_deref().unwrap_or("").contains("stress-ng"),
             "{f:?}"
         );
-        let err = preflight(&parse("stress-ng:--bogus 3").unwrap()).unwrap_err();
+        let err = preflight(&parse("stress-ng:--bogus 3").unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("refuses") && err.contains("bogus"), "{err}");
     }
 }

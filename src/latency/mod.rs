@@ -23,7 +23,7 @@ pub(crate) enum Error {
     Runtime(RuntimeError),
     /// The load cannot run (bad `stress-ng` arguments, no private directory for `io`): said before
     /// measuring.
-    Load(String),
+    Load(load::LoadError),
     /// A system call the run needs before any thread exists failed.
     Setup(crate::rt::SysError),
     /// The segment could not be read back.
@@ -38,7 +38,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Runtime(e) => e.fmt(f),
-            Error::Load(m) => f.write_str(m),
+            Error::Load(e) => e.fmt(f),
             Error::Setup(e) => e.fmt(f),
             Error::Segment(e) => e.fmt(f),
             Error::ThreadsEnded => {

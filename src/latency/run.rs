@@ -176,10 +176,10 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
             load_tried = true;
             match Load::start(&cfg.load, &cpus_online, r.elapsed()) {
                 Ok(l) => load = Some(l),
-                Err(what) => load_failures.push(LoadFailure {
+                Err(e) => load_failures.push(LoadFailure {
                     load: load_names.join(","),
                     at_s: r.elapsed().as_secs_f64(),
-                    what,
+                    what: e.to_string(),
                     stderr_tail: None,
                 }),
             }
