@@ -56,7 +56,7 @@ pub enum ExecError {
     /// files), or a request the protocol does not know.
     Unsupported(String),
     /// The flight recorder could not write its dump.
-    Recorder(String),
+    Recorder(crate::runtime::recorder::dump::DumpError),
     /// A user-space component was refused (a name taken, a bad pin), or the instance is stopping.
     UserComponent(String),
 }
@@ -87,9 +87,8 @@ impl std::fmt::Display for ExecError {
                 }
                 Ok(())
             }
-            ExecError::Unsupported(m) | ExecError::Recorder(m) | ExecError::UserComponent(m) => {
-                f.write_str(m)
-            }
+            ExecError::Recorder(e) => write!(f, "{e}"),
+            ExecError::Unsupported(m) | ExecError::UserComponent(m) => f.write_str(m),
         }
     }
 }

@@ -24,6 +24,75 @@ pub struct ThreadRecords {
     pub records: Vec<Record>,
 }
 
+/// Why a dump was not written.
+#[derive(Debug, Clone)]
+pub enum DumpError {
+    /// A file or the directory could not be made or written (a dump never replaces a file).
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why (shared: the result is handed to every requester).
+        source: std::sync::Arc<std::io::Error>,
+    },
+    /// A file's content could not be rendered (the plot, the JSON summary).
+    Render {
+        /// `svg` or `json`.
+        what: &'static str,
+        /// The renderer's own message.
+        message: String,
+    },
+    /// [`Recorder::dump_now`](super::Recorder::dump_now): no dump within the limit.
+    Timeout {
+        /// How long it waited.
+        limit: std::time::Duration,
+    },
+}
+
+impl std::fmt::Display for DumpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DumpError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            DumpError::Render { what, message } => write!(f, "{what}: {message}"),
+            DumpError::Timeout { limit } => write!(
+                f,
+                "no dump within {} ms (is an RT thread stopped?)",
+                limit.as_millis()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DumpError {}
+
+/// Equal when they say the same: an I/O error by its path and kind.
+impl PartialEq for DumpError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (DumpError::Io { path, source }, DumpError::Io { path: p, source: s }) => {
+                path == p && source.kind() == s.kind()
+            }
+            (
+                DumpError::Render { what, message },
+                DumpError::Render {
+                    what: w,
+                    message: m,
+                },
+            ) => what == w && message == m,
+            (DumpError::Timeout { limit }, DumpError::Timeout { limit: l }) => limit == l,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for DumpError {}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> DumpError + '_ {
+    move |e| DumpError::Io {
+        path: path.to_path_buf(),
+        source: std::sync::Arc::new(e),
+    }
+}
+
 /// Writes the dump into `dir` (created if missing); gives the JSON first, then the other files.
 pub fn write(
     dir: &Path,
@@ -32,8 +101,8 @@ pub fn write(
     pins: &[String],
     config: &RecorderConfig,
     threads: &[ThreadRecords],
-) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+) -> Result<Vec<PathBuf>, DumpError> {
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let now = std::time::SystemTime::now();
     let stamp = utc_stamp(now);
     // The event's wall-clock time: now, less how long ago it was on the monotonic clock.
@@ -62,7 +131,10 @@ pub fn write(
         let csv_path = dir.join(format!("{stem}.{}.csv", t.name));
         write_new(&csv_path, csv(t, pins).as_bytes())?;
         let svg_path = dir.join(format!("{stem}.{}.svg", t.name));
-        let svg = svg(t, pins, trigger, instance).map_err(|e| format!("svg: {e}"))?;
+        let svg = svg(t, pins, trigger, instance).map_err(|e| DumpError::Render {
+            what: "svg",
+            message: e.to_string(),
+        })?;
         write_new(&svg_path, svg.as_bytes())?;
         summaries.push(summary(t, &csv_path, &svg_path));
         files.push(csv_path);
@@ -86,7 +158,10 @@ pub fn write(
         "threads": summaries,
     });
     let json_path = dir.join(format!("{stem}.json"));
-    let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
+    let text = serde_json::to_string_pretty(&json).map_err(|e| DumpError::Render {
+        what: "json",
+        message: e.to_string(),
+    })? + "\n";
     write_new(&json_path, text.as_bytes())?;
     files.insert(0, json_path);
     Ok(files)
@@ -240,7 +315,7 @@ fn svg(
 
 /// Writes `bytes` to a new temporary file beside `path` and renames it to `path` unless `path`
 /// exists (then it fails and the temporary is removed).
-fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), DumpError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
@@ -248,20 +323,19 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
             .map_or("dump".into(), |f| f.to_string_lossy()),
         std::process::id()
     ));
-    let shown = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o640)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
-        .map_err(shown)?;
+        .map_err(io_error(path))?;
     let written = f.write_all(bytes).and_then(|_| f.sync_all());
     drop(f);
     let renamed = written.and_then(|_| rename_noreplace(&tmp, path));
     if let Err(e) = renamed {
         let _ = std::fs::remove_file(&tmp);
-        return Err(shown(e));
+        return Err(io_error(path)(e));
     }
     Ok(())
 }

@@ -204,7 +204,7 @@ pub struct Recorder {
     /// `rtapi recorder dump --out DIR`.
     request_dir: Mutex<Option<PathBuf>>,
     /// Dumps written (count, last result), with a condition for the requester.
-    done: Mutex<(u64, Result<Vec<PathBuf>, String>)>,
+    done: Mutex<(u64, Result<Vec<PathBuf>, dump::DumpError>)>,
     done_cv: Condvar,
 }
 
@@ -321,7 +321,11 @@ impl Recorder {
 
     /// `rtapi recorder dump`: freezes now (or joins a freeze under way), waits for the dump (at most
     /// `limit`) and gives its files. `dir` replaces the configured directory for this dump.
-    pub fn dump_now(&self, dir: Option<PathBuf>, limit: Duration) -> Result<Vec<PathBuf>, String> {
+    pub fn dump_now(
+        &self,
+        dir: Option<PathBuf>,
+        limit: Duration,
+    ) -> Result<Vec<PathBuf>, dump::DumpError> {
         let seen = self.lock_done().0;
         if dir.is_some() {
             *self.request_dir.lock().unwrap_or_else(|p| p.into_inner()) = dir;
@@ -332,10 +336,7 @@ impl Recorder {
         while done.0 == seen {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!(
-                    "no dump within {} ms (is an RT thread stopped?)",
-                    limit.as_millis()
-                ));
+                return Err(dump::DumpError::Timeout { limit });
             }
             done = self
                 .done_cv
@@ -346,7 +347,7 @@ impl Recorder {
         done.1.clone()
     }
 
-    fn lock_done(&self) -> std::sync::MutexGuard<'_, (u64, Result<Vec<PathBuf>, String>)> {
+    fn lock_done(&self) -> std::sync::MutexGuard<'_, (u64, Result<Vec<PathBuf>, dump::DumpError>)> {
         self.done.lock().unwrap_or_else(|p| p.into_inner())
     }
 
