@@ -241,7 +241,9 @@ impl ModuleHost {
                     path,
                     explicit: true,
                 },
-                Err(message) => Resolved::Missing { message },
+                Err(e) => Resolved::Missing {
+                    message: e.to_string(),
+                },
             };
         }
         if native {
@@ -262,7 +264,9 @@ impl ModuleHost {
             if p.is_file() {
                 return match trust::check_owner(&p) {
                     Ok(path) => Resolved::Module { path, explicit },
-                    Err(message) => Resolved::Missing { message },
+                    Err(e) => Resolved::Missing {
+                        message: e.to_string(),
+                    },
                 };
             }
         }
@@ -305,15 +309,15 @@ impl ModuleHost {
         instances: &Instances,
         args: &LoadArgs,
     ) -> Result<(), LoadError> {
-        let path = trust::check_owner(path).map_err(LoadError::new)?;
+        let path = trust::check_owner(path).map_err(|e| LoadError::new(e.to_string()))?;
         let module = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
-        let info = trust::inspect(&path).map_err(LoadError::new)?;
+        let info = trust::inspect(&path).map_err(|e| LoadError::new(e.to_string()))?;
         let pairs = arg_pairs(instances, args);
         for (k, v) in &pairs {
-            args::check_static(&info, &module, k, v).map_err(LoadError::new)?;
+            args::check_static(&info, &module, k, v).map_err(|e| LoadError::new(e.to_string()))?;
         }
         let only_process_libraries = info
             .libraries
@@ -845,8 +849,8 @@ impl ModuleHost {
             .unwrap_or_else(|| path.display().to_string());
         // Its owners and mode, and that it is a LinuxCNC module, before any of its code can run (a
         // shared object's constructors run inside dlopen).
-        let canonical = trust::check_owner(path).map_err(LoadError::new)?;
-        trust::inspect(&canonical).map_err(LoadError::new)?;
+        let canonical = trust::check_owner(path).map_err(|e| LoadError::new(e.to_string()))?;
+        trust::inspect(&canonical).map_err(|e| LoadError::new(e.to_string()))?;
         // A real load reserves the file (until its `KeptModule` goes); a dry run only checks.
         let reserved = {
             let mut r = lock(&REGISTRY);

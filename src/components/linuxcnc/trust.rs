@@ -30,40 +30,123 @@ fn who(uid: u32) -> String {
     }
 }
 
+/// Why a module file is not believed.
+#[derive(Debug)]
+pub enum TrustError {
+    /// The file, or a directory above it, could not be opened, read or stat'ed.
+    Unreadable {
+        /// The module file as given (and, when it differs, what it resolves to).
+        shown: String,
+        /// What failed: `cannot be opened`, `cannot be read`, `is below DIR, which cannot be stat'ed`.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The path is not a regular file.
+    NotRegular {
+        /// The module file.
+        shown: String,
+    },
+    /// Somebody other than root or the caller could write the file or a directory above it.
+    Refused {
+        /// The module file.
+        shown: String,
+        /// `the file` or `the directory`.
+        what: &'static str,
+        /// The file or directory at fault.
+        at: PathBuf,
+        /// `is owned by …` or `has mode …`.
+        why: String,
+        /// What to do about it.
+        fix: String,
+        /// The caller's effective uid.
+        me: u32,
+    },
+    /// The file is not a LinuxCNC real-time module for this machine.
+    NotModule {
+        /// The module file.
+        shown: String,
+        /// What it is instead.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for TrustError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TrustError::Unreadable {
+                shown,
+                what,
+                source,
+            } => write!(f, "LinuxCNC module file {shown} {what}: {source}"),
+            TrustError::NotRegular { shown } => {
+                write!(f, "LinuxCNC module file {shown} is not a regular file")
+            }
+            TrustError::Refused {
+                shown,
+                what,
+                at,
+                why,
+                fix,
+                me,
+            } => write!(
+                f,
+                "refused LinuxCNC module file {shown}: {what} {} {why}; a module runs as rtapi's own \
+                 code, so it and every directory above it must be owned by {} and not writable by \
+                 group or others (a sticky directory such as /tmp excepted): {fix}",
+                at.display(),
+                if *me == 0 {
+                    "root".to_string()
+                } else {
+                    format!("root or you ({})", who(*me))
+                },
+            ),
+            TrustError::NotModule { shown, why } => {
+                write!(f, "{shown} is not a LinuxCNC real-time module ({why})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TrustError {}
+
 /// Checks that the module file `path` and every directory above it can be written only by root or
 /// the caller; returns the file's canonical path (what is then read and loaded).
-pub fn check_owner(path: &Path) -> Result<PathBuf, String> {
+pub fn check_owner(path: &Path) -> Result<PathBuf, TrustError> {
     let me = nix::unistd::geteuid().as_raw();
-    let canonical = path.canonicalize().map_err(|e| {
-        format!(
-            "LinuxCNC module file {} cannot be opened: {e}",
-            path.display()
-        )
-    })?;
+    let canonical = path
+        .canonicalize()
+        .map_err(|source| TrustError::Unreadable {
+            shown: path.display().to_string(),
+            what: "cannot be opened".into(),
+            source,
+        })?;
     let shown = if canonical == path {
         canonical.display().to_string()
     } else {
         format!("{} (that is {})", path.display(), canonical.display())
     };
-    let refuse = |what: &str, at: &Path, why: String, fix: String| {
-        Err(format!(
-            "refused LinuxCNC module file {shown}: {what} {} {why}; a module runs as rtapi's own code, \
-             so it and every directory above it must be owned by {} and not writable by group or \
-             others (a sticky directory such as /tmp excepted): {fix}",
-            at.display(),
-            if me == 0 {
-                "root".to_string()
-            } else {
-                format!("root or you ({})", who(me))
-            },
-        ))
+    let refuse = |what: &'static str, at: &Path, why: String, fix: String| {
+        Err(TrustError::Refused {
+            shown: shown.clone(),
+            what,
+            at: at.to_path_buf(),
+            why,
+            fix,
+            me,
+        })
     };
-    let meta = std::fs::metadata(&canonical)
-        .map_err(|e| format!("LinuxCNC module file {shown} cannot be read: {e}"))?;
+    let unreadable = |what: String| {
+        let shown = shown.clone();
+        move |source| TrustError::Unreadable {
+            shown,
+            what,
+            source,
+        }
+    };
+    let meta = std::fs::metadata(&canonical).map_err(unreadable("cannot be read".into()))?;
     if !meta.is_file() {
-        return Err(format!(
-            "LinuxCNC module file {shown} is not a regular file"
-        ));
+        return Err(TrustError::NotRegular { shown });
     }
     let owner_ok = |uid: u32| uid == 0 || uid == me;
     if !owner_ok(meta.uid()) {
@@ -89,12 +172,10 @@ pub fn check_owner(path: &Path) -> Result<PathBuf, String> {
         );
     }
     for dir in canonical.ancestors().skip(1) {
-        let m = std::fs::metadata(dir).map_err(|e| {
-            format!(
-                "LinuxCNC module file {shown}: cannot stat {}: {e}",
-                dir.display()
-            )
-        })?;
+        let m = std::fs::metadata(dir).map_err(unreadable(format!(
+            "is below {}, which cannot be stat'ed",
+            dir.display()
+        )))?;
         if !owner_ok(m.uid()) {
             return refuse(
                 "the directory",
@@ -174,11 +255,17 @@ fn relative_type() -> u32 {
 
 /// Reads module file `path` (already checked by [`check_owner`]) as an ELF shared object: refuses
 /// anything that is not a LinuxCNC real-time module for this machine.
-pub fn inspect(path: &Path) -> Result<ModuleInfo, String> {
-    let shown = path.display();
-    let data = std::fs::read(path)
-        .map_err(|e| format!("LinuxCNC module file {shown} cannot be read: {e}"))?;
-    let not_module = |why: &str| format!("{shown} is not a LinuxCNC real-time module ({why})");
+pub fn inspect(path: &Path) -> Result<ModuleInfo, TrustError> {
+    let shown = path.display().to_string();
+    let data = std::fs::read(path).map_err(|source| TrustError::Unreadable {
+        shown: shown.clone(),
+        what: "cannot be read".into(),
+        source,
+    })?;
+    let not_module = |why: &str| TrustError::NotModule {
+        shown: shown.clone(),
+        why: why.to_string(),
+    };
     let file = ElfFile64::<Endianness>::parse(&*data)
         .map_err(|_| not_module("not a 64-bit ELF shared object"))?;
     if file.kind() != object::ObjectKind::Dynamic {
@@ -286,7 +373,11 @@ mod tests {
         let p = dir.path().join("x.so");
         std::fs::write(&p, "not elf").unwrap();
         let e = inspect(&p).unwrap_err();
-        assert!(e.contains("is not a LinuxCNC real-time module"), "{e}");
+        assert!(matches!(e, TrustError::NotModule { .. }), "{e}");
+        assert!(
+            e.to_string().contains("is not a LinuxCNC real-time module"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -297,10 +388,21 @@ mod tests {
         std::fs::write(&p, "x").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o664)).unwrap();
         let e = check_owner(&p).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TrustError::Refused {
+                    what: "the file",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = e.to_string();
         assert!(e.contains("mode 0664") && e.contains("chmod go-w"), "{e}");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = check_owner(&p).unwrap_err();
+        let e = check_owner(&p).unwrap_err().to_string();
         assert!(
             e.contains("the directory") && e.contains("mode 0777"),
             "{e}"
