@@ -37,7 +37,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::config::halcmd::{Departure, UserComponent, UserInbox, UserParam, UserPin};
+pub use crate::config::halcmd::{
+    Departure, UserComponent, UserError, UserInbox, UserParam, UserPin, UserWhy,
+};
 use crate::config::ConfigError;
 use rtapi_hal::{ParamAccess, PinDir, ValueType};
 
@@ -58,13 +60,16 @@ pub enum ExecError {
     /// The flight recorder could not write its dump.
     Recorder(crate::runtime::recorder::dump::DumpError),
     /// A user-space component was refused (a name taken, a bad pin), or the instance is stopping.
-    UserComponent(String),
+    UserComponent(UserError),
 }
 
 impl ExecError {
     /// Whether the failure is the owner stopping, not the request's fault.
     pub fn is_stopping(&self) -> bool {
-        is_stopping(&self.to_string())
+        match self {
+            ExecError::UserComponent(e) => e.why == UserWhy::Stopping,
+            other => is_stopping(&other.to_string()),
+        }
     }
 }
 
@@ -88,7 +93,8 @@ impl std::fmt::Display for ExecError {
                 Ok(())
             }
             ExecError::Recorder(e) => write!(f, "{e}"),
-            ExecError::Unsupported(m) | ExecError::UserComponent(m) => f.write_str(m),
+            ExecError::UserComponent(e) => write!(f, "{e}"),
+            ExecError::Unsupported(m) => f.write_str(m),
         }
     }
 }
@@ -882,22 +888,23 @@ fn serve(stream: UnixStream, shared: Shared, slot: Slot) {
 /// busy for a while (a `loadusr -W` waiting for this very component), so the request waits there
 /// and whoever runs commands adds it between them.
 fn join(c: UserComponent, shared: &Shared) -> Result<(), ExecError> {
-    let stopping = || ExecError::UserComponent("the instance is stopping".into());
+    let name = c.name.clone();
+    let stopping = || ExecError::UserComponent(UserError::new(&name, UserWhy::Stopping));
     let Some(inbox) = shared.inbox.as_deref() else {
         return shared
             .run(move |e| e.add_user_component(&c))
             .unwrap_or_else(|| Err(stopping()));
     };
-    let name = c.name.clone();
     let answer = inbox.post(c);
     shared.nudge();
     loop {
         match answer.recv_timeout(LOOK) {
             Ok(r) => return r.map_err(ExecError::UserComponent),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(ExecError::UserComponent(
-                    "the instance dropped the request".into(),
-                ))
+                return Err(ExecError::UserComponent(UserError::new(
+                    &name,
+                    UserWhy::Dropped,
+                )))
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
@@ -967,10 +974,7 @@ fn answer(
         } => {
             let result = user_component(&name, &pins, &params)
                 .map_err(|e| {
-                    ExecError::UserComponent(format!(
-                        "user component {}: {e}",
-                        crate::rt::units::quote(&name)
-                    ))
+                    ExecError::UserComponent(UserError::new(&name, UserWhy::Declaration(e)))
                 })
                 .and_then(|mut c| {
                     c.pid = pid;
@@ -986,9 +990,9 @@ fn answer(
                 owned.retain(|n| n != &name);
                 leave(&name, Departure::Exit, shared).map(|_| ())
             } else {
-                Err(ExecError::UserComponent(format!(
-                    "user component {}: not declared on this connection",
-                    crate::rt::units::quote(&name)
+                Err(ExecError::UserComponent(UserError::new(
+                    &name,
+                    UserWhy::NotDeclaredHere,
                 )))
             };
             Some(reply_of(result))
@@ -1360,7 +1364,10 @@ mod tests {
         }
         fn add_user_component(&mut self, c: &UserComponent) -> Result<(), ExecError> {
             if self.present.contains(&c.name) {
-                return Err(ExecError::UserComponent("taken".into()));
+                return Err(ExecError::UserComponent(UserError::new(
+                    &c.name,
+                    UserWhy::Taken,
+                )));
             }
             self.present.push(c.name.clone());
             Ok(())

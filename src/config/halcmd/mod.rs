@@ -40,7 +40,7 @@ pub use ini::Ini;
 pub(crate) use lex::{process_env, Subst, Word};
 pub use parse::COMMANDS;
 use parse::{AliasKind, Arrow, Command, Located, NetPin};
-pub use user::{Departure, UserComponent, UserInbox, UserParam, UserPin};
+pub use user::{Departure, UserComponent, UserError, UserInbox, UserParam, UserPin, UserWhy};
 
 /// The most component instances (all `loadrt` lines together) a session may load: far above any
 /// real machine, and low enough that every pin, param and statistic fits the HAL segment.

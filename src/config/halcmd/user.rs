@@ -35,6 +35,82 @@ pub struct UserParam {
     pub access: ParamAccess,
 }
 
+/// Why a user-space component was refused, or could not leave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserWhy {
+    /// The instance is not running yet.
+    NotRunning,
+    /// Its name is not a HAL name (the check's message).
+    BadName(String),
+    /// A component of that name exists.
+    Taken,
+    /// A pin or param is not a HAL name (the check's message).
+    BadPinName(String),
+    /// A pin or param not named `<component>.NAME`.
+    NotItsPin(String),
+    /// A pin or param of that name exists.
+    PinTaken(String),
+    /// The declaration itself is malformed (a bad type or direction on the wire).
+    Declaration(String),
+    /// `exit()` for a component another connection declared.
+    NotDeclaredHere,
+    /// The segment refused the change (the HAL's message).
+    Segment(String),
+    /// The instance is stopping.
+    Stopping,
+    /// The instance dropped the request.
+    Dropped,
+}
+
+/// A user-space component's request that failed: which component, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserError {
+    /// The component's name.
+    pub name: String,
+    /// Why.
+    pub why: UserWhy,
+}
+
+impl UserError {
+    /// `why` for component `name`.
+    pub fn new(name: &str, why: UserWhy) -> Self {
+        UserError {
+            name: name.to_string(),
+            why,
+        }
+    }
+}
+
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "user component {}: ", quote(&self.name))?;
+        match &self.why {
+            UserWhy::NotRunning => f.write_str(
+                "the instance is not running yet (a user-space component joins a running instance)",
+            ),
+            UserWhy::BadName(m) | UserWhy::BadPinName(m) | UserWhy::Declaration(m) => {
+                f.write_str(m)
+            }
+            UserWhy::Segment(m) => f.write_str(m),
+            UserWhy::Taken => write!(f, "a component named {} already exists", quote(&self.name)),
+            UserWhy::NotItsPin(n) => write!(
+                f,
+                "pin or param {} must be named {}.NAME",
+                quote(n),
+                self.name
+            ),
+            UserWhy::PinTaken(n) => {
+                write!(f, "a pin or param named {} already exists", quote(n))
+            }
+            UserWhy::NotDeclaredHere => f.write_str("not declared on this connection"),
+            UserWhy::Stopping => f.write_str("the instance is stopping"),
+            UserWhy::Dropped => f.write_str("the instance dropped the request"),
+        }
+    }
+}
+
+impl std::error::Error for UserError {}
+
 /// A user-space component as its process declares it when it is ready.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct UserComponent {
@@ -58,23 +134,18 @@ impl Session {
     /// Adds a user-space component with its pins and params to the running instance (model and
     /// segment). Refused before the instance runs, for a name already taken, or for a pin or param
     /// not named `<component>.<something>`.
-    pub fn add_user_component(&mut self, c: &UserComponent) -> Result<(), String> {
-        let what = format!("user component {}", quote(&c.name));
+    pub fn add_user_component(&mut self, c: &UserComponent) -> Result<(), UserError> {
+        let refused = |why| Err(UserError::new(&c.name, why));
         if self.live.is_none() {
-            return Err(format!(
-                "{what}: the instance is not running yet (a user-space component joins a running instance)"
-            ));
+            return refused(UserWhy::NotRunning);
         }
         if let Some(e) = invalid_name("component", &c.name) {
-            return Err(format!("{what}: {e}"));
+            return refused(UserWhy::BadName(e));
         }
         let taken = self.model.user.iter().any(|u| u.name == c.name)
             || self.model.loaded.iter().any(|l| l.names.contains(&c.name));
         if taken {
-            return Err(format!(
-                "{what}: a component named {} already exists",
-                quote(&c.name)
-            ));
+            return refused(UserWhy::Taken);
         }
         let prefix = format!("{}.", c.name);
         let mut seen = std::collections::HashSet::new();
@@ -85,22 +156,16 @@ impl Session {
             .chain(c.params.iter().map(|p| &p.name));
         for n in names {
             if let Some(e) = invalid_name("pin or param", n) {
-                return Err(format!("{what}: {e}"));
+                return refused(UserWhy::BadPinName(e));
             }
             if !n.starts_with(&prefix) || n.len() == prefix.len() {
-                return Err(format!(
-                    "{what}: pin or param {} must be named {prefix}NAME",
-                    quote(n)
-                ));
+                return refused(UserWhy::NotItsPin(n.clone()));
             }
             if !seen.insert(n.clone())
                 || self.model.pins.contains_key(n)
                 || self.model.params.contains_key(n)
             {
-                return Err(format!(
-                    "{what}: a pin or param named {} already exists",
-                    quote(n)
-                ));
+                return refused(UserWhy::PinTaken(n.clone()));
             }
         }
         // The segment first (in one structural change, checked whole before anything is made: a
@@ -113,7 +178,7 @@ impl Session {
             .map(|l| l.runtime.hal())
             .expect("checked above");
         if let Err(e) = create_in_segment(hal, c) {
-            return Err(format!("{what}: {e}"));
+            return refused(UserWhy::Segment(e.to_string()));
         }
         for p in &c.pins {
             self.model.pins.insert(
@@ -143,7 +208,7 @@ impl Session {
 
     /// Removes a user-space component: its pins leave their signals (which lose their writer when it
     /// was one of them) and it is deleted from the segment. `Ok(false)` if there is none of that name.
-    pub fn remove_user_component(&mut self, name: &str) -> Result<bool, String> {
+    pub fn remove_user_component(&mut self, name: &str) -> Result<bool, UserError> {
         let in_model = self.model.user.iter().any(|u| u.name == name);
         // Not in the model but in the segment: a component that joined while a command that later
         // failed was running (the model went back to before that command). It goes all the same,
@@ -165,7 +230,7 @@ impl Session {
         match live.runtime.hal().delete_component(name) {
             Ok(()) => Ok(true),
             Err(HalError::NotFound { .. }) => Ok(in_model),
-            Err(e) => Err(format!("user component {}: {e}", quote(name))),
+            Err(e) => Err(UserError::new(name, UserWhy::Segment(e.to_string()))),
         }
     }
 
@@ -195,8 +260,8 @@ impl Session {
     }
 }
 
-type Pending = (UserComponent, mpsc::Sender<Result<(), String>>);
-type Leaving = (String, Departure, mpsc::Sender<Result<bool, String>>);
+type Pending = (UserComponent, mpsc::Sender<Result<(), UserError>>);
+type Leaving = (String, Departure, mpsc::Sender<Result<bool, UserError>>);
 
 /// How a user-space component left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +285,7 @@ pub struct UserInbox {
 
 impl UserInbox {
     /// Posts a component; the answer comes on the returned channel.
-    pub fn post(&self, c: UserComponent) -> mpsc::Receiver<Result<(), String>> {
+    pub fn post(&self, c: UserComponent) -> mpsc::Receiver<Result<(), UserError>> {
         let (tx, rx) = mpsc::channel();
         self.queue
             .lock()
@@ -230,7 +295,11 @@ impl UserInbox {
     }
 
     /// Posts a component's departure; the answer (whether it was there) comes on the channel.
-    pub fn post_leave(&self, name: &str, how: Departure) -> mpsc::Receiver<Result<bool, String>> {
+    pub fn post_leave(
+        &self,
+        name: &str,
+        how: Departure,
+    ) -> mpsc::Receiver<Result<bool, UserError>> {
         let (tx, rx) = mpsc::channel();
         self.leaving
             .lock()
