@@ -94,13 +94,13 @@ impl HalLib {
     /// # Safety
     /// `handle` must be a live `dlopen` handle of a library whose symbols of these names have the
     /// signatures above (LinuxCNC 2.9's hal_lib), and stay loaded while the result is used.
-    pub unsafe fn from_dlsym(handle: *mut c_void) -> Result<HalLib, String> {
-        let sym = |name: &str| {
+    pub unsafe fn from_dlsym(handle: *mut c_void) -> Result<HalLib, HealthError> {
+        let sym = |name: &'static str| {
             let c = CString::new(name).expect("no NUL in a symbol name");
             // SAFETY: `handle` is a live dlopen handle (the caller's contract); `c` is NUL-terminated.
             let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
             if p.is_null() {
-                Err(format!("hal_lib has no symbol {name}"))
+                Err(HealthError::NoSymbol(name))
             } else {
                 Ok(p)
             }
@@ -168,26 +168,70 @@ pub struct LcncHealth {
 // read by the update function through atomics-published entries; HalLib is a set of fn pointers.
 unsafe impl Send for LcncHealth {}
 
-/// hal_lib's negative errno as a message.
-fn check(what: &str, rc: c_int) -> Result<c_int, String> {
+/// Why the health component or a thread's pins could not be made in LinuxCNC's HAL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthError {
+    /// The library has no symbol of this name (not LinuxCNC 2.9's hal_lib).
+    NoSymbol(&'static str),
+    /// A hal_lib call returned a negative errno.
+    Call {
+        /// The call and what it was for, e.g. `hal_pin_s32_new(latency)`.
+        call: &'static str,
+        /// Its errno.
+        errno: nix::errno::Errno,
+    },
+    /// `hal_malloc` returned null.
+    OutOfMemory,
+    /// A name LinuxCNC's HAL cannot hold (longer than 47 characters, or with a NUL).
+    Name(String),
+    /// The thread has its pins already.
+    Duplicate(String),
+    /// The component has pins for the most threads it can.
+    Full,
+}
+
+impl std::fmt::Display for HealthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HealthError::NoSymbol(name) => write!(f, "hal_lib has no symbol {name}"),
+            HealthError::Call { call, errno } => write!(f, "{call} failed: {errno}"),
+            HealthError::OutOfMemory => f.write_str("hal_malloc: the HAL's shared memory is full"),
+            HealthError::Name(n) if n.contains('\0') => {
+                write!(f, "HAL name '{}' contains a NUL", n.escape_debug())
+            }
+            HealthError::Name(n) => write!(
+                f,
+                "HAL name '{}' is longer than LinuxCNC's 47 characters",
+                n.escape_debug()
+            ),
+            HealthError::Duplicate(t) => write!(f, "thread {t} has rtapi health pins already"),
+            HealthError::Full => write!(
+                f,
+                "component {COMPONENT} has pins for {MAX_THREADS} threads already"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HealthError {}
+
+/// hal_lib's negative errno as an error.
+fn check(call: &'static str, rc: c_int) -> Result<c_int, HealthError> {
     if rc < 0 {
-        Err(format!(
-            "{what} failed: {}",
-            nix::errno::Errno::from_raw(-rc)
-        ))
+        Err(HealthError::Call {
+            call,
+            errno: nix::errno::Errno::from_raw(-rc),
+        })
     } else {
         Ok(rc)
     }
 }
 
-fn cname(s: &str) -> Result<CString, String> {
+fn cname(s: &str) -> Result<CString, HealthError> {
     if s.len() > 47 {
-        return Err(format!(
-            "HAL name '{}' is longer than LinuxCNC's 47 characters",
-            s.escape_debug()
-        ));
+        return Err(HealthError::Name(s.to_string()));
     }
-    CString::new(s).map_err(|_| format!("HAL name '{}' contains a NUL", s.escape_debug()))
+    CString::new(s).map_err(|_| HealthError::Name(s.to_string()))
 }
 
 impl LcncHealth {
@@ -196,11 +240,11 @@ impl LcncHealth {
     /// # Safety
     /// `api` must be hal_lib's entry points (see [`HalLib::from_dlsym`]), called in the process that
     /// hosts hal_lib as its RTAPI (so the component is a realtime one), outside hal_lib's own calls.
-    pub unsafe fn create(api: HalLib) -> Result<LcncHealth, String> {
+    pub unsafe fn create(api: HalLib) -> Result<LcncHealth, HealthError> {
         let name = cname(COMPONENT)?;
         // SAFETY: hal_lib's entry point with a NUL-terminated name (the caller's contract).
         let comp_id = check("hal_init(rtapi)", unsafe { (api.hal_init)(name.as_ptr()) })?;
-        let fail = |e: String| {
+        let fail = |e: HealthError| {
             // SAFETY: the component made just above.
             unsafe { (api.hal_exit)(comp_id) };
             e
@@ -209,7 +253,7 @@ impl LcncHealth {
         let table =
             unsafe { (api.hal_malloc)(std::mem::size_of::<Table>() as c_long) }.cast::<Table>();
         if table.is_null() {
-            return Err(fail("hal_malloc: the HAL's shared memory is full".into()));
+            return Err(fail(HealthError::OutOfMemory));
         }
         // SAFETY: a fresh block of the table's size, aligned as hal_malloc aligns (8 bytes on
         // 64-bit, enough for every field); all-zero is a valid Table (null pointers, count 0).
@@ -245,17 +289,15 @@ impl LcncHealth {
     /// `source` (from [`HostedHandle::health`](super::hosted::HostedHandle::health) or
     /// [`HostedThreads::health`](super::hosted::HostedThreads::health)); `rtapi.update` copies them
     /// from its next call on. The component is unready while the pins are made.
-    pub fn add_thread(&mut self, thread: &str, source: HealthReader) -> Result<(), String> {
+    pub fn add_thread(&mut self, thread: &str, source: HealthReader) -> Result<(), HealthError> {
         if self.names.iter().any(|n| n == thread) {
-            return Err(format!("thread {thread} has rtapi health pins already"));
+            return Err(HealthError::Duplicate(thread.to_string()));
         }
         // SAFETY: the table made in `create`; only this (&mut self) writes it.
         let table = unsafe { &mut *self.table };
         let i = table.count.load(Ordering::Relaxed);
         if i >= MAX_THREADS {
-            return Err(format!(
-                "component {COMPONENT} has pins for {MAX_THREADS} threads already"
-            ));
+            return Err(HealthError::Full);
         }
         let names = ["latency", "latency-max", "missed", "late", "stalled"]
             .map(|p| cname(&format!("{COMPONENT}.{thread}.{p}")));
@@ -493,9 +535,10 @@ mod tests {
         let mut comp = unsafe { LcncHealth::create(api) }.unwrap();
         comp.add_thread("servo-thread", HealthReader::new(&hal, &keys))
             .unwrap();
-        assert!(comp
-            .add_thread("servo-thread", HealthReader::new(&hal, &keys))
-            .is_err());
+        assert_eq!(
+            comp.add_thread("servo-thread", HealthReader::new(&hal, &keys)),
+            Err(HealthError::Duplicate("servo-thread".into()))
+        );
         let pins: Vec<String> = with(|f| f.pins.iter().map(|p| p.0.clone()).collect());
         assert_eq!(
             pins,
