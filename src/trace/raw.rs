@@ -148,21 +148,53 @@ fn load_symbols(text: &str) -> Vec<(u64, String)> {
     v
 }
 
+/// Why the binary trace cannot be decoded (the text reader is used instead).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    /// `/proc/kallsyms` shows no addresses (`kptr_restrict`).
+    HiddenSymbols,
+    /// An event's `format` file has no `ID:` line.
+    NoId(PathBuf),
+    /// An event's `format` file lacks a field the decoder reads.
+    NoField {
+        /// The `format` file.
+        path: PathBuf,
+        /// The field.
+        field: &'static str,
+    },
+}
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatError::HiddenSymbols => {
+                f.write_str("/proc/kallsyms hides the kernel's addresses (kptr_restrict)")
+            }
+            FormatError::NoId(p) => write!(f, "{}: no ID", p.display()),
+            FormatError::NoField { path, field } => {
+                write!(f, "{}: no field {field}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
 impl Formats {
     /// Reads the format of every event `session` enabled, and `/proc/kallsyms`. Fails when a
     /// format misses a field the decoder needs or the kernel hides its symbol addresses: the text
     /// reader is the fallback then.
-    pub fn load(session: &TraceSession) -> Result<Formats, String> {
+    pub fn load(session: &TraceSession) -> Result<Formats, FormatError> {
         Self::load_from(
             session.dir(),
             &fs::read_to_string("/proc/kallsyms").unwrap_or_default(),
         )
     }
 
-    fn load_from(dir: &Path, kallsyms: &str) -> Result<Formats, String> {
+    fn load_from(dir: &Path, kallsyms: &str) -> Result<Formats, FormatError> {
         let symbols = load_symbols(kallsyms);
         if !symbols.iter().any(|(_, n)| n == "hrtimer_wakeup") {
-            return Err("/proc/kallsyms hides the kernel's addresses (kptr_restrict)".into());
+            return Err(FormatError::HiddenSymbols);
         }
         let mut by_id = HashMap::new();
         for ev in super::session::EVENTS {
@@ -171,12 +203,13 @@ impl Formats {
                 continue; // not in this kernel; the session says so
             };
             let (Some(id), f) = fields(&text) else {
-                return Err(format!("{}: no ID", p.display()));
+                return Err(FormatError::NoId(p));
             };
-            let get = |n: &str| {
-                f.get(n)
-                    .copied()
-                    .ok_or_else(|| format!("{}: no field {n}", p.display()))
+            let get = |field: &'static str| {
+                f.get(field).copied().ok_or_else(|| FormatError::NoField {
+                    path: p.clone(),
+                    field,
+                })
             };
             let name = ev.rsplit('/').next().unwrap_or(ev);
             let d = match name {
@@ -687,11 +720,13 @@ mod tests {
         assert_eq!(state_letters(1), "S");
         assert_eq!(state_letters(2), "D");
         assert_eq!(state_letters(0x80), "I");
-        assert!(Formats::load_from(
-            Path::new("/nonexistent"),
-            "0000000000000000 t hrtimer_wakeup\n"
-        )
-        .unwrap_err()
-        .contains("kptr_restrict"));
+        assert_eq!(
+            Formats::load_from(
+                Path::new("/nonexistent"),
+                "0000000000000000 t hrtimer_wakeup\n"
+            )
+            .err(),
+            Some(FormatError::HiddenSymbols)
+        );
     }
 }
