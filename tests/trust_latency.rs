@@ -303,10 +303,9 @@ fn a_sigkilled_runs_io_directory_is_removed_by_the_next_run() {
     child.wait().unwrap();
     let left = io_dirs();
     assert_eq!(left.len(), 1, "{left:?}");
-    assert!(
-        left[0].read_dir().unwrap().next().is_some(),
-        "the worker's file is there"
-    );
+    // A worker removes its file between rounds, so the kill may or may not leave one: a file of the
+    // test's own makes sure the directory the next run must remove is not empty.
+    std::fs::write(left[0].join("leftover"), "x").unwrap();
     let short = ["--duration", "1s", "--base", "0", "--load", "io", "--quiet"];
     let out = latency_test("sweeper", &short)
         .env("TMPDIR", tmp.path())
