@@ -8,7 +8,7 @@ mod eventually;
 use rtapi::rt::clock::{self, Nanos};
 use rtapi::rt::wake::{sleep_until, TimerKind, WakeMode};
 use rtapi::runtime::function::{Cycle, RtFn};
-use rtapi::runtime::{Runtime, RuntimeError, RuntimeOptions, ThreadSpec};
+use rtapi::runtime::{Runtime, RuntimeError, RuntimeOptions, SpecProblem, ThreadSpec};
 use rtapi_hal::{Hal, HalReader};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -582,9 +582,34 @@ fn bad_specs_are_refused_with_what_to_do() {
         })
         .unwrap_err();
     assert!(e.to_string().contains("compare-timers only"), "{e}");
-    assert!(matches!(e, RuntimeError::Config(_)), "a usage error: {e:?}");
+    assert!(
+        matches!(
+            &e,
+            RuntimeError::Spec {
+                problem: SpecProblem::ComparisonTimer(TimerKind::Select),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     let e = rt.thread(ThreadSpec::new("x", Nanos::ZERO)).unwrap_err();
     assert!(e.to_string().contains("period 0ns is not positive"), "{e}");
+    let e = rt
+        .thread(ThreadSpec {
+            priority: Some(0),
+            ..ThreadSpec::new("x", Nanos::from_millis(1))
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            RuntimeError::Spec {
+                problem: SpecProblem::Priority(0),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     rt.thread(ThreadSpec::new("servo", Nanos::from_millis(1)))
         .unwrap();
     assert!(rt

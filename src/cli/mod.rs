@@ -69,7 +69,7 @@ impl From<crate::runtime::RuntimeError> for Failure {
     fn from(e: crate::runtime::RuntimeError) -> Self {
         use crate::runtime::RuntimeError as E;
         let code = match &e {
-            E::Flavor(_) | E::Hal(_) | E::Config(_) => exit::USAGE,
+            E::Flavor(_) | E::Hal(_) | E::Config(_) | E::Spec { .. } => exit::USAGE,
             E::Segment(_)
             | E::Harden { .. }
             | E::Signals(_)

@@ -41,7 +41,7 @@ use crate::rt::units::{check_period, parse_config_period, quote};
 use crate::rt::wake::{TimerKind, WakeMode};
 use crate::runtime::recorder::RecorderConfig;
 use crate::runtime::watchdog::{StallAction, WatchdogOptions};
-use crate::runtime::{RuntimeOptions, ThreadSpec};
+use crate::runtime::{RuntimeOptions, SpecProblem, ThreadSpec};
 
 /// The most `[[thread]]` tables a machine may declare. Each is a SCHED_FIFO thread with its own
 /// priority and statistics block; a CNC machine has two or three (base, servo, maybe a slow one).
@@ -442,27 +442,18 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<MachineToml, Vec<ConfigErr
                     None
                 }
             });
-        let priority = t.priority.as_ref().and_then(|p| match *p.get_ref() {
-            v @ 1..=99 => Some(v as i32),
-            v => {
-                err(
-                    p.span(),
-                    format!("thread {shown}: priority {v} is outside SCHED_FIFO's 1..=99 (leave it out for rate-monotonic)"),
-                );
-                None
-            }
+        let priority = t.priority.as_ref().and_then(|p| {
+            SpecProblem::check_priority(*p.get_ref())
+                .map_err(|e| err(p.span(), format!("thread {shown}: {e}")))
+                .ok()
         });
         let timer = match &t.timer {
             None => TimerKind::default(),
             Some(s) => match TimerKind::from_str(s.get_ref()) {
-                Ok(k) if k.is_comparison_only() => {
-                    err(
-                        s.span(),
-                        format!("thread {shown}: timer '{k}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd"),
-                    );
+                Ok(k) => SpecProblem::check_timer(k, false).unwrap_or_else(|e| {
+                    err(s.span(), format!("thread {shown}: {e}"));
                     k
-                }
-                Ok(k) => k,
+                }),
                 Err(e) => {
                     err(s.span(), format!("thread {shown}: {e}"));
                     TimerKind::default()

@@ -119,25 +119,67 @@ pub struct ThreadSpec {
     pub spike_threshold: Option<Nanos>,
 }
 
+/// A thread spec that breaks one of the rules every thread passes (the runtime's, a machine
+/// config's and the command line's: one set of checks, one message each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecProblem {
+    /// The period breaks the one period rule (its message says which way).
+    Period(String),
+    /// A timer that only compare-timers may use.
+    ComparisonTimer(TimerKind),
+    /// A priority outside SCHED_FIFO's range.
+    Priority(i64),
+}
+
+impl std::fmt::Display for SpecProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecProblem::Period(m) => f.write_str(m),
+            SpecProblem::ComparisonTimer(t) => write!(
+                f,
+                "timer '{t}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd"
+            ),
+            SpecProblem::Priority(p) => write!(
+                f,
+                "priority {p} is outside SCHED_FIFO's 1..=99 (leave it out for rate-monotonic)"
+            ),
+        }
+    }
+}
+
+impl SpecProblem {
+    /// A SCHED_FIFO priority: 1..=99.
+    pub(crate) fn check_priority(p: i64) -> Result<i32, SpecProblem> {
+        match p {
+            1..=99 => Ok(p as i32),
+            _ => Err(SpecProblem::Priority(p)),
+        }
+    }
+
+    /// A production timer, unless `comparison` allows compare-timers' drivers.
+    pub(crate) fn check_timer(t: TimerKind, comparison: bool) -> Result<TimerKind, SpecProblem> {
+        if t.is_comparison_only() && !comparison {
+            Err(SpecProblem::ComparisonTimer(t))
+        } else {
+            Ok(t)
+        }
+    }
+}
+
 impl ThreadSpec {
     /// The checks every thread passes before it is placed, configured or hosted: the one period
     /// rule (the command line's and the configs'), a valid HAL name, a production timer (unless
     /// `comparison` allows compare-timers' drivers), a SCHED_FIFO priority in 1..=99.
     pub(crate) fn check(&self, comparison: bool) -> Result<(), RuntimeError> {
-        crate::rt::units::check_period(self.period)
-            .map_err(|e| RuntimeError::Config(format!("thread '{}': {e}", self.name)))?;
+        let problem = |problem| RuntimeError::Spec {
+            name: self.name.clone(),
+            problem,
+        };
+        crate::rt::units::check_period(self.period).map_err(|e| problem(SpecProblem::Period(e)))?;
         rtapi_hal::name::validate(&self.name).map_err(RuntimeError::Hal)?;
-        if self.timer.is_comparison_only() && !comparison {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': timer '{}' is for compare-timers only (it drifts or jitters); use nanosleep, posix-timer or timerfd",
-                self.name, self.timer
-            )));
-        }
-        if let Some(p) = self.priority.filter(|p| !(1..=99).contains(p)) {
-            return Err(RuntimeError::Config(format!(
-                "thread '{}': priority {p} is outside SCHED_FIFO's 1..=99",
-                self.name
-            )));
+        SpecProblem::check_timer(self.timer, comparison).map_err(problem)?;
+        if let Some(p) = self.priority {
+            SpecProblem::check_priority(p.into()).map_err(problem)?;
         }
         Ok(())
     }
@@ -163,8 +205,15 @@ pub enum RuntimeError {
     Flavor(FlavorError),
     /// A HAL registration was refused (bad name, duplicate, type mismatch, …).
     Hal(HalError),
-    /// The configuration is inconsistent (unknown thread, bad period, spin without a CPU, …).
+    /// The configuration is inconsistent (unknown thread, spin without a CPU, …).
     Config(String),
+    /// A thread's spec breaks a rule (period, timer, priority).
+    Spec {
+        /// The thread.
+        name: String,
+        /// The rule it breaks.
+        problem: SpecProblem,
+    },
     /// The segment could not be built or published (name in use, squatted, no memory, …).
     Segment(HalError),
     /// An essential hardening step failed under a flavor that requires it.
@@ -198,6 +247,7 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Flavor(e) => e.fmt(f),
             RuntimeError::Hal(e) | RuntimeError::Segment(e) => e.fmt(f),
             RuntimeError::Config(m) => f.write_str(m),
+            RuntimeError::Spec { name, problem } => write!(f, "thread '{name}': {problem}"),
             RuntimeError::Harden { failure, flavor } => {
                 write!(f, "{} (flavor {flavor})", failure.message)
             }
