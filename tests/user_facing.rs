@@ -509,7 +509,8 @@ fn halrun_says_at_once_that_the_instance_is_taken() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "instance '{instance}' is in use by live process {owner}: pick another name"
+            "HAL instance '{instance}' is in use by live process {owner}; stop it first or pick \
+             another instance with --instance NAME"
         )) && !stderr.contains("control socket is taken"),
         "{stderr}"
     );

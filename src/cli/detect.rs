@@ -1,7 +1,7 @@
 //! `rtapi detect [--json] [--sysroot DIR] [--flavor F]`
 
 use super::{out, Failure};
-use crate::detect::{LiveProbe, SysRoot, SystemReport};
+use crate::detect::{LiveProbe, SystemReport};
 use crate::flavor;
 use std::path::PathBuf;
 
@@ -19,16 +19,7 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
-    let root = match &args.sysroot {
-        Some(dir) if !dir.is_dir() => {
-            return Err(Failure::usage(format!(
-                "--sysroot {}: not a directory",
-                dir.display()
-            )))
-        }
-        Some(dir) => SysRoot::new(dir),
-        None => SysRoot::default(),
-    };
+    let root = super::sysroot(args.sysroot.as_deref())?;
     let report = SystemReport::detect(&root, &LiveProbe);
     let env = std::env::var("RTAPI_FLAVOR").ok();
     let selection = flavor::select(&report, args.flavor.as_deref(), env.as_deref())?;

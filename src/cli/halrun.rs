@@ -97,11 +97,14 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     // Said now, not at `start` after a session of typing (a check creates no instance).
     if !args.check {
         if let Some(pid) = super::instance::live_owner(&args.instance) {
-            return Err(Failure::runtime(format!(
-                "instance '{}' is in use by live process {pid}: pick another name with --instance \
-                 NAME, or stop that one first",
-                args.instance
-            )));
+            // The message `rtapi run` gives for the same instance (the segment's own refusal).
+            return Err(Failure::runtime(
+                rtapi_hal::HalError::InstanceInUse {
+                    instance: args.instance.clone(),
+                    pid,
+                }
+                .to_string(),
+            ));
         }
     }
     let ini = match &args.ini {

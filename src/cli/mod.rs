@@ -83,6 +83,18 @@ impl From<crate::runtime::RuntimeError> for Failure {
     }
 }
 
+/// `--sysroot DIR` (`detect`, `tune`): the tree read instead of `/`.
+fn sysroot(dir: Option<&std::path::Path>) -> Result<crate::detect::SysRoot, Failure> {
+    match dir {
+        Some(dir) if !dir.is_dir() => Err(Failure::usage(format!(
+            "--sysroot {}: not a directory",
+            dir.display()
+        ))),
+        Some(dir) => Ok(crate::detect::SysRoot::new(dir)),
+        None => Ok(crate::detect::SysRoot::default()),
+    }
+}
+
 impl From<crate::latency::Error> for Failure {
     fn from(e: crate::latency::Error) -> Self {
         match e {

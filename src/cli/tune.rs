@@ -2,7 +2,7 @@
 //! `rtapi tune --revert [--force] [--revert-file PATH]`
 
 use super::{out, Failure};
-use crate::detect::{LiveProbe, SysRoot, SystemReport};
+use crate::detect::{LiveProbe, SystemReport};
 use crate::tune::{self, Change};
 use std::path::PathBuf;
 
@@ -58,16 +58,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             tune::ApplyError::RevertFileExists(args.revert_file.clone()).to_string(),
         ));
     }
-    let root = match &args.sysroot {
-        Some(dir) if !dir.is_dir() => {
-            return Err(Failure::usage(format!(
-                "--sysroot {}: not a directory",
-                dir.display()
-            )))
-        }
-        Some(dir) => SysRoot::new(dir),
-        None => SysRoot::default(),
-    };
+    let root = super::sysroot(args.sysroot.as_deref())?;
     let report = SystemReport::detect(&root, &LiveProbe);
     let plan =
         tune::plan(&report, &root, cpus.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
