@@ -7,10 +7,11 @@
 #![allow(missing_docs)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use rtapi::bench_internals::{declare_function, declare_thread, health_owner};
 use rtapi::components::{LoadError, Registry, Target};
 use rtapi::config::Machine;
 use rtapi::runtime::function::{Cycle, FunctionFactory, RtFn};
-use rtapi::runtime::{health, ThreadSpec};
+use rtapi::runtime::ThreadSpec;
 use rtapi_hal::{ComponentKey, FunctionKey, Hal, HalBuilder, In, Out, ThreadConfig, ThreadKey};
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ impl Target for BenchTarget {
         f: FunctionFactory,
     ) -> Result<(), LoadError> {
         let key = self.builder.function(c, name)?;
-        health::declare_function(&mut self.builder, c, name)?;
+        declare_function(&mut self.builder, c, name)?;
         self.factories.push((key, f));
         Ok(())
     }
@@ -41,8 +42,8 @@ impl Target for BenchTarget {
         let key = self
             .builder
             .thread(ThreadConfig::new(&t.name, t.period.as_nanos() as u64))?;
-        let owner = health::owner(&mut self.builder, &mut self.health_owner)?;
-        health::declare_thread(&mut self.builder, owner, &t.name)?;
+        let owner = health_owner(&mut self.builder, &mut self.health_owner)?;
+        declare_thread(&mut self.builder, owner, &t.name)?;
         self.threads.push((t.name.clone(), key));
         Ok(())
     }

@@ -7,13 +7,10 @@
 #![allow(missing_docs)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use rtapi::bench_internals::{msg_channel, Cycler, FunctionSlot, RtEvent, RunListCell, Slots};
 use rtapi::rt::clock::{self, Nanos};
-use rtapi::rt::msg::{self, RtEvent};
 use rtapi::runtime::function::{Cycle, RtFn};
 use rtapi::runtime::recorder::{Recorder, RecorderConfig};
-use rtapi::runtime::runlist::RunListCell;
-use rtapi::runtime::slots::{FunctionSlot, Slots};
-use rtapi::runtime::thread::Cycler;
 use rtapi_hal::{HalBuilder, ThreadConfig};
 use std::sync::Arc;
 
@@ -44,7 +41,7 @@ fn bookkeeping_with(c: &mut Criterion, n: usize, recorded: Option<usize>) {
     }
     let hal = b.build().unwrap();
     let stats = hal.stats_writer(thread).unwrap();
-    let (events, _drain) = msg::channel(16);
+    let (events, _drain) = msg_channel(16);
     // As the runtime runs them: each function in a slot with its timing record writer.
     let slots = Slots::with_capacity(n);
     for (i, key) in hal.thread_functions(thread).into_iter().enumerate() {
@@ -112,7 +109,7 @@ fn hot_path(c: &mut Criterion) {
         let (d, p) = (Nanos::from_millis(5), Nanos::from_micros(25));
         b.iter(|| clock::missed_periods(black_box(d), black_box(d + Nanos::from_micros(80)), p))
     });
-    let (producer, consumer) = msg::channel(1024);
+    let (producer, consumer) = msg_channel(1024);
     c.bench_function("event push + pop", |b| {
         b.iter(|| {
             producer.push(RtEvent::FunctionFaulted { function: 2 });

@@ -77,3 +77,14 @@ pub mod runtime;
 pub(crate) mod suggest;
 pub mod trace;
 pub mod tune;
+
+/// What the benches measure below the public API (the hot path's parts, the HAL health
+/// declarations). Not an API: it changes with the code it measures.
+#[doc(hidden)]
+pub mod bench_internals {
+    pub use crate::rt::msg::{channel as msg_channel, RtEvent};
+    pub use crate::runtime::health::{declare_function, declare_thread, owner as health_owner};
+    pub use crate::runtime::runlist::RunListCell;
+    pub use crate::runtime::slots::{FunctionSlot, Slots};
+    pub use crate::runtime::thread::Cycler;
+}

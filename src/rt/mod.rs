@@ -18,7 +18,7 @@
 pub mod clock;
 pub mod cpulist;
 pub mod harden;
-pub mod msg;
+pub(crate) mod msg;
 pub mod portio;
 pub mod sched;
 pub mod signals;

@@ -32,10 +32,10 @@
 use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, Pin, PinKey};
 
 /// Name of the component that owns the thread health objects.
-pub const OWNER: &str = "rtapi";
+pub(crate) const OWNER: &str = "rtapi";
 
 /// The thread's health pins: suffix, type (all OUT).
-pub const THREAD_PINS: [(&str, rtapi_hal::ValueType); 8] = [
+pub(crate) const THREAD_PINS: [(&str, rtapi_hal::ValueType); 8] = [
     ("latency", rtapi_hal::ValueType::S32),
     ("latency-max", rtapi_hal::ValueType::S32),
     ("overruns", rtapi_hal::ValueType::U32),
@@ -47,14 +47,14 @@ pub const THREAD_PINS: [(&str, rtapi_hal::ValueType); 8] = [
 ];
 
 /// The health pin of a thread and of a function (OUT): suffix, type.
-pub const TIME_PIN: (&str, rtapi_hal::ValueType) = ("time", rtapi_hal::ValueType::S32);
+pub(crate) const TIME_PIN: (&str, rtapi_hal::ValueType) = ("time", rtapi_hal::ValueType::S32);
 
 /// The health params of a thread: suffix, type, access.
-pub const THREAD_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 1] =
+pub(crate) const THREAD_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 1] =
     [("tmax", rtapi_hal::ValueType::S32, ParamAccess::Rw)];
 
 /// The health params of a function: suffix, type, access.
-pub const FUNCTION_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 2] = [
+pub(crate) const FUNCTION_PARAMS: [(&str, rtapi_hal::ValueType, ParamAccess); 2] = [
     ("tmax", rtapi_hal::ValueType::S32, ParamAccess::Rw),
     ("tmax-increased", rtapi_hal::ValueType::Bit, ParamAccess::Ro),
 ];
@@ -117,7 +117,7 @@ pub fn declare_thread(
 
 /// Declares `<thread>.*` in a running instance (a hosted thread started while it runs), owned by
 /// `owner` (the [`OWNER`] component).
-pub fn add_thread(
+pub(crate) fn add_thread(
     hal: &rtapi_hal::Hal,
     owner: ComponentKey,
     thread: &str,
@@ -212,7 +212,7 @@ pub fn declare_function(
 
 /// Declares `<function>.time`, `.tmax` and `.tmax-increased` in a running instance (a function
 /// loaded live), and returns the handles its thread writes.
-pub fn add_function(
+pub(crate) fn add_function(
     hal: &rtapi_hal::Hal,
     component: ComponentKey,
     function: &str,

@@ -24,17 +24,17 @@
 
 pub(crate) mod crash;
 pub mod function;
-pub mod health;
+pub(crate) mod health;
 pub mod hosted;
 pub mod lcnc_health;
 mod neighbours;
 pub(crate) mod panic;
 pub mod recorder;
 mod resident;
-pub mod runlist;
-pub mod slots;
+pub(crate) mod runlist;
+pub(crate) mod slots;
 mod start;
-pub mod thread;
+pub(crate) mod thread;
 pub mod watchdog;
 
 use self::function::FunctionFactory;

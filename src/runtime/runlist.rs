@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The most functions one thread can run.
-pub const MAX_RUN_LIST: usize = 1024;
+pub(crate) const MAX_RUN_LIST: usize = 1024;
 
 /// One thread's published run list; shared by the control side and the thread.
 pub struct RunListCell {

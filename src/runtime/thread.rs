@@ -165,7 +165,7 @@ impl std::fmt::Display for SetupError {
 /// Drift is the smallest wake latency among this many recent periods: how far the wakes sit from the
 /// absolute timeline with one-off spikes filtered out. For an absolute timer it stays near the typical
 /// wake latency; for a timeline that slips (a relative sleep) it grows every period.
-pub const DRIFT_WINDOW: usize = 8;
+pub(crate) const DRIFT_WINDOW: usize = 8;
 
 /// Runs on the new thread: set up (policy, CPU, stack), report, wait for the common origin, loop.
 pub(crate) fn run(
