@@ -313,7 +313,7 @@ pub struct Configuring {
     thread_health: std::collections::HashMap<String, health::ThreadKeys>,
     function_health: std::collections::HashMap<String, health::FunctionKeys>,
     /// Hosted code loaded into this runtime ([`resident`]); last, so it goes after the factories.
-    residents: Vec<Resident>,
+    residents: resident::Kept,
 }
 
 /// The running state.
@@ -423,7 +423,7 @@ impl Runtime<Configuring> {
                 addf: Vec::new(),
                 histogram: HistogramConfig::default(),
                 allow_comparison_timers: false,
-                residents: Vec::new(),
+                residents: resident::Kept::default(),
             },
         })
     }

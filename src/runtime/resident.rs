@@ -17,6 +17,31 @@ use std::sync::Mutex;
 /// A kept resident.
 pub type Resident = Box<dyn Any + Send>;
 
+/// The residents of a runtime still configuring: no thread has run their code, so dropping the set
+/// (a runtime dropped before `start`, a `start` that fails) releases them, last kept first — a module
+/// that uses another's symbols ends before the one it uses, as LinuxCNC unloads.
+#[derive(Default)]
+pub(super) struct Kept(Vec<Resident>);
+
+impl Kept {
+    pub(super) fn push(&mut self, r: Resident) {
+        self.0.push(r);
+    }
+
+    /// Hands them over to a running runtime's [`Residents`], in the order kept.
+    pub(super) fn into_running(mut self) -> Residents {
+        Residents::new(std::mem::take(&mut self.0))
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        while let Some(r) = self.0.pop() {
+            drop(r);
+        }
+    }
+}
+
 /// The residents of a running runtime: released only explicitly ([`Residents::release_all`],
 /// [`Residents::release`]); dropping the set forgets them (a thread may still run their code).
 #[derive(Default)]
@@ -111,5 +136,29 @@ mod tests {
         r.release_all();
         assert_eq!(dropped.load(Ordering::Relaxed), 4);
         assert_eq!(order.lock().unwrap()[2..], [11, 10]);
+    }
+
+    #[test]
+    fn a_configuring_set_releases_last_first_when_dropped_and_hands_over_in_order() {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut k = Kept::default();
+        for i in 0..3 {
+            k.push(Box::new(Counted(dropped.clone(), i, order.clone())));
+        }
+        drop(k);
+        assert_eq!(*order.lock().unwrap(), vec![2, 1, 0]);
+        let mut k = Kept::default();
+        for i in 10..12 {
+            k.push(Box::new(Counted(dropped.clone(), i, order.clone())));
+        }
+        let running = k.into_running();
+        assert_eq!(
+            dropped.load(Ordering::Relaxed),
+            3,
+            "handing over drops nothing"
+        );
+        running.release_all();
+        assert_eq!(order.lock().unwrap()[3..], [11, 10]);
     }
 }

@@ -170,7 +170,7 @@ impl Runtime<Configuring> {
                 live: std::sync::Mutex::new(()),
                 recorder,
                 recorder_thread,
-                residents: super::resident::Residents::new(c.residents),
+                residents: c.residents.into_running(),
             },
         })
     }
