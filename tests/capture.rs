@@ -346,7 +346,7 @@ fn bad_stream_lines_are_errors_naming_the_line_and_signals_end_the_reader() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("<stdin>:3:") && err.contains("'2' is not a bit"),
+        err.contains("<stdin>:3:") && err.contains("'2' is not a bit: write 0 or 1"),
         "{err}"
     );
     let o = stream(&r.name, "1 0 7\n");

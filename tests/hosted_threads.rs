@@ -142,7 +142,7 @@ fn threads_started_while_running_appear_by_name_with_sched_fifo_and_the_bodys_ow
             ThreadSpec::new("servo-thread", Nanos::from_millis(1)),
             Box::new(|_| {})
         ),
-        Err(RuntimeError::Config(m)) if m.contains("exists already")
+        Err(RuntimeError::Config(m)) if m.contains("exists already") && m.contains("another name")
     ));
 
     let mut first = std::collections::HashMap::new();

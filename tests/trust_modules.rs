@@ -263,7 +263,9 @@ fn a_shared_object_that_is_no_module_is_refused_before_it_is_opened() {
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{e}");
         assert!(
-            e.contains("is not a LinuxCNC real-time module (it has no rtapi_app_main)"),
+            e.contains(
+                "is not a LinuxCNC real-time module (it has no rtapi_app_main); give a module of"
+            ) && e.contains("halcompile"),
             "{e}"
         );
         assert!(!marker.exists(), "check={check}: its constructor ran");
@@ -367,7 +369,7 @@ fn check_refuses_the_thread_start_refuses() {
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "check={check}: {e}");
         assert!(
-            e.contains("many.hal:1031: addf edge.204: thread servo: 1025 functions in one thread; the most is 1024"),
+            e.contains("many.hal:1031: addf edge.204: thread servo: 1025 functions in one thread; the most is 1024: spread them over more threads"),
             "check={check}: {e}"
         );
     }

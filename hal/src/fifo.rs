@@ -121,10 +121,15 @@ impl std::fmt::Display for FifoError {
             FifoError::Foreign { path, reason } => {
                 write!(
                     f,
-                    "{path} is not a usable rtapi sample FIFO ({reason}); refused"
+                    "{path} is not a usable rtapi sample FIFO ({reason}); refused: if no rtapi \
+                     instance of that name is running, remove it"
                 )
             }
-            FifoError::InUse { path, who } => write!(f, "{path} is in use by {who}"),
+            FifoError::InUse { path, who } => write!(
+                f,
+                "{path} is in use by {who}; a FIFO has one reader (sampler) or one writer \
+                 (streamer) at a time: end that one first"
+            ),
             FifoError::WrongKind { path, found } => write!(
                 f,
                 "{path} is a {} FIFO",
@@ -705,7 +710,16 @@ pub fn format_value(v: Value) -> String {
 /// Parses one value of type `ty` from a stream line's field: bit `0`/`1` (or `TRUE`/`FALSE`),
 /// integers in decimal (or `0x` hex), floats as Rust and C read them (`1.5`, `-2e-3`, `inf`, `nan`).
 pub fn parse_value(ty: ValueType, field: &str) -> Result<Value, String> {
-    let bad = || format!("'{}' is not a {ty}", field.escape_default());
+    let bad = || {
+        let accepted = match ty {
+            ValueType::Bit => "write 0 or 1 (or FALSE/TRUE)",
+            ValueType::Float => "write a number such as 1.5, -2e-3, inf or nan",
+            ValueType::S32 => "write an integer from -2147483648 to 2147483647 (decimal or 0x hex)",
+            ValueType::U32 => "write an integer from 0 to 4294967295 (decimal or 0x hex)",
+            _ => "this channel type takes no values",
+        };
+        format!("'{}' is not a {ty}: {accepted}", field.escape_default())
+    };
     let int = |s: &str| -> Option<i64> {
         let (neg, digits) = match s.strip_prefix('-') {
             Some(d) => (true, d),

@@ -1109,7 +1109,11 @@ impl std::fmt::Display for ClientError {
                 "refused: the control socket is held by pid {pid}, not by the instance's owner (pid \
                  {owner}); do not trust that process"
             ),
-            ClientError::Io(e) => write!(f, "lost the connection to the instance: {e}"),
+            ClientError::Io(e) => write!(
+                f,
+                "lost the connection to the instance: {e}; if its owner ended, `rtapi show` \
+                 says so (and lists the instances that run)"
+            ),
             ClientError::Refused(m) => write!(f, "{m}"),
         }
     }

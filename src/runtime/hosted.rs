@@ -520,7 +520,7 @@ impl HostedThreads {
             .collect();
         if specs.iter().any(|s| s.name == spec.name) {
             return Err(RuntimeError::Config(format!(
-                "thread '{}' exists already in instance '{}'",
+                "thread '{}' exists already in instance '{}'; give the new thread another name",
                 spec.name,
                 self.hal.instance()
             )));

@@ -46,7 +46,11 @@ impl std::fmt::Display for PublishError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PublishError::TooLong(n) => {
-                write!(f, "{n} functions in one thread; the most is {MAX_RUN_LIST}")
+                write!(
+                    f,
+                    "{n} functions in one thread; the most is {MAX_RUN_LIST}: spread them over \
+                     more threads"
+                )
             }
             PublishError::PreviousNotTaken => write!(
                 f,

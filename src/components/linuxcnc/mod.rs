@@ -896,7 +896,8 @@ impl ModuleHost {
         if main_ptr.is_null() {
             close(handle);
             return Err(LoadError::new(format!(
-                "{} is not a LinuxCNC real-time module (it has no rtapi_app_main)",
+                "{} is not a LinuxCNC real-time module (it has no rtapi_app_main); give a module of \
+                 /usr/lib/linuxcnc/modules or one built by `halcompile`",
                 path.display()
             )));
         }

@@ -102,7 +102,11 @@ impl std::fmt::Display for TrustError {
                 },
             ),
             TrustError::NotModule { shown, why } => {
-                write!(f, "{shown} is not a LinuxCNC real-time module ({why})")
+                write!(
+                    f,
+                    "{shown} is not a LinuxCNC real-time module ({why}); give a module of \
+                     /usr/lib/linuxcnc/modules or one built by `halcompile`"
+                )
             }
         }
     }
