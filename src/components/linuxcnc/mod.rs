@@ -896,9 +896,9 @@ impl ModuleHost {
         if main_ptr.is_null() {
             close(handle);
             return Err(LoadError::new(format!(
-                "{} is not a LinuxCNC real-time module (it has no rtapi_app_main); give a module of \
-                 /usr/lib/linuxcnc/modules or one built by `halcompile`",
-                path.display()
+                "{} is not a LinuxCNC real-time module (it has no rtapi_app_main); {}",
+                path.display(),
+                trust::NOT_A_MODULE_FIX
             )));
         }
         // SAFETY: rtapi_app.h declares `int rtapi_app_main(void)` and `void rtapi_app_exit(void)`.

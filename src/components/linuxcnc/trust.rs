@@ -71,6 +71,10 @@ pub enum TrustError {
     },
 }
 
+/// What to give instead of a file that is no LinuxCNC module (the ELF check and the `dlopen` one).
+pub(super) const NOT_A_MODULE_FIX: &str =
+    "give a module of /usr/lib/linuxcnc/modules or one built by `halcompile`";
+
 impl std::fmt::Display for TrustError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -104,8 +108,7 @@ impl std::fmt::Display for TrustError {
             TrustError::NotModule { shown, why } => {
                 write!(
                     f,
-                    "{shown} is not a LinuxCNC real-time module ({why}); give a module of \
-                     /usr/lib/linuxcnc/modules or one built by `halcompile`"
+                    "{shown} is not a LinuxCNC real-time module ({why}); {NOT_A_MODULE_FIX}"
                 )
             }
         }
