@@ -29,7 +29,7 @@ const FOLLOWING_ERROR_BOUND: f64 = 0.25;
 const T: Duration = Duration::from_secs(20);
 
 /// Estop trips the host may cause before the test fails.
-const WINDOWS: usize = 6;
+const HOST_TRIPS: usize = 6;
 
 /// How long the servo thread must have run without an overrun before a sample counts: the plant moved
 /// over a stalled time while the loop did not act, and the loop needs a moment to catch up.
@@ -160,7 +160,7 @@ impl Run {
     /// At least `n` settled samples spanning at least `d`: samples taken while the estop was OK and
     /// the servo thread had had no overrun for [`SETTLE`] before them (the loop has caught up with
     /// what the plant did meanwhile). A latch the host caused (the run recorded new overruns or a
-    /// stall) is reset as an operator would, at most [`WINDOWS`] times. A host that leaves no
+    /// stall) is reset as an operator would, at most [`HOST_TRIPS`] times. A host that leaves no
     /// settled stretch for [`BUDGET`] fails the test, with what it saw.
     fn settled_samples(&self, n: usize, d: Duration) -> Vec<HashMap<String, f64>> {
         let t0 = Instant::now();
@@ -179,7 +179,10 @@ impl Run {
             }
             if p["estop.fault-out"] == 1.0 {
                 trips += 1;
-                assert!(trips <= WINDOWS, "the host tripped the estop {trips} times");
+                assert!(
+                    trips <= HOST_TRIPS,
+                    "the host tripped the estop {trips} times"
+                );
                 self.reset_a_host_trip(&p);
                 self.wait_following("enabled and following again after a host trip");
                 quiet_since = None;
@@ -237,7 +240,7 @@ impl Run {
     }
 
     /// Waits until the machine follows (enabled, on the sine, within the bound), resetting a latch
-    /// the host caused on the way (at most [`WINDOWS`] of them).
+    /// the host caused on the way (at most [`HOST_TRIPS`] of them).
     fn wait_following(&self, what: &str) {
         let t0 = Instant::now();
         let mut trips = 0;
@@ -250,7 +253,7 @@ impl Run {
             if p["estop.fault-out"] == 1.0 {
                 trips += 1;
                 assert!(
-                    trips <= WINDOWS,
+                    trips <= HOST_TRIPS,
                     "{what}: the host tripped the estop {trips} times"
                 );
                 self.reset_a_host_trip(&p);

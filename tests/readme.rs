@@ -94,11 +94,14 @@ fn options(tail: &str) -> Vec<&str> {
 /// option). A SUB with subcommands of its own (`recorder dump`) is read with that one's help.
 fn unknown_options(text: &str, subs: &[String]) -> (usize, Vec<(usize, String, String)>) {
     let mut defined: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+    let mut nested_of: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut checked = 0;
     let mut wrong = Vec::new();
     for (line, sub, tail) in mentions(text, subs) {
         let mut path = vec![sub.to_string()];
-        let nested = commands_of(&help(&[sub]));
+        let nested = nested_of
+            .entry(sub)
+            .or_insert_with(|| commands_of(&help(&[sub])));
         if let Some(first) = tail.split_whitespace().next() {
             if nested.iter().any(|n| n == first) {
                 path.push(first.to_string());
