@@ -251,3 +251,55 @@ fn after() { crate::runtime::w(); }
     let found: Vec<_> = uses(text).into_iter().collect();
     assert_eq!(found, vec!["runtime", "trace"]);
 }
+
+/// Names that only a holder of a running instance uses: the started runtime and the target that
+/// loads into it.
+const RUNNING_INSTANCE: [&str; 3] = ["Running", "LiveTarget", "linuxcnc::unloaded"];
+
+/// The words of `code` (identifiers and `::` paths), for [`RUNNING_INSTANCE`].
+fn names_in(code: &str) -> Vec<&str> {
+    code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// The lines of `text`'s production code that name a running instance.
+fn running_instance_uses(text: &str) -> Vec<String> {
+    let code = without_test_items(&code_only(text));
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            names_in(l).iter().any(|w| {
+                RUNNING_INSTANCE
+                    .iter()
+                    .any(|n| w == n || w.ends_with(&format!("::{n}")))
+            })
+        })
+        .map(|(i, l)| format!("{}: {}", i + 1, l.trim()))
+        .collect()
+}
+
+#[test]
+fn the_config_layer_holds_no_running_instance() {
+    // A running instance lives in `instance` (docs/ARCHITECTURE.md, "A running instance"): the
+    // halcmd interpreter emits its changes to a host and never names the started runtime.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    assert!(files.len() > 5, "found config's sources ({})", files.len());
+    let mut found = Vec::new();
+    for f in &files {
+        for l in running_instance_uses(&std::fs::read_to_string(f).unwrap()) {
+            found.push(format!("{}:{l}", f.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the config layer names a running instance (move it to src/instance):\n{}",
+        found.join("\n")
+    );
+    // The check itself sees one, and not a word that only contains the name.
+    let text = "use crate::runtime::{Running, Runtime};\nfn f(r: &Runtime<Running>) {}\n\
+                enum Why { NotRunning }\n// Runtime<Running> in a comment\n";
+    assert_eq!(running_instance_uses(text).len(), 2);
+}

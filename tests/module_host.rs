@@ -107,7 +107,7 @@ fn stop_runs_each_modules_exit_after_its_threads_and_the_module_loads_again() {
 
     // 1. Started and stopped: the module's exit runs at stop, and it is unmapped.
     let s = session(&so, &instance);
-    let running = rtapi::config::start(&s, options(&instance)).unwrap();
+    let running = rtapi::instance::start(&s, options(&instance)).unwrap();
     let ev = events(&log);
     assert_eq!(
         count(&ev, "main") - count(&ev, "exit"),
@@ -137,7 +137,7 @@ fn stop_runs_each_modules_exit_after_its_threads_and_the_module_loads_again() {
     assert!(!mapped(&so), "Runtime::stop closed the module");
 
     // 2. The same module into the next runtime of the same process: it is not "already loaded".
-    let rt = rtapi::config::build(&s, options(&instance)).unwrap_or_else(|e| panic!("{e}"));
+    let rt = rtapi::instance::build(&s, options(&instance)).unwrap_or_else(|e| panic!("{e}"));
     let ev = events(&log);
     assert_eq!(count(&ev, "main") - count(&ev, "exit"), 1, "{ev:?}");
     // 3. A runtime dropped before it started ends its modules too.

@@ -17,8 +17,9 @@ use super::prompt::{self, Outcome};
 use super::run::{config_failure, config_failure_then, finish, listen, serve_shared};
 use super::{out, Failure};
 use crate::components::Registry;
-use crate::config::halcmd::{Ini, NameKind, Session};
+use crate::config::halcmd::{Ini, NameKind};
 use crate::instance::control::{ControlServer, Executor, Flow};
+use crate::instance::Owned as Session;
 use crate::rt::clock::Nanos;
 use crate::runtime::{RuntimeOptions, StopReason};
 
@@ -112,7 +113,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         Some(p) => Some(Ini::load(p).map_err(|e| config_failure(&[e]))?),
     };
     let mut session =
-        Session::new(Registry::builtin(), &args.instance).map_err(|e| config_failure(&[e]))?;
+        Session::owner(Registry::builtin(), &args.instance).map_err(|e| config_failure(&[e]))?;
     session.set_ini(ini);
     session.set_check_only(args.check);
     session.keep_going = args.keep_going;
@@ -192,7 +193,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     }
     if lock().runtime().is_none() {
         drop(server);
-        drop(crate::config::build(&lock(), options)?);
+        drop(crate::instance::build(&*lock(), options)?);
         out::eprintln(&format!(
             "rtapi halrun: {} ran no `start`: its HAL was built and unloaded, no thread ran",
             file.display()

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use super::{exit, out, Failure};
 use crate::components::Registry;
-use crate::config::halcmd::Session;
 use crate::config::{ConfigError, Machine};
 use crate::instance::control::ControlServer;
+use crate::instance::Owned as Session;
 use crate::rt::clock::Nanos;
 use crate::rt::units::parse_duration;
 use crate::runtime::watchdog::StallAction;
@@ -148,7 +148,11 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
 
     // The .hal files run once, into the session's netlist model (output commands print here).
     let mut session = machine
-        .session(&registry, &mut std::io::stdout())
+        .session_on(
+            crate::instance::LiveHost::default(),
+            &registry,
+            &mut std::io::stdout(),
+        )
         .map_err(|e| config_failure(&[e]))?;
     let Started(running) = start(&session, machine.runtime.clone())?;
     session
@@ -269,7 +273,7 @@ fn banner(running: &Runtime<Running>, instance: &str, duration: Option<Nanos>) {
 /// The dry run (a HAL that is never built, so a bad config touches nothing), then the real runtime
 /// configured with the same session, started.
 pub(crate) fn start(session: &Session, options: RuntimeOptions) -> Result<Started, Failure> {
-    Ok(Started(crate::config::start(session, options)?))
+    Ok(Started(crate::instance::start(session, options)?))
 }
 
 /// A started runtime.

@@ -30,7 +30,7 @@ pub mod halcmd;
 mod machine;
 mod start;
 
-pub use start::{build, start, StartError};
+pub use start::StartError;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -430,7 +430,17 @@ impl Machine {
         registry: &crate::components::Registry,
         out: &mut dyn std::io::Write,
     ) -> Result<Session, ConfigError> {
-        let mut s = Session::new(registry.clone(), &self.runtime.instance)
+        self.session_on(halcmd::NoInstance, registry, out)
+    }
+
+    /// [`session`](Self::session) whose changes also go to `host` (the owner's, to start it).
+    pub fn session_on<H: halcmd::Host>(
+        &self,
+        host: H,
+        registry: &crate::components::Registry,
+        out: &mut dyn std::io::Write,
+    ) -> Result<Session<H>, ConfigError> {
+        let mut s = Session::with_host(registry.clone(), &self.runtime.instance, host)
             .map_err(|e| ConfigError::file(&self.file, e.message))?;
         s.set_ini(self.ini.clone());
         for (t, line) in self.threads.iter().zip(&self.thread_lines) {

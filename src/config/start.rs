@@ -1,12 +1,8 @@
-//! The one start sequence of an instance built from a session: the dry run (a HAL that is never
-//! built, so a bad configuration touches nothing), then the real runtime configured with the same
-//! session, then its threads started. `rtapi run`, `rtapi halrun` and halcmd's `start` all use it.
+//! Why an instance built from a session did not start (the start sequence itself is the instance
+//! layer's: `instance::start`).
 
-use crate::components::Validation;
-use crate::runtime::{Configuring, Running, Runtime, RuntimeError, RuntimeOptions};
-
-use super::halcmd::Session;
 use super::ConfigError;
+use crate::runtime::RuntimeError;
 
 /// Why an instance did not start.
 #[derive(Debug)]
@@ -30,23 +26,3 @@ impl std::fmt::Display for StartError {
 }
 
 impl std::error::Error for StartError {}
-
-/// The dry run, then the runtime configured with `options` and `session`'s HAL: built, not started.
-pub fn build(
-    session: &Session,
-    options: RuntimeOptions,
-) -> Result<Runtime<Configuring>, StartError> {
-    let mut dry =
-        Validation::new(&options.instance).map_err(|e| StartError::Name(e.to_string()))?;
-    session.apply_to(&mut dry).map_err(StartError::Config)?;
-    let mut rt = Runtime::configure(options).map_err(StartError::Runtime)?;
-    session.apply_to(&mut rt).map_err(StartError::Config)?;
-    Ok(rt)
-}
-
-/// [`build`], then the threads started.
-pub fn start(session: &Session, options: RuntimeOptions) -> Result<Runtime<Running>, StartError> {
-    build(session, options)?
-        .start()
-        .map_err(StartError::Runtime)
-}

@@ -170,9 +170,9 @@ const NO_RECORDER: &str = "this instance has no flight recorder ([recorder] in t
 pub type SharedExecutor = Arc<Mutex<dyn Executor>>;
 
 /// The halcmd interpreter's session is what runs the commands of an instance.
-impl Executor for crate::config::halcmd::Session {
+impl Executor for super::Owned {
     fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ExecError> {
-        Ok(crate::config::halcmd::Session::execute(self, line, out)?)
+        Ok(super::Owned::execute(self, line, out)?)
     }
 
     fn source(
@@ -182,9 +182,7 @@ impl Executor for crate::config::halcmd::Session {
         keep_going: bool,
         out: &mut dyn Write,
     ) -> Result<Flow, ExecError> {
-        self.with_file_settings(ini, keep_going, |s| {
-            crate::config::halcmd::Session::source(s, file, out)
-        })
+        self.with_file_settings(ini, keep_going, |s| super::Owned::source(s, file, out))
     }
 
     fn script(
@@ -197,12 +195,12 @@ impl Executor for crate::config::halcmd::Session {
         out: &mut dyn Write,
     ) -> Result<Flow, ExecError> {
         self.with_file_settings(ini, keep_going, |s| {
-            crate::config::halcmd::Session::run_script(s, file, first_line, text, out)
+            super::Owned::run_script(s, file, first_line, text, out)
         })
     }
 
     fn abort_when(&mut self, flag: Arc<AtomicBool>) {
-        crate::config::halcmd::Session::abort_when(self, flag)
+        super::Owned::abort_when(self, flag)
     }
 
     fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, ExecError> {
@@ -217,21 +215,19 @@ impl Executor for crate::config::halcmd::Session {
     }
 
     fn add_user_component(&mut self, component: &UserComponent) -> Result<(), ExecError> {
-        crate::config::halcmd::Session::add_user_component(self, component)
-            .map_err(ExecError::UserComponent)
+        super::Owned::add_user_component(self, component).map_err(ExecError::UserComponent)
     }
 
     fn remove_user_component(&mut self, name: &str) -> Result<bool, ExecError> {
-        crate::config::halcmd::Session::remove_user_component(self, name)
-            .map_err(ExecError::UserComponent)
+        super::Owned::remove_user_component(self, name).map_err(ExecError::UserComponent)
     }
 
     fn user_inbox(&self) -> Option<Arc<UserInbox>> {
-        Some(crate::config::halcmd::Session::user_inbox(self))
+        Some(super::Owned::user_inbox(self))
     }
 
     fn serve_user_inbox(&mut self) {
-        crate::config::halcmd::Session::serve_user_inbox(self)
+        super::Owned::serve_user_inbox(self)
     }
 }
 
@@ -244,7 +240,7 @@ trait FileSettings {
     ) -> Result<Flow, ExecError>;
 }
 
-impl FileSettings for crate::config::halcmd::Session {
+impl FileSettings for super::Owned {
     /// Runs `run` with the file's own INI and -k, for this file only; a failure under -k joins
     /// every message.
     fn with_file_settings(

@@ -14,11 +14,12 @@
 //! Output commands (show, list, getp, gets, ptype, stype, echo, print, status, save without a file,
 //! help) write to the `out` given to [`Session::execute`] / [`Session::source`].
 
+pub mod host;
 pub mod ini;
 mod lex;
-mod live;
 mod output;
 pub(crate) mod parse;
+mod sync;
 mod user;
 mod usr;
 
@@ -36,11 +37,13 @@ use crate::components::{
 use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, clip, quote};
 use crate::runtime::ThreadSpec;
+pub use host::{Apply, Host, Live, LiveLoad, NoInstance, ProgramState};
 pub use ini::Ini;
 pub(crate) use lex::{process_env, Subst, Word};
 pub use parse::COMMANDS;
 use parse::{AliasKind, Arrow, Command, Located, NetPin};
 pub use user::{Departure, UserComponent, UserError, UserInbox, UserParam, UserPin, UserWhy};
+pub use usr::{PROGRAM_GRACE, PROGRAM_POLL};
 
 /// The most component instances (all `loadrt` lines together) a session may load: far above any
 /// real machine, and low enough that every pin, param and statistic fits the HAL segment.
@@ -201,7 +204,7 @@ pub const STOPPING: &str =
 /// s.apply_to(&mut Validation::new("doc").unwrap())?;
 /// # Ok::<(), rtapi::config::ConfigError>(())
 /// ```
-pub struct Session {
+pub struct Session<H = NoInstance> {
     registry: Registry,
     /// LinuxCNC modules: the search path, what dry runs leave open; native or module is decided
     /// there.
@@ -222,12 +225,8 @@ pub struct Session {
     /// Whether a failed command must leave the model as it was (interactive use, `-k`): each
     /// command then runs on a copy kept for the rollback.
     rollback: bool,
-    /// The running instance, once `start` started it (or [`Session::attach`]).
-    live: Option<live::Live>,
-    /// Start the instance with these options at the first `start` (halrun's way).
-    start_options: Option<crate::runtime::RuntimeOptions>,
-    /// Programs started by `loadusr`, stopped with the instance (`usr.rs`).
-    programs: Vec<usr::Program>,
+    /// Where changes go besides the model: the running instance, once there is one.
+    host: H,
     /// User-space components waiting to join while the session is busy (`user.rs`).
     inbox: std::sync::Arc<user::UserInbox>,
     /// The directory of the file whose commands run now (relative module paths start there).
@@ -246,6 +245,14 @@ pub struct Session {
 }
 
 impl Session {
+    /// An empty session for instance `instance` (checked as a HAL name) that only models: nothing
+    /// it runs starts an instance.
+    pub fn new(registry: Registry, instance: &str) -> Result<Session, ConfigError> {
+        Session::with_host(registry, instance, NoInstance)
+    }
+}
+
+impl<H: Host> Session<H> {
     /// Loads a component (native or a LinuxCNC module) into a scratch HAL that is never built, to
     /// learn the instance names and the pins and params it declares.
     fn dry_load(
@@ -321,8 +328,9 @@ impl Session {
         }
         Ok(())
     }
-    /// An empty session for instance `instance` (checked as a HAL name).
-    pub fn new(registry: Registry, instance: &str) -> Result<Session, ConfigError> {
+    /// An empty session for instance `instance` (checked as a HAL name) whose changes also go to
+    /// `host`.
+    pub fn with_host(registry: Registry, instance: &str, host: H) -> Result<Self, ConfigError> {
         if let Some(e) = invalid_name("instance", instance) {
             return Err(ConfigError::file("<session>", e));
         }
@@ -340,9 +348,7 @@ impl Session {
             started: false,
             depth: 0,
             rollback: false,
-            live: None,
-            start_options: None,
-            programs: Vec::new(),
+            host,
             inbox: Default::default(),
             dir: None,
             check_only: false,
@@ -390,10 +396,20 @@ impl Session {
             .map_err(|m| ConfigError::at(file, line, m))
     }
 
-    /// From now on, `start` builds and starts the instance with `options` when it is not running
-    /// yet, and every later command changes the running instance (halrun's way).
-    pub fn start_on_start(&mut self, options: crate::runtime::RuntimeOptions) {
-        self.start_options = Some(options);
+    /// The host the session's changes go to.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// The host, to change.
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
+    }
+
+    /// Marks the script as started (an instance started from this session's model by its owner,
+    /// then attached to the host): halrun then keeps running.
+    pub fn mark_started(&mut self) {
+        self.started = true;
     }
 
     /// Only checks (`halrun --check`): a LinuxCNC module's `loadrt` is checked from its file (owners,
@@ -499,10 +515,7 @@ impl Session {
             .any(|f| f.load(std::sync::atomic::Ordering::Relaxed))
             // A signal or a stall's stop, seen here too: the thread that watches for them may be
             // waiting for this session (a client's command, or halrun's own file, holds it).
-            || self
-                .runtime()
-                .and_then(|rt| rt.stop_probe().poll())
-                .is_some()
+            || self.host.live().is_some_and(|l| l.stopping())
     }
 
     /// Parses `text` (all syntax errors at once) with this session's substitutions.
@@ -634,7 +647,7 @@ impl Session {
             command => {
                 // A failed command changes nothing (halcmd checks a whole `net` before
                 // linking any pin), so an interactive session or `-k` goes on from a clean state.
-                let live = self.live.is_some();
+                let live = self.host.live().is_some();
                 let opaque =
                     self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
                 // (Checking only after a module, a failed lookup below changed nothing either.)
@@ -991,14 +1004,16 @@ impl Session {
             }
             Command::Lock | Command::Unlock | Command::Debug => {}
             Command::Start => {
-                if self.live.is_none() {
-                    if let Some(options) = self.start_options.clone() {
-                        if let Err(e) = self.start_live(options) {
-                            // The file is right; the runtime could not do it: not bad usage.
-                            let at_run_time = matches!(e, crate::config::StartError::Runtime(_));
-                            self.start_failed_at_run_time.set(at_run_time);
-                            return Err((line, format!("start: {e}")));
-                        }
+                if self.host.live().is_none() {
+                    // The host builds the instance from the model and starts it (halrun's way).
+                    let mut host = std::mem::take(&mut self.host);
+                    let started = host.start(&|target| self.apply_to(target));
+                    self.host = host;
+                    if let Some(Err(e)) = started {
+                        // The file is right; the runtime could not do it: not bad usage.
+                        let at_run_time = matches!(e, crate::config::StartError::Runtime(_));
+                        self.start_failed_at_run_time.set(at_run_time);
+                        return Err((line, format!("start: {e}")));
                     }
                 }
                 self.run_functions(true);

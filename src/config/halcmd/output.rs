@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use rtapi_hal::{PinDir, Value};
 
+use super::host::Host;
 use super::lex::Word;
 use super::parse::{AliasKind, UsrFlags, COMMANDS};
 use super::Session;
@@ -187,8 +188,8 @@ pub(super) fn matches(patterns: &[String], name: &str) -> bool {
 
 const SHOW_KINDS: &str = "comp, pin, sig, param, funct, thread, alias or all";
 
-pub(super) fn show(
-    s: &Session,
+pub(super) fn show<H: Host>(
+    s: &Session<H>,
     kind: Option<&Word>,
     patterns: &[String],
 ) -> Result<String, String> {
@@ -238,19 +239,19 @@ pub(super) fn show(
     Ok(out)
 }
 
-fn title(s: &Session, out: &mut String, title: &str, header: &str) {
+fn title<H: Host>(s: &Session<H>, out: &mut String, title: &str, header: &str) {
     if !s.script_friendly {
         let _ = writeln!(out, "{title}:\n{header}");
     }
 }
 
-fn end(s: &Session, out: &mut String) {
+fn end<H: Host>(s: &Session<H>, out: &mut String) {
     if !s.script_friendly {
         out.push('\n');
     }
 }
 
-fn show_comps(s: &Session, patterns: &[String], out: &mut String) {
+fn show_comps<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -269,7 +270,7 @@ fn show_comps(s: &Session, patterns: &[String], out: &mut String) {
 }
 
 /// The name `show` prints: the alias when there is one.
-fn shown_name(s: &Session, kind: AliasKind, name: &str) -> String {
+fn shown_name<H: Host>(s: &Session<H>, kind: AliasKind, name: &str) -> String {
     s.model
         .aliases
         .iter()
@@ -277,7 +278,7 @@ fn shown_name(s: &Session, kind: AliasKind, name: &str) -> String {
         .map_or_else(|| name.to_string(), |((_, a), _)| a.clone())
 }
 
-fn show_pins(s: &Session, patterns: &[String], out: &mut String) {
+fn show_pins<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -306,7 +307,7 @@ fn show_pins(s: &Session, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_params(s: &Session, patterns: &[String], out: &mut String) {
+fn show_params<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -333,7 +334,7 @@ fn show_params(s: &Session, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_signals(s: &Session, patterns: &[String], out: &mut String) {
+fn show_signals<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -371,7 +372,7 @@ fn show_signals(s: &Session, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_functs(s: &Session, patterns: &[String], out: &mut String) {
+fn show_functs<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -393,7 +394,7 @@ fn show_functs(s: &Session, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_threads(s: &Session, patterns: &[String], out: &mut String) {
+fn show_threads<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -417,7 +418,7 @@ fn show_threads(s: &Session, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_aliases(s: &Session, patterns: &[String], out: &mut String) {
+fn show_aliases<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -432,7 +433,11 @@ fn show_aliases(s: &Session, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-pub(super) fn list(s: &Session, kind: &Word, patterns: &[String]) -> Result<String, String> {
+pub(super) fn list<H: Host>(
+    s: &Session<H>,
+    kind: &Word,
+    patterns: &[String],
+) -> Result<String, String> {
     use super::NameKind as K;
     // `-tTYPE` or `-t TYPE` first; `signed`/`unsigned` are s32/u32, as in halcmd.
     let (ty, patterns) = match patterns.first().and_then(|p| p.strip_prefix("-t")) {
@@ -481,7 +486,7 @@ pub(super) fn list(s: &Session, kind: &Word, patterns: &[String]) -> Result<Stri
 
 /// `save [ITEM]`: halcmd text that recreates the HAL (`all`, the default: threads, comp, alias,
 /// sigu, netla with sets values, param, unconnected IN pins that were set, thread).
-pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
+pub(super) fn save<H: Host>(s: &Session<H>, item: Option<&Word>) -> Result<String, String> {
     let item = item.map_or("all", |w| w.text.as_str());
     let m = &s.model;
     let mut out = String::new();
@@ -619,7 +624,7 @@ pub(super) fn save(s: &Session, item: Option<&Word>) -> Result<String, String> {
     Ok(out)
 }
 
-pub(super) fn status(s: &Session) -> String {
+pub(super) fn status<H: Host>(s: &Session<H>) -> String {
     let m = &s.model;
     format!(
         "HAL locking: none\ncomponents: {} instances of {} loadrt\npins: {}  params: {}  signals: {}  functions: {}  threads: {}\nthreads started: {}\n",

@@ -7,8 +7,9 @@
 
 use std::sync::{mpsc, Arc, Mutex};
 
-use rtapi_hal::{Hal, HalError, ParamAccess, ParamDecl, PinDecl, PinDir, Value, ValueType};
+use rtapi_hal::{HalError, ParamAccess, PinDir, ValueType};
 
+use super::host::Host;
 use super::{Model, ParamInfo, PinInfo, Session};
 use crate::config::invalid_name;
 use crate::rt::units::quote;
@@ -125,7 +126,7 @@ pub struct UserComponent {
     pub pid: Option<u32>,
 }
 
-impl Session {
+impl<H: Host> Session<H> {
     /// The user-space components present now, in the order they were added.
     pub fn user_components(&self) -> Vec<String> {
         self.model.user.iter().map(|u| u.name.clone()).collect()
@@ -136,9 +137,9 @@ impl Session {
     /// not named `<component>.<something>`.
     pub fn add_user_component(&mut self, c: &UserComponent) -> Result<(), UserError> {
         let refused = |why| Err(UserError::new(&c.name, why));
-        if self.live.is_none() {
+        let Some(live) = self.host.live() else {
             return refused(UserWhy::NotRunning);
-        }
+        };
         if let Some(e) = invalid_name("component", &c.name) {
             return refused(UserWhy::BadName(e));
         }
@@ -172,12 +173,7 @@ impl Session {
         // refused declaration changes nothing, its room included), then the model: user components
         // stay out of the model-diff `sync` of halcmd commands, so one that joins while a command
         // runs (a `loadusr -W` waiting for it) is not made twice or rolled back with it.
-        let hal = self
-            .live
-            .as_ref()
-            .map(|l| l.runtime.hal())
-            .expect("checked above");
-        if let Err(e) = create_in_segment(hal, c) {
+        if let Err(e) = live.add_user(c) {
             return refused(UserWhy::Segment(e.to_string()));
         }
         for p in &c.pins {
@@ -221,13 +217,13 @@ impl Session {
         if in_model {
             self.model.unload_user(name);
         }
-        let Some(live) = &self.live else {
+        let Some(live) = self.host.live() else {
             return Ok(in_model);
         };
         if !in_model && rt_name {
             return Ok(false);
         }
-        match live.runtime.hal().delete_component(name) {
+        match live.delete_component(name) {
             Ok(()) => Ok(true),
             Err(HalError::NotFound { .. }) => Ok(in_model),
             Err(e) => Err(UserError::new(name, UserWhy::Segment(e.to_string()))),
@@ -366,28 +362,4 @@ impl Model {
         }
         self.user.retain(|u| u.name != name);
     }
-}
-
-/// Makes a user-space component in the live segment: the component with every pin and param, in
-/// one structural change (all or nothing).
-fn create_in_segment(hal: &Hal, c: &UserComponent) -> Result<(), HalError> {
-    let pins: Vec<PinDecl> = c
-        .pins
-        .iter()
-        .map(|p| PinDecl {
-            name: p.name.clone(),
-            dir: p.dir,
-            init: Value::from_bits(p.ty, 0),
-        })
-        .collect();
-    let params: Vec<ParamDecl> = c
-        .params
-        .iter()
-        .map(|p| ParamDecl {
-            name: p.name.clone(),
-            access: p.access,
-            init: Value::from_bits(p.ty, 0),
-        })
-        .collect();
-    hal.add_component_with(&c.name, &pins, &params).map(|_| ())
 }
