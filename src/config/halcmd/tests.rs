@@ -2,7 +2,8 @@
 //! real HAL segment (the [`Harness`]).
 
 use super::*;
-use crate::components::Harness;
+use crate::components::{Harness, Validation};
+use rtapi_hal::Value;
 
 fn session() -> Session {
     Session::new(Registry::builtin(), "halcmd-test").unwrap()

@@ -10,7 +10,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use rtapi_hal::{HalError, ParamAccess, PinDir, ValueType};
 
 use super::host::Host;
-use super::{Model, ParamInfo, PinInfo, Session};
+use super::model::{Model, ParamInfo, PinInfo};
+use super::Session;
 use crate::config::invalid_name;
 use crate::rt::units::quote;
 
