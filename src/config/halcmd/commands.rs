@@ -9,7 +9,7 @@ use std::path::Path;
 use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
 use super::host::Host;
-use super::model::{Loaded, Origin, PinInfo, SigInfo};
+use super::model::{LoadSpec, Loaded, Origin, PinInfo, SigInfo};
 use super::parse::{AliasKind, Arrow, Command, NetPin};
 use super::{output, Flow, Session, Step, Word, MAX_COMPONENT_INSTANCES};
 use crate::components::linuxcnc;
@@ -24,39 +24,16 @@ impl<H: Host> Session<H> {
     /// learn the instance names and the pins and params it declares.
     fn dry_load(
         &self,
-        component: &str,
-        instances: &Instances,
-        args: &LoadArgs,
+        spec: LoadSpec<'_>,
     ) -> Result<(Vec<String>, Declared), crate::components::LoadError> {
         let mut scratch = Validation::new(&self.instance)?;
         let mut declared = Declared::default();
-        let names = self.registry.load(
+        let names = spec.load_into(
+            &self.registry,
+            &self.modules,
             &mut scratch,
             &mut declared,
             &Presets::new(),
-            component,
-            instances,
-            args,
-        )?;
-        Ok((names, declared))
-    }
-
-    /// [`dry_load`](Self::dry_load) of a LinuxCNC module file.
-    fn dry_load_module(
-        &self,
-        path: &Path,
-        instances: &Instances,
-        args: &LoadArgs,
-    ) -> Result<(Vec<String>, Declared), crate::components::LoadError> {
-        let mut scratch = Validation::new(&self.instance)?;
-        let mut declared = Declared::default();
-        let names = self.modules.load(
-            &mut scratch,
-            &mut declared,
-            &Presets::new(),
-            path,
-            instances,
-            args,
         )?;
         Ok((names, declared))
     }
@@ -478,7 +455,12 @@ impl<H: Host> Session<H> {
             ));
         }
         let (names, declared) = self
-            .dry_load(&component.text, &instances, &args)
+            .dry_load(LoadSpec {
+                component: &component.text,
+                module: None,
+                instances: &instances,
+                args: &args,
+            })
             .map_err(|e| (line, format!("loadrt {c}: {}", e.message)))?;
         self.check_new_names(line, &c, &names, &declared)?;
         self.model.merge(declared, &names, "");
@@ -532,7 +514,12 @@ impl<H: Host> Session<H> {
                 .check_static(path, instances, &args)
                 .map(|()| (Vec::new(), Declared::default()))
         } else {
-            self.dry_load_module(path, instances, &args)
+            self.dry_load(LoadSpec {
+                component: &component.text,
+                module: Some(path),
+                instances,
+                args: &args,
+            })
         };
         let (names, declared) = loaded.map_err(|e| {
             if e.is_unavailable() && !explicit {

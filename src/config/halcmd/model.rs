@@ -3,7 +3,7 @@
 //! function list, aliases, and the user-space components present.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
@@ -35,7 +35,17 @@ pub(super) struct Loaded {
 }
 
 impl Loaded {
-    /// Loads it into `target`: the LinuxCNC module at its resolved path, or the component by name.
+    /// What it loads.
+    pub(super) fn spec(&self) -> LoadSpec<'_> {
+        LoadSpec {
+            component: &self.component,
+            module: self.module.as_deref(),
+            instances: &self.instances,
+            args: &self.args,
+        }
+    }
+
+    /// Loads it into `target` (see [`LoadSpec::load_into`]).
     pub(super) fn load_into(
         &self,
         registry: &Registry,
@@ -44,17 +54,39 @@ impl Loaded {
         presets: &Presets,
     ) -> Result<Vec<String>, LoadError> {
         let declared = &mut Declared::default();
-        match &self.module {
-            Some(path) => {
-                modules.load(target, declared, presets, path, &self.instances, &self.args)
-            }
+        self.spec()
+            .load_into(registry, modules, target, declared, presets)
+    }
+}
+
+/// One `loadrt`: a native component by name, or a LinuxCNC module at its resolved path.
+pub(super) struct LoadSpec<'a> {
+    pub(super) component: &'a str,
+    pub(super) module: Option<&'a Path>,
+    pub(super) instances: &'a Instances,
+    pub(super) args: &'a LoadArgs,
+}
+
+impl LoadSpec<'_> {
+    /// Loads it into `target`, its pins and params declared into `declared`: the one place a
+    /// `loadrt` goes to the LinuxCNC module host or to the native registry.
+    pub(super) fn load_into(
+        &self,
+        registry: &Registry,
+        modules: &ModuleHost,
+        target: &mut dyn Target,
+        declared: &mut Declared,
+        presets: &Presets,
+    ) -> Result<Vec<String>, LoadError> {
+        match self.module {
+            Some(path) => modules.load(target, declared, presets, path, self.instances, self.args),
             None => registry.load(
                 target,
                 declared,
                 presets,
-                &self.component,
-                &self.instances,
-                &self.args,
+                self.component,
+                self.instances,
+                self.args,
             ),
         }
     }
