@@ -522,6 +522,8 @@ pub(crate) struct Loading {
 }
 
 thread_local! {
+    /// The load under way on this thread: a module's `hal_init`/`hal_export_funct` callbacks made
+    /// by `rtapi_app_main` carry no host or target, so they find them here (the loading context).
     pub(crate) static LOADING: std::cell::RefCell<Option<Loading>> = const { std::cell::RefCell::new(None) };
     /// The module whose code runs on this thread now (for its messages).
     pub(crate) static CURRENT: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };

@@ -39,9 +39,12 @@ struct TaskRec {
     thread: Option<HostedHandle>,
 }
 
+/// The tasks by id (id = index + 1). Process-wide: `rtapi_task_start(id)` and the other task calls
+/// carry only the id, and the master is one instance's `rtapi_app`.
 static TASKS: Mutex<Vec<Option<TaskRec>>> = Mutex::new(Vec::new());
 
-/// The base period set by `rtapi_clock_set_period` (0: not yet).
+/// The base period set by `rtapi_clock_set_period` (0: not yet); process-wide as in LinuxCNC, where
+/// the call carries no context and every module reads the same period.
 static CLOCK_PERIOD: AtomicI64 = AtomicI64::new(0);
 
 thread_local! {
@@ -287,7 +290,8 @@ pub fn stop_all() {
 
 // ---- rtapi_init / rtapi_exit: the RTAPI counter segment --------------------------------------------
 
-/// The handle of the counter segment the last `rtapi_init` used (LinuxCNC keeps the last one too).
+/// The handle of the counter segment the last `rtapi_init` used (LinuxCNC keeps the last one too;
+/// `rtapi_exit` is given only a module id, so it is process-wide).
 static UUID_HANDLE: AtomicI32 = AtomicI32::new(0);
 
 /// `int rtapi_init(const char *modname)`: a new module id from the counter in segment

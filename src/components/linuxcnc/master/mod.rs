@@ -31,7 +31,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-/// Set once, in the master's main, before any module exists.
+/// Set once, in the master's main, before any module exists: the C interface's calls ask it (they
+/// carry no context).
 static MASTER: AtomicBool = AtomicBool::new(false);
 
 /// Whether this process is the LinuxCNC master (see the module docs).
@@ -49,6 +50,7 @@ pub struct MasterConfig {
     pub module_dir: PathBuf,
 }
 
+/// Set once by the master's main; read by C calls that carry no context (`rtapi_is_realtime`).
 static CONFIG: OnceLock<MasterConfig> = OnceLock::new();
 
 fn config() -> &'static MasterConfig {

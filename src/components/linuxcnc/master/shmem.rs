@@ -32,6 +32,7 @@ pub struct ShmConfig {
     pub lock: bool,
 }
 
+/// Process-wide: set once by the master's main; `rtapi_shmem_new` carries no context to find it.
 static CONFIG: OnceLock<ShmConfig> = OnceLock::new();
 
 /// Sets how segments are made (once, before any module is loaded).
@@ -46,9 +47,11 @@ struct Segment {
     count: u32,
 }
 
-/// Handles are index + 1.
+/// Handles are index + 1. Process-wide: the C calls carry only the handle, and every module of
+/// the master (LinuxCNC's `rtapi_app`, one per instance) shares the same table.
 static SEGMENTS: Mutex<Vec<Option<Segment>>> = Mutex::new(Vec::new());
-/// Every segment id this master attached, for [`remove_session`].
+/// Every segment id this master attached, for [`remove_session`] (process-wide as the segments'
+/// table: it outlives every module, to clean up at exit).
 static SESSION: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

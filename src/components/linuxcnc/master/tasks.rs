@@ -27,7 +27,11 @@ use crate::runtime::hosted::{HostedHandle, HostedOptions, HostedThreads, Period}
 use crate::runtime::lcnc_health::{self, HalLib, LcncHealth};
 use crate::runtime::{RuntimeError, Summary, ThreadSpec};
 
+/// The instance whose threads the tasks run on: made by [`open`] before hal_lib is loaded, one per
+/// master process (the master is one instance's `rtapi_app`); `rtapi_task_start` reaches it from a C
+/// call that carries no context.
 static INSTANCE: Mutex<Option<HostedThreads>> = Mutex::new(None);
+/// The threads' health pins in LinuxCNC's HAL, beside [`INSTANCE`] for the same reason.
 static HEALTH: Mutex<Option<LcncHealth>> = Mutex::new(None);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
