@@ -169,7 +169,7 @@ pub struct Declared {
 }
 
 impl Declared {
-    /// Records thread `thread`'s health objects (see [`crate::runtime::health`]), which every
+    /// Records thread `thread`'s health objects (see `runtime::health`), which every
     /// [`Target`] declares with the thread.
     pub fn thread_health(&mut self, thread: &str) {
         use crate::runtime::health::{THREAD_PARAMS, THREAD_PINS, TIME_PIN};

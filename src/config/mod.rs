@@ -74,7 +74,7 @@ impl ConfigError {
         }
     }
 
-    /// Whether the runtime failed at this line, the command being right ([`ConfigError::runtime`]).
+    /// Whether the runtime failed at this line, the command being right (`ConfigError::runtime`).
     pub fn is_runtime(&self) -> bool {
         self.runtime
     }

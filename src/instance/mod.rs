@@ -1,6 +1,6 @@
 //! A running instance, from outside and from its owner: the owner's session over the started
 //! runtime ([`live`]: the halcmd interpreter emits each change, this layer makes it), the one start
-//! sequence ([`start`]), opening an instance's segment under the trust rule ([`open`]), and its
+//! sequence ([`start`](mod@start)), opening an instance's segment under the trust rule ([`open`](mod@open)), and its
 //! control socket — the protocol, the owner's server and the client ([`control`]) through which
 //! `rtapi halcmd`, `rtapi scope`, the Python module and user-space components reach a live
 //! instance.

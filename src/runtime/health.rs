@@ -94,7 +94,7 @@ impl FunctionKeys {
     }
 }
 
-/// Declares `<thread>.*` in `b`, owned by `owner` (the [`OWNER`] component).
+/// Declares `<thread>.*` in `b`, owned by `owner` (the `OWNER` component).
 pub fn declare_thread(
     b: &mut HalBuilder,
     owner: ComponentKey,

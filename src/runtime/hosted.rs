@@ -52,7 +52,7 @@
 //! as safe for foreign code mid-function as for rtapi's own functions, and the policy comes back when
 //! periods complete again.
 //!
-//! **Health for LinuxCNC's HAL.** [`HostedHandle::health`] gives a [`HealthReader`] of the thread's
+//! **Health for LinuxCNC's HAL.** [`HostedHandle::health`] gives a `HealthReader` of the thread's
 //! `latency`, `latency-max`, `missed`, `late`, `stalled` (relaxed loads, callable from an RT thread);
 //! [`lcnc_health`](super::lcnc_health) turns them into pins of a LinuxCNC HAL
 //! component through `hal_lib`'s own API.
@@ -733,7 +733,7 @@ impl HostedHandle {
             .clone()
     }
 
-    /// The thread's health pins, read from any thread (see [`HealthReader`]).
+    /// The thread's health pins, read from any thread (see `HealthReader`).
     pub fn health(&self) -> &HealthReader {
         &self.health
     }

@@ -440,7 +440,7 @@ impl Runtime<Configuring> {
 
     /// Keeps hosted code this runtime's threads will call into (a LinuxCNC module): dropped with a
     /// runtime that never starts, else released by [`stop`](Runtime::stop) once no thread can be
-    /// inside it (see [`resident`]).
+    /// inside it (see `resident`).
     pub fn keep_resident(&mut self, r: Resident) {
         self.state.residents.push(r);
     }

@@ -11,15 +11,15 @@
 //! **Loading** (as LinuxCNC's `rtapi_app`): `dlopen(RTLD_NOW | RTLD_GLOBAL)` in load order, so a module
 //! resolves every symbol at once — one rtapi does not provide fails the `loadrt`, naming it, instead
 //! of crashing later — and later modules can use earlier ones' symbols. The arguments are written
-//! through the module's `rtapi_info_*` symbols ([`args`]), `count=`/`names=` included (they are the
+//! through the module's `rtapi_info_*` symbols (`args`), `count=`/`names=` included (they are the
 //! module's own arguments). Then `rtapi_app_main` runs; its components, pins, params and functions go
-//! into the target through the C interface of [`capi`]. A non-zero return fails the `loadrt` with the
+//! into the target through the C interface of `capi`. A non-zero return fails the `loadrt` with the
 //! module's own error messages. `rtapi_app_exit` runs at `unloadrt` and when the instance stops:
 //! the module is a [`KeptModule`] of the target it was loaded into, which a runtime keeps as a
 //! resident and releases at its stop ([`crate::runtime::Resident`]).
 //!
 //! **Dry runs.** A config is checked on a [`Validation`](super::Validation) before anything real
-//! happens (`halrun --check` instead checks modules from their files only: [`ModuleHost::check_static`]);
+//! happens (`halrun --check` instead checks modules from their files only: `ModuleHost::check_static`);
 //! learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
 //! module, runs it, then calls `rtapi_app_exit`. Its handle stays open while the dry run goes on (a
 //! module loaded after it may use its symbols) and is closed before a real load, or before the next

@@ -328,7 +328,7 @@ impl<H: Host> Session<H> {
     }
 
     /// From now on a command sequence stops between two commands once `flag` is set, and a
-    /// waiting command stops waiting (see [`aborted`](Self::aborted)).
+    /// waiting command stops waiting (see `aborted`).
     pub fn abort_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.abort.push(flag);
     }

@@ -16,7 +16,7 @@
 //!
 //! The instance's state is behind a mutex that only the master's main thread takes (loads, unloads,
 //! the serve loop, the exit); the tasks themselves never touch it: their period boundary is their
-//! own [`Period`](crate::runtime::hosted::Period).
+//! own [`Period`].
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::{Mutex, MutexGuard};
