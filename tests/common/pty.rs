@@ -162,11 +162,15 @@ impl Pty {
         }
     }
 
-    /// Waits for the child to exit (bounded), killing it on timeout.
+    /// Waits for the child to exit (bounded), killing it on timeout; then for its last output: the
+    /// reader thread ends at the terminal's EOF (EIO once no process has the child side open), so
+    /// what the child wrote before it exited is all in [`raw`](Self::raw) (a loaded host can leave
+    /// the reader behind the exit).
     pub(crate) fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let until = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
+                self.drain(Instant::now() + Duration::from_secs(10));
                 return Some(status);
             }
             if Instant::now() >= until {
@@ -175,6 +179,17 @@ impl Pty {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Joins the reader once it has read to the terminal's EOF, waiting until `until` at most (a
+    /// process the child left behind may keep the terminal open: then what was read so far stays).
+    fn drain(&mut self, until: Instant) {
+        while self.reader.as_ref().is_some_and(|r| !r.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(r) = self.reader.take_if(|r| r.is_finished()) {
+            let _ = r.join();
         }
     }
 
