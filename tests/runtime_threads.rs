@@ -429,8 +429,8 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
         TimerKind::PosixTimer,
         TimerKind::Timerfd,
     ] {
-        // allocations, faults, voluntary switches, involuntary switches, done
-        let result = Arc::new([(); 5].map(|_| AtomicU64::new(u64::MAX)));
+        // allocations, faults, voluntary switches, involuntary switches, done, policy
+        let result = Arc::new([(); 6].map(|_| AtomicU64::new(u64::MAX)));
         let r = result.clone();
         let r_done = &result[4];
         let spec = ThreadSpec {
@@ -464,6 +464,9 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
             let mut start = (0u64, rtapi::rt::sched::thread_usage().unwrap());
             Box::new(move |c: &Cycle| {
                 if c.number >= FROM && !COUNTING.with(Cell::get) {
+                    // SAFETY: sched_getscheduler(0) only reads the calling thread's policy.
+                    let policy = unsafe { libc::sched_getscheduler(0) };
+                    r[5].store(policy as u64, SeqCst);
                     start = (
                         ALLOCS.load(SeqCst),
                         rtapi::rt::sched::thread_usage().unwrap(),
@@ -487,7 +490,7 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
         );
         running.stop();
         let _ = std::fs::remove_dir_all(&dumps);
-        let [allocs, faults, voluntary, involuntary, periods] =
+        let [allocs, faults, voluntary, involuntary, periods, policy] =
             result.each_ref().map(|a| a.load(SeqCst));
         eprintln!("{timer}: {periods} periods, {allocs} allocations, {faults} faults, {voluntary} voluntary / {involuntary} involuntary switches");
         assert_ne!(periods, u64::MAX, "{timer}: the measurement finished");
@@ -497,9 +500,18 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
             voluntary <= periods,
             "{timer}: at most one sleep per period"
         );
+        // Ordinary work cannot preempt it: it runs SCHED_FIFO. What can (the kernel's stopper
+        // thread, a higher real-time priority, RT throttling) is rare: ci5 of stop 39 saw one
+        // involuntary switch in 1000 periods on a quiet machine.
         assert_eq!(
-            involuntary, 0,
-            "{timer}: a SCHED_FIFO thread is never preempted by ordinary work"
+            policy,
+            libc::SCHED_FIFO as u64,
+            "{timer}: the loop runs SCHED_FIFO"
+        );
+        assert!(
+            involuntary <= periods / 100,
+            "{timer}: a SCHED_FIFO thread is preempted only rarely ({involuntary} involuntary \
+             switches in {periods} periods)"
         );
     }
 }

@@ -1,11 +1,12 @@
 //! What a [`Session`](super::Session) emits to beyond its netlist model: the interpreter keeps the
 //! model and decides every change; a [`Host`] is where the changes go once an instance runs.
 //!
-//! The config layer never holds a running instance. `rtapi check`, `--check`, the dry run and every
-//! unit test use [`NoInstance`] (a session that only models); the owner of a running instance uses
-//! the host of the `instance` layer, which keeps the started runtime and makes each change in its
-//! segment and threads through [`Live`]. The interpreter calls these in the order that never breaks
-//! a HAL rule (`sync.rs`), so an implementation does each step as asked and reports what it refused.
+//! The config layer never holds a running instance. Parsing a machine's `.hal` files,
+//! `Machine::apply` and the unit tests use [`NoInstance`] (a session that only models); the owner of
+//! a running instance uses the host of the `instance` layer, which keeps the started runtime and
+//! makes each change in its segment and threads through [`Live`]. The interpreter calls these in
+//! the order that never breaks a HAL rule (`sync.rs`), so an implementation does each step as asked
+//! and reports what it refused.
 
 use std::process::ExitStatus;
 
