@@ -73,13 +73,14 @@ impl<H: Host> Session<H> {
                 }
                 match self.host.program(pid) {
                     ProgramState::NotOurs => break,
-                    ProgramState::Alive | ProgramState::Ended(None) => {}
-                    ProgramState::Ended(Some(status)) => {
+                    ProgramState::Alive => {}
+                    // Ended (its status unreadable, or read): not ready, whatever it said.
+                    ProgramState::Ended(status) => {
                         return Err((
                             line,
                             format!(
                                 "loadusr: {name} {} before its component {} was ready",
-                                status_text(status),
+                                status.map_or("ended".to_string(), status_text),
                                 quote(comp)
                             ),
                         ));
