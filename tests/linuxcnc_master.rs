@@ -15,220 +15,17 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[path = "common/eventually.rs"]
 mod eventually;
 use eventually::{until, until_true, GENEROUS};
 
-const NOBODY: u32 = 65534;
-const HAL_KEY: u32 = 0x4841_4C32;
-const RTAPI_KEY: u32 = 0x4848_4c34;
-
-fn master_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_rtapi-lcnc-master")
-}
-
-/// Why this machine cannot run these tests, if it cannot.
-fn missing() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("needs root (namespaces, runuser, SCHED_FIFO)".into());
-    }
-    for p in [
-        "/usr/bin/halcmd",
-        "/usr/bin/rtapi_app",
-        "/usr/lib/linuxcnc/modules/hal_lib.so",
-        "/usr/bin/unshare",
-        "/usr/bin/nsenter",
-        "/usr/sbin/runuser",
-    ] {
-        if !Path::new(p).exists() {
-            return Some(format!("{p} is missing (linuxcnc-uspace, util-linux)"));
-        }
-    }
-    None
-}
-
-/// A directory nobody may use: HOME and the socket's place.
-fn session_dir() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("lcnc-master-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::chown(d.path(), Some(NOBODY), Some(NOBODY)).unwrap();
-    d
-}
-
-/// An IPC namespace of the test's own, held by a sleeping process, with a mount namespace (a copy
-/// of the machine's) where a test may mount what only its programs see.
-struct Ipc {
-    holder: Child,
-    dir: tempfile::TempDir,
-    /// The rtapi instance of this test's master (its segment is in the machine's `/dev/shm`, which
-    /// an IPC namespace does not separate).
-    inst: String,
-}
-
-/// A name no other test's master uses.
-fn unique_instance() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "lcnct{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// One SysV segment as `/proc/sysvipc/shm` shows it.
-#[derive(Debug, Clone, PartialEq)]
-struct Seg {
-    key: u32,
-    id: i64,
-    perms: u32,
-    nattch: u64,
-    uid: u32,
-}
-
-impl Ipc {
-    fn new() -> Ipc {
-        let holder = Command::new("unshare")
-            .args([
-                "--ipc",
-                "--mount",
-                "--propagation",
-                "private",
-                "sleep",
-                "3600",
-            ])
-            .spawn()
-            .unwrap();
-        let ns = format!("/proc/{}/ns/ipc", holder.id());
-        until_true("the IPC namespace", GENEROUS, || {
-            std::fs::read_link(&ns).ok() != std::fs::read_link("/proc/self/ns/ipc").ok()
-        });
-        Ipc {
-            holder,
-            dir: session_dir(),
-            inst: unique_instance(),
-        }
-    }
-
-    fn fifo(&self) -> PathBuf {
-        self.dir.path().join("fifo")
-    }
-
-    fn enter(&self) -> Command {
-        let mut c = Command::new("nsenter");
-        c.arg(format!("--ipc=/proc/{}/ns/ipc", self.holder.id()));
-        c.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()));
-        c
-    }
-
-    /// The master, as root for nobody; its standard error in `master.<n>.err`.
-    fn master(&self, n: u32, args: &[&str]) -> Child {
-        let err = std::fs::File::create(self.dir.path().join(format!("master.{n}.err"))).unwrap();
-        let child = self
-            .enter()
-            .arg("env")
-            .arg(format!("RTAPI_UID={NOBODY}"))
-            .arg(format!("HOME={}", self.dir.path().display()))
-            .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
-            .arg(format!("RTAPI_INSTANCE={}", self.inst))
-            .arg("RTAPI_FLAVOR=posix")
-            .arg(master_bin())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .unwrap();
-        let log = self.dir.path().join(format!("master.{n}.err"));
-        until_true("the master listening", GENEROUS, || {
-            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on"))
-        });
-        child
-    }
-
-    fn master_log(&self, n: u32) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("master.{n}.err"))).unwrap_or_default()
-    }
-
-    /// A LinuxCNC program as nobody, in the namespace.
-    fn as_user(&self, prog: &str, args: &[&str]) -> Output {
-        self.enter()
-            .args(["runuser", "-u", "nobody", "--", "env"])
-            .arg(format!("HOME={}", self.dir.path().display()))
-            .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
-            .arg(prog)
-            .args(args)
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap()
-    }
-
-    fn halcmd(&self, args: &[&str]) -> Output {
-        self.as_user("/usr/bin/halcmd", args)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.halcmd(args);
-        let (out, err) = common::text(&o);
-        assert!(
-            o.status.success(),
-            "halcmd {args:?}: {}\n{out}\n{err}",
-            o.status
-        );
-        out
-    }
-
-    /// `rtapi show thread --instance <ours> --json`, as the session's user.
-    fn show_threads(&self) -> serde_json::Value {
-        let o = Command::new("runuser")
-            .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_rtapi")])
-            .args(["show", "thread", "--instance", &self.inst, "--json"])
-            .output()
-            .unwrap();
-        let (out, err) = common::text(&o);
-        assert!(o.status.success(), "rtapi show: {err}");
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-    }
-
-    fn segments(&self) -> Vec<Seg> {
-        let o = self
-            .enter()
-            .args(["cat", "/proc/sysvipc/shm"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .skip(1)
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                Some(Seg {
-                    key: f.first()?.parse::<i64>().ok()? as u32,
-                    id: f.get(1)?.parse().ok()?,
-                    perms: u32::from_str_radix(f.get(2)?, 8).ok()?,
-                    nattch: f.get(6)?.parse().ok()?,
-                    uid: f.get(7)?.parse().ok()?,
-                })
-            })
-            .collect()
-    }
-
-    fn seg(&self, key: u32) -> Option<Seg> {
-        self.segments().into_iter().find(|s| s.key == key)
-    }
-}
-
-impl Drop for Ipc {
-    fn drop(&mut self) {
-        let _ = self.holder.kill();
-        let _ = self.holder.wait();
-    }
-}
+#[path = "common/master_ns.rs"]
+mod master_ns;
+use master_ns::*;
 
 /// (thread name, SCHED policy number, allowed CPUs) of each thread of `pid`.
 fn threads(pid: u32) -> Vec<(String, i32, String)> {
@@ -292,12 +89,6 @@ fn scrape_once(inst: &str) -> String {
     let _ = exp.kill();
     let _ = exp.wait();
     body.unwrap_or_else(|| panic!("no address in the exporter's first line {line:?}"))
-}
-
-fn wait_exit(c: &mut Child) -> std::process::ExitStatus {
-    until("the master's exit", GENEROUS, || {
-        c.try_wait().ok().flatten()
-    })
 }
 
 fn getp(ns: &Ipc, name: &str) -> f64 {

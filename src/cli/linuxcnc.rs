@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -177,59 +177,9 @@ fn print_findings(report: &SystemReport, sel: &flavor::Selection) {
     }
 }
 
-/// Binds LinuxCNC's socket; a stale socket file (nobody listening) of the user is replaced.
-fn bind_socket(path: &Path, user: &SessionUser) -> Result<UnixListener, String> {
-    if path.as_os_str().len() >= 108 {
-        return Err(format!(
-            "the socket path {} is too long for a Unix socket (at most 107 bytes): set RTAPI_FIFO_PATH \
-             to a shorter path",
-            path.display()
-        ));
-    }
-    match UnixListener::bind(path) {
-        Ok(l) => return finish_bind(l, path, user),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
-        Err(e) => return Err(format!("cannot bind the socket {}: {e}", path.display())),
-    }
-    if UnixStream::connect(path).is_ok() {
-        return Err(format!(
-            "a realtime master (rtapi's, or LinuxCNC's rtapi_app) already listens on {}: another \
-             LinuxCNC session is running; stop it first",
-            path.display()
-        ));
-    }
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.file_type().is_socket() || (meta.uid() != user.uid && meta.uid() != 0) {
-        return Err(format!(
-            "{} exists and is not a stale socket of this user's: not replacing it (remove it, or set \
-             RTAPI_FIFO_PATH elsewhere)",
-            path.display()
-        ));
-    }
-    master::say(&format!(
-        "rtapi: removed the stale socket {} (nobody listened on it)",
-        path.display()
-    ));
-    std::fs::remove_file(path).map_err(|e| format!("removing {}: {e}", path.display()))?;
-    let l = UnixListener::bind(path)
-        .map_err(|e| format!("cannot bind the socket {}: {e}", path.display()))?;
-    finish_bind(l, path, user)
-}
-
-fn finish_bind(l: UnixListener, path: &Path, user: &SessionUser) -> Result<UnixListener, String> {
-    if user.as_root {
-        std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid))
-            .map_err(|e| format!("giving {} to uid {}: {e}", path.display(), user.uid))?;
-    }
-    Ok(l)
-}
-
 /// Removes the socket file if it is still a socket (ours).
 fn remove_socket(path: &Path) {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
-        let _ = std::fs::remove_file(path);
-    }
-    crate::runtime::crash::forget_path(&path.to_string_lossy());
+    master::socket::remove(path);
 }
 
 fn master_run(args: MasterArgs) -> Result<(), Failure> {
@@ -246,7 +196,12 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
     for m in shmem::reclaim_stale(&keys, user.uid).map_err(Failure::runtime)? {
         master::say(&format!("rtapi: {m}"));
     }
-    let listener = bind_socket(&path, &user).map_err(Failure::runtime)?;
+    let owner = master::socket::SocketOwner {
+        uid: user.uid,
+        gid: user.gid,
+        as_root: user.as_root,
+    };
+    let listener = master::socket::bind(&path, &owner).map_err(Failure::runtime)?;
     // A module's crash (C in this process) ends the process: the socket goes with it, as do the
     // SysV segments (shmem.rs registers each) and the instance's segment.
     crate::runtime::crash::remove_on_crash(&path.to_string_lossy());
@@ -304,7 +259,7 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         "rtapi: listening on {} (hal_lib loaded)",
         path.display()
     ));
-    let end = master::serve(&listener, args.stay, &mut reporter, &|| {
+    let end = master::serve(&listener, user.uid, args.stay, &mut reporter, &|| {
         stop.load(std::sync::atomic::Ordering::Relaxed)
     });
     drop(listener);

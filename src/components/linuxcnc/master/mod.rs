@@ -20,16 +20,17 @@
 pub mod capi;
 pub mod protocol;
 pub mod shmem;
+pub mod socket;
 pub mod tasks;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::io::Write;
+use std::io::{Read as _, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Set once, in the master's main, before any module exists: the C interface's calls ask it (they
 /// carry no context).
@@ -442,17 +443,119 @@ fn handle(args: &[String], exit: &mut bool) -> i32 {
     }
 }
 
+/// How long a connection has to send its whole request (LinuxCNC's `rtapi_app` sends it in one
+/// write as soon as it connects). One that has not is closed, unanswered.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// The most connections whose requests are being read at once; one more is closed at once.
+pub const MAX_CONNECTIONS: usize = 32;
+/// How often the serve loop looks at its stop flag, its launcher and its threads' deadlines.
+const TICK: Duration = Duration::from_millis(200);
+
+/// One connection whose request is being read.
+struct Pending {
+    conn: UnixStream,
+    peer: socket::Peer,
+    buf: Vec<u8>,
+    since: Instant,
+}
+
+/// What reading a connection gave.
+enum Read {
+    /// The whole request.
+    Request(Vec<String>),
+    /// Not yet: wait for more.
+    More,
+    /// Closed, or a request refused: why.
+    Gone(String),
+}
+
+impl Pending {
+    /// Reads what has come (the connection is non-blocking), at most up to the request bound.
+    fn read(&mut self) -> Read {
+        let mut chunk = [0u8; 4096];
+        loop {
+            let room = (protocol::MAX_REQUEST_BYTES + 1 - self.buf.len()).min(chunk.len());
+            match self.conn.read(&mut chunk[..room]) {
+                Ok(0) => {
+                    return Read::Gone(format!(
+                        "it closed after {} byte(s), before its request was whole",
+                        self.buf.len()
+                    ))
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Read::Gone(format!("reading its request: {e}")),
+            }
+            if self.buf.len() > protocol::MAX_REQUEST_BYTES {
+                break;
+            }
+        }
+        match protocol::parse_request(&self.buf) {
+            Ok(protocol::Parsed::Request(a)) => Read::Request(a),
+            Ok(protocol::Parsed::Incomplete) => Read::More,
+            Err(e) => Read::Gone(format!("a bad request: {e}")),
+        }
+    }
+}
+
+/// Says something about connections at most once a second, with how many more there were
+/// since: a flood of refused connections does not flood the master's standard error.
+struct Limited {
+    last: Option<Instant>,
+    more: u64,
+}
+
+impl Limited {
+    fn say(&mut self, text: &str) {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            self.more += 1;
+            return;
+        }
+        let more = std::mem::take(&mut self.more);
+        self.last = Some(Instant::now());
+        if more > 0 {
+            say(&format!("{text} ({more} more like it not shown)"));
+        } else {
+            say(text);
+        }
+    }
+}
+
+/// One argument of a served command as a word of the launcher's report: no spaces, no line
+/// breaks or other control characters (a refused module name cannot forge a report line).
+fn report_word(a: &str) -> String {
+    a.escape_debug().to_string().replace(' ', "_")
+}
+
 /// Serves commands on `listener` until `exit`, the last module's unload (unless `stay`), or
-/// `stop()` says so (checked at least every 200 ms). Every 200 ms it also reports, once per task,
-/// the first missed deadline.
+/// `stop()` says so. Connections are read together, none blocking another: each has
+/// [`REQUEST_DEADLINE`] for its whole request of at most [`protocol::MAX_REQUEST_BYTES`], and
+/// only the session's user (`session_uid`), root and the master's own uid are served
+/// ([`socket::allowed`]). Commands run one at a time on this thread, as `rtapi_app`'s do. At
+/// least every 200 ms (and after each command) it looks at `stop()` and the launcher, and
+/// reports, once per task, the first missed deadline.
 pub fn serve(
     listener: &UnixListener,
+    session_uid: u32,
     stay: bool,
     report: &mut Reporter,
     stop: &dyn Fn() -> bool,
 ) -> End {
     let _ = listener.set_nonblocking(true);
     let mut said_late: Vec<c_int> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut refused = Limited {
+        last: None,
+        more: 0,
+    };
+    let mut dropped = Limited {
+        last: None,
+        more: 0,
+    };
     loop {
         if stop() {
             return End::Signal;
@@ -472,44 +575,127 @@ pub fn serve(
                 ));
             }
         }
-        match listener.accept() {
-            Ok((mut conn, _)) => {
-                let _ = conn.set_nonblocking(false);
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-                let args = match protocol::read_request(&mut conn) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        say(&format!("rtapi: a bad request on the master's socket: {e}"));
+        // Everyone waiting to connect: refused at once if not the session's, or if too many.
+        loop {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    let peer = match socket::peer(&conn) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            refused.say(&format!(
+                                "rtapi: refused a connection whose peer cannot be read: {e}"
+                            ));
+                            continue;
+                        }
+                    };
+                    if !socket::allowed(&peer, session_uid) {
+                        refused.say(&format!(
+                            "rtapi: refused a connection from pid {} (uid {}): only the session's \
+                             user (uid {session_uid}) and root may command this master",
+                            peer.pid, peer.uid
+                        ));
+                        let _ = conn.set_nonblocking(true);
+                        let _ = protocol::write_reply(&mut &conn, -libc::EACCES);
                         continue;
                     }
-                };
-                let mut exit = false;
-                let rc = handle(&args, &mut exit);
-                let _ = protocol::write_reply(&mut conn, rc);
-                drop(conn);
-                let shown: Vec<String> = args.iter().take(2).map(|a| a.replace(' ', "_")).collect();
-                report.line(&format!("served {} {rc}", shown.join(" ")));
-                if exit {
-                    return End::Exit;
+                    if pending.len() >= MAX_CONNECTIONS {
+                        dropped.say(&format!(
+                            "rtapi: closed a connection from pid {}: {MAX_CONNECTIONS} others are \
+                             still sending their requests",
+                            peer.pid
+                        ));
+                        continue;
+                    }
+                    if conn.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    pending.push(Pending {
+                        conn,
+                        peer,
+                        buf: Vec::new(),
+                        since: Instant::now(),
+                    });
                 }
-                if !stay && module_count() == 0 {
-                    return End::NoModules;
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors, say: the pending connections' deadlines free some.
+                    dropped.say(&format!("rtapi: accept on the master's socket: {e}"));
+                    std::thread::sleep(Duration::from_millis(50));
+                    break;
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut p = libc::pollfd {
-                    fd: listener.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut p, 1, 200) };
+        }
+        pending.retain(|p| {
+            let late = p.since.elapsed() > REQUEST_DEADLINE;
+            if late {
+                dropped.say(&format!(
+                    "rtapi: closed a connection from pid {}: no whole request within {} s ({} \
+                     byte(s) came)",
+                    p.peer.pid,
+                    REQUEST_DEADLINE.as_secs(),
+                    p.buf.len()
+                ));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                say(&format!("rtapi: accept on the master's socket: {e}"));
-                std::thread::sleep(Duration::from_millis(50));
+            !late
+        });
+        // Wait for a connection or a byte, until the next tick or the first deadline.
+        let wait = pending
+            .iter()
+            .map(|p| REQUEST_DEADLINE.saturating_sub(p.since.elapsed()))
+            .fold(TICK, Duration::min)
+            .max(Duration::from_millis(1));
+        let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
+            .chain(pending.iter().map(|p| p.conn.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a vector of valid pollfd entries, its length given with it.
+        let n = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                wait.as_millis() as c_int,
+            )
+        };
+        if n <= 0 {
+            continue;
+        }
+        // The ready connections, last first so that removing one keeps the others' places.
+        for i in (0..pending.len()).rev() {
+            if fds[i + 1].revents == 0 {
+                continue;
             }
+            let args = match pending[i].read() {
+                Read::More => continue,
+                Read::Gone(why) => {
+                    let p = pending.swap_remove(i);
+                    dropped.say(&format!(
+                        "rtapi: a connection from pid {} on the master's socket: {why}",
+                        p.peer.pid
+                    ));
+                    continue;
+                }
+                Read::Request(a) => a,
+            };
+            let mut p = pending.swap_remove(i);
+            let mut exit = false;
+            let rc = handle(&args, &mut exit);
+            let _ = protocol::write_reply(&mut p.conn, rc);
+            drop(p);
+            let shown: Vec<String> = args.iter().take(2).map(|a| report_word(a)).collect();
+            report.line(&format!("served {} {rc}", shown.join(" ")));
+            if exit {
+                return End::Exit;
+            }
+            if !stay && module_count() == 0 {
+                return End::NoModules;
+            }
+            // A command may take long (a module's rtapi_app_main): the stop flag comes first.
+            break;
         }
     }
 }

@@ -3,8 +3,13 @@
 //! Python `hal` module…) attach the same segments by key: HAL `0x48414C32`, the RTAPI counter
 //! `0x48484c34`, motion's `[EMCMOT]SHMEM_KEY` (100 by default).
 //!
-//! * `shmget(key, size, IPC_CREAT | 0600)`; when the master runs as root, the segment is then given
-//!   to the session's user (`RTAPI_UID`) with mode 0600, so that user's programs may attach it;
+//! * `shmget(key, size, IPC_CREAT | IPC_EXCL | 0600)`: the master is each segment's creator. When
+//!   it runs as root, a segment it made is then given to the session's user (`RTAPI_UID`) with mode
+//!   0600, so that user's programs may attach it. A segment that exists already (a user-space
+//!   program of the session asked for it first) is adopted only if its creator and owner are the
+//!   master's uid or the session user's, its mode lets nobody else in and every process attached
+//!   to it is the session's; anything else is refused with the key, its creator and the fix — never
+//!   adopted, never chmod'ed into shape (SysV keeps the creator's access for good);
 //! * `SHM_LOCK` under a real-time flavor (the pages stay resident), and every page touched;
 //! * the same key twice in this process is the same handle (a count, as 2.9);
 //! * [`remove_session`] at exit marks every segment this master used for removal (`IPC_RMID`: the
@@ -76,6 +81,12 @@ fn stat(id: i32) -> Result<libc::shmid_ds, i32> {
 }
 
 /// `rtapi_shmem_new`: a handle (> 0), or `Err((-errno, message))`.
+///
+/// The segment is made here, `IPC_EXCL`, so that its creator is this master. One that exists
+/// already is adopted only if nobody but this session can reach it ([`adoptable`]): SysV grants
+/// the creator of a segment read-write access for its whole life, whatever owner and mode are set
+/// later, so a segment another user made first is theirs to write — and the HAL's memory holds
+/// the function pointers the real-time thread calls.
 pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
     let mut segs = lock(&SEGMENTS);
     if let Some(i) = segs
@@ -92,30 +103,30 @@ pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
         lock: false,
     });
     // SAFETY: shmget has no memory arguments.
-    let id = unsafe { libc::shmget(key, size, libc::IPC_CREAT | 0o600) };
-    if id < 0 {
+    let made = unsafe { libc::shmget(key, size, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
+    let id = if made >= 0 {
+        made
+    } else if errno() == libc::EEXIST {
+        adopt(key, size, &cfg)?
+    } else {
         let e = errno();
         return Err((
             -e,
             format!(
-                "rtapi_shmem_new: shmget(key 0x{key:08x}, {size} bytes): {}{}",
-                std::io::Error::from_raw_os_error(e),
-                if e == libc::EINVAL {
-                    " (a smaller segment with this key exists: a leftover of another session? \
-                     `ipcs -m` shows it)"
-                } else {
-                    ""
-                }
+                "rtapi_shmem_new: shmget(key 0x{key:08x}, {size} bytes): {}",
+                std::io::Error::from_raw_os_error(e)
             ),
         ));
-    }
+    };
     let mut ds = stat(id).map_err(|e| {
         (
             -e,
             format!("rtapi_shmem_new: shmctl(IPC_STAT) of segment {id}: {e}"),
         )
     })?;
-    if let Some((uid, gid)) = cfg.owner {
+    // Only a segment this master made is given to the session's user; an adopted one is the
+    // session's already (adopt checked it) and keeps its owner and mode.
+    if let (true, Some((uid, gid))) = (made >= 0, cfg.owner) {
         ds.shm_perm.uid = uid;
         ds.shm_perm.gid = gid;
         ds.shm_perm.mode = 0o600;
@@ -141,7 +152,7 @@ pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
             ));
         }
     }
-    // SAFETY: attaching a segment we just got, at an address the kernel chooses.
+    // SAFETY: attaching a segment made here or checked by `adopt`, at an address the kernel chooses.
     let mem = unsafe { libc::shmat(id, std::ptr::null(), 0) };
     if mem as isize == -1 {
         let e = errno();
@@ -182,6 +193,169 @@ pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
         }
     };
     Ok(i as i32 + 1)
+}
+
+/// The uids this master trusts with its segments: its own (root, or the session's user on the
+/// capability path) and the session's user it acts for.
+fn trusted_uids(cfg: &ShmConfig) -> Vec<u32> {
+    let mut v = vec![nix::unistd::geteuid().as_raw()];
+    if let Some((uid, _)) = cfg.owner {
+        v.push(uid);
+    }
+    v
+}
+
+/// `uid` as `uid N (name)`.
+fn who(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => format!("uid {uid} ({})", u.name),
+        _ => format!("uid {uid}"),
+    }
+}
+
+/// The processes that have segment `id` mapped, as (pid, real uid, effective uid), and how many
+/// mappings of it they hold (`/proc/<pid>/maps` names an attached SysV segment `/SYSV<key>`, its
+/// inode the segment's id).
+fn attachers(id: i32) -> (Vec<(i32, u32, u32)>, usize) {
+    let mut procs = Vec::new();
+    let mut maps = 0;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return (procs, maps);
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        let n = text
+            .lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() >= 6 && f[5].starts_with("/SYSV") && f[4] == id.to_string()
+            })
+            .count();
+        if n == 0 {
+            continue;
+        }
+        maps += n;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let uids: Vec<u32> = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|v| v.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // An unreadable status is nobody we trust.
+        let (ruid, euid) = (
+            uids.first().copied().unwrap_or(u32::MAX),
+            uids.get(1).copied().unwrap_or(u32::MAX),
+        );
+        procs.push((pid, ruid, euid));
+    }
+    (procs, maps)
+}
+
+/// Why an existing segment may not be adopted, if it may not: made or owned by someone outside
+/// `trusted`, reachable by other users through its mode, attached by a process of another user
+/// (or by one this master cannot see), or smaller than `size`.
+fn refuse_existing(
+    id: i32,
+    ds: &libc::shmid_ds,
+    size: usize,
+    trusted: &[u32],
+) -> Option<String> {
+    let p = &ds.shm_perm;
+    if !trusted.contains(&p.cuid) {
+        return Some(format!(
+            "was made by {} — not by this session, and SysV lets its creator read and write it \
+             whatever its owner and mode are now",
+            who(p.cuid)
+        ));
+    }
+    if !trusted.contains(&p.uid) {
+        return Some(format!("belongs to {}, not to this session", who(p.uid)));
+    }
+    let mode = u32::from(p.mode) & 0o777;
+    if mode & 0o077 != 0 {
+        return Some(format!(
+            "has mode {mode:03o}: users other than its owner can reach it"
+        ));
+    }
+    if ds.shm_nattch > 0 {
+        let (procs, maps) = attachers(id);
+        if let Some((pid, ruid, euid)) = procs
+            .iter()
+            .find(|(_, r, e)| !trusted.contains(r) || !trusted.contains(e))
+        {
+            return Some(format!(
+                "is attached by pid {pid} of {}{}, not of this session",
+                who(*euid),
+                if ruid == euid {
+                    String::new()
+                } else {
+                    format!(" (real {})", who(*ruid))
+                }
+            ));
+        }
+        if (maps as u64) < ds.shm_nattch as u64 {
+            return Some(format!(
+                "is attached {} time(s), and only {maps} of them by processes this master can see",
+                ds.shm_nattch
+            ));
+        }
+    }
+    if ds.shm_segsz < size {
+        return Some(format!(
+            "is {} bytes, smaller than the {size} asked for (a leftover of another session or \
+             release?)",
+            ds.shm_segsz
+        ));
+    }
+    None
+}
+
+/// Looks up the existing segment of `key` and returns its id if this session may use it.
+fn adopt(key: i32, size: usize, cfg: &ShmConfig) -> Result<i32, (i32, String)> {
+    // SAFETY: shmget without IPC_CREAT only looks the key up.
+    let id = unsafe { libc::shmget(key, 0, 0) };
+    if id < 0 {
+        let e = errno();
+        return Err((
+            -e,
+            format!(
+                "rtapi_shmem_new: the SysV segment of key 0x{key:08x} exists but cannot be looked \
+                 up: {} (`ipcs -m` shows it; its owner or root can remove it)",
+                std::io::Error::from_raw_os_error(e)
+            ),
+        ));
+    }
+    let ds = stat(id).map_err(|e| {
+        (
+            -e,
+            format!(
+                "rtapi_shmem_new: shmctl(IPC_STAT) of the existing segment 0x{key:08x} (id {id}): {}",
+                std::io::Error::from_raw_os_error(e)
+            ),
+        )
+    })?;
+    match refuse_existing(id, &ds, size, &trusted_uids(cfg)) {
+        None => Ok(id),
+        Some(why) => Err((
+            -libc::EEXIST,
+            format!(
+                "refused the SysV shared memory segment of key 0x{key:08x} (id {id}): it existed \
+                 before this master asked for it and {why}. Using it would let that user write \
+                 this session's memory (the HAL's holds the functions the real-time thread runs). \
+                 Nothing was attached. Find out who made it (`ipcs -m -c`, `ipcs -m -p`), remove \
+                 it (`ipcrm -m {id}`, as its creator or root) and start again"
+            ),
+        )),
+    }
 }
 
 /// `rtapi_shmem_getptr`: the address of handle `h`.

@@ -1,0 +1,235 @@
+//! The LinuxCNC master in namespaces of a test's own: an IPC namespace (and a private mount
+//! namespace) held by a sleeping process, the master as root for nobody, LinuxCNC's programs as
+//! nobody. Shared by `tests/linuxcnc_master.rs` and `tests/trust_master.rs`; a test file includes it
+//! with `#[path]` after its own `mod common;` and `mod eventually;`.
+
+#![allow(dead_code)] // each test file uses only some of these
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use crate::eventually::{until, until_true, GENEROUS};
+
+pub(crate) const NOBODY: u32 = 65534;
+pub(crate) const HAL_KEY: u32 = 0x4841_4C32;
+pub(crate) const RTAPI_KEY: u32 = 0x4848_4c34;
+
+pub(crate) fn master_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rtapi-lcnc-master")
+}
+
+/// Why this machine cannot run these tests, if it cannot.
+pub(crate) fn missing() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (namespaces, runuser, SCHED_FIFO)".into());
+    }
+    for p in [
+        "/usr/bin/halcmd",
+        "/usr/bin/rtapi_app",
+        "/usr/lib/linuxcnc/modules/hal_lib.so",
+        "/usr/bin/unshare",
+        "/usr/bin/nsenter",
+        "/usr/sbin/runuser",
+    ] {
+        if !Path::new(p).exists() {
+            return Some(format!("{p} is missing (linuxcnc-uspace, util-linux)"));
+        }
+    }
+    None
+}
+
+/// A directory nobody may use: HOME and the socket's place.
+pub(crate) fn session_dir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("lcnc-master-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(d.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    d
+}
+
+/// An IPC namespace of the test's own, held by a sleeping process, with a mount namespace (a copy
+/// of the machine's) where a test may mount what only its programs see.
+pub(crate) struct Ipc {
+    pub(crate) holder: Child,
+    pub(crate) dir: tempfile::TempDir,
+    /// The rtapi instance of this test's master (its segment is in the machine's `/dev/shm`, which
+    /// an IPC namespace does not separate).
+    pub(crate) inst: String,
+}
+
+/// A name no other test's master uses.
+pub(crate) fn unique_instance() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "lcnct{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// One SysV segment as `/proc/sysvipc/shm` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Seg {
+    pub(crate) key: u32,
+    pub(crate) id: i64,
+    pub(crate) perms: u32,
+    pub(crate) nattch: u64,
+    pub(crate) uid: u32,
+    /// Its creator's uid (SysV keeps the creator's access for the segment's life).
+    pub(crate) cuid: u32,
+}
+
+impl Ipc {
+    pub(crate) fn new() -> Ipc {
+        let holder = Command::new("unshare")
+            .args([
+                "--ipc",
+                "--mount",
+                "--propagation",
+                "private",
+                "sleep",
+                "3600",
+            ])
+            .spawn()
+            .unwrap();
+        let ns = format!("/proc/{}/ns/ipc", holder.id());
+        until_true("the IPC namespace", GENEROUS, || {
+            std::fs::read_link(&ns).ok() != std::fs::read_link("/proc/self/ns/ipc").ok()
+        });
+        Ipc {
+            holder,
+            dir: session_dir(),
+            inst: unique_instance(),
+        }
+    }
+
+    pub(crate) fn fifo(&self) -> PathBuf {
+        self.dir.path().join("fifo")
+    }
+
+    pub(crate) fn enter(&self) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--ipc=/proc/{}/ns/ipc", self.holder.id()));
+        c.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()));
+        c
+    }
+
+    /// The master, as root for nobody, listening; its standard error in `master.<n>.err`.
+    pub(crate) fn master(&self, n: u32, args: &[&str]) -> Child {
+        let child = self.spawn_master(n, args);
+        let log = self.dir.path().join(format!("master.{n}.err"));
+        until_true("the master listening", GENEROUS, || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on"))
+        });
+        child
+    }
+
+    /// The master, as root for nobody, just started (it may yet refuse to run); its standard
+    /// error in `master.<n>.err`.
+    pub(crate) fn spawn_master(&self, n: u32, args: &[&str]) -> Child {
+        let err = std::fs::File::create(self.dir.path().join(format!("master.{n}.err"))).unwrap();
+        self.enter()
+            .arg("env")
+            .arg(format!("RTAPI_UID={NOBODY}"))
+            .arg(format!("HOME={}", self.dir.path().display()))
+            .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
+            .arg(format!("RTAPI_INSTANCE={}", self.inst))
+            .arg("RTAPI_FLAVOR=posix")
+            .arg(master_bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap()
+    }
+
+    pub(crate) fn master_log(&self, n: u32) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("master.{n}.err"))).unwrap_or_default()
+    }
+
+    /// A LinuxCNC program as nobody, in the namespace.
+    pub(crate) fn as_user(&self, prog: &str, args: &[&str]) -> Output {
+        self.enter()
+            .args(["runuser", "-u", "nobody", "--", "env"])
+            .arg(format!("HOME={}", self.dir.path().display()))
+            .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
+            .arg(prog)
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    pub(crate) fn halcmd(&self, args: &[&str]) -> Output {
+        self.as_user("/usr/bin/halcmd", args)
+    }
+
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        let o = self.halcmd(args);
+        let (out, err) = crate::common::text(&o);
+        assert!(
+            o.status.success(),
+            "halcmd {args:?}: {}\n{out}\n{err}",
+            o.status
+        );
+        out
+    }
+
+    /// `rtapi show thread --instance <ours> --json`, as the session's user.
+    pub(crate) fn show_threads(&self) -> serde_json::Value {
+        let o = Command::new("runuser")
+            .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_rtapi")])
+            .args(["show", "thread", "--instance", &self.inst, "--json"])
+            .output()
+            .unwrap();
+        let (out, err) = crate::common::text(&o);
+        assert!(o.status.success(), "rtapi show: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
+    pub(crate) fn segments(&self) -> Vec<Seg> {
+        let o = self
+            .enter()
+            .args(["cat", "/proc/sysvipc/shm"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                Some(Seg {
+                    key: f.first()?.parse::<i64>().ok()? as u32,
+                    id: f.get(1)?.parse().ok()?,
+                    perms: u32::from_str_radix(f.get(2)?, 8).ok()?,
+                    nattch: f.get(6)?.parse().ok()?,
+                    uid: f.get(7)?.parse().ok()?,
+                    cuid: f.get(9)?.parse().ok()?,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) fn seg(&self, key: u32) -> Option<Seg> {
+        self.segments().into_iter().find(|s| s.key == key)
+    }
+}
+
+impl Drop for Ipc {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+
+pub(crate) fn wait_exit(c: &mut Child) -> std::process::ExitStatus {
+    until("the master's exit", GENEROUS, || {
+        c.try_wait().ok().flatten()
+    })
+}
+
