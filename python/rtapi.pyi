@@ -93,8 +93,11 @@ class Instance:
         interval: float = 0.001,
     ) -> HalValue:
         """Waits until the value satisfies `until` (a predicate, a value to reach, or None for any
-        change) and returns it; raises Timeout after `timeout` seconds. The GIL is released while
-        waiting."""
+        change) and returns it; raises Timeout after `timeout` seconds, polling every `interval`
+        seconds (kept between 0.1 ms and 1 s). The GIL is released while waiting.
+
+        `timeout` and `interval` are finite numbers of seconds from 0 to 1e9; NaN, infinities,
+        negatives and larger numbers raise Error naming the argument."""
 
 class Component:
     """A user-space component: declare pins and params, ready(), then c[name] reads and

@@ -173,25 +173,47 @@ fn state_str(s: rtapi_hal::ThreadState) -> String {
     }
 }
 
+/// The longest duration an argument may ask for, in seconds (about 31 years): far past any real
+/// wait, and far inside what a deadline `Instant::now() + it` can hold (`1e19` s, taken as is,
+/// overflowed it and panicked).
+const MAX_SECONDS: f64 = 1e9;
+
+/// The shortest and the longest nap between two looks of [`poll`]: `interval` is kept between them
+/// (a shorter one would only burn the CPU, a longer one would delay Ctrl-C).
+const NAP_MIN: Duration = Duration::from_micros(100);
+const NAP_MAX: Duration = Duration::from_secs(1);
+
+/// Argument `arg`'s `value` seconds as a [`Duration`]: a finite number from 0 to [`MAX_SECONDS`];
+/// anything else (NaN, an infinity, a negative, a larger number) is an `rtapi.Error` naming the
+/// argument and what it accepts — never a panic.
+fn seconds(arg: &str, value: f64, note: &str) -> PyResult<Duration> {
+    match Duration::try_from_secs_f64(value) {
+        Ok(d) if value <= MAX_SECONDS => Ok(d),
+        _ => Err(Error::new_err(format!(
+            "{arg} must be a finite number of seconds from 0 to {MAX_SECONDS:e}{note}, not {value:?}"
+        ))),
+    }
+}
+
 /// Waits until `done` (called with the GIL) says yes, polling `read` (without the GIL) every
-/// `interval`, for at most `timeout`. Ctrl-C interrupts it.
+/// `interval` (kept within [`NAP_MIN`]..=[`NAP_MAX`]), for at most `timeout`. Ctrl-C interrupts it.
 fn poll<T>(
     py: Python<'_>,
-    timeout: f64,
-    interval: f64,
+    timeout: Duration,
+    interval: Duration,
     read: impl Fn() -> PyResult<T> + Sync,
     mut done: impl FnMut(Python<'_>, &T) -> PyResult<bool>,
 ) -> PyResult<Option<T>>
 where
     T: Send,
 {
-    if !(timeout.is_finite() && timeout >= 0.0) {
-        return Err(Error::new_err(format!(
-            "timeout must be a finite number of seconds ≥ 0, not {timeout}"
-        )));
-    }
-    let interval = Duration::from_secs_f64(interval.clamp(0.0001, 1.0));
-    let until = Instant::now() + Duration::from_secs_f64(timeout);
+    let interval = interval.clamp(NAP_MIN, NAP_MAX);
+    let until = Instant::now().checked_add(timeout).ok_or_else(|| {
+        Error::new_err(format!(
+            "a timeout of {} s is past what this system's clock can count to",
+            timeout.as_secs_f64()
+        ))
+    })?;
     loop {
         let v = py.detach(&read)?;
         if done(py, &v)? {
@@ -529,7 +551,9 @@ impl Instance {
     /// Waits until the pin, param or signal `name` satisfies `until` and returns its value:
     /// `until` is a callable (called with the value), a value to reach (compared with `==`), or
     /// None for any change from the value at the call. Polls every `interval` seconds without
-    /// holding the GIL; raises `rtapi.Timeout` after `timeout` seconds.
+    /// holding the GIL (kept between 0.1 ms and 1 s); raises `rtapi.Timeout` after `timeout`
+    /// seconds. Both are finite numbers of seconds from 0 to 1e9: NaN, infinities, negatives and
+    /// larger numbers raise `rtapi.Error` naming the argument.
     #[pyo3(signature = (name, until=None, timeout=5.0, interval=0.001))]
     fn wait(
         &self,
@@ -539,11 +563,18 @@ impl Instance {
         timeout: f64,
         interval: f64,
     ) -> PyResult<Py<PyAny>> {
+        // The arguments first: a wrong one is refused before the name is looked up.
+        let wait_for = seconds("timeout", timeout, "")?;
+        let every = seconds(
+            "interval",
+            interval,
+            " (polled every 0.1 ms at the most often, every second at the least)",
+        )?;
         let read = || self.value(name).map_err(|e| hal_err_in(&self.reader, e));
         let first = py.detach(read)?;
         let until = until.map(|u| u.into_bound(py));
         let mut last = first;
-        let reached = poll(py, timeout, interval, read, |py, v| {
+        let reached = poll(py, wait_for, every, read, |py, v| {
             last = *v;
             let v = value_to_py(py, *v)?.into_bound(py);
             match &until {
