@@ -131,20 +131,30 @@ impl Ipc {
     /// The master, as root for nobody, just started (it may yet refuse to run); its standard
     /// error in `master.<n>.err`.
     pub(crate) fn spawn_master(&self, n: u32, args: &[&str]) -> Child {
+        self.master_command(n, args).spawn().unwrap()
+    }
+
+    /// The command [`Ipc::spawn_master`] runs (the master as root for nobody, in the namespaces,
+    /// its standard error in `master.<n>.err`), for a test to add to.
+    pub(crate) fn master_command(&self, n: u32, args: &[&str]) -> Command {
+        self.master_command_at(n, &self.fifo(), args)
+    }
+
+    /// [`Ipc::master_command`] with its socket at `fifo`.
+    pub(crate) fn master_command_at(&self, n: u32, fifo: &Path, args: &[&str]) -> Command {
         let err = std::fs::File::create(self.dir.path().join(format!("master.{n}.err"))).unwrap();
-        self.enter()
-            .arg("env")
+        let mut c = self.enter();
+        c.arg("env")
             .arg(format!("RTAPI_UID={NOBODY}"))
             .arg(format!("HOME={}", self.dir.path().display()))
-            .arg(format!("RTAPI_FIFO_PATH={}", self.fifo().display()))
+            .arg(format!("RTAPI_FIFO_PATH={}", fifo.display()))
             .arg(format!("RTAPI_INSTANCE={}", self.inst))
             .arg("RTAPI_FLAVOR=posix")
             .arg(master_bin())
             .args(args)
             .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .unwrap()
+            .stderr(err);
+        c
     }
 
     pub(crate) fn master_log(&self, n: u32) -> String {
@@ -226,10 +236,8 @@ impl Drop for Ipc {
     }
 }
 
-
 pub(crate) fn wait_exit(c: &mut Child) -> std::process::ExitStatus {
     until("the master's exit", GENEROUS, || {
         c.try_wait().ok().flatten()
     })
 }
-

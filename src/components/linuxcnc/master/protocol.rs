@@ -57,15 +57,19 @@ fn parse_number(buf: &[u8], at: &mut usize) -> Result<Option<i64>, String> {
 /// [`MAX_REQUEST_BYTES`] bytes — refused as soon as it says so, before anything is allocated
 /// for it).
 pub fn parse_request(buf: &[u8]) -> Result<Parsed, String> {
-    if buf.len() > MAX_REQUEST_BYTES {
-        return Err(format!(
-            "a request of more than {MAX_REQUEST_BYTES} bytes (LinuxCNC sends at most a command \
-             line of 1024)"
-        ));
-    }
+    let incomplete = || {
+        if buf.len() > MAX_REQUEST_BYTES {
+            Err(format!(
+                "a request of more than {MAX_REQUEST_BYTES} bytes (LinuxCNC sends at most a \
+                 command line of 1024)"
+            ))
+        } else {
+            Ok(Parsed::Incomplete)
+        }
+    };
     let mut at = 0;
     let Some(argc) = parse_number(buf, &mut at)? else {
-        return Ok(Parsed::Incomplete);
+        return incomplete();
     };
     let argc = usize::try_from(argc)
         .ok()
@@ -74,7 +78,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Parsed, String> {
     let mut args = Vec::with_capacity(argc);
     for _ in 0..argc {
         let Some(len) = parse_number(buf, &mut at)? else {
-            return Ok(Parsed::Incomplete);
+            return incomplete();
         };
         let len = usize::try_from(len)
             .ok()
@@ -83,7 +87,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Parsed, String> {
                 format!("an argument of {len} bytes (a request is at most {MAX_REQUEST_BYTES})")
             })?;
         let Some(bytes) = buf.get(at..at + len) else {
-            return Ok(Parsed::Incomplete);
+            return incomplete();
         };
         at += len;
         args.push(

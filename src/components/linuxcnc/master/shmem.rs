@@ -263,12 +263,7 @@ fn attachers(id: i32) -> (Vec<(i32, u32, u32)>, usize) {
 /// Why an existing segment may not be adopted, if it may not: made or owned by someone outside
 /// `trusted`, reachable by other users through its mode, attached by a process of another user
 /// (or by one this master cannot see), or smaller than `size`.
-fn refuse_existing(
-    id: i32,
-    ds: &libc::shmid_ds,
-    size: usize,
-    trusted: &[u32],
-) -> Option<String> {
+fn refuse_existing(id: i32, ds: &libc::shmid_ds, size: usize, trusted: &[u32]) -> Option<String> {
     let p = &ds.shm_perm;
     if !trusted.contains(&p.cuid) {
         return Some(format!(
@@ -302,7 +297,7 @@ fn refuse_existing(
                 }
             ));
         }
-        if (maps as u64) < ds.shm_nattch as u64 {
+        if (maps as u64) < ds.shm_nattch {
             return Some(format!(
                 "is attached {} time(s), and only {maps} of them by processes this master can see",
                 ds.shm_nattch
