@@ -119,7 +119,7 @@ fn a_hal_segment_squatted_at_start_is_refused_never_adopted() {
         let mut atk = squat(&ns, ATTACKER, &shm, HAL_KEY, 4 << 20, "666");
         let mut out = BufReader::new(atk.stdout.take().unwrap());
         assert_eq!(line(&mut out), "ready");
-        let mut m = ns.spawn_master(attempt, &[]);
+        let mut m = Master(ns.spawn_master(attempt, &[]));
         let said = line(&mut out);
         let _ = atk.wait();
         let served = until("the master serving or refusing", GENEROUS, || {
@@ -173,7 +173,7 @@ fn a_motion_key_squatted_after_start_is_refused_and_the_sessions_own_is_adopted(
     const SQUATTED: u32 = 0x7e57;
     const USERS: u32 = 0x7e58;
     let ns = Ipc::new();
-    let mut m = ns.master(1, &["--stay"]);
+    let mut m = Master(ns.master(1, &["--stay"]));
     for (uid, key) in [(ATTACKER, SQUATTED), (NOBODY, USERS)] {
         let mode = if uid == ATTACKER { "666" } else { "600" };
         let mut c = squat(&ns, uid, "/", key, 1 << 20, mode);
@@ -257,7 +257,7 @@ fn another_user_cannot_command_the_master_whatever_the_sockets_mode() {
             Ok(())
         });
     }
-    let mut m = cmd.spawn().unwrap();
+    let mut m = Master(cmd.spawn().unwrap());
     until_true("the master listening", GENEROUS, || {
         ns.master_log(1).contains("listening on")
     });
@@ -305,11 +305,12 @@ fn a_socket_in_a_directory_others_may_write_is_not_made() {
     std::fs::create_dir(&open).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
     // Bounded: a master that makes its socket there serves, and the test must fail, not hang.
-    let mut m = ns
-        .master_command_at(1, &open.join("fifo"), &[])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut m = Master(
+        ns.master_command_at(1, &open.join("fifo"), &[])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let status = until("the master refusing to start", GENEROUS, || {
         let s = m.try_wait().unwrap();
         if s.is_none() && open.join("fifo").exists() {
@@ -377,7 +378,7 @@ fn a_dripping_client_and_idle_ones_delay_neither_another_client_nor_sigterm() {
         return skip!(Ci, "{why}");
     }
     let ns = Ipc::new();
-    let mut m = ns.master(1, &["--stay"]);
+    let mut m = Master(ns.master(1, &["--stay"]));
     let fifo = ns.fifo().to_string_lossy().into_owned();
     // The session's own user: the socket lets it in, so only the serve loop protects the others.
     let mut drip = python_as(&ns, NOBODY, DRIP, &[&fifo]);
@@ -477,7 +478,7 @@ fn a_request_announcing_megabytes_is_refused_before_they_are_read() {
         return skip!(Ci, "{why}");
     }
     let ns = Ipc::new();
-    let mut m = ns.master(1, &["--stay"]);
+    let mut m = Master(ns.master(1, &["--stay"]));
     let before = vm_hwm_kib(m.id());
     let mut f = python_as(&ns, NOBODY, FLOOD, &[&ns.fifo().to_string_lossy()]);
     let mut out = BufReader::new(f.stdout.take().unwrap());
@@ -527,7 +528,7 @@ fn a_refused_module_name_cannot_forge_a_report_line() {
             Ok(())
         });
     }
-    let mut m = cmd.spawn().unwrap();
+    let mut m = Master(cmd.spawn().unwrap());
     drop(w);
     let mut report = BufReader::new(std::fs::File::from(r));
     assert!(line(&mut report).starts_with("ready"));

@@ -15,8 +15,12 @@ pub(crate) const NOBODY: u32 = 65534;
 pub(crate) const HAL_KEY: u32 = 0x4841_4C32;
 pub(crate) const RTAPI_KEY: u32 = 0x4848_4c34;
 
-pub(crate) fn master_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_rtapi-lcnc-master")
+/// The master under test: this build's, or the one `RTAPI_TEST_MASTER` names — to replay a test
+/// against an earlier build and see it fail (as the trust tests were, against the master before
+/// their fixes).
+pub(crate) fn master_bin() -> String {
+    std::env::var("RTAPI_TEST_MASTER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_rtapi-lcnc-master").to_string())
 }
 
 /// Why this machine cannot run these tests, if it cannot.
@@ -240,4 +244,41 @@ pub(crate) fn wait_exit(c: &mut Child) -> std::process::ExitStatus {
     until("the master's exit", GENEROUS, || {
         c.try_wait().ok().flatten()
     })
+}
+
+/// A master that is stopped (SIGTERM, then SIGKILL after 10 s) when the test ends without having
+/// waited for it — a failed assertion included — so that no master, nor its segment, outlives its
+/// test.
+pub(crate) struct Master(pub(crate) Child);
+
+impl std::ops::Deref for Master {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Master {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        // SAFETY: kill(2) of our own child, not yet reaped (try_wait said it runs).
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t0 = std::time::Instant::now();
+        while matches!(self.0.try_wait(), Ok(None)) {
+            if t0.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
 }
