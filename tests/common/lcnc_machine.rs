@@ -544,6 +544,16 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
             "".into(),
         ));
     }
+    // The run directory is LinuxCNC's HOME, where the master makes its socket: the master makes
+    // it only in a directory that its user owns and others cannot write (README's trust model).
+    std::os::unix::fs::chown(&dir, Some(run_uid()), None)
+        .and_then(|()| fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)))
+        .map_err(|e| {
+            fail(
+                format!("giving {} to uid {}: {e}", dir.display(), run_uid()),
+                "".into(),
+            )
+        })?;
     let ini_path = dir.join("examples").join(&machine.ini);
     let ini_text = fs::read_to_string(&ini_path)
         .map(|t| expand_includes(&t, ini_path.parent().unwrap()))
