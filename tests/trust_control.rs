@@ -1,5 +1,6 @@
 //! Issue 23, findings 2, 7 and 8: a stop wins over whatever a control client does, SIGHUP is a stop,
-//! `loadusr`'d programs end with their owner, and the control socket's memory is bounded.
+//! `loadusr`'d programs end with their owner, and the control socket's memory is bounded. Issue 41,
+//! finding 5: what those programs start ends with the owner too (its stop, its SIGKILL).
 //!
 //! Every test runs the real binary: an owner (`rtapi halrun -f`, `rtapi run`, `rtapi halrun -I` on
 //! a pseudo-terminal) with a real RT thread and segment, real clients (`rtapi halcmd`, raw
@@ -726,4 +727,163 @@ fn two_hundred_idle_connections_stay_bounded_and_a_client_is_served() {
     let (ok, out, err) = halrun::halcmd(&owner.name, &["show", "thread"]);
     assert!(ok && out.contains("servo"), "{out} {err}");
     drop(conns);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 41 ("Trust, round three"), finding 5: children outlived their owner.
+
+/// The processes whose command line is exactly `argv` (NUL-separated in `/proc/PID/cmdline`).
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .filter(|&pid| !ended(pid))
+        .collect()
+}
+
+/// `sleep` processes a test started (through its owner) and finds by their unique durations:
+/// SIGKILLed when the test ends, so that a failing test leaves none (nothing else has these
+/// command lines: the durations hold this test process's pid).
+struct Sleepers(Vec<String>);
+
+impl Sleepers {
+    /// `n` unique `sleep` durations of ~1000 s, for test `tag` (1..=9).
+    fn new(tag: u32, n: u32) -> Sleepers {
+        let pid = std::process::id();
+        Sleepers(
+            (0..n)
+                .map(|i| format!("{}.{pid}", 1000 + tag * 10 + i))
+                .collect(),
+        )
+    }
+
+    /// Waits (bounded) until every one runs; their pids.
+    fn wait_running(&self) -> Vec<u32> {
+        let t0 = Instant::now();
+        loop {
+            let found: Vec<Vec<u32>> = self
+                .0
+                .iter()
+                .map(|d| processes_running(&["sleep", d]))
+                .collect();
+            if found.iter().all(|f| f.len() == 1) {
+                eprintln!("the sleeps run after {:?}", t0.elapsed());
+                return found.into_iter().flatten().collect();
+            }
+            assert!(
+                t0.elapsed() < EVENTUALLY,
+                "the loadusr'd sleeps did not all start: {found:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The durations still running (bounded wait until none does): empty when all ended.
+    fn wait_ended(&self, limit: Duration) -> Vec<&str> {
+        let t0 = Instant::now();
+        loop {
+            let left: Vec<&str> = self
+                .0
+                .iter()
+                .filter(|d| !processes_running(&["sleep", d]).is_empty())
+                .map(String::as_str)
+                .collect();
+            if left.is_empty() || t0.elapsed() > limit {
+                eprintln!("sleeps left after {:?}: {left:?}", t0.elapsed());
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            for pid in processes_running(&["sleep", d]) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// `loadusr sh -c "sleep 1 & sleep 2"`: the owner stopped (SIGHUP) with SIGTERM to the shell alone,
+/// and the sleeps it started outlived the owner. Now each program runs in a process group of its own
+/// and the stop ends the whole group (SIGTERM, SIGKILL after the grace period) — also the group of a
+/// program that ended earlier and left a process behind (`sh -c "sleep 3 &"`).
+#[test]
+fn loadusr_descendants_end_with_the_owners_stop() {
+    let s = Sleepers::new(1, 3);
+    let mut owner = Owner::halrun("tc-desc", BASE, Stdio::null());
+    // One halcmd line: the shell's script is one quoted word of it.
+    let both = format!("\"sleep {} & sleep {}\"", s.0[0], s.0[1]);
+    let (ok, _, err) = halrun::halcmd(&owner.name, &["loadusr", "sh", "-c", &both]);
+    assert!(ok, "{err}");
+    let left_behind = format!("\"sleep {} &\"", s.0[2]);
+    let (ok, _, err) = halrun::halcmd(&owner.name, &["loadusr", "sh", "-c", &left_behind]);
+    assert!(ok, "{err}");
+    let pids = s.wait_running();
+    eprintln!(
+        "sleeps {pids:?}; the owner's children: {:?}",
+        children(owner.pid())
+    );
+    owner.signal(nix::sys::signal::Signal::SIGHUP);
+    owner.check_clean_end("SIGHUP with loadusr'd programs that started others");
+    // The stop waited for the groups: nothing of them runs once the owner has ended (the bound
+    // only absorbs a loaded machine's delay in reaping).
+    let left = s.wait_ended(Duration::from_secs(10));
+    assert!(
+        left.is_empty(),
+        "what the loadusr'd programs started outlived the owner's stop: sleep {left:?}"
+    );
+}
+
+/// A `loadusr`'d program that ignores SIGTERM survived the owner's SIGKILL (the death signal was
+/// SIGTERM), and what a program started survived it in any case (no death signal reaches a
+/// grandchild). Now the death signal is SIGKILL, and the owner's guard (`rtapi-guard`, which sees
+/// the owner's end as EOF on a pipe only the owner could write) SIGKILLs the programs' groups.
+#[test]
+fn a_killed_owner_takes_a_sigterm_ignoring_program_and_its_children_along() {
+    let s = Sleepers::new(2, 2);
+    let mut owner = Owner::halrun("tc-kill", BASE, Stdio::null());
+    let script = format!("\"trap '' TERM; sleep {} & exec sleep {}\"", s.0[0], s.0[1]);
+    let (ok, _, err) = halrun::halcmd(&owner.name, &["loadusr", "sh", "-c", &script]);
+    assert!(ok, "{err}");
+    let pids = s.wait_running();
+    // Both really ignore SIGTERM (the trap is inherited through exec and fork).
+    for pid in &pids {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let ignored = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap();
+        assert!(
+            ignored & (1 << (libc::SIGTERM - 1)) != 0,
+            "sleep {pid} ignores SIGTERM"
+        );
+    }
+    owner.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = owner.child.take().unwrap().wait();
+    let left = s.wait_ended(Duration::from_secs(20));
+    let (program, started) = (&s.0[1], &s.0[0]);
+    assert!(
+        !left.contains(&program.as_str()),
+        "the loadusr'd program (ignoring SIGTERM) outlived its SIGKILLed owner"
+    );
+    assert!(
+        !left.contains(&started.as_str()),
+        "what the loadusr'd program started outlived its SIGKILLed owner"
+    );
+    // A SIGKILLed owner leaves its segment: ours to remove.
+    let _ = std::fs::remove_file(format!("/dev/shm/rtapi-{}", owner.name));
 }
