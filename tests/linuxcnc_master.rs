@@ -1014,3 +1014,144 @@ fn a_killed_launcher_ends_its_master_with_its_segment_and_socket() {
         f64::from(waited) * 0.05
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 41 ("Trust, round three"): a helper that left the session, and a broken INI file.
+
+/// The processes whose command line is exactly `argv`, not ended (a zombie has).
+fn running_with_cmdline(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+            })
+        })
+        .collect()
+}
+
+/// A helper of the session that drops the session's environment mark and leaves its process
+/// group and session (`setsid env -i helper`, as a display may start one) outlived `rtapi
+/// linuxcnc`. Now the launcher is a child subreaper and ends its whole descendant tree. LinuxCNC's
+/// script is a small stand-in here (`RTAPI_LINUXCNC`) that starts the helper and exits; the
+/// launcher runs in an IPC namespace of its own (its sweep looks at SysV segments).
+#[test]
+fn a_helper_that_left_the_session_ends_with_the_launcher() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let d = session_dir();
+    let helper = format!("1099.{}", std::process::id());
+    let script = d.path().join("linuxcnc");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n\
+             setsid env -i sleep {helper} </dev/null >/dev/null 2>&1 &\n\
+             # until the helper runs (bounded): then it surely exists when this script ends\n\
+             i=0; while [ \"$(cat /proc/$!/comm 2>/dev/null)\" != sleep ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done\n\
+             echo HELPER_PID=$!\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ini = d.path().join("m.ini");
+    std::fs::write(&ini, "[EMC]\nVERSION = 1.1\n").unwrap();
+    // Kill the helper whatever happens below (it is this test's: its duration holds our pid).
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            for pid in running_with_cmdline(&["sleep", &self.0]) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    let _kill = Kill(helper.clone());
+    // Its output to files: a helper that outlived it would hold a pipe open, and the test would
+    // wait for it instead of failing.
+    let (out_file, err_file) = (d.path().join("out"), d.path().join("err"));
+    let status = Command::new("unshare")
+        .arg("--ipc")
+        .arg(env!("CARGO_BIN_EXE_rtapi"))
+        .arg("linuxcnc")
+        .arg(&ini)
+        .env("RTAPI_UID", NOBODY.to_string())
+        .env("HOME", d.path())
+        .env("RTAPI_LINUXCNC", &script)
+        .env("RTAPI_FLAVOR", "posix")
+        .env("RTAPI_INSTANCE", unique_instance())
+        .env_remove("RTAPI_FIFO_PATH")
+        .env_remove("DISPLAY")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(std::fs::File::create(&err_file).unwrap())
+        .status()
+        .unwrap();
+    let out = std::fs::read_to_string(&out_file).unwrap();
+    let err = std::fs::read_to_string(&err_file).unwrap();
+    let all = format!("--- {status}\n--- stdout\n{out}\n--- stderr\n{err}");
+    assert!(out.contains("HELPER_PID="), "the helper started: {all}");
+    // The launcher waited for what it killed; the bound only absorbs a loaded machine's reaping.
+    let t0 = std::time::Instant::now();
+    while !running_with_cmdline(&["sleep", &helper]).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the helper (setsid env -i) outlived rtapi linuxcnc: {all}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("the helper was gone {:?} after the launcher", t0.elapsed());
+    assert!(
+        err.contains("process(es) LinuxCNC left running") && err.contains(" sleep"),
+        "the launcher says what it ended: {all}"
+    );
+}
+
+/// A broken INI file (here: `[KINS]KINEMATICS` missing, which LinuxCNC's check_config refuses
+/// before anything is loaded) made the launcher blame LinuxCNC's script ("is … a LinuxCNC 2.9
+/// script that uses $RTAPI_FIFO_PATH?"). Now it names the INI file, the line and LinuxCNC's words.
+#[test]
+fn a_broken_ini_file_is_named_as_the_cause() {
+    if let Some(why) = sim_axis_missing() {
+        return skip!(Ci, "{why}");
+    }
+    let s = sim_axis_session(
+        DISPLAY,
+        "sed -i '/^KINEMATICS *=/d' {ini} && {rtapi} linuxcnc {ini}; echo LAUNCHER_RC=$?",
+    );
+    let all = s.all();
+    assert!(s.rc().is_some_and(|c| c != 0), "{all}");
+    assert!(!s.err.contains("LinuxCNC 2.9 script"), "{all}");
+    // `…/axis/axis.ini:<line of [KINS]>: … Missing [KINS]KINEMATICS=`
+    let said = s
+        .err
+        .lines()
+        .find(|l| l.contains("Missing [KINS]KINEMATICS="))
+        .unwrap_or_else(|| panic!("LinuxCNC's words: {all}"));
+    let at = said
+        .split("axis.ini:")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse::<usize>().ok());
+    // The session's copy has no axis_manualtoolchange.hal line (see `sim_axis_session`).
+    let kins = std::fs::read_to_string(Path::new(SIM_AXIS).join("axis.ini"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("axis_manualtoolchange.hal"))
+        .position(|l| l.trim() == "[KINS]")
+        .map(|i| i + 1);
+    assert_eq!(at, kins, "the line of [KINS]: {all}");
+    assert!(said.contains("fix the INI file"), "{all}");
+    s.assert_nothing_left();
+}

@@ -384,6 +384,154 @@ fn motion_key(ini: &Path) -> i32 {
     shmem::DEFAULT_MOTION_KEY
 }
 
+/// Where `[SECTION]KEY` is in an INI file's text: the 1-based line of the key in its section, else
+/// of the section's header, else none.
+fn ini_line(text: &str, section: &str, key: &str, value: Option<&str>) -> Option<usize> {
+    let mut current = String::new();
+    let mut header = None;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if let Some(s) = l.strip_prefix('[').and_then(|s| s.split(']').next()) {
+            current = s.trim().to_string();
+            if current == section && header.is_none() {
+                header = Some(i + 1);
+            }
+        } else if current == section {
+            if let Some((k, v)) = l.split_once('=') {
+                if k.trim() == key && value.is_none_or(|want| v.trim() == want) {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    header
+}
+
+/// The `[SECTION]KEY` a LinuxCNC message names, and the value it names for `[HAL]HALFILE`.
+fn named_key(message: &str) -> Option<(String, String, Option<String>)> {
+    for prefix in [
+        "CANNOT FIND FILE FOR:",
+        "ILLFORMED LIB:file:",
+        "CANNOT READ LIB:file:",
+    ] {
+        if let Some(rest) = message.split(prefix).nth(1) {
+            let file = rest.trim().trim_matches(['<', '>']).to_string();
+            return Some(("HAL".into(), "HALFILE".into(), Some(file)));
+        }
+    }
+    let open = message.find('[')?;
+    let (section, rest) = message[open + 1..].split_once(']')?;
+    let key: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    (!section.is_empty() && !key.is_empty()).then(|| (section.to_string(), key, None))
+}
+
+/// Whether a line of LinuxCNC's output is a complaint about its INI file that ends LinuxCNC (the
+/// script's own messages, `check_config`'s; not `#INCLUDE` expansion's, after which it goes on).
+fn ini_complaint(line: &str) -> bool {
+    const SAID: [&str; 11] = [
+        "INI file",
+        "Missing [",
+        "Can't find",
+        "CANNOT FIND FILE FOR:",
+        "ILLFORMED LIB:",
+        "CANNOT READ LIB:",
+        "Unknown [KINS]",
+        "INCONSISTENT coordinates",
+        "MIN_LIMIT >",
+        "MAX_LIMIT <",
+        "Could not find INI file",
+    ];
+    SAID.iter().any(|s| line.contains(s))
+}
+
+/// LinuxCNC's words about the INI file `ini` when its failure was the INI's, each with the file
+/// and the line it is about (`axis.ini:142: Missing [KINS]KINEMATICS=`), or none. From what
+/// LinuxCNC left of this session: its script copies its output to `$HOME/linuxcnc_print.txt` and
+/// `linuxcnc_debug.txt` when it fails off a terminal. On a terminal the user saw that output above;
+/// with `recheck` (LinuxCNC ended before its first load) the checks its script makes before it
+/// loads anything are made again: `[EMC]VERSION` 1.1 and LinuxCNC's own `check_config.tcl`, as the
+/// session's user.
+fn ini_trouble(
+    ini: &Path,
+    home: Option<&Path>,
+    since: i64,
+    user: &SessionUser,
+    recheck: bool,
+) -> Vec<String> {
+    let fresh =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.mtime() >= since && m.uid() == user.uid);
+    let mut said: Vec<String> = Vec::new();
+    for name in ["linuxcnc_print.txt", "linuxcnc_debug.txt"] {
+        let Some(p) = home.map(|h| h.join(name)).filter(|p| fresh(p)) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        said.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| ini_complaint(l))
+                .map(str::to_string),
+        );
+    }
+    let text = std::fs::read_to_string(ini).unwrap_or_default();
+    if said.is_empty() && recheck {
+        let version = ini_line(&text, "EMC", "VERSION", None).and_then(|n| {
+            let l = text.lines().nth(n - 1)?;
+            Some(l.split_once('=')?.1.trim().to_string())
+        });
+        if version.as_deref() != Some("1.1") {
+            said.push(format!(
+                "[EMC]VERSION is {} where LinuxCNC 2.9 needs 1.1 (LinuxCNC's update_ini converts an \
+                 older INI file)",
+                version.map_or("missing".to_string(), |v| format!("{v:?}"))
+            ));
+        }
+    }
+    if said.is_empty() && recheck {
+        said.extend(check_config(ini, user));
+    }
+    let name = ini.display();
+    said.into_iter()
+        .take(8)
+        .map(|s| {
+            let line = named_key(&s)
+                .and_then(|(sec, key, value)| ini_line(&text, &sec, &key, value.as_deref()));
+            match line {
+                Some(n) => format!("{name}:{n}: {s}"),
+                None => format!("{name}: {s}"),
+            }
+        })
+        .collect()
+}
+
+/// What LinuxCNC's `check_config.tcl` says against `ini` (run as the session's user), if it fails.
+fn check_config(ini: &Path, user: &SessionUser) -> Vec<String> {
+    let tcl = Path::new("/usr/share/linuxcnc/hallib/check_config.tcl");
+    if !tcl.is_file() {
+        return Vec::new();
+    }
+    let mut c = Command::new("tclsh8.6");
+    c.arg(tcl)
+        .arg(ini)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    if user.as_root {
+        c.uid(user.uid).gid(user.gid);
+    }
+    match c.output() {
+        Ok(o) if o.status.code() == Some(1) => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.ends_with(':'))
+            .map(|l| format!("check_config: {l}"))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn sibling(name: &str) -> Result<PathBuf, String> {
     let me = std::env::current_exe().map_err(|e| format!("where is rtapi? {e}"))?;
     let p = me.with_file_name(name);
@@ -495,6 +643,143 @@ fn signal_group(pgid: u32, sig: i32) {
     unsafe { libc::kill(-(pgid as i32), sig) };
 }
 
+// The launcher's descendants. The launcher is a child subreaper (`PR_SET_CHILD_SUBREAPER`): a
+// process of the session whose parent ends is reparented to the launcher instead of init, so every
+// process the session starts stays in the launcher's descendant tree (`/proc`'s ppid links),
+// however it detaches, as long as the launcher lives. At the end the launcher ends that whole tree
+// (and, as before, every process carrying the session's environment mark). Why this and not
+// another handle on the session:
+// - process groups and session ids are left by `setsid`/`setpgid` (`setsid env -i helper` leaves the
+//   group, the session and the environment mark at once); nobody leaves the ppid tree of a living
+//   subreaper;
+// - it works rootless and needs nothing from the system: a cgroup of the session's own needs a
+//   cgroup subtree delegated to the user (systemd's `Delegate=`), which an ordinary user's terminal
+//   does not have, nor a container without cgroup namespaces;
+// - a pid is signalled through a pidfd after checking its start time, so a process that ended and
+//   whose pid was reused is never signalled.
+// What it cannot hold: processes of a launcher that was itself killed (SIGKILL ends the subreaper;
+// orphans then go to init). Its master ends then (its report pipe's reader is gone), and LinuxCNC's
+// rtapi_app slaves with it.
+
+/// Makes the launcher a child subreaper (see above).
+fn become_subreaper() -> Result<(), String> {
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) sets a flag of this process; no memory is involved.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(format!(
+            "prctl(PR_SET_CHILD_SUBREAPER): {} (Linux 3.4 or later is needed to keep the session's \
+             processes together)",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// A process as `/proc/PID/stat` shows it.
+#[derive(Clone, Debug)]
+struct Proc {
+    pid: u32,
+    ppid: u32,
+    zombie: bool,
+    /// Clock ticks after boot at which it started: with the pid, it names the process.
+    start: u64,
+    comm: String,
+}
+
+fn read_proc(pid: u32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`: comm may hold anything, the fields follow its last ')'.
+    let (head, rest) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_string();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(Proc {
+        pid,
+        ppid: f.get(1)?.parse().ok()?,
+        zombie: matches!(*f.first()?, "Z" | "X"),
+        start: f.get(19)?.parse().ok()?,
+        comm,
+    })
+}
+
+fn processes() -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(read_proc)
+        .collect()
+}
+
+/// The launcher's descendants, but `except` and its own descendants (the master, which ends its
+/// own).
+fn descendants(except: Option<u32>) -> Vec<Proc> {
+    let all = processes();
+    let mut found = Vec::new();
+    let mut parents = vec![std::process::id()];
+    while let Some(parent) = parents.pop() {
+        for p in all.iter().filter(|p| p.ppid == parent) {
+            if Some(p.pid) != except && !found.iter().any(|f: &Proc| f.pid == p.pid) {
+                parents.push(p.pid);
+                found.push(p.clone());
+            }
+        }
+    }
+    found
+}
+
+/// Sends `sig` to `p` if it is still the process seen (the same start time), through a pidfd so
+/// that a pid freed and reused meanwhile is never signalled. Whether it was sent.
+fn signal_exact(p: &Proc, sig: i32) -> bool {
+    let same = || read_proc(p.pid).is_some_and(|q| q.start == p.start);
+    // SAFETY: pidfd_open(2) takes a pid and flags, returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid as libc::pid_t, 0) } as i32;
+    if fd < 0 {
+        // Without pidfds (Linux < 5.3) only a race of microseconds is left open.
+        let nosys = std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS);
+        return nosys && same() && {
+            signal(p.pid, sig);
+            true
+        };
+    }
+    // The descriptor holds whatever process has this pid now: the one seen if it started then.
+    // SAFETY: pidfd_send_signal(2) on the descriptor just opened, no siginfo; then close(2) of it.
+    let sent = same()
+        && unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        } == 0;
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+    sent
+}
+
+/// Sends `sig` to every running descendant of the launcher but `except` (and those below it);
+/// returns them as `pid name`.
+fn end_descendants(sig: i32, except: Option<u32>) -> Vec<String> {
+    descendants(except)
+        .into_iter()
+        .filter(|p| !p.zombie && signal_exact(p, sig))
+        .map(|p| format!("{} {}", p.pid, p.comm))
+        .collect()
+}
+
+/// Reaps the launcher's children that ended, but `keep` (the master and LinuxCNC's script, whose
+/// handles take their status): a process reparented to the subreaper ends as its zombie.
+fn reap_orphans(keep: &[u32]) {
+    let me = std::process::id();
+    for p in processes() {
+        if p.ppid == me && p.zombie && !keep.contains(&p.pid) {
+            // SAFETY: waitpid(2) of a child of ours that has ended, status not wanted.
+            unsafe { libc::waitpid(p.pid as i32, std::ptr::null_mut(), libc::WNOHANG) };
+        }
+    }
+}
+
 /// Drains what the master's reader thread still has (the master has ended, so the pipe is closing).
 fn reader_done(rx: &mpsc::Receiver<String>, f: &mut dyn FnMut(String)) -> usize {
     let mut n = 0;
@@ -556,6 +841,14 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     let key = motion_key(&ini);
     let keys = [shmem::HAL_KEY, shmem::RTAPI_KEY, key];
 
+    // Every process of the session stays below the launcher, however it detaches (see
+    // `become_subreaper`): ended with the session at the end.
+    if let Err(e) = become_subreaper() {
+        crate::cli::out::eprintln(&format!(
+            "rtapi: warn: {e}; the session's processes that leave its process group and drop \
+             {SESSION_MARK} may outlive it"
+        ));
+    }
     // 1. The master, listening before anything of LinuxCNC starts.
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| Failure::runtime(format!("pipe: {e}")))?;
@@ -661,6 +954,7 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     let mut escalated = false;
     let mut master_gone = None;
     let mut master_exited = None;
+    let mut ticks = 0u32;
     let tally = |l: String, loads: &mut usize, done: &mut bool| {
         if l.starts_with("served load ") {
             *loads += 1;
@@ -686,6 +980,7 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
                     // slave gives up on the dead socket and becomes master itself.
                     signal_group(pgid, libc::SIGKILL);
                     end_session(libc::SIGKILL);
+                    end_descendants(libc::SIGKILL, None);
                     let s2 = linuxcnc.wait().ok();
                     master_gone = Some(s);
                     break s2.unwrap_or(s);
@@ -708,7 +1003,14 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
                 ));
                 signal_group(pgid, libc::SIGTERM);
                 end_session(libc::SIGTERM);
+                // The master is ended below, by `exit` as LinuxCNC's `realtime stop` would.
+                end_descendants(libc::SIGTERM, Some(master_child.id()));
             }
+        }
+        // Processes reparented to the launcher that ended: reaped once a second.
+        ticks += 1;
+        if ticks % 20 == 0 {
+            reap_orphans(&[master_child.id(), linuxcnc.id()]);
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -734,12 +1036,31 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
         tally(l, &mut loads, &mut done);
     }
     // LinuxCNC's process group: anything left of it is ended (the script's Cleanup normally did),
-    // and every other process of the session (a helper LinuxCNC started and left running).
+    // and every other process of the session (a helper LinuxCNC started and left running): those
+    // that carry the session's mark, and every descendant of the launcher (the master has ended,
+    // so its leftovers are among them), also one that dropped the mark and left the group.
     signal_group(pgid, libc::SIGKILL);
-    let left = end_session(libc::SIGKILL);
-    // Killed is not yet gone: the segments they hold are detached when they have exited.
+    let mut left = end_session(libc::SIGKILL);
+    let killed_more = |left: &mut Vec<String>| {
+        let more = end_descendants(libc::SIGKILL, None);
+        let n = more.len();
+        for p in more {
+            if !left.contains(&p) {
+                left.push(p);
+            }
+        }
+        n
+    };
+    killed_more(&mut left);
+    // Killed is not yet gone: the segments they hold are detached when they have exited. Those
+    // reparented to the launcher are reaped here; one forked meanwhile is killed too.
     let t0 = std::time::Instant::now();
-    while !end_session(0).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+    loop {
+        reap_orphans(&[]);
+        let running = killed_more(&mut left) > 0 || !end_session(0).is_empty();
+        if !running || t0.elapsed() > Duration::from_secs(10) {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     if !left.is_empty() {
@@ -796,6 +1117,19 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
             fifo.display()
         )));
     }
+    if loads == 0 && !lc_status.success() {
+        // Before its first load LinuxCNC's script checks its INI file: a broken one is the cause,
+        // not the script.
+        let trouble = ini_trouble(&ini, home.as_deref(), session_start, &user, true);
+        if !trouble.is_empty() {
+            return Err(Failure::runtime(format!(
+                "LinuxCNC refused its INI file before it started anything (it exited with \
+                 {lc_status}): {}; fix the INI file and run again (rtapi's master and LinuxCNC's \
+                 script were not the cause)",
+                trouble.join("; ")
+            )));
+        }
+    }
     if loads == 0 {
         return Err(Failure::runtime(format!(
             "LinuxCNC never asked rtapi's master to load a module (LinuxCNC exited with {lc_status}): \
@@ -808,10 +1142,22 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     ));
     match lc_status.code() {
         Some(0) => Ok(()),
-        Some(c) => Err(Failure {
-            code: u8::try_from(c).unwrap_or(1),
-            message: format!("LinuxCNC exited with {c}"),
-        }),
+        Some(c) => {
+            // A HAL file the INI file names that LinuxCNC could not find, say: name the INI's line.
+            let trouble = ini_trouble(&ini, home.as_deref(), session_start, &user, false);
+            Err(Failure {
+                code: u8::try_from(c).unwrap_or(1),
+                message: if trouble.is_empty() {
+                    format!("LinuxCNC exited with {c}")
+                } else {
+                    format!(
+                        "LinuxCNC exited with {c} because of its INI file: {}; fix the INI file \
+                         and run again",
+                        trouble.join("; ")
+                    )
+                },
+            })
+        }
         None => Err(Failure::runtime(format!(
             "LinuxCNC ended by {lc_status}, not by its own exit (it was killed, or crashed): \
              its last messages are above; `rtapi linuxcnc -v -d INI` shows LinuxCNC's verbose and \
