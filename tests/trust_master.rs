@@ -285,8 +285,7 @@ fn another_user_cannot_command_the_master_whatever_the_sockets_mode() {
     assert!(m.try_wait().unwrap().is_none(), "{}", ns.master_log(1));
     let log = ns.master_log(1);
     assert!(
-        log.contains("refused a connection from pid")
-            && log.contains(&format!("(uid {ATTACKER})")),
+        log.contains("refused a connection from pid") && log.contains(&format!("(uid {ATTACKER})")),
         "{log}"
     );
     // The session's user is served.
