@@ -788,6 +788,33 @@ impl Session {
     }
 }
 
+/// A shell command that gives a new mount namespace a private, empty `/tmp` in which each of
+/// `keep` that lives under `/tmp` (the checkout's binaries, the session's directory) is still there:
+/// the old `/tmp` is bound under a tmpfs on `/mnt` first (both only in this namespace), then each
+/// kept path's top directory is bound back into the new `/tmp`. Without it a checkout under `/tmp`
+/// (a CI clone may live anywhere) vanishes under the private `/tmp` with the binaries it runs.
+fn private_tmp(keep: &[&Path]) -> String {
+    let mut tops: Vec<String> = keep
+        .iter()
+        .filter_map(|p| p.strip_prefix("/tmp").ok()?.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    tops.sort();
+    tops.dedup();
+    if tops.is_empty() {
+        return "mount -t tmpfs tmpfs /tmp".into();
+    }
+    let binds: Vec<String> = tops
+        .iter()
+        .map(|t| format!("mkdir -p '/tmp/{t}' && mount --bind '/mnt/oldtmp/{t}' '/tmp/{t}'"))
+        .collect();
+    format!(
+        "mount -t tmpfs tmpfs /mnt && mkdir /mnt/oldtmp && mount --bind /tmp /mnt/oldtmp && \
+         mount -t tmpfs tmpfs /tmp && {}",
+        binds.join(" && ")
+    )
+}
+
 /// A copy of sim/axis with `display` (Python) as its display, run by `launch` (a shell fragment:
 /// `{rtapi}` and `{ini}` are replaced; it must echo `LAUNCHER_RC=$?`) as root for nobody in
 /// namespaces of its own (IPC, network, mount with a private /tmp, PID); then what is left.
@@ -828,13 +855,19 @@ fn sim_axis_session(display_src: &str, launch: &str) -> Session {
     let launch = launch
         .replace("{rtapi}", env!("CARGO_BIN_EXE_rtapi"))
         .replace("{ini}", &cfg.join("axis.ini").display().to_string());
-    // Inside: a private /tmp (LinuxCNC's lock file), loopback up (its NML server's TCP port), then
-    // the launcher; afterwards what is left: processes, segments, the socket.
+    // Inside: a private /tmp (LinuxCNC's lock file) that still shows the checkout and the session's
+    // directory if they live under /tmp ([`private_tmp`]), loopback up (its NML server's TCP
+    // port), then the launcher; afterwards what is left: processes, segments, the socket.
     let script = format!(
-        "mount -t tmpfs tmpfs /tmp && ip link set lo up && {launch}; \
+        "{private_tmp} && ip link set lo up && {launch}; \
          echo LEFT_PROCS; ps -e -o comm= | grep -v -x -e sh -e ps -e grep -e cat; \
          echo LEFT_SHM; tail -n +2 /proc/sysvipc/shm; echo LEFT_SOCKET; ls -a {home}",
         home = d.path().display(),
+        private_tmp = private_tmp(&[
+            Path::new(env!("CARGO_BIN_EXE_rtapi")),
+            Path::new(&master_bin()),
+            d.path(),
+        ]),
     );
     let o = Command::new("unshare")
         .args([
