@@ -1051,26 +1051,6 @@ fn a_killed_launcher_ends_its_master_with_its_segment_and_socket() {
 // ---------------------------------------------------------------------------------------------
 // Issue 41 ("Trust, round three"): a helper that left the session, and a broken INI file.
 
-/// The processes whose command line is exactly `argv`, not ended (a zombie has).
-fn running_with_cmdline(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-            })
-        })
-        .collect()
-}
-
 /// A helper of the session that drops the session's environment mark and leaves its process
 /// group and session (`setsid env -i helper`, as a display may start one) outlived `rtapi
 /// linuxcnc`. Now the launcher is a child subreaper and ends its whole descendant tree. LinuxCNC's
@@ -1102,7 +1082,7 @@ fn a_helper_that_left_the_session_ends_with_the_launcher() {
     struct Kill(String);
     impl Drop for Kill {
         fn drop(&mut self) {
-            for pid in running_with_cmdline(&["sleep", &self.0]) {
+            for pid in common::processes_running(&["sleep", &self.0]) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid as i32),
                     nix::sys::signal::Signal::SIGKILL,
@@ -1137,7 +1117,7 @@ fn a_helper_that_left_the_session_ends_with_the_launcher() {
     assert!(out.contains("HELPER_PID="), "the helper started: {all}");
     // The launcher waited for what it killed; the bound only absorbs a loaded machine's reaping.
     let t0 = std::time::Instant::now();
-    while !running_with_cmdline(&["sleep", &helper]).is_empty() {
+    while !common::processes_running(&["sleep", &helper]).is_empty() {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "the helper (setsid env -i) outlived rtapi linuxcnc: {all}"

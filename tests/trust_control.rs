@@ -235,16 +235,6 @@ fn proc_status(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-/// Whether `pid` is gone (or a zombie: it ended, its parent has not reaped it yet).
-fn ended(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
-}
-
 /// The children of `pid` (every thread's), with their command names and states.
 fn children(pid: u32) -> Vec<(u32, String, char)> {
     let mut v = Vec::new();
@@ -583,13 +573,13 @@ fn loadusr_programs_end_with_their_owner_and_are_reaped() {
     }
     eprintln!("`true` reaped within {:?}", t0.elapsed());
     assert!(
-        !ended(sleep),
+        !common::ended(sleep),
         "sleep must outlive the halcmd client that started it"
     );
     owner.signal(nix::sys::signal::Signal::SIGKILL);
     let _ = owner.child.take().unwrap().wait();
     let t0 = Instant::now();
-    while !ended(sleep) {
+    while !common::ended(sleep) {
         assert!(
             t0.elapsed() < EVENTUALLY,
             "the loadusr'd program is alive {:?} after its owner was SIGKILLed",
@@ -732,21 +722,6 @@ fn two_hundred_idle_connections_stay_bounded_and_a_client_is_served() {
 // ---------------------------------------------------------------------------------------------
 // Issue 41 ("Trust, round three"), finding 5: children outlived their owner.
 
-/// The processes whose command line is exactly `argv` (NUL-separated in `/proc/PID/cmdline`).
-fn processes_running(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
-        .filter(|&pid| !ended(pid))
-        .collect()
-}
-
 /// `sleep` processes a test started (through its owner) and finds by their unique durations:
 /// SIGKILLed when the test ends, so that a failing test leaves none (nothing else has these
 /// command lines: the durations hold this test process's pid).
@@ -770,7 +745,7 @@ impl Sleepers {
             let found: Vec<Vec<u32>> = self
                 .0
                 .iter()
-                .map(|d| processes_running(&["sleep", d]))
+                .map(|d| common::processes_running(&["sleep", d]))
                 .collect();
             if found.iter().all(|f| f.len() == 1) {
                 eprintln!("the sleeps run after {:?}", t0.elapsed());
@@ -791,7 +766,7 @@ impl Sleepers {
             let left: Vec<&str> = self
                 .0
                 .iter()
-                .filter(|d| !processes_running(&["sleep", d]).is_empty())
+                .filter(|d| !common::processes_running(&["sleep", d]).is_empty())
                 .map(String::as_str)
                 .collect();
             if left.is_empty() || t0.elapsed() > limit {
@@ -806,7 +781,7 @@ impl Sleepers {
 impl Drop for Sleepers {
     fn drop(&mut self) {
         for d in &self.0 {
-            for pid in processes_running(&["sleep", d]) {
+            for pid in common::processes_running(&["sleep", d]) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid as i32),
                     nix::sys::signal::Signal::SIGKILL,
