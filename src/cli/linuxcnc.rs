@@ -23,11 +23,13 @@ use std::time::{Duration, Instant};
 
 use super::Failure;
 use crate::components::linuxcnc::master::{self, protocol, shmem, End, MasterConfig, Reporter};
+use crate::config::halcmd::Ini;
 use crate::detect::SystemReport;
 use crate::flavor;
 use crate::latency::explain::Followed;
 use crate::latency::run::SpikeWatch;
 use crate::rt::clock::Nanos;
+use crate::rt::process::ProcStat;
 
 /// The master binary's name, installed next to `rtapi`.
 pub const MASTER_BIN: &str = "rtapi-lcnc-master";
@@ -177,11 +179,6 @@ fn print_findings(report: &SystemReport, sel: &flavor::Selection) {
     }
 }
 
-/// Removes the socket file if it is still a socket (ours).
-fn remove_socket(path: &Path) {
-    master::socket::remove(path);
-}
-
 fn master_run(args: MasterArgs) -> Result<(), Failure> {
     // First: from now on SIGINT/SIGTERM are requests the serve loop answers (unload, remove the
     // segments and the socket), never the default action that would leave them behind.
@@ -218,7 +215,7 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
     let flavor = match master::tasks::open(&args.instance, opts, report.clone()) {
         Ok(f) => f,
         Err(e) => {
-            remove_socket(&path);
+            master::socket::remove(&path);
             return Err(Failure::from(e));
         }
     };
@@ -231,7 +228,7 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
     let spikes = match args.trace {
         Some(t) => Some(start_spike_watch(t, &report).map_err(|e| {
             let _ = master::shut_down();
-            remove_socket(&path);
+            master::socket::remove(&path);
             Failure::runtime(e)
         })?),
         None => None,
@@ -247,7 +244,7 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
     });
     if let Err(e) = master::load_hal_lib() {
         let _ = master::shut_down();
-        remove_socket(&path);
+        master::socket::remove(&path);
         return Err(Failure::runtime(e));
     }
     let mut reporter = Reporter::new(args.report_fd.map(|fd| {
@@ -263,7 +260,7 @@ fn master_run(args: MasterArgs) -> Result<(), Failure> {
         stop.load(std::sync::atomic::Ordering::Relaxed)
     });
     drop(listener);
-    remove_socket(&path);
+    master::socket::remove(&path);
     let left: Vec<String> = master::module_names()
         .into_iter()
         .filter(|m| m != master::HAL_LIB)
@@ -358,53 +355,16 @@ pub struct Args {
 
 /// `[EMCMOT]SHMEM_KEY` of an INI file (LinuxCNC reads it with strtol base 0), or the default.
 fn motion_key(ini: &Path) -> i32 {
-    let Ok(text) = std::fs::read_to_string(ini) else {
-        return shmem::DEFAULT_MOTION_KEY;
-    };
-    let mut section = String::new();
-    for line in text.lines() {
-        let l = line.trim();
-        if let Some(s) = l.strip_prefix('[').and_then(|s| s.split(']').next()) {
-            section = s.to_string();
-        } else if section == "EMCMOT" {
-            if let Some((k, v)) = l.split_once('=') {
-                if k.trim() == "SHMEM_KEY" {
-                    let v = v.trim();
-                    let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-                        Some(h) => i64::from_str_radix(h, 16).ok(),
-                        None => v.parse().ok(),
-                    };
-                    if let Some(n) = n.and_then(|n| i32::try_from(n).ok()) {
-                        return n;
-                    }
-                }
-            }
-        }
-    }
-    shmem::DEFAULT_MOTION_KEY
-}
-
-/// Where `[SECTION]KEY` is in an INI file's text: the 1-based line of the key in its section, else
-/// of the section's header, else none.
-fn ini_line(text: &str, section: &str, key: &str, value: Option<&str>) -> Option<usize> {
-    let mut current = String::new();
-    let mut header = None;
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if let Some(s) = l.strip_prefix('[').and_then(|s| s.split(']').next()) {
-            current = s.trim().to_string();
-            if current == section && header.is_none() {
-                header = Some(i + 1);
-            }
-        } else if current == section {
-            if let Some((k, v)) = l.split_once('=') {
-                if k.trim() == key && value.is_none_or(|want| v.trim() == want) {
-                    return Some(i + 1);
-                }
-            }
-        }
-    }
-    header
+    let ini = Ini::load(ini).unwrap_or_default();
+    ini.get("EMCMOT", "SHMEM_KEY")
+        .and_then(
+            |v| match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                Some(h) => i64::from_str_radix(h, 16).ok(),
+                None => v.parse().ok(),
+            },
+        )
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or(shmem::DEFAULT_MOTION_KEY)
 }
 
 /// The `[SECTION]KEY` a LinuxCNC message names, and the value it names for `[HAL]HALFILE`.
@@ -476,13 +436,11 @@ fn ini_trouble(
                 .map(str::to_string),
         );
     }
-    let text = std::fs::read_to_string(ini).unwrap_or_default();
+    // Unreadable or broken, the INI file still gets LinuxCNC's words, without a line.
+    let parsed = Ini::load(ini).unwrap_or_default();
     if said.is_empty() && recheck {
-        let version = ini_line(&text, "EMC", "VERSION", None).and_then(|n| {
-            let l = text.lines().nth(n - 1)?;
-            Some(l.split_once('=')?.1.trim().to_string())
-        });
-        if version.as_deref() != Some("1.1") {
+        let version = parsed.get("EMC", "VERSION");
+        if version != Some("1.1") {
             said.push(format!(
                 "[EMC]VERSION is {} where LinuxCNC 2.9 needs 1.1 (LinuxCNC's update_ini converts an \
                  older INI file)",
@@ -493,15 +451,14 @@ fn ini_trouble(
     if said.is_empty() && recheck {
         said.extend(check_config(ini, user));
     }
-    let name = ini.display();
     said.into_iter()
         .take(8)
         .map(|s| {
-            let line = named_key(&s)
-                .and_then(|(sec, key, value)| ini_line(&text, &sec, &key, value.as_deref()));
-            match line {
-                Some(n) => format!("{name}:{n}: {s}"),
-                None => format!("{name}: {s}"),
+            let place = named_key(&s)
+                .and_then(|(sec, key, value)| parsed.place(&sec, &key, value.as_deref()));
+            match place {
+                Some((file, n)) => format!("{file}:{n}: {s}"),
+                None => format!("{}: {s}", ini.display()),
             }
         })
         .collect()
@@ -674,51 +631,15 @@ fn become_subreaper() -> Result<(), String> {
     Ok(())
 }
 
-/// A process as `/proc/PID/stat` shows it.
-#[derive(Clone, Debug)]
-struct Proc {
-    pid: u32,
-    ppid: u32,
-    zombie: bool,
-    /// Clock ticks after boot at which it started: with the pid, it names the process.
-    start: u64,
-    comm: String,
-}
-
-fn read_proc(pid: u32) -> Option<Proc> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`: comm may hold anything, the fields follow its last ')'.
-    let (head, rest) = stat.rsplit_once(')')?;
-    let comm = head.split_once('(')?.1.to_string();
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(Proc {
-        pid,
-        ppid: f.get(1)?.parse().ok()?,
-        zombie: matches!(*f.first()?, "Z" | "X"),
-        start: f.get(19)?.parse().ok()?,
-        comm,
-    })
-}
-
-fn processes() -> Vec<Proc> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(read_proc)
-        .collect()
-}
-
 /// The launcher's descendants, but `except` and its own descendants (the master, which ends its
 /// own).
-fn descendants(except: Option<u32>) -> Vec<Proc> {
-    let all = processes();
+fn descendants(except: Option<u32>) -> Vec<ProcStat> {
+    let all = ProcStat::all();
     let mut found = Vec::new();
     let mut parents = vec![std::process::id()];
     while let Some(parent) = parents.pop() {
         for p in all.iter().filter(|p| p.ppid == parent) {
-            if Some(p.pid) != except && !found.iter().any(|f: &Proc| f.pid == p.pid) {
+            if Some(p.pid) != except && !found.iter().any(|f: &ProcStat| f.pid == p.pid) {
                 parents.push(p.pid);
                 found.push(p.clone());
             }
@@ -729,8 +650,8 @@ fn descendants(except: Option<u32>) -> Vec<Proc> {
 
 /// Sends `sig` to `p` if it is still the process seen (the same start time), through a pidfd so
 /// that a pid freed and reused meanwhile is never signalled. Whether it was sent.
-fn signal_exact(p: &Proc, sig: i32) -> bool {
-    let same = || read_proc(p.pid).is_some_and(|q| q.start == p.start);
+fn signal_exact(p: &ProcStat, sig: i32) -> bool {
+    let same = || ProcStat::read(p.pid).is_some_and(|q| q.start == p.start);
     // SAFETY: pidfd_open(2) takes a pid and flags, returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid as libc::pid_t, 0) } as i32;
     if fd < 0 {
@@ -763,7 +684,7 @@ fn signal_exact(p: &Proc, sig: i32) -> bool {
 fn end_descendants(sig: i32, except: Option<u32>) -> Vec<String> {
     descendants(except)
         .into_iter()
-        .filter(|p| !p.zombie && signal_exact(p, sig))
+        .filter(|p| !p.ended && signal_exact(p, sig))
         .map(|p| format!("{} {}", p.pid, p.comm))
         .collect()
 }
@@ -772,8 +693,8 @@ fn end_descendants(sig: i32, except: Option<u32>) -> Vec<String> {
 /// handles take their status): a process reparented to the subreaper ends as its zombie.
 fn reap_orphans(keep: &[u32]) {
     let me = std::process::id();
-    for p in processes() {
-        if p.ppid == me && p.zombie && !keep.contains(&p.pid) {
+    for p in ProcStat::all() {
+        if p.ppid == me && p.ended && !keep.contains(&p.pid) {
             // SAFETY: waitpid(2) of a child of ours that has ended, status not wanted.
             unsafe { libc::waitpid(p.pid as i32, std::ptr::null_mut(), libc::WNOHANG) };
         }
@@ -1074,7 +995,7 @@ pub(crate) fn run(args: Args) -> Result<(), Failure> {
     // own rtapi_app, become master after ours had gone.
     let foreign = done && std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket());
     if std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_socket()) {
-        remove_socket(&fifo);
+        master::socket::remove(&fifo);
         notes.push(format!("removed the socket {} left behind", fifo.display()));
     }
     // rtapi's own segment of LinuxCNC's threads: the master removes it when it ends; a killed one

@@ -20,6 +20,7 @@ pub mod cpulist;
 pub mod harden;
 pub(crate) mod msg;
 pub mod portio;
+pub mod process;
 pub mod sched;
 pub mod signals;
 pub mod units;

@@ -21,6 +21,15 @@ struct Entry {
     block: usize,
     key: String,
     value: String,
+    /// Where it stands: the file (as named in messages; an `#INCLUDE`d one's own) and its line.
+    at: (String, usize),
+}
+
+/// A `[SECTION]` header and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Header {
+    section: String,
+    at: (String, usize),
 }
 
 /// A parsed INI file.
@@ -29,6 +38,7 @@ pub struct Ini {
     /// As shown in messages.
     pub(crate) name: String,
     entries: Vec<Entry>,
+    headers: Vec<Header>,
     /// Section blocks so far (headers seen).
     blocks: usize,
 }
@@ -42,6 +52,7 @@ impl Ini {
         let mut ini = Ini {
             name: path.display().to_string(),
             entries: Vec::new(),
+            headers: Vec::new(),
             blocks: 0,
         };
         ini.read(path, 0)?;
@@ -68,6 +79,7 @@ impl Ini {
         let mut ini = Ini {
             name: name.to_string(),
             entries: Vec::new(),
+            headers: Vec::new(),
             blocks: 0,
         };
         ini.add(name, text, None, 0)?;
@@ -130,6 +142,10 @@ impl Ini {
                 if let Some(end) = rest.find(']') {
                     section = rest[..end].to_string();
                     block += 1;
+                    self.headers.push(Header {
+                        section: section.clone(),
+                        at: (name.to_string(), i + 1),
+                    });
                     continue;
                 }
             }
@@ -139,6 +155,7 @@ impl Ini {
                     block,
                     key: key.trim().to_string(),
                     value: value.trim().to_string(),
+                    at: (name.to_string(), i + 1),
                 });
             }
             // Any other line is ignored, as LinuxCNC's reader ignores it.
@@ -171,6 +188,23 @@ impl Ini {
             .collect()
     }
 
+    /// Where `[section]key` stands (with `value`, the entry of that value: one `[HAL]HALFILE` of
+    /// many), as (file, line); else where the first `[section]` header stands; else `None`. For
+    /// messages that point at the line to fix.
+    pub fn place(&self, section: &str, key: &str, value: Option<&str>) -> Option<(&str, usize)> {
+        self.entries
+            .iter()
+            .find(|e| e.section == section && e.key == key && value.is_none_or(|v| e.value == v))
+            .map(|e| &e.at)
+            .or_else(|| {
+                self.headers
+                    .iter()
+                    .find(|h| h.section == section)
+                    .map(|h| &h.at)
+            })
+            .map(|(f, l)| (f.as_str(), *l))
+    }
+
     /// Whether the file has section `section`'s key anywhere (for messages).
     pub(crate) fn has_section(&self, section: &str) -> bool {
         self.entries.iter().any(|e| e.section == section)
@@ -180,6 +214,22 @@ impl Ini {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn places_name_the_line_of_a_key_else_of_its_section() {
+        let ini = Ini::parse(
+            "m.ini",
+            "# top\n[HAL]\nHALFILE = a.hal\nHALFILE = b.hal\n\n[KINS]\nJOINTS = 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ini.place("HAL", "HALFILE", Some("b.hal")),
+            Some(("m.ini", 4))
+        );
+        assert_eq!(ini.place("HAL", "HALFILE", None), Some(("m.ini", 3)));
+        assert_eq!(ini.place("KINS", "KINEMATICS", None), Some(("m.ini", 6)));
+        assert_eq!(ini.place("TRAJ", "COORDINATES", None), None);
+    }
 
     #[test]
     fn sections_comments_and_first_wins() {

@@ -501,6 +501,7 @@ impl Pending {
 
 /// Says something about connections at most once a second, with how many more there were
 /// since: a flood of refused connections does not flood the master's standard error.
+#[derive(Default)]
 struct Limited {
     last: Option<Instant>,
     more: u64,
@@ -548,14 +549,8 @@ pub fn serve(
     let _ = listener.set_nonblocking(true);
     let mut said_late: Vec<c_int> = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
-    let mut refused = Limited {
-        last: None,
-        more: 0,
-    };
-    let mut dropped = Limited {
-        last: None,
-        more: 0,
-    };
+    let mut refused = Limited::default();
+    let mut dropped = Limited::default();
     loop {
         if stop() {
             return End::Signal;

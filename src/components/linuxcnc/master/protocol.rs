@@ -104,23 +104,37 @@ pub fn parse_request(buf: &[u8]) -> Result<Parsed, String> {
     Ok(Parsed::Request(args))
 }
 
+/// Reads from a blocking reader a byte at a time (nothing past what `parse` takes is consumed)
+/// until `parse` finds what it wants in the bytes so far.
+fn read_until<T>(
+    r: &mut impl Read,
+    what: &str,
+    mut parse: impl FnMut(&[u8]) -> Result<Option<T>, String>,
+) -> Result<T, String> {
+    let mut buf = Vec::new();
+    loop {
+        if let Some(v) = parse(&buf)? {
+            return Ok(v);
+        }
+        let mut b = [0u8; 1];
+        match r.read(&mut b) {
+            Ok(0) => return Err(format!("the connection ended inside {what}")),
+            Ok(_) => buf.push(b[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading {what}: {e}")),
+        }
+    }
+}
+
 /// Reads one request from a blocking reader (a test's or a tool's; the master parses what its
 /// event loop has read with [`parse_request`]).
 pub fn read_request(r: &mut impl Read) -> Result<Vec<String>, String> {
-    let mut buf = Vec::new();
-    loop {
-        if let Parsed::Request(a) = parse_request(&buf)? {
-            return Ok(a);
-        }
-        // A byte at a time: nothing past the request's end is taken from the reader.
-        let mut b = [0u8; 1];
-        match r.read(&mut b) {
-            Ok(0) => return Err("the connection ended inside a request".into()),
-            Ok(_) => buf.push(b[0]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading the request: {e}")),
-        }
-    }
+    read_until(r, "a request", |buf| {
+        Ok(match parse_request(buf)? {
+            Parsed::Request(a) => Some(a),
+            Parsed::Incomplete => None,
+        })
+    })
 }
 
 /// A request as bytes.
@@ -140,20 +154,12 @@ pub fn write_reply(w: &mut impl Write, rc: i32) -> std::io::Result<()> {
 
 /// Reads a reply.
 pub fn read_reply(r: &mut impl Read) -> Result<i32, String> {
-    let mut buf = Vec::new();
-    loop {
+    read_until(r, "the reply", |buf| {
         let mut at = 0;
-        if let Some(n) = parse_number(&buf, &mut at)? {
-            return i32::try_from(n).map_err(|_| format!("a reply of {n}"));
-        }
-        let mut b = [0u8; 1];
-        match r.read(&mut b) {
-            Ok(0) => return Err("the connection ended inside a number".into()),
-            Ok(_) => buf.push(b[0]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading the reply: {e}")),
-        }
-    }
+        parse_number(buf, &mut at)?
+            .map(|n| i32::try_from(n).map_err(|_| format!("a reply of {n}")))
+            .transpose()
+    })
 }
 
 #[cfg(test)]

@@ -404,18 +404,8 @@ pub fn remove_session() {
 pub fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     let exists = pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || errno() == libc::EPERM);
-    exists && !zombie(pid)
-}
-
-/// Whether `/proc/<pid>/stat` says the process is a zombie (`Z`) or dead (`X`).
-fn zombie(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state follows the command name, which is in parentheses and may contain anything.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .is_some_and(|st| st == "Z" || st == "X")
+    // A zombie has ended: it has left its segments already.
+    exists && !crate::rt::process::ProcStat::read(pid as u32).is_some_and(|p| p.ended)
 }
 
 /// Removes the stale segments of `keys` (no process attached, last user gone, owned by `user` or by
