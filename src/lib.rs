@@ -73,6 +73,7 @@ pub mod detect;
 pub mod flavor;
 pub mod instance;
 pub mod latency;
+pub mod master;
 pub(crate) mod plot;
 pub mod render;
 pub mod rt;

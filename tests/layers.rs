@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Bottom to top; a module may use the ones before it.
-const LAYERS: [&str; 14] = [
+const LAYERS: [&str; 15] = [
     "rt",
     "render",
     "plot",
@@ -21,6 +21,7 @@ const LAYERS: [&str; 14] = [
     "config",
     "latency",
     "instance",
+    "master",
     "cli",
 ];
 

@@ -12,7 +12,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -22,65 +22,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::Failure;
-use crate::components::linuxcnc::master::{self, protocol, shmem, End, MasterConfig, Reporter};
 use crate::config::halcmd::Ini;
-use crate::detect::SystemReport;
-use crate::flavor;
-use crate::latency::explain::Followed;
-use crate::latency::run::SpikeWatch;
+use crate::master::session::{session_user, SessionUser};
+use crate::master::{self, protocol, shmem};
 use crate::rt::clock::Nanos;
 use crate::rt::process::ProcStat;
 
 /// The master binary's name, installed next to `rtapi`.
 pub const MASTER_BIN: &str = "rtapi-lcnc-master";
-
-/// The session's user: who LinuxCNC's programs run as, who owns the socket and the segments.
-#[derive(Clone, Debug)]
-struct SessionUser {
-    uid: u32,
-    gid: u32,
-    /// We are root acting for `uid` (LinuxCNC's RTAPI_UID rule).
-    as_root: bool,
-    home: Option<PathBuf>,
-}
-
-/// LinuxCNC's rule: root only with `RTAPI_UID` naming the (non-root) user it acts for.
-fn session_user() -> Result<SessionUser, String> {
-    let uid = nix::unistd::getuid().as_raw();
-    let lookup = |uid: u32| {
-        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-    };
-    if uid != 0 {
-        let u = lookup(uid);
-        return Ok(SessionUser {
-            uid,
-            gid: u
-                .as_ref()
-                .map_or(nix::unistd::getgid().as_raw(), |u| u.gid.as_raw()),
-            as_root: false,
-            home: u.map(|u| u.dir),
-        });
-    }
-    let text = std::env::var("RTAPI_UID").unwrap_or_default();
-    let fallback: u32 = text.trim().parse().unwrap_or(0);
-    if fallback == 0 {
-        return Err(
-            "refusing to run as root without RTAPI_UID: LinuxCNC's programs must run as an ordinary \
-             user; as root, set RTAPI_UID to that user's uid (e.g. `sudo env RTAPI_UID=$(id -u) \
-             rtapi linuxcnc …`), or run as that user with the file capabilities README gives"
-                .into(),
-        );
-    }
-    let u = lookup(fallback);
-    Ok(SessionUser {
-        uid: fallback,
-        gid: u.as_ref().map_or(fallback, |u| u.gid.as_raw()),
-        as_root: true,
-        home: u.map(|u| u.dir),
-    })
-}
 
 // ---- the master ------------------------------------------------------------------------------------
 
@@ -126,192 +75,6 @@ fn trace_threshold(s: &str) -> Result<Nanos, String> {
     }
 }
 
-/// Prints the flavor, kernel and privilege findings at start, from `rtapi detect`'s report.
-fn print_findings(report: &SystemReport, sel: &flavor::Selection) {
-    let k = &report.kernel;
-    master::say(&format!(
-        "rtapi: LinuxCNC realtime master, flavor {} ({}; from {:?}); kernel {} ({}); SCHED_FIFO {}; RT CPU {}",
-        sel.flavor,
-        sel.flavor.descriptor().summary,
-        sel.source,
-        k.release.as_deref().unwrap_or("unknown"),
-        match k.preempt_rt {
-            Some(true) => "PREEMPT_RT",
-            Some(false) => "not PREEMPT_RT",
-            None => "PREEMPT_RT unknown",
-        },
-        match report.privileges.sched_fifo {
-            Some(true) => "granted",
-            Some(false) => "refused",
-            None => "unknown",
-        },
-        report
-            .cpus
-            .rt_cpu
-            .map_or("none".to_string(), |c| c.to_string()),
-    ));
-    for w in &sel.warnings {
-        master::say(&format!("rtapi: warning: {w}"));
-    }
-    // Every BAD finding and the machine-wide warnings in full; IRQ findings (often many) as a count.
-    let mut irqs = 0;
-    for f in report.advice() {
-        if f.severity < crate::detect::Severity::Warn {
-            continue;
-        }
-        if f.severity < crate::detect::Severity::Bad && f.id.contains("irq") {
-            irqs += 1;
-            continue;
-        }
-        master::say(&format!(
-            "rtapi: {}: {}{}",
-            f.severity.label(),
-            f.message,
-            f.fix
-                .as_ref()
-                .map_or(String::new(), |x| format!(" — fix: {x}"))
-        ));
-    }
-    if irqs > 0 {
-        master::say(&format!(
-            "rtapi: warn: {irqs} interrupt(s) hit the RT CPU: `rtapi detect` lists them with their fixes"
-        ));
-    }
-}
-
-fn master_run(args: MasterArgs) -> Result<(), Failure> {
-    // First: from now on SIGINT/SIGTERM are requests the serve loop answers (unload, remove the
-    // segments and the socket), never the default action that would leave them behind.
-    let stop = crate::rt::signals::shutdown_flag().clone();
-    let user = session_user().map_err(Failure::runtime)?;
-    let path = master::socket_path().map_err(Failure::usage)?;
-    let report = SystemReport::detect_live();
-    let env = std::env::var("RTAPI_FLAVOR").ok();
-    let sel = flavor::select(&report, args.flavor.as_deref(), env.as_deref())?;
-    print_findings(&report, &sel);
-    let keys = [shmem::HAL_KEY, shmem::RTAPI_KEY, args.motion_key];
-    for m in shmem::reclaim_stale(&keys, user.uid).map_err(Failure::runtime)? {
-        master::say(&format!("rtapi: {m}"));
-    }
-    let owner = master::socket::SocketOwner {
-        uid: user.uid,
-        gid: user.gid,
-        as_root: user.as_root,
-    };
-    let listener = master::socket::bind(&path, &owner).map_err(Failure::runtime)?;
-    // A module's crash (C in this process) ends the process: the socket goes with it, as do the
-    // SysV segments (shmem.rs registers each) and the instance's segment.
-    crate::runtime::crash::remove_on_crash(&path.to_string_lossy());
-    // The instance LinuxCNC's threads run in: hardening (locked memory under a real-time flavor,
-    // fatal if that fails), rtapi's segment, the watchdog.
-    let opts = crate::runtime::hosted::HostedOptions {
-        flavor: Some(sel.flavor.name().to_string()),
-        // As root for a session user: the user's group reads the segment (0640, root's, so that a
-        // later master reclaims it after a crash and root's readers trust it).
-        reader_gid: user.as_root.then_some(user.gid),
-        spike_threshold: args.trace,
-        ..Default::default()
-    };
-    let flavor = match master::tasks::open(&args.instance, opts, report.clone()) {
-        Ok(f) => f,
-        Err(e) => {
-            master::socket::remove(&path);
-            return Err(Failure::from(e));
-        }
-    };
-    master::say(&format!(
-        "rtapi: LinuxCNC's threads run in rtapi instance {} (rtapi show thread --instance {0})",
-        args.instance
-    ));
-    // --trace: the trace runs before the first thread starts, and the follower learns of each
-    // thread hal_lib makes.
-    let spikes = match args.trace {
-        Some(t) => Some(start_spike_watch(t, &report).map_err(|e| {
-            let _ = master::shut_down();
-            master::socket::remove(&path);
-            Failure::runtime(e)
-        })?),
-        None => None,
-    };
-    let real_time = flavor.real_time();
-    shmem::configure(shmem::ShmConfig {
-        owner: user.as_root.then_some((user.uid, user.gid)),
-        lock: real_time,
-    });
-    master::become_master(MasterConfig {
-        real_time,
-        module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
-    });
-    if let Err(e) = master::load_hal_lib() {
-        let _ = master::shut_down();
-        master::socket::remove(&path);
-        return Err(Failure::runtime(e));
-    }
-    let mut reporter = Reporter::new(args.report_fd.map(|fd| {
-        // SAFETY: the launcher passes a descriptor it opened for us and nothing else uses it.
-        unsafe { std::fs::File::from_raw_fd(fd) }
-    }));
-    reporter.line(&format!("ready {}", std::process::id()));
-    master::say(&format!(
-        "rtapi: listening on {} (hal_lib loaded)",
-        path.display()
-    ));
-    let end = master::serve(&listener, user.uid, args.stay, &mut reporter, &|| {
-        stop.load(std::sync::atomic::Ordering::Relaxed)
-    });
-    drop(listener);
-    master::socket::remove(&path);
-    let left: Vec<String> = master::module_names()
-        .into_iter()
-        .filter(|m| m != master::HAL_LIB)
-        .collect();
-    let summary = master::shut_down();
-    if let Some(summary) = &summary {
-        let mut text = summary.to_string();
-        if !text.ends_with('\n') {
-            text.push('\n');
-        }
-        if let Some(w) = spikes {
-            text.push_str(&w.finish(summary));
-        }
-        let _ = std::io::stderr().write_all(text.as_bytes());
-    }
-    let threads = summary.as_ref().map_or(0, |s| s.threads.len());
-    master::say(&format!(
-        "rtapi: master done ({}): {} module(s) unloaded at exit, {threads} thread(s) ran",
-        match end {
-            End::Exit => "exit",
-            End::NoModules => "no module left",
-            End::Signal => "signal",
-            End::LauncherGone => "its launcher is gone",
-        },
-        left.len(),
-    ));
-    reporter.line("done");
-    Ok(())
-}
-
-/// `--trace`: the trace session on the RT CPU and the spike follower of the master's instance.
-fn start_spike_watch(threshold: Nanos, report: &SystemReport) -> Result<SpikeWatch, String> {
-    let Some((reader, roster)) = master::tasks::with(|h| (h.hal().reader(), h.roster())) else {
-        return Err("--trace: the master's rtapi instance is not open".into());
-    };
-    let reader = reader.map_err(|e| format!("--trace: reading the instance's segment: {e}"))?;
-    let cpus: Vec<usize> = report.cpus.rt_cpu.into_iter().collect();
-    let watch = SpikeWatch::start(
-        threshold,
-        report,
-        &cpus,
-        reader,
-        Box::new(move || roster.started().iter().map(Followed::new).collect()),
-    )
-    .map_err(|e| format!("--trace: starting the spike follower: {e}"))?;
-    master::say(&format!(
-        "rtapi: --trace: every period of LinuxCNC's threads at or over {threshold} late is explained in the summary at exit"
-    ));
-    Ok(watch)
-}
-
 /// `rtapi-lcnc-master`'s main.
 pub fn master_main() -> ExitCode {
     use clap::Parser;
@@ -323,7 +86,15 @@ pub fn master_main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    match master_run(args) {
+    let options = master::start::Options {
+        flavor: args.flavor,
+        stay: args.stay,
+        report_fd: args.report_fd,
+        motion_key: args.motion_key,
+        instance: args.instance,
+        trace: args.trace,
+    };
+    match master::start::run(options).map_err(Failure::from) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             master::say(&format!("rtapi-lcnc-master: {}", f.message));

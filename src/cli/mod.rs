@@ -105,6 +105,18 @@ impl From<crate::latency::Error> for Failure {
     }
 }
 
+impl From<crate::master::start::StartError> for Failure {
+    fn from(e: crate::master::start::StartError) -> Self {
+        use crate::master::start::StartError as E;
+        match e {
+            E::Usage(m) => Failure::usage(m),
+            E::Flavor(e) => e.into(),
+            E::Runtime(e) => e.into(),
+            E::Failed(m) => Failure::runtime(m),
+        }
+    }
+}
+
 impl From<crate::flavor::FlavorError> for Failure {
     fn from(e: crate::flavor::FlavorError) -> Self {
         Failure::usage(e.to_string())

@@ -136,7 +136,7 @@ fn parse_integer(text: &str) -> Option<i64> {
 
 /// Writes `key=value` into the loaded module at `handle`. Strings are copied into `keep`, which the
 /// caller keeps alive for as long as the module is loaded (the module keeps the pointers).
-pub(super) fn write(
+pub(crate) fn write(
     handle: *mut c_void,
     module: &str,
     path: &Path,

@@ -547,10 +547,10 @@ pub unsafe extern "C" fn rtapi_host_message(level: c_int, text: *const c_char, t
     if text.is_null() {
         return;
     }
-    if super::master::is_master() {
+    if let Some(m) = super::personality::master() {
         // SAFETY: shim.c passes its NUL-terminated buffer.
         let t = unsafe { CStr::from_ptr(text) };
-        super::master::capi::module_message(level, t, truncated != 0);
+        (m.module_message)(level, t, truncated != 0);
         return;
     }
     // SAFETY: shim.c passes its NUL-terminated buffer.
@@ -648,11 +648,11 @@ static SHMEM: Mutex<Vec<(c_int, usize, usize)>> = Mutex::new(Vec::new());
 /// gives the same block.
 #[no_mangle]
 pub extern "C" fn rtapi_shmem_new(key: c_int, _module_id: c_int, size: c_ulong) -> c_int {
-    if super::master::is_master() {
-        return match super::master::shmem::new(key, size as usize) {
+    if let Some(m) = super::personality::master() {
+        return match (m.shmem_new)(key, size as usize) {
             Ok(h) => h,
-            Err((rc, m)) => {
-                super::master::say(&format!("rtapi: {m}"));
+            Err((rc, text)) => {
+                (m.say)(&format!("rtapi: {text}"));
                 rc
             }
         };
@@ -686,8 +686,8 @@ pub extern "C" fn rtapi_shmem_new(key: c_int, _module_id: c_int, size: c_ulong) 
 /// `ptr` must be valid for a pointer write.
 #[no_mangle]
 pub unsafe extern "C" fn rtapi_shmem_getptr(id: c_int, ptr: *mut *mut c_void) -> c_int {
-    if super::master::is_master() {
-        let Some(p) = super::master::shmem::getptr(id) else {
+    if let Some(m) = super::personality::master() {
+        let Some(p) = (m.shmem_getptr)(id) else {
             return -libc::EINVAL;
         };
         if ptr.is_null() {
@@ -714,11 +714,11 @@ pub unsafe extern "C" fn rtapi_shmem_getptr(id: c_int, ptr: *mut *mut c_void) ->
 }
 
 /// `int rtapi_shmem_delete(int id, int module_id)`: the block stays (arena memory is never freed);
-/// in the master, one use of the SysV segment less ([`super::master::shmem::delete`]).
+/// in the master, one use of the SysV segment less (its [`super::personality::MasterHooks`]).
 #[no_mangle]
 pub extern "C" fn rtapi_shmem_delete(id: c_int, _module_id: c_int) -> c_int {
-    if super::master::is_master() {
-        return super::master::shmem::delete(id);
+    if let Some(m) = super::personality::master() {
+        return (m.shmem_delete)(id);
     }
     0
 }
@@ -945,8 +945,8 @@ pub unsafe extern "C" fn rtapi_release_firmware(fw: *const RtapiFirmware) {
 /// threads (while loading, in the non-RT side). A thread-local read: callable on the RT path.
 #[no_mangle]
 pub extern "C" fn rtapi_task_self() -> c_int {
-    if super::master::is_master() {
-        return super::master::capi::task_self();
+    if let Some(m) = super::personality::master() {
+        return (m.task_self)();
     }
     crate::runtime::crash::task_self().unwrap_or(-libc::EINVAL)
 }

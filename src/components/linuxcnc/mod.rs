@@ -41,9 +41,9 @@
 //! A module is C code in the process: it can crash it. What it does in its functions (allocate, lock,
 //! print) is its business; rtapi's side of a call allocates, locks and logs nothing.
 
-mod args;
+pub(crate) mod args;
 mod capi;
-pub mod master;
+pub mod personality;
 pub mod trust;
 
 use std::ffi::{c_int, c_void, CStr, CString};

@@ -146,7 +146,7 @@ pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
         // SAFETY: SHM_LOCK takes no buffer.
         if unsafe { libc::shmctl(id, libc::SHM_LOCK, std::ptr::null_mut()) } != 0 {
             let e = errno();
-            crate::components::linuxcnc::master::say(&format!(
+            crate::master::say(&format!(
                 "rtapi: warning: SHM_LOCK of segment 0x{key:08x}: {} (its pages may be swapped out)",
                 std::io::Error::from_raw_os_error(e)
             ));

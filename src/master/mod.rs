@@ -6,21 +6,24 @@
 //! host (`rtapi halrun`/`run`: rtapi's own HAL behind LinuxCNC's `hal_*` API) and this master (LinuxCNC's
 //! HAL in `hal_lib.so`, rtapi only below it). Where the two differ for the same symbol
 //! (`rtapi_shmem_*`: a private block there, a real SysV segment here; `rtapi_task_self`; where module
-//! messages go), the entry point asks [`is_master`], a process-global flag set once by
-//! [`become_master`] in the master's `main` before anything is `dlopen`ed. The master binary exports
+//! messages go), the entry point asks `components::linuxcnc::personality`, where [`become_master`]
+//! registers the master's own entry points in its `main` before anything is `dlopen`ed (the master
+//! is a layer above the C interface: it is called through those hooks, never by name). The master binary exports
 //! only `rtapi_*` symbols (build.rs): an exported `hal_*` of the executable would come first in
 //! global lookup and shadow hal_lib.so's for every module.
 //!
 //! **Commands** (LinuxCNC 2.9's, [`protocol`]): `load NAME ARGS…`, `unload NAME`, `newinst TYPE NAME
 //! [ARG]`, `exit`. A module is a name only (no `/`, no `..`), loaded from LinuxCNC's module directory
-//! after rtapi's trust checks ([`super::trust`]: owner, mode, an ELF LinuxCNC module). As 2.9, the
-//! master ends after a command that leaves no module loaded, unless told to stay (the launcher keeps it
+//! after rtapi's trust checks ([`crate::components::linuxcnc::trust`]: owner, mode, an ELF LinuxCNC
+//! module). As 2.9, the master ends after a command that leaves no module loaded, unless told to stay (the launcher keeps it
 //! until `exit`, so LinuxCNC's own `realtime stop` finds rtapi, not a new `rtapi_app`).
 
 pub mod capi;
 pub mod protocol;
+pub mod session;
 pub mod shmem;
 pub mod socket;
+pub mod start;
 pub mod tasks;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -28,18 +31,15 @@ use std::io::{Read as _, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Set once, in the master's main, before any module exists: the C interface's calls ask it (they
-/// carry no context).
-static MASTER: AtomicBool = AtomicBool::new(false);
+use crate::components::linuxcnc::personality;
 
 /// Whether this process is the LinuxCNC master (see the module docs).
 #[inline]
 pub fn is_master() -> bool {
-    MASTER.load(Ordering::Relaxed)
+    personality::master().is_some()
 }
 
 /// The master's settings.
@@ -57,16 +57,24 @@ static CONFIG: OnceLock<MasterConfig> = OnceLock::new();
 fn config() -> &'static MasterConfig {
     CONFIG.get_or_init(|| MasterConfig {
         real_time: false,
-        module_dir: PathBuf::from(super::DEBIAN_MODULE_DIR),
+        module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
     })
 }
 
-/// Makes this process the master: the personality flag and its settings. Call once, first.
+/// Makes this process the master: its settings, and its entry points registered with the C
+/// interface below it ([`personality`]). Call once, first.
 pub fn become_master(cfg: MasterConfig) {
     let _ = CONFIG.set(cfg);
-    MASTER.store(true, Ordering::SeqCst);
+    personality::become_master(personality::MasterHooks {
+        module_message: capi::module_message,
+        shmem_new: shmem::new,
+        shmem_getptr: shmem::getptr,
+        shmem_delete: shmem::delete,
+        task_self: capi::task_self,
+        say,
+    });
     capi::keep_linked();
-    super::capi_keep_linked();
+    crate::components::linuxcnc::capi_keep_linked();
 }
 
 /// One line to standard error (the master's own messages; not for RT threads).
@@ -155,14 +163,14 @@ pub fn load(name: &str, args: &[String]) -> i32 {
         return -1;
     }
     let path = config().module_dir.join(format!("{name}.so"));
-    let canonical = match super::trust::check_owner(&path) {
+    let canonical = match crate::components::linuxcnc::trust::check_owner(&path) {
         Ok(c) => c,
         Err(e) => {
             say(&format!("rtapi: {name}: {e}"));
             return -1;
         }
     };
-    if let Err(e) = super::trust::inspect(&canonical) {
+    if let Err(e) = crate::components::linuxcnc::trust::inspect(&canonical) {
         say(&format!("rtapi: {name}: {e}"));
         return -1;
     }
@@ -198,7 +206,7 @@ pub fn load(name: &str, args: &[String]) -> i32 {
             close();
             return -1;
         };
-        if let Err(e) = super::args::write(
+        if let Err(e) = crate::components::linuxcnc::args::write(
             handle as *mut c_void,
             name,
             &canonical,
