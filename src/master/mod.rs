@@ -19,6 +19,7 @@
 //! until `exit`, so LinuxCNC's own `realtime stop` finds rtapi, not a new `rtapi_app`).
 
 pub mod capi;
+pub mod launcher;
 pub mod protocol;
 pub mod session;
 pub mod shmem;
@@ -456,6 +457,11 @@ fn handle(args: &[String], exit: &mut bool) -> i32 {
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 /// The most connections whose requests are being read at once; one more is closed at once.
 pub const MAX_CONNECTIONS: usize = 32;
+/// The most connections of refused peers being answered at once, apart from the others (a
+/// flood of them takes no place of the session's); one more is closed at once.
+pub const MAX_REFUSED: usize = 8;
+/// How long a refused peer has to send its request before it is closed unanswered.
+pub const REFUSED_DEADLINE: Duration = Duration::from_secs(1);
 /// How often the serve loop looks at its stop flag, its launcher and its threads' deadlines.
 const TICK: Duration = Duration::from_millis(200);
 
@@ -465,6 +471,20 @@ struct Pending {
     peer: socket::Peer,
     buf: Vec<u8>,
     since: Instant,
+    /// A peer [`socket::allowed`] refuses: its request is read only to answer it `-EACCES`
+    /// (closing on it unread would break its pipe before it could read the answer).
+    refused: bool,
+}
+
+impl Pending {
+    /// How long it may take to send its whole request.
+    fn deadline(&self) -> Duration {
+        if self.refused {
+            REFUSED_DEADLINE
+        } else {
+            REQUEST_DEADLINE
+        }
+    }
 }
 
 /// What reading a connection gave.
@@ -591,17 +611,17 @@ pub fn serve(
                             continue;
                         }
                     };
-                    if !socket::allowed(&peer, session_uid) {
+                    let refuse = !socket::allowed(&peer, session_uid);
+                    if refuse {
                         refused.say(&format!(
                             "rtapi: refused a connection from pid {} (uid {}): only the session's \
                              user (uid {session_uid}) and root may command this master",
                             peer.pid, peer.uid
                         ));
-                        let _ = conn.set_nonblocking(true);
-                        let _ = protocol::write_reply(&mut &conn, -libc::EACCES);
-                        continue;
-                    }
-                    if pending.len() >= MAX_CONNECTIONS {
+                        if pending.iter().filter(|p| p.refused).count() >= MAX_REFUSED {
+                            continue;
+                        }
+                    } else if pending.iter().filter(|p| !p.refused).count() >= MAX_CONNECTIONS {
                         dropped.say(&format!(
                             "rtapi: closed a connection from pid {}: {MAX_CONNECTIONS} others are \
                              still sending their requests",
@@ -617,6 +637,7 @@ pub fn serve(
                         peer,
                         buf: Vec::new(),
                         since: Instant::now(),
+                        refused: refuse,
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -630,8 +651,8 @@ pub fn serve(
             }
         }
         pending.retain(|p| {
-            let late = p.since.elapsed() > REQUEST_DEADLINE;
-            if late {
+            let late = p.since.elapsed() > p.deadline();
+            if late && !p.refused {
                 dropped.say(&format!(
                     "rtapi: closed a connection from pid {}: no whole request within {} s ({} \
                      byte(s) came)",
@@ -645,7 +666,7 @@ pub fn serve(
         // Wait for a connection or a byte, until the next tick or the first deadline.
         let wait = pending
             .iter()
-            .map(|p| REQUEST_DEADLINE.saturating_sub(p.since.elapsed()))
+            .map(|p| p.deadline().saturating_sub(p.since.elapsed()))
             .fold(TICK, Duration::min)
             .max(Duration::from_millis(1));
         let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
@@ -685,6 +706,10 @@ pub fn serve(
                 Read::Request(a) => a,
             };
             let mut p = pending.swap_remove(i);
+            if p.refused {
+                let _ = protocol::write_reply(&mut p.conn, -libc::EACCES);
+                continue;
+            }
             let mut exit = false;
             let rc = handle(&args, &mut exit);
             let _ = protocol::write_reply(&mut p.conn, rc);

@@ -9,8 +9,9 @@
 //! * it is bound under umask 0177 and then set 0600 explicitly (and given to the session's user
 //!   when the master runs as root for them);
 //! * every connection's peer is read with `SO_PEERCRED` and served only if it runs as the
-//!   session's user, as root, or as the master's own uid; any other is answered `-EACCES` without
-//!   its request being read, and said on the master's standard error.
+//!   session's user, as root, or as the master's own uid; any other is answered `-EACCES` for its
+//!   request, which is never run (the serve loop reads it apart from the session's connections), and
+//!   said on the master's standard error.
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
