@@ -15,16 +15,13 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_long, c_longlong, c_uint, c_ulong, c_void, CStr};
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use super::shmem;
 use super::tasks;
 use crate::rt::clock::Nanos;
+use crate::rt::lock;
 use crate::runtime::hosted::{self, HostedHandle, Period};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A task's code (`void (*)(void *)`).
 type TaskCode = unsafe extern "C" fn(*mut c_void);

@@ -32,10 +32,11 @@ use std::io::{Read as _, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::components::linuxcnc::personality;
+use crate::rt::lock;
 
 /// Whether this process is the LinuxCNC master (see the module docs).
 #[inline]
@@ -95,10 +96,6 @@ struct Module {
 /// Loaded modules in load order; `hal_lib` first (not counted). Process-wide because the master
 /// process is LinuxCNC's `rtapi_app`: one per instance, its modules live until it exits.
 static MODULES: Mutex<Vec<Module>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// hal_lib's module name.
 pub const HAL_LIB: &str = "hal_lib";

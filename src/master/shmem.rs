@@ -19,7 +19,9 @@
 //!   LinuxCNC session runs: the master refuses to start. One of another user is refused too.
 
 use std::ffi::c_void;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
+
+use crate::rt::lock;
 
 /// LinuxCNC's HAL segment key (`HAL_KEY`).
 pub const HAL_KEY: i32 = 0x4841_4C32;
@@ -58,10 +60,6 @@ static SEGMENTS: Mutex<Vec<Option<Segment>>> = Mutex::new(Vec::new());
 /// Every segment id this master attached, for [`remove_session`] (process-wide as the segments'
 /// table: it outlives every module, to clean up at exit).
 static SESSION: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn errno() -> i32 {
     std::io::Error::last_os_error()

@@ -19,10 +19,11 @@
 //! own [`Period`].
 
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::detect::SystemReport;
 use crate::flavor::Flavor;
+use crate::rt::lock;
 use crate::runtime::hosted::{HostedHandle, HostedOptions, HostedThreads, Period};
 use crate::runtime::lcnc_health::{self, HalLib, LcncHealth};
 use crate::runtime::{RuntimeError, Summary, ThreadSpec};
@@ -33,10 +34,6 @@ use crate::runtime::{RuntimeError, Summary, ThreadSpec};
 static INSTANCE: Mutex<Option<HostedThreads>> = Mutex::new(None);
 /// The threads' health pins in LinuxCNC's HAL, beside [`INSTANCE`] for the same reason.
 static HEALTH: Mutex<Option<LcncHealth>> = Mutex::new(None);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Makes instance `name`, where every task will run; the flavor it chose.
 pub fn open(name: &str, opts: HostedOptions, system: SystemReport) -> Result<Flavor, RuntimeError> {

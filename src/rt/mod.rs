@@ -26,6 +26,14 @@ pub mod signals;
 pub mod units;
 pub mod wake;
 
+/// Locks `m`, and takes its data even if a holder panicked (a poisoned lock): the tables behind
+/// the process-wide locks (the C interface's blocks and tasks, the master's modules and segments)
+/// are left whole by every operation, and the process must go on serving — and cleaning up at its
+/// end — after a module's bad call panicked inside one. Not for the RT path (it may block).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 use std::fmt;
 
 use nix::errno::Errno;

@@ -49,7 +49,9 @@ pub mod trust;
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::rt::lock;
 
 use rtapi_hal::{
     CellRef, ComponentKey, Hal, HalError, HalType, In, Io, Out, ParamAccess, PinDir, Value,
@@ -65,10 +67,6 @@ pub const MODULE_PATH_ENV: &str = "RTAPI_LINUXCNC_MODULES";
 pub const DEBIAN_MODULE_DIR: &str = "/usr/lib/linuxcnc/modules";
 /// `loadrt linuxcnc:NAME` asks for the LinuxCNC module even when rtapi has a native `NAME`.
 pub const EXPLICIT_PREFIX: &str = "linuxcnc:";
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// One interpreter's LinuxCNC module host: the one place that decides whether `loadrt NAME` is
 /// rtapi's component or a module ([`resolve`](Self::resolve)), its module search path, and what
