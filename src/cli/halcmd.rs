@@ -4,7 +4,7 @@
 //! in pieces; `-i INI` for `[SECTION]KEY`, read by the owner, a regular file; `-f -` reads commands
 //! from standard input); with neither, an interactive
 //! prompt with history and tab completion of commands and of the instance's object names. The
-//! commands go over the instance's control socket (see `control.rs`) to the owner, which runs them
+//! commands go over the instance's control socket (see `instance/control/`) to the owner, which runs them
 //! through the same interpreter as its `.hal` files.
 
 use std::path::{Path, PathBuf};

@@ -14,10 +14,10 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_long, c_longlong, c_uint, c_ulong, c_void, CStr};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::shmem;
+use super::state::STATE;
 use super::tasks;
 use crate::rt::clock::Nanos;
 use crate::rt::lock;
@@ -29,20 +29,13 @@ type TaskCode = unsafe extern "C" fn(*mut c_void);
 /// LinuxCNC's `MAX_TASKS`.
 const MAX_TASKS: usize = 64;
 
-struct TaskRec {
+/// A task (in [`super::state::State::tasks`]).
+pub(super) struct TaskRec {
     code: TaskCode,
     arg: usize,
     prio: i32,
     thread: Option<HostedHandle>,
 }
-
-/// The tasks by id (id = index + 1). Process-wide: `rtapi_task_start(id)` and the other task calls
-/// carry only the id, and the master is one instance's `rtapi_app`.
-static TASKS: Mutex<Vec<Option<TaskRec>>> = Mutex::new(Vec::new());
-
-/// The base period set by `rtapi_clock_set_period` (0: not yet); process-wide as in LinuxCNC, where
-/// the call carries no context and every module reads the same period.
-static CLOCK_PERIOD: AtomicI64 = AtomicI64::new(0);
 
 thread_local! {
     /// The task the calling thread runs (-1: none). Const-initialised: no allocation, no destructor.
@@ -96,7 +89,7 @@ pub extern "C" fn rtapi_prio_next_lower(prio: c_int) -> c_int {
 /// `long rtapi_clock_set_period(long nsecs)`: 0 asks for the period; a period is set once.
 #[no_mangle]
 pub extern "C" fn rtapi_clock_set_period(nsecs: c_long) -> c_long {
-    let cur = CLOCK_PERIOD.load(Ordering::Acquire);
+    let cur = STATE.clock_period.load(Ordering::Acquire);
     if nsecs == 0 {
         return cur as c_long;
     }
@@ -107,7 +100,7 @@ pub extern "C" fn rtapi_clock_set_period(nsecs: c_long) -> c_long {
     if nsecs < 0 {
         return -libc::EINVAL as c_long;
     }
-    CLOCK_PERIOD.store(nsecs, Ordering::Release);
+    STATE.clock_period.store(nsecs, Ordering::Release);
     nsecs
 }
 
@@ -129,7 +122,7 @@ pub extern "C" fn rtapi_task_new(
     if prio < rtapi_prio_lowest() || prio > rtapi_prio_highest() {
         return -libc::EINVAL;
     }
-    let mut t = lock(&TASKS);
+    let mut t = lock(&STATE.tasks);
     if t.is_empty() {
         t.resize_with(MAX_TASKS, || None);
     }
@@ -154,12 +147,12 @@ pub extern "C" fn rtapi_task_start(task_id: c_int, period_nsec: c_ulong) -> c_in
     let Some(i) = task(task_id) else {
         return -libc::EINVAL;
     };
-    let base = CLOCK_PERIOD.load(Ordering::Acquire);
+    let base = STATE.clock_period.load(Ordering::Acquire);
     if base <= 0 {
         super::say("rtapi: rtapi_task_start: no clock period (rtapi_clock_set_period first)");
         return -libc::EINVAL;
     }
-    let mut t = lock(&TASKS);
+    let mut t = lock(&STATE.tasks);
     let Some(Some(rec)) = t.get_mut(i) else {
         return -libc::EINVAL;
     };
@@ -208,7 +201,7 @@ pub extern "C" fn rtapi_task_delete(task_id: c_int) -> c_int {
         return -libc::EINVAL;
     }
     let rec = {
-        let mut t = lock(&TASKS);
+        let mut t = lock(&STATE.tasks);
         match t.get_mut(i) {
             Some(slot) => slot.take(),
             None => None,
@@ -262,7 +255,7 @@ pub extern "C" fn rtapi_task_pll_set_correction(_value: c_long) -> c_int {
 
 /// The running tasks: (id, thread name, deadlines missed so far).
 pub fn running() -> Vec<(c_int, String, u64)> {
-    lock(&TASKS)
+    lock(&STATE.tasks)
         .iter()
         .enumerate()
         .filter_map(|(i, t)| {
@@ -279,17 +272,13 @@ pub fn running() -> Vec<(c_int, String, u64)> {
 /// Ends every task still running (at exit, after the modules' own exits).
 pub fn stop_all() {
     for i in 0..MAX_TASKS {
-        if lock(&TASKS).get(i).is_some_and(Option::is_some) {
+        if lock(&STATE.tasks).get(i).is_some_and(Option::is_some) {
             rtapi_task_delete(i as c_int);
         }
     }
 }
 
 // ---- rtapi_init / rtapi_exit: the RTAPI counter segment --------------------------------------------
-
-/// The handle of the counter segment the last `rtapi_init` used (LinuxCNC keeps the last one too;
-/// `rtapi_exit` is given only a module id, so it is process-wide).
-static UUID_HANDLE: AtomicI32 = AtomicI32::new(0);
 
 /// `int rtapi_init(const char *modname)`: a new module id from the counter in segment
 /// `0x48484c34` (`{unsigned long mutex; int uuid;}`, shared with LinuxCNC's user-space programs,
@@ -303,7 +292,7 @@ pub extern "C" fn rtapi_init(_modname: *const c_char) -> c_int {
             return -libc::EINVAL;
         }
     };
-    UUID_HANDLE.store(h, Ordering::Relaxed);
+    STATE.uuid_handle.store(h, Ordering::Relaxed);
     let Some(p) = shmem::getptr(h) else {
         return -libc::EINVAL;
     };
@@ -325,7 +314,7 @@ pub extern "C" fn rtapi_init(_modname: *const c_char) -> c_int {
 /// `int rtapi_exit(int module_id)`: one use of the counter segment less.
 #[no_mangle]
 pub extern "C" fn rtapi_exit(_module_id: c_int) -> c_int {
-    shmem::delete(UUID_HANDLE.load(Ordering::Relaxed));
+    shmem::delete(STATE.uuid_handle.load(Ordering::Relaxed));
     0
 }
 

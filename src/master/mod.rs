@@ -25,6 +25,7 @@ pub mod session;
 pub mod shmem;
 pub mod socket;
 pub mod start;
+mod state;
 pub mod tasks;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -32,11 +33,11 @@ use std::io::{Read as _, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::components::linuxcnc::personality;
 use crate::rt::lock;
+use state::STATE;
 
 /// Whether this process is the LinuxCNC master (see the module docs).
 #[inline]
@@ -53,11 +54,8 @@ pub struct MasterConfig {
     pub module_dir: PathBuf,
 }
 
-/// Set once by the master's main; read by C calls that carry no context (`rtapi_is_realtime`).
-static CONFIG: OnceLock<MasterConfig> = OnceLock::new();
-
 fn config() -> &'static MasterConfig {
-    CONFIG.get_or_init(|| MasterConfig {
+    STATE.config.get_or_init(|| MasterConfig {
         real_time: false,
         module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
     })
@@ -66,7 +64,7 @@ fn config() -> &'static MasterConfig {
 /// Makes this process the master: its settings, and its entry points registered with the C
 /// interface below it ([`personality`]). Call once, first.
 pub fn become_master(cfg: MasterConfig) {
-    let _ = CONFIG.set(cfg);
+    let _ = STATE.config.set(cfg);
     personality::become_master(personality::MasterHooks {
         module_message: capi::module_message,
         shmem_new: shmem::new,
@@ -85,6 +83,7 @@ pub fn say(text: &str) {
     let _ = writeln!(e, "{}", text.trim_end());
 }
 
+/// A loaded module: kept in [`state::State::modules`] until it is unloaded.
 struct Module {
     name: String,
     handle: usize,
@@ -93,21 +92,23 @@ struct Module {
     _strings: Vec<CString>,
 }
 
-/// Loaded modules in load order; `hal_lib` first (not counted). Process-wide because the master
-/// process is LinuxCNC's `rtapi_app`: one per instance, its modules live until it exits.
-static MODULES: Mutex<Vec<Module>> = Mutex::new(Vec::new());
-
 /// hal_lib's module name.
 pub const HAL_LIB: &str = "hal_lib";
 
 /// The modules loaded by commands (hal_lib not counted).
 pub fn module_count() -> usize {
-    lock(&MODULES).iter().filter(|m| m.name != HAL_LIB).count()
+    lock(&STATE.modules)
+        .iter()
+        .filter(|m| m.name != HAL_LIB)
+        .count()
 }
 
 /// Names of the loaded modules, in load order.
 pub fn module_names() -> Vec<String> {
-    lock(&MODULES).iter().map(|m| m.name.clone()).collect()
+    lock(&STATE.modules)
+        .iter()
+        .map(|m| m.name.clone())
+        .collect()
 }
 
 /// Why a name is not a module name, if it is not (LinuxCNC's rule: no `/`, no `..`).
@@ -156,7 +157,7 @@ pub fn load(name: &str, args: &[String]) -> i32 {
         say(&format!("rtapi: load refused: {why}"));
         return -1;
     }
-    if lock(&MODULES).iter().any(|m| m.name == name) {
+    if lock(&STATE.modules).iter().any(|m| m.name == name) {
         say(&format!("rtapi: {name}: already loaded"));
         return -1;
     }
@@ -236,7 +237,7 @@ pub fn load(name: &str, args: &[String]) -> i32 {
         close();
         return rc;
     }
-    lock(&MODULES).push(Module {
+    lock(&STATE.modules).push(Module {
         name: name.to_string(),
         handle,
         exit,
@@ -255,7 +256,7 @@ pub fn load(name: &str, args: &[String]) -> i32 {
 }
 
 fn hal_lib_handle() -> Option<usize> {
-    lock(&MODULES)
+    lock(&STATE.modules)
         .iter()
         .find(|m| m.name == HAL_LIB)
         .map(|m| m.handle)
@@ -283,7 +284,7 @@ pub fn unload(name: &str) -> i32 {
         return 0;
     }
     let m = {
-        let mut mods = lock(&MODULES);
+        let mut mods = lock(&STATE.modules);
         let Some(i) = mods.iter().position(|m| m.name == name) else {
             drop(mods);
             say(&format!("rtapi: {name}: not loaded"));
@@ -353,7 +354,7 @@ pub fn load_hal_lib() -> Result<(), String> {
 pub fn shut_down() -> Option<crate::runtime::Summary> {
     loop {
         let m = {
-            let mut mods = lock(&MODULES);
+            let mut mods = lock(&STATE.modules);
             match mods.iter().rposition(|m| m.name != HAL_LIB) {
                 Some(i) => mods.remove(i),
                 None => break,
@@ -363,7 +364,7 @@ pub fn shut_down() -> Option<crate::runtime::Summary> {
     }
     tasks::drop_health();
     let hal = {
-        let mut mods = lock(&MODULES);
+        let mut mods = lock(&STATE.modules);
         mods.iter()
             .position(|m| m.name == HAL_LIB)
             .map(|i| mods.remove(i))

@@ -19,8 +19,8 @@
 //!   LinuxCNC session runs: the master refuses to start. One of another user is refused too.
 
 use std::ffi::c_void;
-use std::sync::{Mutex, OnceLock};
 
+use super::state::STATE;
 use crate::rt::lock;
 
 /// LinuxCNC's HAL segment key (`HAL_KEY`).
@@ -39,27 +39,18 @@ pub struct ShmConfig {
     pub lock: bool,
 }
 
-/// Process-wide: set once by the master's main; `rtapi_shmem_new` carries no context to find it.
-static CONFIG: OnceLock<ShmConfig> = OnceLock::new();
-
 /// Sets how segments are made (once, before any module is loaded).
 pub fn configure(c: ShmConfig) {
-    let _ = CONFIG.set(c);
+    let _ = STATE.shm_config.set(c);
 }
 
-struct Segment {
+/// An attached segment (in [`super::state::State::segments`]).
+pub(super) struct Segment {
     key: i32,
     id: i32,
     mem: usize,
     count: u32,
 }
-
-/// Handles are index + 1. Process-wide: the C calls carry only the handle, and every module of
-/// the master (LinuxCNC's `rtapi_app`, one per instance) shares the same table.
-static SEGMENTS: Mutex<Vec<Option<Segment>>> = Mutex::new(Vec::new());
-/// Every segment id this master attached, for [`remove_session`] (process-wide as the segments'
-/// table: it outlives every module, to clean up at exit).
-static SESSION: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
 
 fn errno() -> i32 {
     std::io::Error::last_os_error()
@@ -86,7 +77,7 @@ fn stat(id: i32) -> Result<libc::shmid_ds, i32> {
 /// later, so a segment another user made first is theirs to write — and the HAL's memory holds
 /// the function pointers the real-time thread calls.
 pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
-    let mut segs = lock(&SEGMENTS);
+    let mut segs = lock(&STATE.segments);
     if let Some(i) = segs
         .iter()
         .position(|s| s.as_ref().is_some_and(|s| s.key == key))
@@ -96,7 +87,7 @@ pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
         }
         return Ok(i as i32 + 1);
     }
-    let cfg = CONFIG.get().copied().unwrap_or(ShmConfig {
+    let cfg = STATE.shm_config.get().copied().unwrap_or(ShmConfig {
         owner: None,
         lock: false,
     });
@@ -171,7 +162,7 @@ pub fn new(key: i32, size: usize) -> Result<i32, (i32, String)> {
         unsafe { std::ptr::read_volatile((mem as *const u8).add(off)) };
         off += page;
     }
-    lock(&SESSION).push((key, id));
+    lock(&STATE.session_segments).push((key, id));
     crate::runtime::crash::rmid_on_crash(id);
     let seg = Segment {
         key,
@@ -353,14 +344,14 @@ fn adopt(key: i32, size: usize, cfg: &ShmConfig) -> Result<i32, (i32, String)> {
 
 /// `rtapi_shmem_getptr`: the address of handle `h`.
 pub fn getptr(h: i32) -> Option<*mut c_void> {
-    let segs = lock(&SEGMENTS);
+    let segs = lock(&STATE.segments);
     let i = usize::try_from(h).ok()?.checked_sub(1)?;
     segs.get(i)?.as_ref().map(|s| s.mem as *mut c_void)
 }
 
 /// `rtapi_shmem_delete`: one use less; at none, detached, and removed when no process has it.
 pub fn delete(h: i32) -> i32 {
-    let mut segs = lock(&SEGMENTS);
+    let mut segs = lock(&STATE.segments);
     let Some(i) = usize::try_from(h).ok().and_then(|h| h.checked_sub(1)) else {
         return -libc::EINVAL;
     };
@@ -385,13 +376,13 @@ pub fn delete(h: i32) -> i32 {
 
 /// The ids of the segments this master used (key, id), in order.
 pub fn session() -> Vec<(i32, i32)> {
-    lock(&SESSION).clone()
+    lock(&STATE.session_segments).clone()
 }
 
 /// Marks every segment this master used for removal (by id). The kernel frees each once the last
 /// process (a user-space program still attached) detaches; the key is free at once.
 pub fn remove_session() {
-    for (_, id) in lock(&SESSION).drain(..) {
+    for (_, id) in lock(&STATE.session_segments).drain(..) {
         // SAFETY: IPC_RMID takes no buffer; an id already removed gives EINVAL/EIDRM, ignored.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
         crate::runtime::crash::forget_rmid(id);

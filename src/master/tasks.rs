@@ -19,8 +19,8 @@
 //! own [`Period`].
 
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::Mutex;
 
+use super::state::STATE;
 use crate::detect::SystemReport;
 use crate::flavor::Flavor;
 use crate::rt::lock;
@@ -28,24 +28,17 @@ use crate::runtime::hosted::{HostedHandle, HostedOptions, HostedThreads, Period}
 use crate::runtime::lcnc_health::{self, HalLib, LcncHealth};
 use crate::runtime::{RuntimeError, Summary, ThreadSpec};
 
-/// The instance whose threads the tasks run on: made by [`open`] before hal_lib is loaded, one per
-/// master process (the master is one instance's `rtapi_app`); `rtapi_task_start` reaches it from a C
-/// call that carries no context.
-static INSTANCE: Mutex<Option<HostedThreads>> = Mutex::new(None);
-/// The threads' health pins in LinuxCNC's HAL, beside [`INSTANCE`] for the same reason.
-static HEALTH: Mutex<Option<LcncHealth>> = Mutex::new(None);
-
 /// Makes instance `name`, where every task will run; the flavor it chose.
 pub fn open(name: &str, opts: HostedOptions, system: SystemReport) -> Result<Flavor, RuntimeError> {
     let hosted = HostedThreads::open_with(name, opts, system)?;
     let flavor = hosted.flavor();
-    *lock(&INSTANCE) = Some(hosted);
+    *lock(&STATE.hosted) = Some(hosted);
     Ok(flavor)
 }
 
 /// Runs `f` on the instance, if it is open.
 pub fn with<R>(f: impl FnOnce(&HostedThreads) -> R) -> Option<R> {
-    lock(&INSTANCE).as_ref().map(f)
+    lock(&STATE.hosted).as_ref().map(f)
 }
 
 /// Starts thread `name` of `period` running `body` in the instance.
@@ -54,7 +47,7 @@ pub fn spawn(
     period: crate::rt::clock::Nanos,
     body: Box<dyn FnOnce(&mut Period) + Send>,
 ) -> Result<HostedHandle, String> {
-    let guard = lock(&INSTANCE);
+    let guard = lock(&STATE.hosted);
     let Some(hosted) = guard.as_ref() else {
         return Err("the master's rtapi instance is not open".into());
     };
@@ -129,7 +122,7 @@ pub unsafe fn sync_health(hal_lib: *mut c_void) -> Vec<String> {
     if names.is_empty() {
         return problems;
     }
-    let mut health = lock(&HEALTH);
+    let mut health = lock(&STATE.health);
     if health.is_none() {
         // SAFETY: hal_lib's handle from the master's own dlopen (this function's contract).
         let made = unsafe { HalLib::from_dlsym(hal_lib) }
@@ -166,13 +159,13 @@ pub unsafe fn sync_health(hal_lib: *mut c_void) -> Vec<String> {
 
 /// Whether component `rtapi` (the health pins) exists in LinuxCNC's HAL.
 pub fn has_health() -> bool {
-    lock(&HEALTH).is_some()
+    lock(&STATE.health).is_some()
 }
 
 /// Removes component `rtapi` from LinuxCNC's HAL (`halcmd unload rtapi`, or `unload all`, which
 /// unloads every realtime component by name); false if there is none.
 pub fn drop_health() -> bool {
-    match lock(&HEALTH).take() {
+    match lock(&STATE.health).take() {
         Some(h) => {
             h.exit();
             true
@@ -184,6 +177,6 @@ pub fn drop_health() -> bool {
 /// Ends every thread left, closes the instance (its segment goes) and returns the run's summary;
 /// `None` if it was not open.
 pub fn close() -> Option<Summary> {
-    let hosted = lock(&INSTANCE).take()?;
+    let hosted = lock(&STATE.hosted).take()?;
     Some(hosted.stop())
 }
