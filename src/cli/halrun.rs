@@ -155,10 +155,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             // A stop (SIGTERM, SIGINT, SIGHUP, a stall) that cut the file short is the run's
             // end, as it is after the file: no configuration error.
             if let Some(reason) = running.stop_probe().poll() {
-                if errors
-                    .iter()
-                    .all(|e| crate::instance::control::is_stopping(&e.to_string()))
-                {
+                if errors.iter().all(crate::config::ConfigError::is_stopping) {
                     out::eprintln(&format!(
                         "rtapi halrun: the stop abandoned {} from line {}",
                         file.display(),

@@ -53,6 +53,9 @@ pub struct ConfigError {
     /// The command at this line was right, but the runtime failed to do it (halcmd's `start`: a
     /// segment in use, a thread refused): a failure while running, not a fault in the file.
     pub(crate) runtime: bool,
+    /// The command was abandoned, or failed, because the instance is stopping (a signal, a stall):
+    /// not the file's fault, and not the runtime's.
+    pub(crate) stopping: bool,
 }
 
 impl ConfigError {
@@ -62,6 +65,7 @@ impl ConfigError {
             line: Some(line),
             message: message.into(),
             runtime: false,
+            stopping: false,
         }
     }
 
@@ -71,7 +75,13 @@ impl ConfigError {
             line: None,
             message: message.into(),
             runtime: false,
+            stopping: false,
         }
+    }
+
+    /// Whether the command was abandoned, or failed, because the instance is stopping.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping
     }
 
     /// Whether the runtime failed at this line, the command being right (`ConfigError::runtime`).

@@ -455,7 +455,8 @@ impl<H: Host> Session<H> {
     ) -> Option<Result<Flow, ConfigError>> {
         // A stop wins over the rest of the file (whoever sent it is told where it ended).
         if self.aborted() {
-            let e = ConfigError::at(file, c.line, STOPPING);
+            let mut e = ConfigError::at(file, c.line, STOPPING);
+            e.stopping = true;
             if self.keep_going {
                 self.errors.push(e.clone());
             }
@@ -508,6 +509,9 @@ impl<H: Host> Session<H> {
                     }
                     let mut e = ConfigError::at(file, line, m);
                     e.runtime = self.start_failed_at_run_time.take();
+                    // A command that failed once the instance was stopping (`loadusr -w` and
+                    // `waitusr` give up then) failed because of the stop.
+                    e.stopping = self.aborted();
                     e
                 })
             }

@@ -6,7 +6,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 use std::path::Path;
 
-use super::protocol::{is_stopping, peer, socket_name, Reply, Request, WireObject};
+use super::protocol::{peer, socket_name, Reply, Request, WireObject};
 use super::UserComponent;
 use rtapi_hal::{ParamAccess, PinDir};
 
@@ -253,7 +253,7 @@ pub fn send_file(
                     .error
                     .as_deref()
                     .map_or(1, |e| e.lines().count().max(1));
-                if !keep_going || reply.error.as_deref().is_some_and(is_stopping) {
+                if !keep_going || reply.stopping {
                     return Ok(sent);
                 }
             }

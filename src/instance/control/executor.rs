@@ -10,7 +10,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::protocol::is_stopping;
 use super::{Flow, UserComponent, UserError, UserInbox, UserWhy};
 use crate::config::ConfigError;
 use crate::instance::Owned;
@@ -36,7 +35,9 @@ impl ExecError {
     pub fn is_stopping(&self) -> bool {
         match self {
             ExecError::UserComponent(e) => e.why == UserWhy::Stopping,
-            other => is_stopping(&other.to_string()),
+            ExecError::Command(e) => e.is_stopping(),
+            ExecError::Commands(v) => v.iter().any(ConfigError::is_stopping),
+            ExecError::Unsupported(_) | ExecError::Recorder(_) => false,
         }
     }
 }

@@ -31,8 +31,9 @@
 //!
 //! * `protocol.rs`, the wire, what both ends share: the socket's name, the peer's credentials
 //!   (`SO_PEERCRED`, which both ends' trust checks read), the request and [`Reply`] lines,
-//!   [`MAX_REQUEST_BYTES`], [`is_stopping`] on a reply's error, and the reading of a declared
-//!   user-space component into the session's [`UserComponent`].
+//!   [`MAX_REQUEST_BYTES`], a reply's `stopping` (the owner stopping: a field of the wire, not
+//!   text), and the reading of a declared user-space component into the session's
+//!   [`UserComponent`].
 //! * `executor.rs`, what runs the commands: the [`Executor`] trait, [`ExecError`], and the
 //!   session's ([`crate::instance::Owned`]) implementation. It knows no socket.
 //! * `server.rs`, [`ControlServer`], the owner's side: the accept loop with the root-or-owner rule,
@@ -66,5 +67,5 @@ pub use crate::config::halcmd::Flow;
 
 pub use client::{send_file, ClientError, ControlClient, Sent, SCRIPT_PIECE};
 pub use executor::{ExecError, Executor, SharedExecutor};
-pub use protocol::{is_stopping, socket_name, Reply, MAX_REQUEST_BYTES};
+pub use protocol::{socket_name, Reply, MAX_REQUEST_BYTES};
 pub use server::{ControlServer, MAX_CLIENTS};

@@ -165,6 +165,10 @@ pub struct Reply {
     /// Whether it ended the session.
     #[serde(default)]
     pub quit: bool,
+    /// Whether it failed because the instance is stopping (not the request's fault): the client
+    /// stops sending the rest of a file.
+    #[serde(default)]
+    pub stopping: bool,
 }
 
 /// The longest request line the owner reads (1 MiB): a longer one is refused and its connection
@@ -182,9 +186,4 @@ pub(super) fn peer(stream: &UnixStream) -> io::Result<nix::libc::ucred> {
         uid: cred.uid(),
         gid: cred.gid(),
     })
-}
-
-/// Whether an error says the instance is stopping.
-pub fn is_stopping(error: &str) -> bool {
-    error.contains(crate::config::halcmd::STOPPING) || error.contains("the instance is stopping")
 }

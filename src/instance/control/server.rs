@@ -322,6 +322,7 @@ fn refuse(stream: UnixStream, why: &str) -> io::Result<()> {
         out: String::new(),
         error: Some(why.to_string()),
         quit: true,
+        stopping: false,
     };
     let text = format!("{}\n", serde_json::to_string(&reply).unwrap_or_default());
     let sent = nix::sys::socket::send(
@@ -414,6 +415,7 @@ fn serve(stream: UnixStream, shared: Shared, slot: Slot) {
                     out: String::new(),
                     error: Some(why),
                     quit: true,
+                    stopping: false,
                 };
                 let _ = writeln!(
                     writer,
@@ -439,6 +441,7 @@ fn serve(stream: UnixStream, shared: Shared, slot: Slot) {
                 out: String::new(),
                 error: Some("the instance is stopping; the request was not run".into()),
                 quit: true,
+                stopping: true,
             };
             let _ = writeln!(
                 writer,
@@ -517,6 +520,7 @@ fn reply_of(result: Result<(), ExecError>) -> Reply {
     Reply {
         ok: result.is_ok(),
         out: String::new(),
+        stopping: result.as_ref().err().is_some_and(ExecError::is_stopping),
         error: result.err().map(|e| e.to_string()),
         quit: false,
     }
@@ -538,6 +542,7 @@ fn answer(
                     "bad request ({e}); expected {{\"line\": \"COMMAND\"}}"
                 )),
                 quit: false,
+                stopping: false,
             })
         }
     };
@@ -588,6 +593,7 @@ fn answer(
                         out: String::new(),
                         error: Some(format!("{at}{}", crate::config::halcmd::STOPPING)),
                         quit: true,
+                        stopping: true,
                     })
                 })
         }
@@ -641,10 +647,12 @@ fn run_request(exec: &mut dyn Executor, request: Request) -> Reply {
             out,
             error: None,
             quit: flow == Flow::Quit,
+            stopping: false,
         },
         Err(error) => Reply {
             ok: false,
             out,
+            stopping: error.is_stopping(),
             error: Some(error.to_string()),
             quit: false,
         },
