@@ -15,7 +15,7 @@
 //! - [`components`] and [`config`]: LinuxCNC-style components and machine configs (TOML + `.hal`).
 //! - [`latency`]: the commissioning run behind `rtapi latency-test`.
 //! - [`instance`]: a running instance — its owner's session over the started runtime
-//!   ([`instance::Owned`]: halcmd commands change it live), the one start sequence, opening a
+//!   ([`instance::LiveSession`]: halcmd commands change it live), the one start sequence, opening a
 //!   segment under the trust rule, and the control socket other programs talk to it through.
 //! - [`trace`]: spike attribution from the kernel's trace (a tracefs instance, the event parser,
 //!   what held the CPU in a window); not yet used by latency-test.

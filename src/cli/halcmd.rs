@@ -115,7 +115,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         let failed = prompt::interactive(
             "halcmd: ",
             Box::new(move || names(&reader)),
-            crate::components::linuxcnc::ModuleHost::new().loadable_module_names(),
+            crate::components::linuxcnc::ModuleLoader::new().loadable_module_names(),
             &mut |line| match client.execute(line) {
                 Ok(r) => Outcome {
                     out: r.out,

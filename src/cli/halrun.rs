@@ -19,7 +19,7 @@ use super::{out, Failure};
 use crate::components::Registry;
 use crate::config::halcmd::{Ini, NameKind};
 use crate::instance::control::{ControlServer, Executor, Flow};
-use crate::instance::Owned as Session;
+use crate::instance::LiveSession as Session;
 use crate::rt::clock::Nanos;
 use crate::runtime::{RuntimeOptions, StopReason};
 

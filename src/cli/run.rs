@@ -8,7 +8,7 @@
 //! It runs until SIGINT/SIGTERM or `--duration`, then prints each thread's summary.
 //!
 //! Between loading and the dry run, every `cpu =` is checked against this machine's online CPUs
-//! ([`Machine::check_host_cpus`]), so a wrong CPU is a config error at its line, not a runtime one.
+//! ([`Machine::check_cpus_available`]), so a wrong CPU is a config error at its line, not a runtime one.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ use super::{exit, out, Failure};
 use crate::components::Registry;
 use crate::config::{ConfigError, Machine};
 use crate::instance::control::ControlServer;
-use crate::instance::Owned as Session;
+use crate::instance::LiveSession as Session;
 use crate::rt::clock::Nanos;
 use crate::rt::units::parse_duration;
 use crate::runtime::watchdog::StallAction;
@@ -143,13 +143,15 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     if args.no_dma_latency {
         machine.runtime.dma_latency = false;
     }
-    machine.check_host_cpus().map_err(|e| config_failure(&e))?;
+    machine
+        .check_cpus_available()
+        .map_err(|e| config_failure(&e))?;
     let registry = Registry::builtin();
 
     // The .hal files run once, into the session's netlist model (output commands print here).
     let mut session = machine
         .session_on(
-            crate::instance::LiveHost::default(),
+            crate::instance::LiveBackend::default(),
             &registry,
             &mut std::io::stdout(),
         )

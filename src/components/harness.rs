@@ -17,7 +17,7 @@
 
 use rtapi_hal::{ComponentKey, Hal, HalBuilder, HalReader, Value, WriteOptions};
 
-use super::linuxcnc::{KeptModule, ModuleHost, Resolved};
+use super::linuxcnc::{KeptModule, ModuleLoader, Resolved};
 use super::{Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target};
 use crate::runtime::function::{Cycle, FunctionFactory, RtFn};
 use crate::runtime::{health, ThreadSpec};
@@ -35,7 +35,7 @@ pub struct Harness {
     now_ns: i64,
     health_owner: Option<ComponentKey>,
     /// Decides native vs LinuxCNC module, and loads modules.
-    host: ModuleHost,
+    loader: ModuleLoader,
     /// The LinuxCNC modules it loaded: last, so they go (`rtapi_app_exit`, `dlclose`) after the
     /// functions that call them.
     modules: Vec<KeptModule>,
@@ -55,7 +55,7 @@ impl Harness {
             number: 0,
             now_ns: 0,
             health_owner: None,
-            host: ModuleHost::new(),
+            loader: ModuleLoader::new(),
             modules: Vec::new(),
         })
     }
@@ -69,7 +69,7 @@ impl Harness {
             .ok_or_else(|| LoadError::new("loadrt: no component named"))?;
         // A LinuxCNC module's count=/names= are its own arguments: none unless given.
         let resolved = self
-            .host
+            .loader
             .resolve(name, self.registry.get(name).is_some(), None);
         let module = matches!(resolved, Resolved::Module { .. });
         let mut instances = Instances::Count(usize::from(!module));
@@ -91,12 +91,12 @@ impl Harness {
             }
         }
         let registry = std::mem::take(&mut self.registry);
-        let host = std::mem::take(&mut self.host);
+        let loader = std::mem::take(&mut self.loader);
         let mut declared = std::mem::take(&mut self.declared);
         let presets = Presets::new();
         let r = match resolved {
             Resolved::Module { path, .. } => {
-                host.load(self, &mut declared, &presets, &path, &instances, &args)
+                loader.load(self, &mut declared, &presets, &path, &instances, &args)
             }
             Resolved::Missing { message } => Err(LoadError::new(message)),
             Resolved::Native | Resolved::Unknown => {
@@ -104,7 +104,7 @@ impl Harness {
             }
         };
         self.registry = registry;
-        self.host = host;
+        self.loader = loader;
         self.declared = declared;
         r
     }

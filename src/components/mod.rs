@@ -369,7 +369,7 @@ impl Registry {
 
     /// `loadrt NAME …` of rtapi's component `NAME`: checks the arguments, then loads every instance
     /// into `target`. Whether a name is rtapi's or a LinuxCNC module's is decided before, once, by
-    /// [`linuxcnc::ModuleHost::resolve`].
+    /// [`linuxcnc::ModuleLoader::resolve`].
     pub fn load(
         &self,
         target: &mut dyn Target,

@@ -280,7 +280,7 @@ pub struct Machine {
     /// The `[runtime]` table, defaults applied.
     pub runtime: RuntimeOptions,
     /// The `[[thread]]` tables in file order, each already checked (name, period range, priority,
-    /// timer and wake mode); `cpu` is checked against the host only by [`Machine::check_host_cpus`].
+    /// timer and wake mode); `cpu` is checked against this computer only by [`Machine::check_cpus_available`].
     pub threads: Vec<ThreadSpec>,
     /// The TOML line of each `[[thread]]` table.
     pub(crate) thread_lines: Vec<usize>,
@@ -443,14 +443,14 @@ impl Machine {
         self.session_on(halcmd::NoInstance, registry, out)
     }
 
-    /// [`session`](Self::session) whose changes also go to `host` (the owner's, to start it).
-    pub fn session_on<H: halcmd::Host>(
+    /// [`session`](Self::session) whose changes also go to `backend` (the owner's, to start it).
+    pub fn session_on<H: halcmd::Backend>(
         &self,
-        host: H,
+        backend: H,
         registry: &crate::components::Registry,
         out: &mut dyn std::io::Write,
     ) -> Result<Session<H>, ConfigError> {
-        let mut s = Session::with_host(registry.clone(), &self.runtime.instance, host)
+        let mut s = Session::with_backend(registry.clone(), &self.runtime.instance, backend)
             .map_err(|e| ConfigError::file(&self.file, e.message))?;
         s.set_ini(self.ini.clone());
         for (t, line) in self.threads.iter().zip(&self.thread_lines) {
@@ -476,13 +476,13 @@ impl Machine {
 
     /// Checks every thread's `cpu =` against this machine: it must be online and allowed for this
     /// process. Run before anything starts, so the error names the config line.
-    pub fn check_host_cpus(&self) -> Result<(), Vec<ConfigError>> {
+    pub fn check_cpus_available(&self) -> Result<(), Vec<ConfigError>> {
         let online = crate::rt::sched::online_cpus().unwrap_or_default();
         let allowed = crate::rt::sched::allowed_cpus().ok();
         self.check_cpus(&online, allowed.as_deref())
     }
 
-    /// [`Machine::check_host_cpus`] against given CPU lists (`allowed`: `None` = unknown, not checked).
+    /// [`Machine::check_cpus_available`] against given CPU lists (`allowed`: `None` = unknown, not checked).
     pub fn check_cpus(
         &self,
         online: &[usize],

@@ -1,8 +1,8 @@
 //! The running instance as its owner process holds it: the halcmd session (the interpreter and its
-//! netlist model, `config::halcmd`) over a [`LiveHost`], which keeps the started runtime and makes
+//! netlist model, `config::halcmd`) over a [`LiveBackend`], which keeps the started runtime and makes
 //! each change the interpreter emits in its segment and threads.
 //!
-//! `rtapi run`, `rtapi halrun` and the control socket's executor hold an [`Owned`] session; the
+//! `rtapi run`, `rtapi halrun` and the control socket's executor hold an [`LiveSession`] session; the
 //! config layer below never sees the runtime, only the [`Live`] operations.
 
 use std::collections::HashSet;
@@ -11,16 +11,16 @@ use rtapi_hal::{HalError, HalReader, ParamDecl, PinDecl, Value, ValueType, Write
 
 use super::programs::Programs;
 use crate::components::{LiveTarget, LoadError};
-use crate::config::halcmd::{Apply, Host, Live, LiveLoad, ProgramState, Session, UserComponent};
+use crate::config::halcmd::{Apply, Backend, Live, LiveLoad, ProgramState, Session, UserComponent};
 use crate::config::StartError;
 use crate::runtime::{Running, Runtime, RuntimeError, RuntimeOptions};
 
 /// A halcmd session whose `start` starts a real instance and whose later commands change it.
-pub type Owned = Session<LiveHost>;
+pub type LiveSession = Session<LiveBackend>;
 
 /// Where an owner's session sends its changes: the started runtime, once there is one.
 #[derive(Default)]
-pub struct LiveHost {
+pub struct LiveBackend {
     attached: Option<Attached>,
     /// Start the instance with these options at the first `start` (halrun's way).
     start_options: Option<RuntimeOptions>,
@@ -34,7 +34,7 @@ struct Attached {
     reader: HalReader,
 }
 
-impl Host for LiveHost {
+impl Backend for LiveBackend {
     fn live(&self) -> Option<&dyn Live> {
         self.attached.as_ref().map(|a| a as &dyn Live)
     }
@@ -85,7 +85,7 @@ impl Host for LiveHost {
     }
 }
 
-impl LiveHost {
+impl LiveBackend {
     fn attach(&mut self, runtime: Runtime<Running>) -> Result<(), HalError> {
         let reader = runtime.hal().reader()?;
         self.attached = Some(Attached { runtime, reader });
@@ -93,46 +93,46 @@ impl LiveHost {
     }
 }
 
-impl Session<LiveHost> {
+impl Session<LiveBackend> {
     /// An empty owner's session for instance `instance`: nothing runs until
     /// [`attach`](Self::attach), or a `start` after [`start_on_start`](Self::start_on_start).
     pub fn owner(
         registry: crate::components::Registry,
         instance: &str,
     ) -> Result<Self, crate::config::ConfigError> {
-        Session::with_host(registry, instance, LiveHost::default())
+        Session::with_backend(registry, instance, LiveBackend::default())
     }
 
     /// From now on, `start` builds and starts the instance with `options` when it is not running
     /// yet, and every later command changes the running instance (halrun's way).
     pub fn start_on_start(&mut self, options: RuntimeOptions) {
-        self.host_mut().start_options = Some(options);
+        self.backend_mut().start_options = Some(options);
     }
 
     /// Attaches a started runtime whose HAL was made from this session's model
     /// ([`Session::apply_to`]): commands from now on change it.
     pub fn attach(&mut self, runtime: Runtime<Running>) -> Result<(), HalError> {
-        self.host_mut().attach(runtime)?;
+        self.backend_mut().attach(runtime)?;
         self.mark_started();
         Ok(())
     }
 
     /// The running instance, when attached.
     pub fn runtime(&self) -> Option<&Runtime<Running>> {
-        self.host().attached.as_ref().map(|a| &a.runtime)
+        self.backend().attached.as_ref().map(|a| &a.runtime)
     }
 
     /// Reaps the `loadusr` programs that ended (no zombies while the instance runs); their status
     /// stays known to `waitusr` and `loadusr -w`.
     pub fn reap_programs(&mut self) {
-        self.host_mut().programs.reap();
+        self.backend_mut().programs.reap();
     }
 
     /// Detaches and returns the running instance (to stop it); the programs `loadusr` started
     /// are stopped first (SIGTERM, then SIGKILL after a grace period).
     pub fn detach(&mut self) -> Option<Runtime<Running>> {
-        self.host_mut().programs.stop_all();
-        self.host_mut().attached.take().map(|a| a.runtime)
+        self.backend_mut().programs.stop_all();
+        self.backend_mut().attached.take().map(|a| a.runtime)
     }
 }
 

@@ -15,6 +15,6 @@ pub mod open;
 mod programs;
 pub mod start;
 
-pub use live::{LiveHost, Owned};
+pub use live::{LiveBackend, LiveSession};
 pub use open::{open, trust, OpenError};
 pub use start::{build, start};

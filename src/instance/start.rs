@@ -3,12 +3,12 @@
 //! session, then its threads started. `rtapi run`, `rtapi halrun` and halcmd's `start` all use it.
 
 use crate::components::Validation;
-use crate::config::halcmd::{Apply, Host, Session};
+use crate::config::halcmd::{Apply, Backend, Session};
 use crate::config::StartError;
 use crate::runtime::{Configuring, Running, Runtime, RuntimeOptions};
 
 /// The dry run, then the runtime configured with `options` and `session`'s HAL: built, not started.
-pub fn build<H: Host>(
+pub fn build<H: Backend>(
     session: &Session<H>,
     options: RuntimeOptions,
 ) -> Result<Runtime<Configuring>, StartError> {
@@ -16,7 +16,7 @@ pub fn build<H: Host>(
 }
 
 /// [`build`], then the threads started.
-pub fn start<H: Host>(
+pub fn start<H: Backend>(
     session: &Session<H>,
     options: RuntimeOptions,
 ) -> Result<Runtime<Running>, StartError> {

@@ -2,7 +2,7 @@
 //!
 //! **Which `loadrt` loads a module.** `loadrt NAME` loads rtapi's native component when there is one;
 //! otherwise it falls back to the LinuxCNC module `NAME.so` found on the module search path: the
-//! directories given by the config ([`ModuleHost::set_module_path`]), then `$RTAPI_LINUXCNC_MODULES` (a `:`
+//! directories given by the config ([`ModuleLoader::set_module_path`]), then `$RTAPI_LINUXCNC_MODULES` (a `:`
 //! list), then Debian's `/usr/lib/linuxcnc/modules`. A module is asked for explicitly with the prefix
 //! `linuxcnc:` (`loadrt linuxcnc:pid`, even though rtapi has a native pid: a name only) or by a path
 //! (`loadrt ./my_comp.so`, from the `.hal` file's directory; `loadrt /opt/x.so`). Every module file
@@ -19,7 +19,7 @@
 //! resident and releases at its stop ([`crate::runtime::Resident`]).
 //!
 //! **Dry runs.** A config is checked on a [`Validation`](super::Validation) before anything real
-//! happens (`halrun --check` instead checks modules from their files only: `ModuleHost::check_static`);
+//! happens (`halrun --check` instead checks modules from their files only: `ModuleLoader::check_static`);
 //! learning a module's pins means running its `rtapi_app_main`, so a dry run loads the
 //! module, runs it, then calls `rtapi_app_exit`. Its handle stays open while the dry run goes on (a
 //! module loaded after it may use its symbols) and is closed before a real load, or before the next
@@ -68,34 +68,34 @@ pub const DEBIAN_MODULE_DIR: &str = "/usr/lib/linuxcnc/modules";
 /// `loadrt linuxcnc:NAME` asks for the LinuxCNC module even when rtapi has a native `NAME`.
 pub const EXPLICIT_PREFIX: &str = "linuxcnc:";
 
-/// One interpreter's LinuxCNC module host: the one place that decides whether `loadrt NAME` is
+/// One interpreter's LinuxCNC module loader: the one place that decides whether `loadrt NAME` is
 /// rtapi's component or a module ([`resolve`](Self::resolve)), its module search path, and what
 /// its dry runs and static checks leave for the modules checked after them. The modules it loads
 /// for real belong to the target they were loaded into ([`Target::keep_module`]: a runtime
 /// releases them at its stop).
 #[derive(Default)]
-pub struct ModuleHost {
+pub struct ModuleLoader {
     /// The config's directories (`[RTAPI]LINUXCNC_MODULES`), searched first.
     config_path: Mutex<Vec<PathBuf>>,
     /// Modules a dry run loaded: `rtapi_app_exit` ran, the handle stays open while the dry run goes
     /// on (a module checked after it may use its symbols); closed before a real load, before a new
-    /// dry run of the same module, and with the host.
+    /// dry run of the same module, and with the loader.
     probes: Mutex<Vec<Probe>>,
     /// Symbols exported by the modules [`check_static`](Self::check_static) accepted (later ones
     /// may use them, as after `RTLD_GLOBAL`).
     static_exports: Mutex<Vec<(PathBuf, Vec<String>)>>,
 }
 
-impl Drop for ModuleHost {
+impl Drop for ModuleLoader {
     fn drop(&mut self) {
         self.close_probes_from(0);
     }
 }
 
-impl ModuleHost {
-    /// A host searching `$RTAPI_LINUXCNC_MODULES`, then Debian's directory.
+impl ModuleLoader {
+    /// A loader searching `$RTAPI_LINUXCNC_MODULES`, then Debian's directory.
     pub fn new() -> Self {
-        ModuleHost::default()
+        ModuleLoader::default()
     }
 
     /// Sets the config's module directories, searched before `$RTAPI_LINUXCNC_MODULES` and Debian's.
@@ -191,7 +191,7 @@ fn plain_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-impl ModuleHost {
+impl ModuleLoader {
     /// Resolves `loadrt TEXT`; `native` tells whether rtapi has a component of that name, `base` is the
     /// directory of the `.hal` file that says it (a relative path is taken from there, as `source`
     /// does; `None`: the working directory, for a command typed at a prompt).
@@ -295,7 +295,7 @@ const PROCESS_LIBRARIES: &[&str] = &[
     "ld-linux-aarch64.so.1",
 ];
 
-impl ModuleHost {
+impl ModuleLoader {
     /// `loadrt` of module file `path` checked **without loading it** (`halrun --check`): its owners and
     /// mode, that it is a LinuxCNC real-time module for this machine, its arguments (names, types, array
     /// sizes; `count=`/`names=` are its own), and the symbols it needs from rtapi (every `hal_*` /
@@ -432,10 +432,10 @@ pub(crate) struct Registry {
     kept: Vec<PathBuf>,
 }
 
-/// The one process-wide record of the module host, because the C interface and the dynamic loader
+/// The one process-wide record of the module loaders, because the C interface and the dynamic loader
 /// are process-wide: `hal_ready`, `hal_exit` and `hal_comp_name` name a component by an int id and
 /// carry no other context, and a module file is mapped once per process (a second load would share
-/// the first one's statics, so it is refused whichever host asks). Reached only through
+/// the first one's statics, so it is refused whichever loader asks). Reached only through
 /// [`Registry::comp`], [`Registry::add_comp`] and the loading code of this module.
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     comps: Vec::new(),
@@ -521,7 +521,7 @@ pub(crate) struct Loading {
 
 thread_local! {
     /// The load under way on this thread: a module's `hal_init`/`hal_export_funct` callbacks made
-    /// by `rtapi_app_main` carry no host or target, so they find them here (the loading context).
+    /// by `rtapi_app_main` carry no loader or target, so they find them here (the loading context).
     pub(crate) static LOADING: std::cell::RefCell<Option<Loading>> = const { std::cell::RefCell::new(None) };
     /// The module whose code runs on this thread now (for its messages).
     pub(crate) static CURRENT: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
@@ -829,7 +829,7 @@ fn errno_text(rc: c_int) -> String {
     format!("{rc} ({e})")
 }
 
-impl ModuleHost {
+impl ModuleLoader {
     /// `loadrt` of a LinuxCNC module into `target`. Returns the components it made.
     pub(crate) fn load(
         &self,
@@ -1090,7 +1090,7 @@ struct Probe {
 
 /// Closes the dry-run modules from position `i` on, last first (a module is closed before the ones
 /// whose symbols it uses), and warns if one stays mapped (its statics would carry over).
-impl ModuleHost {
+impl ModuleLoader {
     fn close_probes_from(&self, i: usize) {
         let gone: Vec<Probe> = {
             let mut p = lock(&self.probes);
@@ -1159,20 +1159,20 @@ mod tests {
     #[test]
     fn loadrt_text_resolves_to_native_module_or_nothing() {
         assert_eq!(
-            ModuleHost::new().resolve("pid", true, None),
+            ModuleLoader::new().resolve("pid", true, None),
             Resolved::Native
         );
         assert_eq!(
-            ModuleHost::new().resolve("frobnicator", false, None),
+            ModuleLoader::new().resolve("frobnicator", false, None),
             Resolved::Unknown
         );
-        match ModuleHost::new().resolve("/nonexistent/x.so", false, None) {
+        match ModuleLoader::new().resolve("/nonexistent/x.so", false, None) {
             Resolved::Missing { message } => {
                 assert!(message.contains("does not exist"), "{message}")
             }
             other => panic!("{other:?}"),
         }
-        match ModuleHost::new().resolve("linuxcnc:frobnicator", false, None) {
+        match ModuleLoader::new().resolve("linuxcnc:frobnicator", false, None) {
             Resolved::Missing { message } => {
                 assert!(message.contains("frobnicator.so") && message.contains(MODULE_PATH_ENV))
             }
@@ -1180,7 +1180,7 @@ mod tests {
         }
         // A relative path is taken from the .hal file's directory.
         assert_eq!(
-            ModuleHost::new().resolve("../x.so", false, Some(Path::new("/rtapi-test-no-such-dir/sub"))),
+            ModuleLoader::new().resolve("../x.so", false, Some(Path::new("/rtapi-test-no-such-dir/sub"))),
             Resolved::Missing {
                 message: "LinuxCNC module file /rtapi-test-no-such-dir/sub/../x.so does not exist \
                           (a relative path is taken from the directory of the .hal file that says it)"
@@ -1188,11 +1188,11 @@ mod tests {
             }
         );
         assert_eq!(
-            ModuleHost::new().resolve("a b", false, None),
+            ModuleLoader::new().resolve("a b", false, None),
             Resolved::Unknown
         );
         assert_eq!(
-            ModuleHost::new().resolve("x.so", false, None),
+            ModuleLoader::new().resolve("x.so", false, None),
             Resolved::Unknown
         );
         // `linuxcnc:` takes a name only (rtapi_app refuses `/` and `..` in a name).
@@ -1201,7 +1201,7 @@ mod tests {
             "linuxcnc:/usr/lib/linuxcnc/modules/and2.so",
             "linuxcnc:..",
         ] {
-            match ModuleHost::new().resolve(text, false, None) {
+            match ModuleLoader::new().resolve(text, false, None) {
                 Resolved::Missing { message } => {
                     assert!(
                         message.contains("takes a module name")
@@ -1216,7 +1216,7 @@ mod tests {
 
     #[test]
     fn search_path_is_config_then_environment_then_debian() {
-        let p = ModuleHost::new().search_path();
+        let p = ModuleLoader::new().search_path();
         assert_eq!(p.last().unwrap(), Path::new(DEBIAN_MODULE_DIR));
     }
 }

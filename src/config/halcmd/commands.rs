@@ -8,7 +8,7 @@ use std::path::Path;
 
 use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
-use super::host::Host;
+use super::backend::Backend;
 use super::model::{LoadSpec, Loaded, Origin, PinInfo, SigInfo};
 use super::parse::{AliasKind, Arrow, Command, NetPin};
 use super::{output, Flow, Session, Step, Word, MAX_COMPONENT_INSTANCES};
@@ -19,7 +19,7 @@ use crate::rt::clock::Nanos;
 use crate::rt::units::{check_period, clip, quote};
 use crate::runtime::ThreadSpec;
 
-impl<H: Host> Session<H> {
+impl<H: Backend> Session<H> {
     /// Loads a component (native or a LinuxCNC module) into a scratch HAL that is never built, to
     /// learn the instance names and the pins and params it declares.
     fn dry_load(
@@ -279,11 +279,11 @@ impl<H: Host> Session<H> {
             }
             Command::Lock | Command::Unlock | Command::Debug => {}
             Command::Start => {
-                if self.host.live().is_none() {
-                    // The host builds the instance from the model and starts it (halrun's way).
-                    let mut host = std::mem::take(&mut self.host);
-                    let started = host.start(&|target| self.apply_to(target));
-                    self.host = host;
+                if self.backend.live().is_none() {
+                    // The backend builds the instance from the model and starts it (halrun's way).
+                    let mut backend = std::mem::take(&mut self.backend);
+                    let started = backend.start(&|target| self.apply_to(target));
+                    self.backend = backend;
                     if let Some(Err(e)) = started {
                         // The file is right; the runtime could not do it: not bad usage.
                         let at_run_time = matches!(e, crate::config::StartError::Runtime(_));

@@ -11,16 +11,16 @@
 //! - this module: the [`Session`] — reading files and lines, `-k`, rollback, `source` — and
 //!   [`Session::apply_to`], which emits the final model to a [`Target`] (threads, `loadrt`s with
 //!   every `setp` value as the initial value, signals and links, `sets` values, run lists);
-//! - [`host`]: where changes go beyond the model once an instance runs (`sync`: the model diff
-//!   emitted as [`Live`] operations; `usr`: `loadusr` programs through the host; `user`: user-space
-//!   components). The config layer's own host, [`NoInstance`], runs nothing; the running instance's
-//!   host is the `instance` layer's.
+//! - [`backend`]: where changes go beyond the model once an instance runs (`sync`: the model diff
+//!   emitted as [`Live`] operations; `usr`: `loadusr` programs through the backend; `user`: user-space
+//!   components). The config layer's own backend, [`NoInstance`], runs nothing; the running instance's
+//!   backend is the `instance` layer's.
 //!
 //! Output commands (show, list, getp, gets, ptype, stype, echo, print, status, save without a file,
 //! help) write to the `out` given to [`Session::execute`] / [`Session::source`].
 
+pub mod backend;
 mod commands;
-pub mod host;
 pub mod ini;
 mod lex;
 mod model;
@@ -34,11 +34,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{invalid_name, read_text, ConfigError};
-use crate::components::linuxcnc::ModuleHost;
+use crate::components::linuxcnc::ModuleLoader;
 use crate::components::{Declared, Presets, Registry, Target};
 use crate::rt::units::quote;
 use crate::runtime::ThreadSpec;
-pub use host::{Apply, Host, Live, LiveLoad, NoInstance, ProgramState};
+pub use backend::{Apply, Backend, Live, LiveLoad, NoInstance, ProgramState};
 pub use ini::Ini;
 pub(crate) use lex::{process_env, Subst, Word};
 use model::{Model, Origin, ThreadInfo};
@@ -108,7 +108,7 @@ pub struct Session<H = NoInstance> {
     registry: Registry,
     /// LinuxCNC modules: the search path, what dry runs leave open; native or module is decided
     /// there.
-    modules: ModuleHost,
+    modules: ModuleLoader,
     instance: String,
     ini: Option<Ini>,
     /// Continue after a failed command (halrun `-k`); the errors are kept in [`Session::errors`].
@@ -126,7 +126,7 @@ pub struct Session<H = NoInstance> {
     /// command then runs on a copy kept for the rollback.
     rollback: bool,
     /// Where changes go besides the model: the running instance, once there is one.
-    host: H,
+    backend: H,
     /// User-space components waiting to join while the session is busy (`user.rs`).
     inbox: std::sync::Arc<user::UserInbox>,
     /// The directory of the file whose commands run now (relative module paths start there).
@@ -148,20 +148,24 @@ impl Session {
     /// An empty session for instance `instance` (checked as a HAL name) that only models: nothing
     /// it runs starts an instance.
     pub fn new(registry: Registry, instance: &str) -> Result<Session, ConfigError> {
-        Session::with_host(registry, instance, NoInstance)
+        Session::with_backend(registry, instance, NoInstance)
     }
 }
 
-impl<H: Host> Session<H> {
+impl<H: Backend> Session<H> {
     /// An empty session for instance `instance` (checked as a HAL name) whose changes also go to
-    /// `host`.
-    pub fn with_host(registry: Registry, instance: &str, host: H) -> Result<Self, ConfigError> {
+    /// `backend`.
+    pub fn with_backend(
+        registry: Registry,
+        instance: &str,
+        backend: H,
+    ) -> Result<Self, ConfigError> {
         if let Some(e) = invalid_name("instance", instance) {
             return Err(ConfigError::file("<session>", e));
         }
         Ok(Session {
             registry,
-            modules: ModuleHost::new(),
+            modules: ModuleLoader::new(),
             instance: instance.to_string(),
             ini: None,
             keep_going: false,
@@ -173,7 +177,7 @@ impl<H: Host> Session<H> {
             started: false,
             depth: 0,
             rollback: false,
-            host,
+            backend,
             inbox: Default::default(),
             dir: None,
             check_only: false,
@@ -184,8 +188,8 @@ impl<H: Host> Session<H> {
         })
     }
 
-    /// The session's LinuxCNC module host (its search path, for completion and messages).
-    pub fn modules(&self) -> &ModuleHost {
+    /// The session's LinuxCNC module loader (its search path, for completion and messages).
+    pub fn modules(&self) -> &ModuleLoader {
         &self.modules
     }
 
@@ -221,18 +225,18 @@ impl<H: Host> Session<H> {
             .map_err(|m| ConfigError::at(file, line, m))
     }
 
-    /// The host the session's changes go to.
-    pub fn host(&self) -> &H {
-        &self.host
+    /// The backend the session's changes go to.
+    pub fn backend(&self) -> &H {
+        &self.backend
     }
 
-    /// The host, to change.
-    pub fn host_mut(&mut self) -> &mut H {
-        &mut self.host
+    /// The backend, to change.
+    pub fn backend_mut(&mut self) -> &mut H {
+        &mut self.backend
     }
 
     /// Marks the script as started (an instance started from this session's model by its owner,
-    /// then attached to the host): halrun then keeps running.
+    /// then attached to the backend): halrun then keeps running.
     pub fn mark_started(&mut self) {
         self.started = true;
     }
@@ -340,7 +344,7 @@ impl<H: Host> Session<H> {
             .any(|f| f.load(std::sync::atomic::Ordering::Relaxed))
             // A signal or a stall's stop, seen here too: the thread that watches for them may be
             // waiting for this session (a client's command, or halrun's own file, holds it).
-            || self.host.live().is_some_and(|l| l.stopping())
+            || self.backend.live().is_some_and(|l| l.stopping())
     }
 
     /// Parses `text` (all syntax errors at once) with this session's substitutions.
@@ -473,7 +477,7 @@ impl<H: Host> Session<H> {
             command => {
                 // A failed command changes nothing (halcmd checks a whole `net` before
                 // linking any pin), so an interactive session or `-k` goes on from a clean state.
-                let live = self.host.live().is_some();
+                let live = self.backend.live().is_some();
                 let opaque =
                     self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
                 // (Checking only after a module, a failed lookup below changed nothing either.)

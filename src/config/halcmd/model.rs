@@ -9,7 +9,7 @@ use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 
 use super::parse::AliasKind;
 use super::user;
-use crate::components::linuxcnc::ModuleHost;
+use crate::components::linuxcnc::ModuleLoader;
 use crate::components::{Declared, Instances, LoadArgs, LoadError, Presets, Registry, Target};
 use crate::runtime::ThreadSpec;
 
@@ -49,7 +49,7 @@ impl Loaded {
     pub(super) fn load_into(
         &self,
         registry: &Registry,
-        modules: &ModuleHost,
+        modules: &ModuleLoader,
         target: &mut dyn Target,
         presets: &Presets,
     ) -> Result<Vec<String>, LoadError> {
@@ -69,11 +69,11 @@ pub(super) struct LoadSpec<'a> {
 
 impl LoadSpec<'_> {
     /// Loads it into `target`, its pins and params declared into `declared`: the one place a
-    /// `loadrt` goes to the LinuxCNC module host or to the native registry.
+    /// `loadrt` goes to the LinuxCNC module loader or to the native registry.
     pub(super) fn load_into(
         &self,
         registry: &Registry,
-        modules: &ModuleHost,
+        modules: &ModuleLoader,
         target: &mut dyn Target,
         declared: &mut Declared,
         presets: &Presets,

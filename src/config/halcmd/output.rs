@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use rtapi_hal::{PinDir, Value};
 
-use super::host::Host;
+use super::backend::Backend;
 use super::lex::Word;
 use super::parse::{AliasKind, UsrFlags, COMMANDS};
 use super::Session;
@@ -86,10 +86,10 @@ pub(super) fn linuxcnc_creator(name: &str) -> Option<String> {
 /// for.
 pub(super) fn not_available(
     registry: &Registry,
-    host: &crate::components::linuxcnc::ModuleHost,
+    loader: &crate::components::linuxcnc::ModuleLoader,
     name: &str,
 ) -> String {
-    let modules = host.module_names();
+    let modules = loader.module_names();
     let known = registry
         .entries()
         .map(|e| e.name)
@@ -108,7 +108,7 @@ pub(super) fn not_available(
         }
         None => {
             let all: Vec<&str> = registry.entries().map(|e| e.name).collect();
-            let dirs: Vec<String> = host
+            let dirs: Vec<String> = loader
                 .search_path()
                 .iter()
                 .map(|d| d.display().to_string())
@@ -188,7 +188,7 @@ pub(super) fn matches(patterns: &[String], name: &str) -> bool {
 
 const SHOW_KINDS: &str = "comp, pin, sig, param, funct, thread, alias or all";
 
-pub(super) fn show<H: Host>(
+pub(super) fn show<H: Backend>(
     s: &Session<H>,
     kind: Option<&Word>,
     patterns: &[String],
@@ -239,19 +239,19 @@ pub(super) fn show<H: Host>(
     Ok(out)
 }
 
-fn title<H: Host>(s: &Session<H>, out: &mut String, title: &str, header: &str) {
+fn title<H: Backend>(s: &Session<H>, out: &mut String, title: &str, header: &str) {
     if !s.script_friendly {
         let _ = writeln!(out, "{title}:\n{header}");
     }
 }
 
-fn end<H: Host>(s: &Session<H>, out: &mut String) {
+fn end<H: Backend>(s: &Session<H>, out: &mut String) {
     if !s.script_friendly {
         out.push('\n');
     }
 }
 
-fn show_comps<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
+fn show_comps<H: Backend>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -270,7 +270,7 @@ fn show_comps<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
 }
 
 /// The name `show` prints: the alias when there is one.
-fn shown_name<H: Host>(s: &Session<H>, kind: AliasKind, name: &str) -> String {
+fn shown_name<H: Backend>(s: &Session<H>, kind: AliasKind, name: &str) -> String {
     s.model
         .aliases
         .iter()
@@ -278,7 +278,7 @@ fn shown_name<H: Host>(s: &Session<H>, kind: AliasKind, name: &str) -> String {
         .map_or_else(|| name.to_string(), |((_, a), _)| a.clone())
 }
 
-fn show_pins<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
+fn show_pins<H: Backend>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -307,7 +307,7 @@ fn show_pins<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_params<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
+fn show_params<H: Backend>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -334,7 +334,7 @@ fn show_params<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_signals<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
+fn show_signals<H: Backend>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -372,7 +372,7 @@ fn show_signals<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) 
     end(s, out);
 }
 
-fn show_functs<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
+fn show_functs<H: Backend>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -394,7 +394,7 @@ fn show_functs<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
     end(s, out);
 }
 
-fn show_threads<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
+fn show_threads<H: Backend>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -418,7 +418,7 @@ fn show_threads<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) 
     end(s, out);
 }
 
-fn show_aliases<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) {
+fn show_aliases<H: Backend>(s: &Session<H>, patterns: &[String], out: &mut String) {
     title(
         s,
         out,
@@ -433,7 +433,7 @@ fn show_aliases<H: Host>(s: &Session<H>, patterns: &[String], out: &mut String) 
     end(s, out);
 }
 
-pub(super) fn list<H: Host>(
+pub(super) fn list<H: Backend>(
     s: &Session<H>,
     kind: &Word,
     patterns: &[String],
@@ -486,7 +486,7 @@ pub(super) fn list<H: Host>(
 
 /// `save [ITEM]`: halcmd text that recreates the HAL (`all`, the default: threads, comp, alias,
 /// sigu, netla with sets values, param, unconnected IN pins that were set, thread).
-pub(super) fn save<H: Host>(s: &Session<H>, item: Option<&Word>) -> Result<String, String> {
+pub(super) fn save<H: Backend>(s: &Session<H>, item: Option<&Word>) -> Result<String, String> {
     let item = item.map_or("all", |w| w.text.as_str());
     let m = &s.model;
     let mut out = String::new();
@@ -624,7 +624,7 @@ pub(super) fn save<H: Host>(s: &Session<H>, item: Option<&Word>) -> Result<Strin
     Ok(out)
 }
 
-pub(super) fn status<H: Host>(s: &Session<H>) -> String {
+pub(super) fn status<H: Backend>(s: &Session<H>) -> String {
     let m = &s.model;
     format!(
         "HAL locking: none\ncomponents: {} instances of {} loadrt\npins: {}  params: {}  signals: {}  functions: {}  threads: {}\nthreads started: {}\n",

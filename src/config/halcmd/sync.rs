@@ -3,7 +3,7 @@
 //!
 //! Commands keep working on the model (every check, every message is the same before and after
 //! `start`); what a command changed is then found by comparing the model before and after it, and
-//! emitted to the host's [`Live`] instance in an order that never breaks a rule on the way:
+//! emitted to the backend's [`Live`] instance in an order that never breaks a rule on the way:
 //! components loaded, signals created, pins unlinked, pins linked, signals deleted, values set,
 //! functions removed from threads and added at their positions, components unloaded. If the
 //! instance refuses a step, the model goes back to what it was before the command and the error is
@@ -17,14 +17,14 @@ use std::collections::{BTreeSet, HashSet};
 
 use rtapi_hal::Value;
 
-use super::host::Host;
+use super::backend::Backend;
 use super::{Model, Session};
 use crate::components::Presets;
 
-impl<H: Host> Session<H> {
+impl<H: Backend> Session<H> {
     /// A pin's or param's value: the segment's while attached, else the model's.
     pub(super) fn value_of(&self, name: &str) -> Value {
-        self.host
+        self.backend
             .live()
             .and_then(|l| l.read(name))
             .unwrap_or_else(|| self.model.value_of(name))
@@ -32,7 +32,7 @@ impl<H: Host> Session<H> {
 
     /// A signal's value: the segment's while attached, else the model's.
     pub(super) fn signal_value(&self, name: &str) -> Value {
-        self.host
+        self.backend
             .live()
             .and_then(|l| l.read(name))
             .unwrap_or_else(|| self.model.signal_value(name))
@@ -40,14 +40,14 @@ impl<H: Host> Session<H> {
 
     /// `start`/`stop` while attached: the threads run their functions or only keep time.
     pub(super) fn run_functions(&self, on: bool) {
-        if let Some(l) = self.host.live() {
+        if let Some(l) = self.backend.live() {
             l.run_functions(on);
         }
     }
 
     /// Makes in the running instance what changed in the model since `before`.
     pub(super) fn sync(&self, before: &Model) -> Result<(), String> {
-        let Some(live) = self.host.live() else {
+        let Some(live) = self.backend.live() else {
             return Ok(());
         };
         let after = &self.model;

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use rtapi_hal::{HalError, ParamAccess, PinDir, ValueType};
 
-use super::host::Host;
+use super::backend::Backend;
 use super::model::{Model, ParamInfo, PinInfo};
 use super::Session;
 use crate::config::invalid_name;
@@ -127,7 +127,7 @@ pub struct UserComponent {
     pub pid: Option<u32>,
 }
 
-impl<H: Host> Session<H> {
+impl<H: Backend> Session<H> {
     /// The user-space components present now, in the order they were added.
     pub fn user_components(&self) -> Vec<String> {
         self.model.user.iter().map(|u| u.name.clone()).collect()
@@ -138,7 +138,7 @@ impl<H: Host> Session<H> {
     /// not named `<component>.<something>`.
     pub fn add_user_component(&mut self, c: &UserComponent) -> Result<(), UserError> {
         let refused = |why| Err(UserError::new(&c.name, why));
-        let Some(live) = self.host.live() else {
+        let Some(live) = self.backend.live() else {
             return refused(UserWhy::NotRunning);
         };
         if let Some(e) = invalid_name("component", &c.name) {
@@ -218,7 +218,7 @@ impl<H: Host> Session<H> {
         if in_model {
             self.model.unload_user(name);
         }
-        let Some(live) = self.host.live() else {
+        let Some(live) = self.backend.live() else {
             return Ok(in_model);
         };
         if !in_model && rt_name {

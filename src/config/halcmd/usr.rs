@@ -1,4 +1,4 @@
-//! `loadusr [-W | -Wn NAME] [-w] [-i] PROGRAM ARGS…`: a user-space program started by the host as
+//! `loadusr [-W | -Wn NAME] [-w] [-i] PROGRAM ARGS…`: a user-space program started by the backend as
 //! a child of the instance's owner, with `RTAPI_INSTANCE` set to the instance so that
 //! `rtapi.component()` (the Python module) joins it without being told. `-W`/`-Wn NAME` waits until
 //! the component NAME is ready (at most [`READY_TIMEOUT`]), `-w` until the program exits (`-i`:
@@ -14,7 +14,7 @@
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use super::host::{Host, ProgramState};
+use super::backend::{Backend, ProgramState};
 use super::output;
 use super::parse::UsrFlags;
 use super::{Session, Word};
@@ -42,7 +42,7 @@ fn status_text(s: ExitStatus) -> String {
     }
 }
 
-impl<H: Host> Session<H> {
+impl<H: Backend> Session<H> {
     pub(super) fn loadusr(
         &mut self,
         flags: &UsrFlags,
@@ -51,12 +51,12 @@ impl<H: Host> Session<H> {
     ) -> Result<(), (usize, String)> {
         let line = program.line;
         let name = quote(&program.text);
-        if self.host.live().is_none() {
+        if self.backend.live().is_none() {
             return Err((line, output::loadusr_refusal(flags, &program.text)));
         }
         let args: Vec<String> = args.iter().map(|a| a.text.clone()).collect();
         let pid = self
-            .host
+            .backend
             .spawn(
                 &self.instance,
                 &program.text,
@@ -71,7 +71,7 @@ impl<H: Host> Session<H> {
                 if self.model.user.iter().any(|u| &u.name == comp) {
                     break;
                 }
-                match self.host.program(pid) {
+                match self.backend.program(pid) {
                     ProgramState::NotOurs => break,
                     ProgramState::Alive => {}
                     // Ended (its status unreadable, or read): not ready, whatever it said.
@@ -87,7 +87,7 @@ impl<H: Host> Session<H> {
                     }
                 }
                 if Instant::now() >= until || self.aborted() {
-                    self.host.terminate(pid);
+                    self.backend.terminate(pid);
                     return Err((
                         line,
                         format!(
@@ -106,7 +106,7 @@ impl<H: Host> Session<H> {
                     return Err((line, format!("loadusr -w {name}: {}", super::STOPPING)));
                 }
                 self.serve_user_inbox();
-                match self.host.program(pid) {
+                match self.backend.program(pid) {
                     ProgramState::NotOurs | ProgramState::Ended(None) => break,
                     ProgramState::Alive => {}
                     ProgramState::Ended(Some(status)) => {
@@ -122,10 +122,10 @@ impl<H: Host> Session<H> {
         Ok(())
     }
 
-    /// Whether process `pid` has ended — a program `loadusr` started is reaped by the host (a
+    /// Whether process `pid` has ended — a program `loadusr` started is reaped by the backend (a
     /// zombie has ended) and gives its status; another process is asked with `kill(pid, 0)`.
     fn process_ended(&mut self, pid: u32) -> Option<Option<ExitStatus>> {
-        match self.host.program(pid) {
+        match self.backend.program(pid) {
             ProgramState::Alive => None,
             ProgramState::Ended(status) => Some(status),
             ProgramState::NotOurs => {
@@ -140,7 +140,7 @@ impl<H: Host> Session<H> {
     /// when the component's connection ended (the process is ending), [`EXIT_GRACE`] when it only
     /// said `exit()`; `None` if it still runs then (or the instance stops meanwhile).
     fn program_status(&mut self, pid: u32) -> Option<Option<ExitStatus>> {
-        let disconnected = self.host.is_disconnected(pid);
+        let disconnected = self.backend.is_disconnected(pid);
         let until = Instant::now()
             + if disconnected {
                 DISCONNECT_GRACE
@@ -165,7 +165,7 @@ impl<H: Host> Session<H> {
             .iter()
             .find(|u| u.name == name)
             .and_then(|u| u.pid);
-        self.host.disconnected(pid, name);
+        self.backend.disconnected(pid, name);
     }
 
     /// The pid of user-space component `name`, or the error `what` reports.
@@ -210,7 +210,7 @@ impl<H: Host> Session<H> {
                 // Started here for that component (`loadusr -Wn NAME`) and already gone: LinuxCNC's
                 // "not found or already exited" is no error, and neither is it here; only a failing
                 // exit status of its program is (unless -i).
-                let Some(pid) = self.host.started_for(&name.text) else {
+                let Some(pid) = self.backend.started_for(&name.text) else {
                     return Err(e);
                 };
                 return match self.program_status(pid) {
@@ -239,7 +239,7 @@ impl<H: Host> Session<H> {
             if ended.is_none() && !self.model.user.iter().any(|u| u.name == name.text) {
                 // It left. If its program is ending (its connection ended), take its status; a
                 // program that only said `exit()` goes on.
-                let ours = pid.filter(|p| self.host.knows(*p));
+                let ours = pid.filter(|p| self.backend.knows(*p));
                 ended = ours.and_then(|p| self.program_status(p));
                 if ended.is_none() {
                     return Ok(());

@@ -1,5 +1,5 @@
 //! What runs the commands: the [`Executor`] trait, its error [`ExecError`], and its implementation
-//! by the halcmd interpreter's session ([`Owned`]).
+//! by the halcmd interpreter's session ([`LiveSession`]).
 //!
 //! The server holds one [`SharedExecutor`] and runs every client's request on it, one at a time; the
 //! owner's own prompt runs its lines on the same one.
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{Flow, UserComponent, UserError, UserInbox, UserWhy};
 use crate::config::ConfigError;
-use crate::instance::Owned;
+use crate::instance::LiveSession;
 
 /// Why a request to an instance failed. On the wire, and so in every client, it is its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,9 +139,9 @@ const NO_RECORDER: &str = "this instance has no flight recorder ([recorder] in t
 pub type SharedExecutor = Arc<Mutex<dyn Executor>>;
 
 /// The halcmd interpreter's session is what runs the commands of an instance.
-impl Executor for Owned {
+impl Executor for LiveSession {
     fn execute(&mut self, line: &str, out: &mut dyn Write) -> Result<Flow, ExecError> {
-        Ok(Owned::execute(self, line, out)?)
+        Ok(LiveSession::execute(self, line, out)?)
     }
 
     fn source(
@@ -151,7 +151,7 @@ impl Executor for Owned {
         keep_going: bool,
         out: &mut dyn Write,
     ) -> Result<Flow, ExecError> {
-        self.with_file_settings(ini, keep_going, |s| Owned::source(s, file, out))
+        self.with_file_settings(ini, keep_going, |s| LiveSession::source(s, file, out))
     }
 
     fn script(
@@ -164,12 +164,12 @@ impl Executor for Owned {
         out: &mut dyn Write,
     ) -> Result<Flow, ExecError> {
         self.with_file_settings(ini, keep_going, |s| {
-            Owned::run_script(s, file, first_line, text, out)
+            LiveSession::run_script(s, file, first_line, text, out)
         })
     }
 
     fn abort_when(&mut self, flag: Arc<AtomicBool>) {
-        Owned::abort_when(self, flag)
+        LiveSession::abort_when(self, flag)
     }
 
     fn recorder_dump(&mut self, dir: Option<&Path>) -> Result<String, ExecError> {
@@ -184,19 +184,19 @@ impl Executor for Owned {
     }
 
     fn add_user_component(&mut self, component: &UserComponent) -> Result<(), ExecError> {
-        Owned::add_user_component(self, component).map_err(ExecError::UserComponent)
+        LiveSession::add_user_component(self, component).map_err(ExecError::UserComponent)
     }
 
     fn remove_user_component(&mut self, name: &str) -> Result<bool, ExecError> {
-        Owned::remove_user_component(self, name).map_err(ExecError::UserComponent)
+        LiveSession::remove_user_component(self, name).map_err(ExecError::UserComponent)
     }
 
     fn user_inbox(&self) -> Option<Arc<UserInbox>> {
-        Some(Owned::user_inbox(self))
+        Some(LiveSession::user_inbox(self))
     }
 
     fn serve_user_inbox(&mut self) {
-        Owned::serve_user_inbox(self)
+        LiveSession::serve_user_inbox(self)
     }
 }
 
@@ -209,7 +209,7 @@ trait FileSettings {
     ) -> Result<Flow, ExecError>;
 }
 
-impl FileSettings for Owned {
+impl FileSettings for LiveSession {
     /// Runs `run` with the file's own INI and -k, for this file only; a failure under -k joins
     /// every message.
     fn with_file_settings(

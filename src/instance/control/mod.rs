@@ -35,7 +35,7 @@
 //!   text), and the reading of a declared user-space component into the session's
 //!   [`UserComponent`].
 //! * `executor.rs`, what runs the commands: the [`Executor`] trait, [`ExecError`], and the
-//!   session's ([`crate::instance::Owned`]) implementation. It knows no socket.
+//!   session's ([`crate::instance::LiveSession`]) implementation. It knows no socket.
 //! * `server.rs`, [`ControlServer`], the owner's side: the accept loop with the root-or-owner rule,
 //!   the registry of connections ([`MAX_CLIENTS`], making room), the connection threads, the one
 //!   executor thread and the requests it runs, and the user-space components each connection

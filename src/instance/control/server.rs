@@ -336,12 +336,12 @@ fn refuse(stream: UnixStream, why: &str) -> io::Result<()> {
 
 /// The user-space components a connection declared: removed when it ends, however it ends (the
 /// client exits, crashes or is killed: the kernel closes its socket and our read sees the end).
-struct Owned {
+struct ConnectionComponents {
     names: Vec<String>,
     shared: Shared,
 }
 
-impl Drop for Owned {
+impl Drop for ConnectionComponents {
     fn drop(&mut self) {
         for name in std::mem::take(&mut self.names) {
             if let Err(e) = leave(&name, Departure::Disconnected, &self.shared) {
@@ -388,7 +388,7 @@ fn read_request(
 
 /// One client: requests in, replies out, until it hangs up, quits, or the server stops.
 fn serve(stream: UnixStream, shared: Shared, slot: Slot) {
-    let mut owned = Owned {
+    let mut owned = ConnectionComponents {
         names: Vec::new(),
         shared: shared.clone(),
     };

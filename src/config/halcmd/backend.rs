@@ -1,9 +1,9 @@
 //! What a [`Session`](super::Session) emits to beyond its netlist model: the interpreter keeps the
-//! model and decides every change; a [`Host`] is where the changes go once an instance runs.
+//! model and decides every change; a [`Backend`] is where the changes go once an instance runs.
 //!
 //! The config layer never holds a running instance. Parsing a machine's `.hal` files,
 //! `Machine::apply` and the unit tests use [`NoInstance`] (a session that only models); the owner of
-//! a running instance uses the host of the `instance` layer, which keeps the started runtime and
+//! a running instance uses the backend of the `instance` layer, which keeps the started runtime and
 //! makes each change in its segment and threads through [`Live`]. The interpreter calls these in
 //! the order that never breaks a HAL rule (`sync.rs`), so an implementation does each step as asked
 //! and reports what it refused.
@@ -65,13 +65,13 @@ pub trait Live {
 }
 
 /// Where a session's changes go besides its model.
-pub trait Host: Default + Send {
+pub trait Backend: Default + Send {
     /// The running instance, once started.
     fn live(&self) -> Option<&dyn Live> {
         None
     }
     /// halcmd's `start` while nothing runs: build the instance from `apply` and start it. `None`:
-    /// this host starts nothing (`start` then only marks the file as started).
+    /// this backend starts nothing (`start` then only marks the file as started).
     fn start(&mut self, apply: Apply<'_>) -> Option<Result<(), StartError>> {
         let _ = apply;
         None
@@ -121,10 +121,10 @@ pub trait Host: Default + Send {
     }
 }
 
-/// A program's state, as its host knows it.
+/// A program's state, as its backend knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProgramState {
-    /// Not a program this host started (or one already forgotten).
+    /// Not a program this backend started (or one already forgotten).
     NotOurs,
     /// Still running.
     Alive,
@@ -136,4 +136,4 @@ pub enum ProgramState {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoInstance;
 
-impl Host for NoInstance {}
+impl Backend for NoInstance {}
