@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// Every symbol of the C API rtapi offers LinuxCNC modules (shim.c and capi.rs). A module that needs
+/// Every symbol of the C API rtapi offers LinuxCNC modules (shim.c and capi/). A module that needs
 /// another one fails at `loadrt`, naming it. Keep in sync with `capi::EXPORTED`.
 const EXPORTED: &[&str] = &[
     "hal_init",

@@ -18,7 +18,7 @@
 /* One formatted message; longer ones are cut (the cut is marked by the Rust side). */
 #define MSG_LEN 1024
 
-/* Implemented in Rust (src/components/linuxcnc/capi.rs). */
+/* Implemented in Rust (src/components/linuxcnc/capi/). */
 extern void rtapi_host_message(int level, const char *text, int truncated);
 extern void rtapi_host_name_too_long(const char *what, const char *fmt);
 extern int hal_pin_bit_new(const char *name, int dir, void **ptr, int comp_id);
