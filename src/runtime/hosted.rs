@@ -63,24 +63,25 @@
 //! thread with another period is another thread).
 
 use super::health::{self, HealthReader};
+use super::housekeeping::{housekeeping_cpus, start_watchdog, Housekeeping, WatchCmd};
 use super::panic::PanicReport;
 use super::slots::Slots;
 use super::start;
+use super::stop::{join_bounded, LoopOwner};
 use super::thread::{self, Heartbeat, Ledger, SetupError};
 use super::watchdog::{Watchdog, WatchdogOptions, Watched};
-use super::{RuntimeError, StartedThread, Summary, ThreadSpec, ThreadSummary, STOP_GRACE};
+use super::{RuntimeError, StartedThread, Summary, ThreadSpec, ThreadSummary};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Selection};
 use crate::rt::clock::{self, Nanos};
 use crate::rt::harden::{self, Hardening};
-use crate::rt::sched::{self, Policy};
+use crate::rt::sched::Policy;
 use crate::rt::signals;
 use crate::rt::wake::{CycleTimer, TimerDriver, WakeError};
 use rtapi_hal::{
     ComponentKey, Hal, HalBuilder, HalReader, HistogramConfig, Permissions, StatsWriter,
     ThreadConfig, ThreadRoom,
 };
-use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -367,12 +368,6 @@ pub struct HostedHandle {
     health: HealthReader,
 }
 
-/// Changes of the watchdog's list while the instance runs.
-enum WatchCmd {
-    Add(Box<Watched>),
-    Forget(String),
-}
-
 /// An rtapi instance whose threads are added while it runs (see the module documentation).
 pub struct HostedThreads {
     hal: Hal,
@@ -384,10 +379,9 @@ pub struct HostedThreads {
     owner: ComponentKey,
     threads: Arc<Mutex<Vec<Arc<Hosted>>>>,
     watch: mpsc::Sender<WatchCmd>,
-    watchdog: Option<JoinHandle<Watchdog>>,
-    housekeeping_stop: Arc<AtomicBool>,
+    /// The watchdog, on the housekeeping CPUs.
+    housekeeping: Housekeeping,
     stalled_stop: Arc<AtomicBool>,
-    housekeeping: Vec<usize>,
     _hardening: Hardening,
 }
 
@@ -440,15 +434,17 @@ impl HostedThreads {
         let hardening = start::harden(opts.lock_memory, opts.dma_latency, selection.flavor)?;
         // Calibrated here (20 ms, once per process), not on an RT thread.
         let _ = clock::IntervalClock::get();
-        let housekeeping = housekeeping_cpus(&system);
+        let mut housekeeping = Housekeeping::on(housekeeping_cpus(
+            &system.cpus,
+            &start::unpinned_cpus(&system.cpus),
+        ));
         let (watch, commands) = mpsc::channel();
-        let housekeeping_stop = Arc::new(AtomicBool::new(false));
         let stalled_stop = Arc::new(AtomicBool::new(false));
-        let watchdog = start_watchdog(
+        housekeeping.watchdog = start_watchdog(
             Watchdog::new(opts.watchdog, Vec::new(), stalled_stop.clone()),
-            commands,
-            &housekeeping_stop,
-            &housekeeping,
+            Some(commands),
+            &housekeeping.stop,
+            &housekeeping.cpus,
             selection.flavor.real_time(),
         );
         hal.set_running(true);
@@ -462,10 +458,8 @@ impl HostedThreads {
             owner,
             threads: Arc::new(Mutex::new(Vec::new())),
             watch,
-            watchdog,
-            housekeeping_stop,
-            stalled_stop,
             housekeeping,
+            stalled_stop,
             _hardening: hardening,
         })
     }
@@ -482,7 +476,7 @@ impl HostedThreads {
 
     /// The CPUs without RT threads (where the watchdog runs; empty: no restriction).
     pub fn housekeeping_cpus(&self) -> &[usize] {
-        &self.housekeeping
+        &self.housekeeping.cpus
     }
 
     /// Whether a stall whose action is `stop` asked for the run to end (see
@@ -671,29 +665,17 @@ impl HostedThreads {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone()
-                    .unwrap_or_else(|| ThreadSummary {
-                        info: h.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-                        stats: None,
-                        histogram: None,
-                        faulted: Vec::new(),
-                        stalled: None,
-                        stalls: 0,
-                        longest_stall: Duration::ZERO,
-                        abandoned: false,
+                    .unwrap_or_else(|| {
+                        let info = h.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                        ThreadSummary::read(info, None)
                     }),
             })
             .collect();
-        self.housekeeping_stop.store(true, Ordering::Relaxed);
-        if let Some(d) = self.watchdog {
-            d.thread().unpark();
-            // Every stall of the run, recovered or not, also of threads stopped before this.
-            if let Ok(dog) = d.join() {
-                for (name, stalls, longest) in dog.history() {
-                    if let Some(t) = summaries.iter_mut().find(|t| t.info.name == name) {
-                        t.stalls = t.stalls.max(stalls);
-                        t.longest_stall = t.longest_stall.max(longest);
-                    }
-                }
+        // Every stall of the run, recovered or not, also of threads stopped before this.
+        if let Some(dog) = self.housekeeping.stop() {
+            let history = dog.history();
+            for t in &mut summaries {
+                t.count_stalls(&history);
             }
         }
         self.hal.set_running(false);
@@ -755,7 +737,7 @@ impl HostedHandle {
     }
 
     /// Ends the thread: asks it to stop (its wait is interrupted if it is in one), joins it — bounded
-    /// by [`STOP_GRACE`] plus one period, the longest a body's work may take before its next
+    /// by [`STOP_GRACE`](super::STOP_GRACE) plus one period, the longest a body's work may take before its next
     /// `wait()` — and returns its end of run. A thread that does not come back is left behind:
     /// demoted to SCHED_OTHER, `abandoned` and `stalled` in the summary. Its record stays in the
     /// segment (stopped) until the instance ends. A second call returns the same summary.
@@ -777,33 +759,19 @@ fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> Thr
     }
     let info = h.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let handle = h.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let grace = STOP_GRACE + Duration::from_nanos(info.period.as_nanos().max(0) as u64);
-    let begin = Instant::now();
-    let mut abandoned = false;
-    if let Some(handle) = handle {
-        // Only a thread in its wait is signalled: foreign code in a system call must not see an
-        // EINTR it does not expect. Again and again, so that a signal landing just before the
-        // thread's sleep cannot be lost (its flag check comes first, see `Period::wait`).
-        while !handle.is_finished() && begin.elapsed() < grace {
-            if h.heartbeat.waiting() {
-                let _ = signals::interrupt(handle.as_pthread_t());
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if handle.is_finished() {
-            let _ = handle.join();
-        } else {
-            // Never leave a SCHED_FIFO thread spinning behind: the exit path needs CPU time too.
-            if let Some(tid) = h.heartbeat.tid() {
-                let _ = sched::set_thread_policy(tid, Policy::Other);
-            }
-            abandoned = true;
-            log::error!(
-                "thread {}: did not return within {} ms of the stop request; left behind",
-                info.name,
-                grace.as_millis()
-            );
-        }
+    // Foreign code owns the loop: the thread is signalled only while in its wait.
+    let owner = LoopOwner::Foreign {
+        period: info.period,
+    };
+    let abandoned = handle.is_some_and(|handle| {
+        join_bounded(vec![(handle, Arc::clone(&h.heartbeat))], owner) == [true]
+    });
+    if abandoned {
+        log::error!(
+            "thread {}: did not return within {} ms of the stop request; left behind",
+            info.name,
+            owner.grace().as_millis()
+        );
     }
     let _ = watch.send(WatchCmd::Forget(info.name.clone()));
     let errno = h.control.wait_error.load(Ordering::Relaxed);
@@ -828,28 +796,21 @@ fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> Thr
             r.message
         );
     }
-    let s = ThreadSummary {
-        stats: reader.thread_stats(&info.name).ok(),
-        histogram: reader.histogram(&info.name).ok(),
-        faulted: if panicked {
-            vec![format!("{} (its body panicked)", info.name)]
+    let mut s = ThreadSummary::read(info, Some(reader));
+    if panicked {
+        s.faulted = vec![format!("{} (its body panicked)", s.info.name)];
+    }
+    s.stalled = abandoned.then(|| {
+        if h.heartbeat.waiting() {
+            "in its period wait".to_string()
         } else {
-            Vec::new()
-        },
-        stalled: abandoned.then(|| {
-            if h.heartbeat.waiting() {
-                "in its period wait".to_string()
-            } else {
-                "in its hosted code (it never called wait again)".to_string()
-            }
-        }),
-        // Stalls the thread recovered from are counted from the watchdog's history by
-        // `HostedThreads::stop`; here only one that lasted to the end is known.
-        stalls: u32::from(abandoned),
-        longest_stall: Duration::ZERO,
-        abandoned,
-        info,
-    };
+            "in its hosted code (it never called wait again)".to_string()
+        }
+    });
+    s.abandoned = abandoned;
+    // Stalls the thread recovered from are counted from the watchdog's history by
+    // `HostedThreads::stop`; here only one that lasted to the end is known.
+    s.count_stalls(&[]);
     *summary = Some(s.clone());
     s
 }
@@ -934,53 +895,4 @@ fn run(
     period.complete(clock::now());
     plan.heartbeat.set_looping(false);
     period.stats.set_running(false);
-}
-
-/// The CPUs that are not the RT CPU (all of them when detection chose none).
-fn housekeeping_cpus(system: &SystemReport) -> Vec<usize> {
-    let Some(rt) = system.cpus.rt_cpu else {
-        return Vec::new();
-    };
-    system
-        .cpus
-        .online
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| *c != rt && system.cpus.allowed.as_ref().is_none_or(|a| a.contains(c)))
-        .collect()
-}
-
-/// The watchdog thread: SCHED_FIFO 99 under a real-time flavor, off the RT CPU, every
-/// [`WATCHDOG_TICK`](super::WATCHDOG_TICK); takes threads added and removed on the way.
-fn start_watchdog(
-    mut dog: Watchdog,
-    commands: mpsc::Receiver<WatchCmd>,
-    stop: &Arc<AtomicBool>,
-    cpus: &[usize],
-    fifo: bool,
-) -> Option<JoinHandle<Watchdog>> {
-    let (stop, cpus) = (stop.clone(), cpus.to_vec());
-    std::thread::Builder::new()
-        .name("rtapi-watchdog".into())
-        .spawn(move || {
-            if fifo {
-                let _ = sched::set_current_policy(Policy::Fifo { priority: 99 });
-            }
-            if !cpus.is_empty() {
-                let _ = sched::set_current_affinity(&cpus);
-            }
-            while !stop.load(Ordering::Relaxed) {
-                for c in commands.try_iter() {
-                    match c {
-                        WatchCmd::Add(t) => dog.add(*t),
-                        WatchCmd::Forget(name) => dog.forget(&name),
-                    }
-                }
-                dog.check();
-                std::thread::park_timeout(super::WATCHDOG_TICK);
-            }
-            dog
-        })
-        .ok()
 }
