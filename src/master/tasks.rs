@@ -20,12 +20,12 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
+use super::lcnc_health::{self, HalLib, LcncHealth};
 use super::state::STATE;
 use crate::detect::SystemReport;
 use crate::flavor::Flavor;
 use crate::rt::lock;
 use crate::runtime::hosted::{HostedHandle, HostedOptions, HostedThreads, Period};
-use crate::runtime::lcnc_health::{self, HalLib, LcncHealth};
 use crate::runtime::{RuntimeError, Summary, ThreadSpec};
 
 /// Makes instance `name`, where every task will run; the flavor it chose.
