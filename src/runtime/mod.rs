@@ -274,6 +274,20 @@ impl From<FlavorError> for RuntimeError {
     }
 }
 
+/// The flavor an instance runs under (its own threads' or hosted ones'): `forced` (`--flavor`),
+/// then `RTAPI_FLAVOR`, then autodetection; its warnings logged.
+pub(super) fn select_flavor(
+    system: &SystemReport,
+    forced: Option<&str>,
+) -> Result<Selection, RuntimeError> {
+    let env = std::env::var("RTAPI_FLAVOR").ok();
+    let selection = flavor::select(system, forced, env.as_deref())?;
+    for w in &selection.warnings {
+        log::warn!("{w}");
+    }
+    Ok(selection)
+}
+
 /// A running runtime's stop requests, readable without the runtime ([`Runtime::stop_probe`]).
 #[derive(Clone)]
 pub struct StopProbe {
@@ -390,11 +404,7 @@ impl Runtime<Configuring> {
         opts: RuntimeOptions,
         system: SystemReport,
     ) -> Result<Self, RuntimeError> {
-        let env = std::env::var("RTAPI_FLAVOR").ok();
-        let selection = flavor::select(&system, opts.flavor.as_deref(), env.as_deref())?;
-        for w in &selection.warnings {
-            log::warn!("{w}");
-        }
+        let selection = select_flavor(&system, opts.flavor.as_deref())?;
         let mut hal = HalBuilder::new(&opts.instance)?;
         if opts.group_readable {
             // SAFETY: getegid has no preconditions and cannot fail.

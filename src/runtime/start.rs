@@ -68,11 +68,9 @@ impl Runtime<Configuring> {
     pub fn start(self) -> Result<Runtime<Running>, RuntimeError> {
         let c = self.state;
         // From here on SIGINT/SIGTERM are requests this run answers (if the command did not already
-        // install the handlers), a stop can interrupt a waiting thread, and panics of RT threads go
-        // to the log.
+        // install the handlers).
         let signal = signals::shutdown_flag();
-        signals::install_wake_handler().map_err(RuntimeError::Signals)?;
-        panic::install_hook();
+        install_handlers()?;
 
         let fifo = c.selection.flavor.real_time();
         let placed = place(&c.system, &c.threads, fifo)?;
@@ -88,10 +86,7 @@ impl Runtime<Configuring> {
             log::warn!("{warning}");
         }
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
-        // A fault signal (a hosted C module's bad pointer) is reported with the thread and function,
-        // and the segment file does not outlive the process.
-        super::crash::install();
-        super::crash::remove_on_crash(&super::crash::segment_path(&hal));
+        super::crash::guard_segment(&hal);
         let recorder = c.opts.recorder.clone().map(|config| {
             let threads: Vec<(String, Nanos)> = placed
                 .iter()
@@ -113,8 +108,6 @@ impl Runtime<Configuring> {
         let (slots, slot_of) = make_slots(c.factories, &hal, &c.function_health);
         let slots = Arc::new(slots);
         let hardening = harden(c.opts.lock_memory, c.opts.dma_latency, c.selection.flavor)?;
-        // Calibrated here (20 ms, once per process), not on an RT thread.
-        let _ = crate::rt::clock::IntervalClock::get();
         let stop = Arc::new(AtomicBool::new(false));
         let health = Health {
             threads: &c.thread_health,
@@ -333,7 +326,16 @@ fn make_slots(
     (slots, slot_of)
 }
 
-/// Phase 4: hardening; an essential step that failed is fatal when the flavor says so.
+/// Before an instance's first RT thread (its own or hosted): a stop can interrupt a waiting thread,
+/// and panics of RT threads go to the log.
+pub(super) fn install_handlers() -> Result<(), RuntimeError> {
+    signals::install_wake_handler().map_err(RuntimeError::Signals)?;
+    panic::install_hook();
+    Ok(())
+}
+
+/// Phase 4: hardening; an essential step that failed is fatal when the flavor says so. The interval
+/// clock is calibrated here too (20 ms, once per process), not on an RT thread.
 pub(super) fn harden(
     lock_memory: bool,
     dma_latency: bool,
@@ -353,6 +355,7 @@ pub(super) fn harden(
         }
         log::warn!("{}", failure.message);
     }
+    let _ = clock::IntervalClock::get();
     Ok(hardening)
 }
 

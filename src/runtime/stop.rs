@@ -116,7 +116,7 @@ impl Runtime<Running> {
     pub fn stop(self) -> Summary {
         let s = self.state;
         // From here on the instance removes its segment itself.
-        crash::forget_path(&crash::segment_path(&s.hal));
+        crash::forget_segment(&s.hal);
         s.stop.store(true, Ordering::Relaxed);
         // Each thread with the functions it ran last (addf/delf may have changed them).
         let infos: Vec<StartedThread> = s

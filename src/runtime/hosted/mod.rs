@@ -82,7 +82,6 @@ use crate::detect::SystemReport;
 use crate::flavor::{self, Selection};
 use crate::rt::clock::{self, Nanos};
 use crate::rt::harden::{self, Hardening};
-use crate::rt::signals;
 use crate::rt::wake::CycleTimer;
 use rtapi_hal::{
     ComponentKey, Hal, HalBuilder, HalReader, HistogramConfig, Permissions, ThreadConfig,
@@ -190,18 +189,13 @@ impl HostedThreads {
         opts: HostedOptions,
         system: SystemReport,
     ) -> Result<Self, RuntimeError> {
-        let env = std::env::var("RTAPI_FLAVOR").ok();
-        let selection = flavor::select(&system, opts.flavor.as_deref(), env.as_deref())?;
-        for w in &selection.warnings {
-            log::warn!("{w}");
-        }
+        let selection = super::select_flavor(&system, opts.flavor.as_deref())?;
         if opts.max_threads == 0 {
             return Err(RuntimeError::Config(
                 "a hosted instance needs room for at least one thread (max_threads ≥ 1)".into(),
             ));
         }
-        signals::install_wake_handler().map_err(RuntimeError::Signals)?;
-        super::panic::install_hook();
+        start::install_handlers()?;
         let mut b = HalBuilder::new(instance)?
             .capacity(rtapi_hal::Capacity {
                 factor: 4,
@@ -220,11 +214,8 @@ impl HostedThreads {
         }
         let owner = b.component(health::OWNER)?;
         let hal = b.build().map_err(RuntimeError::Segment)?;
-        super::crash::install();
-        super::crash::remove_on_crash(&super::crash::segment_path(&hal));
+        super::crash::guard_segment(&hal);
         let hardening = start::harden(opts.lock_memory, opts.dma_latency, selection.flavor)?;
-        // Calibrated here (20 ms, once per process), not on an RT thread.
-        let _ = clock::IntervalClock::get();
         let mut housekeeping = Housekeeping::on(housekeeping_cpus(
             &system.cpus,
             &start::unpinned_cpus(&system.cpus),
@@ -470,7 +461,7 @@ impl HostedThreads {
             }
         }
         self.hal.set_running(false);
-        super::crash::forget_path(&super::crash::segment_path(&self.hal));
+        super::crash::forget_segment(&self.hal);
         Summary {
             flavor: self.selection.flavor,
             run_time: self.started.elapsed(),
