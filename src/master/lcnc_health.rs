@@ -287,8 +287,8 @@ impl LcncHealth {
 
     /// Makes `rtapi.<thread>.latency`, `.latency-max`, `.missed`, `.late`, `.stalled` fed by
     /// `source` (from [`HostedHandle::health`](crate::runtime::hosted::HostedHandle::health) or
-    /// [`HostedThreads::health`](crate::runtime::hosted::HostedThreads::health)); `rtapi.update` copies them
-    /// from its next call on. The component is unready while the pins are made.
+    /// [`HostedThreads::health`](crate::runtime::hosted::HostedThreads::health)); `rtapi.update`
+    /// copies them from its next call on. The component is unready while the pins are made.
     pub fn add_thread(&mut self, thread: &str, source: HealthReader) -> Result<(), HealthError> {
         if self.names.iter().any(|n| n == thread) {
             return Err(HealthError::Duplicate(thread.to_string()));

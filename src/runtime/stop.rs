@@ -19,8 +19,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a stop waits for a thread to end after interrupting its wait (a hosted thread: plus one
-/// period, see [`LoopOwner::Foreign`]). A thread in its timer wait ends within microseconds; one
-/// still running after this is stuck in a function.
+/// period, the longest a foreign loop's work may take before its next wait). A thread in its timer
+/// wait ends within microseconds; one still running after this is stuck in a function.
 pub const STOP_GRACE: Duration = Duration::from_millis(500);
 
 /// Who runs an RT thread's period loop: the one difference in how a stop reaches the thread.

@@ -63,7 +63,10 @@
 //! thread with another period is another thread).
 //!
 //! The owner's side is here (the instance, a thread's handle, the bounded stop); the thread's side —
-//! its start, [`Period`], foreign tasks — is `period.rs`.
+//! its start, [`Period`], foreign tasks — is `period.rs`. The lifecycle is the runtime's own: the
+//! same placement, hardening, housekeeping rule and watchdog start (`housekeeping.rs`) and bounded
+//! join (`stop.rs`) as [`Runtime::start`](super::Runtime::start) and its stop; only who owns the
+//! period loop differs (`stop::LoopOwner::Foreign`).
 
 mod period;
 
@@ -519,8 +522,8 @@ impl HostedHandle {
     }
 
     /// Ends the thread: asks it to stop (its wait is interrupted if it is in one), joins it — bounded
-    /// by [`STOP_GRACE`](super::STOP_GRACE) plus one period, the longest a body's work may take before its next
-    /// `wait()` — and returns its end of run. A thread that does not come back is left behind:
+    /// by [`STOP_GRACE`](super::STOP_GRACE) plus one period, the longest a body's work may take
+    /// before its next `wait()` — and returns its end of run. A thread that does not come back is left behind:
     /// demoted to SCHED_OTHER, `abandoned` and `stalled` in the summary. Its record stays in the
     /// segment (stopped) until the instance ends. A second call returns the same summary.
     pub fn stop(&self) -> ThreadSummary {
