@@ -20,6 +20,7 @@
 
 pub mod capi;
 pub mod launcher;
+pub mod lcnc_health;
 pub mod protocol;
 pub mod session;
 pub mod shmem;
@@ -280,7 +281,7 @@ pub fn unload(name: &str) -> i32 {
     }
     // The health component is a realtime component without a module of its own: `halcmd unload
     // all` names it like any other.
-    if name == crate::runtime::lcnc_health::COMPONENT && tasks::drop_health() {
+    if name == lcnc_health::COMPONENT && tasks::drop_health() {
         return 0;
     }
     let m = {

@@ -18,10 +18,10 @@ use std::sync::atomic::{AtomicI32, AtomicI64};
 use std::sync::{Mutex, OnceLock};
 
 use super::capi::TaskRec;
+use super::lcnc_health::LcncHealth;
 use super::shmem::{Segment, ShmConfig};
 use super::{MasterConfig, Module};
 use crate::runtime::hosted::HostedThreads;
-use crate::runtime::lcnc_health::LcncHealth;
 
 /// See the module docs.
 pub(super) struct State {

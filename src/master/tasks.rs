@@ -10,7 +10,7 @@
 //!   `hal_thread_t` hal_lib passes as the task's argument ([`hal_thread_name`], checked against
 //!   what hal_lib said of it), or `task-N` when it is not one of hal_lib's threads;
 //! * after each `load`, [`sync_health`] gives every new thread its pins in LinuxCNC's HAL (component
-//!   `rtapi`, [`crate::runtime::lcnc_health`]) — not inside `rtapi_task_start`, which hal_lib calls
+//!   `rtapi`, [`super::lcnc_health`]) — not inside `rtapi_task_start`, which hal_lib calls
 //!   with its HAL mutex held;
 //! * [`close`] ends what is left and returns the run's summary.
 //!
@@ -20,12 +20,12 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
+use super::lcnc_health::{self, HalLib, LcncHealth};
 use super::state::STATE;
 use crate::detect::SystemReport;
 use crate::flavor::Flavor;
 use crate::rt::lock;
 use crate::runtime::hosted::{HostedHandle, HostedOptions, HostedThreads, Period};
-use crate::runtime::lcnc_health::{self, HalLib, LcncHealth};
 use crate::runtime::{RuntimeError, Summary, ThreadSpec};
 
 /// Makes instance `name`, where every task will run; the flavor it chose.

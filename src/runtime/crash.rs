@@ -82,8 +82,20 @@ pub(crate) fn install() {
 }
 
 /// The file of `hal`'s segment.
-pub(crate) fn segment_path(hal: &rtapi_hal::Hal) -> String {
+fn segment_path(hal: &rtapi_hal::Hal) -> String {
     format!("/dev/shm{}", hal.instance().shm_name())
+}
+
+/// An instance's start, once its segment exists: a fault signal (a hosted C module's bad pointer)
+/// is reported with the thread and function, and the segment file does not outlive the process.
+pub(crate) fn guard_segment(hal: &rtapi_hal::Hal) {
+    install();
+    remove_on_crash(&segment_path(hal));
+}
+
+/// An instance's stop: from here on it removes its segment itself.
+pub(crate) fn forget_segment(hal: &rtapi_hal::Hal) {
+    forget_path(&segment_path(hal));
 }
 
 /// Removes `path` (a file, or an empty directory such as a tracefs instance) if the process

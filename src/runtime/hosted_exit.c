@@ -1,4 +1,4 @@
-/* Leaving a hosted thread's foreign loop without unwinding (src/runtime/hosted.rs).
+/* Leaving a hosted thread's foreign loop without unwinding (src/runtime/hosted/period.rs).
  *
  * LinuxCNC 2.9's hal_lib runs each thread as `thread_task`, a loop that never returns: it runs the
  * thread's functions and calls rtapi_wait() once per period. rtapi ends such a thread without
@@ -11,7 +11,7 @@
 #include <setjmp.h>
 #include <stddef.h>
 
-/* Rust (hosted.rs): the calling thread's Period::wait(); 0 = continue, 1 = stop. */
+/* Rust (hosted/period.rs): the calling thread's Period::wait(); 0 = continue, 1 = stop. */
 extern int rtapi_hosted_period_wait(void);
 
 /* The innermost rtapi_hosted_call of this thread, if any. */

@@ -26,7 +26,8 @@ pub(crate) mod crash;
 pub mod function;
 pub(crate) mod health;
 pub mod hosted;
-pub mod lcnc_health;
+mod housekeeping;
+mod live;
 mod neighbours;
 pub(crate) mod panic;
 pub mod recorder;
@@ -34,31 +35,28 @@ mod resident;
 pub(crate) mod runlist;
 pub(crate) mod slots;
 mod start;
+mod stop;
 pub(crate) mod thread;
 pub mod watchdog;
 
 use self::function::FunctionFactory;
-use self::panic::PanicReport;
 pub use self::resident::Resident;
+pub use self::stop::{Summary, ThreadSummary, STOP_GRACE};
 use self::thread::{Heartbeat, SetupError};
-use self::watchdog::{Watchdog, WatchdogOptions};
+use self::watchdog::WatchdogOptions;
 use crate::detect::SystemReport;
 use crate::flavor::{self, Flavor, FlavorError, Selection};
 use crate::rt::clock::Nanos;
 use crate::rt::harden::{Hardening, StepFailure};
-use crate::rt::msg::{Consumer, RtEvent};
-use crate::rt::sched::{self, Policy};
-use crate::rt::signals;
+use crate::rt::sched;
 use crate::rt::wake::{TimerKind, WakeMode};
 use crate::rt::SysError;
 use rtapi_hal::{
-    ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, HistogramSnapshot,
-    Permissions, ThreadStatsSnapshot,
+    ComponentKey, FunctionKey, Hal, HalBuilder, HalError, HistogramConfig, Permissions,
 };
 use std::fmt;
-use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -276,6 +274,20 @@ impl From<FlavorError> for RuntimeError {
     }
 }
 
+/// The flavor an instance runs under (its own threads' or hosted ones'): `forced` (`--flavor`),
+/// then `RTAPI_FLAVOR`, then autodetection; its warnings logged.
+pub(super) fn select_flavor(
+    system: &SystemReport,
+    forced: Option<&str>,
+) -> Result<Selection, RuntimeError> {
+    let env = std::env::var("RTAPI_FLAVOR").ok();
+    let selection = flavor::select(system, forced, env.as_deref())?;
+    for w in &selection.warnings {
+        log::warn!("{w}");
+    }
+    Ok(selection)
+}
+
 /// A running runtime's stop requests, readable without the runtime ([`Runtime::stop_probe`]).
 #[derive(Clone)]
 pub struct StopProbe {
@@ -321,9 +333,8 @@ pub struct Running {
     hal: Hal,
     threads: Vec<RunningThread>,
     stop: Arc<AtomicBool>,
-    drainer: Option<JoinHandle<()>>,
-    drainer_stop: Arc<AtomicBool>,
-    watchdog: Option<JoinHandle<Watchdog>>,
+    /// The event drainer, the watchdog and the recorder's writer, on the housekeeping CPUs.
+    housekeeping: housekeeping::Housekeeping,
     /// Set by the watchdog when a stall should end the run.
     stalled_stop: Arc<AtomicBool>,
     signal: &'static Arc<AtomicBool>,
@@ -331,7 +342,6 @@ pub struct Running {
     system: SystemReport,
     started: Instant,
     origin: Nanos,
-    housekeeping: Vec<usize>,
     _hardening: Hardening,
     /// Every function's code (slot table), each thread's published run list (same order as
     /// `threads`), the slot of each function key; structural changes hold `live`.
@@ -340,15 +350,11 @@ pub struct Running {
     thread_keys: Vec<rtapi_hal::ThreadKey>,
     slot_of: std::sync::Mutex<std::collections::HashMap<rtapi_hal::FunctionKey, u32>>,
     live: std::sync::Mutex<()>,
-    /// The flight recorder and its `rtapi-recorder` thread, if configured.
+    /// The flight recorder, if configured (its `rtapi-recorder` thread is housekeeping's).
     recorder: Option<Arc<recorder::Recorder>>,
-    recorder_thread: Option<JoinHandle<()>>,
     /// Hosted code its threads call into ([`resident`]): released by `stop` only.
     residents: resident::Residents,
 }
-
-/// How long a structural change waits for a thread to take its new run list.
-const TAKE_WAIT: Duration = Duration::from_secs(1);
 
 /// A thread as it was started.
 #[derive(Debug, Clone)]
@@ -398,11 +404,7 @@ impl Runtime<Configuring> {
         opts: RuntimeOptions,
         system: SystemReport,
     ) -> Result<Self, RuntimeError> {
-        let env = std::env::var("RTAPI_FLAVOR").ok();
-        let selection = flavor::select(&system, opts.flavor.as_deref(), env.as_deref())?;
-        for w in &selection.warnings {
-            log::warn!("{w}");
-        }
+        let selection = select_flavor(&system, opts.flavor.as_deref())?;
         let mut hal = HalBuilder::new(&opts.instance)?;
         if opts.group_readable {
             // SAFETY: getegid has no preconditions and cannot fail.
@@ -529,159 +531,6 @@ impl Runtime<Configuring> {
     }
 }
 
-/// How often the watchdog looks.
-pub(super) const WATCHDOG_TICK: Duration = Duration::from_millis(20);
-
-/// How long [`Runtime::stop`] waits for the threads to end after interrupting their waits. A thread
-/// in its timer wait ends within microseconds; one still running after this is stuck in a function.
-pub const STOP_GRACE: Duration = Duration::from_millis(500);
-
-/// Ends the threads: each waiting thread is interrupted (again and again, so that a signal landing
-/// just before its wait cannot be lost) until it ends or [`STOP_GRACE`] passes. Joins the ones that
-/// ended; returns the names of those that did not (they are left running, detached: the process
-/// exits without them).
-pub(super) fn join_bounded(threads: Vec<RunningThread>) -> Vec<String> {
-    let start = Instant::now();
-    loop {
-        let pending: Vec<&RunningThread> =
-            threads.iter().filter(|t| !t.handle.is_finished()).collect();
-        if pending.is_empty() || start.elapsed() >= STOP_GRACE {
-            break;
-        }
-        for t in pending {
-            let _ = signals::interrupt(t.handle.as_pthread_t());
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let mut abandoned = Vec::new();
-    for t in threads {
-        if t.handle.is_finished() {
-            let _ = t.handle.join();
-        } else {
-            // Never leave a spinning SCHED_FIFO thread behind: the exit path needs CPU time too.
-            if let Some(tid) = t.heartbeat.tid() {
-                let _ = sched::set_thread_policy(tid, Policy::Other);
-            }
-            abandoned.push(t.info.name.clone());
-        }
-    }
-    abandoned
-}
-
-/// Empties the RT threads' event rings and logs, one line per second at most for overruns.
-pub(super) fn drain(
-    consumers: Vec<(String, Arc<slots::Slots>, Consumer)>,
-    panics: mpsc::Receiver<PanicReport>,
-    reader: Option<rtapi_hal::HalReader>,
-    stop: &AtomicBool,
-) {
-    let mut reports: Vec<PanicReport> = Vec::new();
-    // Overruns come from the segment's own counters (exact, whatever the rate), compared once a
-    // second: (periods missed, periods run) at the start of the window.
-    let counters = |thread: &str| {
-        reader
-            .as_ref()
-            .and_then(|r| r.thread_stats(thread).ok())
-            .map(|s| (s.overruns, s.cycles))
-    };
-    let mut last: Vec<Option<(u64, u64)>> = consumers.iter().map(|(t, _, _)| counters(t)).collect();
-    let mut window = Instant::now();
-    loop {
-        let done = stop.load(Ordering::Relaxed);
-        // Before the events: a panic's report is sent before its FunctionFaulted event is queued.
-        reports.extend(panics.try_iter());
-        for (thread, functions, c) in &consumers {
-            while let Some(e) = c.pop() {
-                match e {
-                    RtEvent::FunctionFaulted { function } => {
-                        let name = functions.name(u32::from(function));
-                        let find = |reports: &mut Vec<PanicReport>| {
-                            reports
-                                .iter()
-                                .position(|r| {
-                                    r.thread == *thread && r.function == Some(function as u32)
-                                })
-                                .map(|i| reports.remove(i))
-                        };
-                        // The report was sent before the event was queued, but may have come
-                        // after this round's look at the queue: look once more.
-                        let report = find(&mut reports).or_else(|| {
-                            reports.extend(panics.try_iter());
-                            find(&mut reports)
-                        });
-                        log_fault(thread, name, report);
-                    }
-                    RtEvent::WaitFailed { errno } => log::error!(
-                        "thread {thread}: its timer wait failed ({}); the thread stopped",
-                        nix::errno::Errno::from_raw(errno)
-                    ),
-                }
-            }
-        }
-        if done || window.elapsed() >= Duration::from_secs(1) {
-            let secs = window.elapsed().as_secs_f64();
-            for (i, (thread, _, c)) in consumers.iter().enumerate() {
-                let now = counters(thread);
-                if let (Some((o0, c0)), Some((o1, c1))) = (last[i], now) {
-                    let (missed, ran) = (o1.saturating_sub(o0), c1.saturating_sub(c0));
-                    if missed > 0 {
-                        log::warn!(
-                            "thread {thread}: {missed} period(s) missed and {ran} run in the last {secs:.1} s ({:.2} % missed; {o1} missed since start)",
-                            100.0 * missed as f64 / (missed + ran).max(1) as f64
-                        );
-                    }
-                }
-                last[i] = now;
-                if c.dropped() > 0 && done {
-                    log::warn!(
-                        "thread {thread}: {} event(s) dropped (queue full)",
-                        c.dropped()
-                    );
-                }
-            }
-            window = Instant::now();
-        }
-        if done {
-            // Panics outside any function (none expected) or whose event was dropped.
-            for r in reports.drain(..) {
-                let name = r
-                    .function
-                    .map_or("(outside its functions)".to_string(), |f| {
-                        consumers
-                            .iter()
-                            .find(|(t, _, _)| *t == r.thread)
-                            .map_or_else(|| "?".into(), |(_, fs, _)| fs.name(f).to_string())
-                    });
-                let thread = r.thread.clone();
-                log_fault(&thread, &name, Some(r));
-            }
-            return;
-        }
-        // Woken early by `stop`.
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
-}
-
-/// One log entry for a function that panicked: message, place, backtrace if one was captured.
-fn log_fault(thread: &str, function: &str, report: Option<PanicReport>) {
-    let (message, location, backtrace) = match report {
-        Some(r) => (
-            r.message,
-            r.location.map_or(String::new(), |l| format!(" at {l}")),
-            r.backtrace
-                .map_or(String::new(), |b| format!("\nstack backtrace:\n{b}")),
-        ),
-        None => (
-            "(message not received)".to_string(),
-            String::new(),
-            String::new(),
-        ),
-    };
-    log::error!(
-        "thread {thread}: function {function} panicked{location}: {message}; it is disabled (marked faulted in the HAL), the thread goes on{backtrace}"
-    );
-}
-
 /// Why [`Runtime::wait`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -738,14 +587,14 @@ impl Runtime<Running> {
 
     /// The CPUs without RT threads, for the process's other threads (empty: no restriction).
     pub fn housekeeping_cpus(&self) -> &[usize] {
-        &self.state.housekeeping
+        &self.state.housekeeping.cpus
     }
 
     /// Moves the calling thread (and the threads it spawns later) off the RT CPUs, when there is
     /// another CPU. A command that only watches and waits should do this.
     pub fn keep_caller_off_rt_cpus(&self) {
-        if !self.state.housekeeping.is_empty() {
-            if let Err(e) = sched::set_current_affinity(&self.state.housekeeping) {
+        if !self.state.housekeeping.cpus.is_empty() {
+            if let Err(e) = sched::set_current_affinity(&self.state.housekeeping.cpus) {
                 log::warn!("cannot move the main thread off the RT CPUs: {e}");
             }
         }
@@ -759,177 +608,6 @@ impl Runtime<Running> {
             t.heartbeat.set_functions_running(on);
         }
         self.state.hal.set_running(on);
-    }
-
-    /// halcmd's `addf FUNCTION THREAD [POSITION]` on the running instance (`position` 0 = first,
-    /// `None` = last): the segment's run list changes, and the thread runs the function from its next
-    /// period on. Refused, with nothing changed, if the function is in a thread already, or if a
-    /// thread has not taken its previous change (stalled or stopped).
-    pub fn addf(
-        &self,
-        function: &str,
-        thread: &str,
-        position: Option<usize>,
-    ) -> Result<(), RuntimeError> {
-        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
-        let i = self.thread_index(thread)?;
-        self.check_taken()?;
-        self.state.hal.addf(function, thread, position)?;
-        match self.publish(i) {
-            Err(
-                e @ (runlist::PublishError::PreviousNotTaken | runlist::PublishError::TooLong(_)),
-            ) => {
-                let _ = self.state.hal.delf(function, thread);
-                Err(RuntimeError::Config(format!(
-                    "addf {function} {thread}: {e}"
-                )))
-            }
-            Err(runlist::PublishError::NotTakenYet) => {
-                log::warn!("addf {function} {thread}: the thread has not taken the change yet");
-                Ok(())
-            }
-            Ok(()) => Ok(()),
-        }
-    }
-
-    /// halcmd's `delf FUNCTION THREAD` on the running instance: once this returns Ok, the thread
-    /// no longer calls the function (the function may be added to another thread).
-    pub fn delf(&self, function: &str, thread: &str) -> Result<(), RuntimeError> {
-        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
-        let i = self.thread_index(thread)?;
-        self.check_taken()?;
-        self.state.hal.delf(function, thread)?;
-        self.publish(i).map_err(|e| {
-            RuntimeError::Config(format!(
-                "delf {function} {thread}: the segment no longer lists it, but {e}"
-            ))
-        })
-    }
-
-    /// A function loaded while the instance runs (halcmd's `loadrt` of a component): registered in
-    /// the segment with its health objects (`<name>.time`, `.tmax`, `.tmax-increased`), its closure
-    /// made from the live HAL at once and put in a free slot. It runs once `addf` adds it.
-    pub fn add_function(
-        &self,
-        component: ComponentKey,
-        name: &str,
-        factory: FunctionFactory,
-    ) -> Result<(), RuntimeError> {
-        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
-        let slots = &self.state.slots;
-        if slots.is_full() {
-            return Err(RuntimeError::Config(format!(
-                "function {name}: this instance has room for {} functions and all are used;                  restart it to load more",
-                slots.capacity()
-            )));
-        }
-        let hal = &self.state.hal;
-        let key = hal.add_function(component, name)?;
-        let health = health::add_function(hal, component, name)?;
-        let body = factory(hal);
-        let slot = slots::FunctionSlot::new(
-            name.to_string(),
-            body,
-            Some(hal.function_timer(key)),
-            Some(health),
-        );
-        let n = slots
-            .put(slot)
-            .ok_or_else(|| RuntimeError::Config(format!("function {name}: no free slot left")))?;
-        self.state
-            .slot_of
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, n);
-        Ok(())
-    }
-
-    /// Frees the slots of functions `names` that no thread runs any more (their component was
-    /// unloaded): their closures go now, with what they own (a sampler's FIFO file in /dev/shm), and
-    /// the next function loaded takes the slot. Refused, with nothing done, while a thread has not
-    /// taken its latest run list (stalled or stopped): it may still hold one of them.
-    pub fn retire_functions(&self, names: &[String]) -> Result<usize, RuntimeError> {
-        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
-        self.check_taken()?;
-        let running: std::collections::HashSet<u32> =
-            self.state.lists.iter().flat_map(|l| l.current()).collect();
-        let slots = &self.state.slots;
-        let mut retired = 0;
-        for n in 0..slots.len() as u32 {
-            let Some(slot) = slots.get(n) else { continue };
-            if running.contains(&n) || !names.iter().any(|f| f == slot.name()) {
-                continue;
-            }
-            // SAFETY: every thread took its latest list (checked above, under the live lock that
-            // every list change takes), and no current list holds slot `n`: no thread calls it or
-            // will, and no other control-side access to the table runs (same lock).
-            if unsafe { slots.free(n) } {
-                retired += 1;
-                self.state
-                    .slot_of
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .retain(|_, &mut m| m != n);
-            }
-        }
-        Ok(retired)
-    }
-
-    fn thread_index(&self, thread: &str) -> Result<usize, RuntimeError> {
-        self.state
-            .threads
-            .iter()
-            .position(|t| t.info.name == thread)
-            .ok_or_else(|| {
-                RuntimeError::Hal(HalError::NotFound {
-                    kind: rtapi_hal::ObjectKind::Thread,
-                    name: thread.to_string(),
-                })
-            })
-    }
-
-    /// Every looping thread has taken its last run list (so a function removed from one is free).
-    fn check_taken(&self) -> Result<(), RuntimeError> {
-        for (t, list) in self.state.threads.iter().zip(&self.state.lists) {
-            if t.heartbeat.looping() && !list.taken() {
-                return Err(RuntimeError::Config(format!(
-                    "thread {} has not taken its previous function list yet (stalled or stopped?);                      nothing changed",
-                    t.info.name
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Publishes thread `i`'s run list as the segment has it now.
-    fn publish(&self, i: usize) -> Result<(), runlist::PublishError> {
-        let list: Vec<u32> = self
-            .state
-            .hal
-            .thread_functions(self.state.thread_keys[i])
-            .iter()
-            .filter_map(|k| {
-                self.state
-                    .slot_of
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(k)
-                    .copied()
-            })
-            .collect();
-        let hb = Arc::clone(&self.state.threads[i].heartbeat);
-        self.state.lists[i].publish(&list, &move || hb.looping(), TAKE_WAIT)
-    }
-
-    /// The functions a thread runs now, in order.
-    pub fn thread_functions(&self, thread: &str) -> Result<Vec<String>, RuntimeError> {
-        let i = self.thread_index(thread)?;
-        let _guard = self.state.live.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(self.state.lists[i]
-            .current()
-            .into_iter()
-            .map(|n| self.state.slots.name(n).to_string())
-            .collect())
     }
 
     /// Whether the threads run their functions (see [`set_functions_running`](Self::set_functions_running)).
@@ -1019,227 +697,5 @@ impl Runtime<Running> {
     /// thread runs their code any more (their functions left every run list). Returns how many.
     pub fn release_residents(&self, pick: &dyn Fn(&(dyn std::any::Any + Send)) -> bool) -> usize {
         self.state.residents.release(pick)
-    }
-
-    /// Stops every thread and returns their final statistics; bounded in time whatever the periods:
-    /// a thread waiting for its next deadline is woken at once, and one stuck in a function is left
-    /// behind after [`STOP_GRACE`] (demoted, marked stalled, named in the summary; the process exits
-    /// without it). The segment is unlinked and the dma-latency request released when this returns.
-    pub fn stop(self) -> Summary {
-        let s = self.state;
-        // From here on the instance removes its segment itself.
-        crash::forget_path(&crash::segment_path(&s.hal));
-        s.stop.store(true, Ordering::Relaxed);
-        // Each thread with the functions it ran last (addf/delf may have changed them).
-        let infos: Vec<StartedThread> = s
-            .threads
-            .iter()
-            .zip(&s.lists)
-            .map(|(t, list)| StartedThread {
-                functions: list
-                    .current()
-                    .into_iter()
-                    .map(|n| s.slots.name(n).to_string())
-                    .collect(),
-                ..t.info.clone()
-            })
-            .collect();
-        let abandoned = join_bounded(s.threads);
-        s.hal.set_running(false);
-        // A freeze under way is dumped before the recorder thread ends.
-        s.drainer_stop.store(true, Ordering::Relaxed);
-        if let Some(r) = s.recorder_thread {
-            r.thread().unpark();
-            let _ = r.join();
-        }
-        if let Some(d) = s.drainer {
-            d.thread().unpark();
-            let _ = d.join();
-        }
-        let dog = s.watchdog.and_then(|d| {
-            d.thread().unpark();
-            d.join().ok()
-        });
-        // Hosted code (LinuxCNC modules' `rtapi_app_exit`, then closed), last kept first, once no
-        // thread can be inside it; a thread left behind may be: then it stays, and goes with the
-        // process.
-        let kept = s.residents.len();
-        if abandoned.is_empty() {
-            s.residents.release_all();
-        } else if kept != 0 {
-            log::warn!(
-                "{kept} hosted module(s) stay loaded: a thread left behind may still be running their code"
-            );
-        }
-        let mut stalled = dog.as_ref().map(Watchdog::stalled).unwrap_or_default();
-        let history = dog.as_ref().map(Watchdog::history).unwrap_or_default();
-        for name in &abandoned {
-            if !stalled.iter().any(|(n, _)| n == name) {
-                stalled.push((name.clone(), "in a function that does not return".into()));
-            }
-            log::error!(
-                "thread {name}: did not stop within {} ms ({}); left behind, the process exits without it",
-                STOP_GRACE.as_millis(),
-                stalled.iter().find(|(n, _)| n == name).map_or("", |(_, w)| w.as_str())
-            );
-        }
-        let reader = s.hal.reader().ok();
-        let threads = infos
-            .into_iter()
-            .map(|info| {
-                let stats = reader
-                    .as_ref()
-                    .and_then(|r| r.thread_stats(&info.name).ok());
-                let histogram = reader.as_ref().and_then(|r| r.histogram(&info.name).ok());
-                let faulted = reader
-                    .as_ref()
-                    .map(|r| {
-                        info.functions
-                            .iter()
-                            .filter(|f| {
-                                r.function_named(f)
-                                    .is_ok_and(|fi| fi.timing.fault_code != 0)
-                            })
-                            .cloned()
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let stalled = stalled
-                    .iter()
-                    .find(|(n, _)| *n == info.name)
-                    .map(|(_, w)| w.clone());
-                let abandoned = abandoned.contains(&info.name);
-                let (stalls, longest_stall) = history
-                    .iter()
-                    .find(|(n, _, _)| *n == info.name)
-                    .map_or((0, Duration::ZERO), |(_, k, l)| (*k, *l));
-                // A thread left behind stalled without the watchdog seeing it (none watched) still
-                // stalled once.
-                let stalls = if stalls == 0 && stalled.is_some() {
-                    1
-                } else {
-                    stalls
-                };
-                ThreadSummary {
-                    info,
-                    stats,
-                    histogram,
-                    faulted,
-                    stalled,
-                    stalls,
-                    longest_stall,
-                    abandoned,
-                }
-            })
-            .collect();
-        Summary {
-            flavor: s.selection.flavor,
-            run_time: s.started.elapsed(),
-            threads,
-        }
-    }
-}
-
-/// What a run did, per thread.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    /// The flavor it ran under.
-    pub flavor: Flavor,
-    /// From the start of the threads to the stop.
-    pub run_time: Duration,
-    /// Per thread, in declaration order.
-    pub threads: Vec<ThreadSummary>,
-}
-
-#[derive(Debug, Clone)]
-/// One thread's end of run.
-pub struct ThreadSummary {
-    /// How it was started.
-    pub info: StartedThread,
-    /// Its final statistics (`None` if the segment could not be read back).
-    pub stats: Option<ThreadStatsSnapshot>,
-    /// Its final latency histogram.
-    pub histogram: Option<HistogramSnapshot>,
-    /// Functions that panicked and were disabled.
-    pub faulted: Vec<String>,
-    /// Where the thread was stuck if it was stalled when the run ended.
-    pub stalled: Option<String>,
-    /// How many times it stalled during the run (recovered or not).
-    pub stalls: u32,
-    /// The longest of those stalls (one still going on at the stop: its length so far).
-    pub longest_stall: Duration,
-    /// It did not end within [`STOP_GRACE`] and was left behind.
-    pub abandoned: bool,
-}
-
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::render::{Col, ThreadRow};
-        const COLS: [Col; 10] = [
-            Col::Name,
-            Col::Period,
-            Col::Cpu,
-            Col::Prio,
-            Col::Cycles,
-            Col::Overruns,
-            Col::LatMin,
-            Col::LatMean,
-            Col::LatMax,
-            Col::Jitter,
-        ];
-        writeln!(
-            f,
-            "rtapi ran {:.1} s, flavor {}",
-            self.run_time.as_secs_f64(),
-            self.flavor
-        )?;
-        let mut table = ThreadRow::table(&COLS);
-        for t in &self.threads {
-            let mut row = ThreadRow::new(t.info.name.clone(), t.info.period.as_nanos() as u64)
-                .with_cpu(Some(t.info.cpu))
-                .with_priority(t.info.priority);
-            if let Some(s) = &t.stats {
-                row = row.with_stats(s);
-            }
-            table.row(row.cells(&COLS));
-            for fun in &t.faulted {
-                table.note(format!("  function {fun} FAULTED (panicked; disabled)"));
-            }
-            if let Some(place) = &t.stalled {
-                table.note(format!(
-                    "  STALLED {place}{}",
-                    if t.abandoned {
-                        " (did not stop; left behind)"
-                    } else {
-                        ""
-                    }
-                ));
-            } else if t.stalls > 0 {
-                table.note(format!(
-                    "  STALLED {} time(s) during the run (longest {} ms), recovered",
-                    t.stalls,
-                    t.longest_stall.as_millis()
-                ));
-            }
-        }
-        write!(f, "{table}")?;
-        let mut trouble = Vec::new();
-        for t in &self.threads {
-            if t.stalls > 0 {
-                trouble.push(format!("{} stalled {} time(s)", t.info.name, t.stalls));
-            }
-            if !t.faulted.is_empty() {
-                trouble.push(format!(
-                    "{} has {} faulted function(s)",
-                    t.info.name,
-                    t.faulted.len()
-                ));
-            }
-        }
-        if trouble.is_empty() {
-            writeln!(f, "health: no stall, no faulted function")
-        } else {
-            writeln!(f, "health: {}", trouble.join("; "))
-        }
     }
 }

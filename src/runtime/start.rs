@@ -15,14 +15,16 @@
 //! Any failure before phase 7 returns a [`RuntimeError`] and leaves nothing running: the segment is
 //! unlinked when the `Hal` drops, spawned threads are told to abort and joined.
 
+use super::housekeeping::{self, drain, housekeeping_cpus, start_watchdog, Housekeeping};
 use super::panic::{self, PanicReport};
 use super::runlist::RunListCell;
 use super::slots::{FunctionSlot, Slots};
+use super::stop::join_runtime_threads;
 use super::thread::{self, Heartbeat, SetupError, ThreadPlan};
 use super::watchdog::{Watchdog, WatchdogOptions, Watched};
 use super::{
-    drain, join_bounded, Configuring, Running, RunningThread, Runtime, RuntimeError, StartedThread,
-    ThreadSpec, EVENT_CAPACITY, WATCHDOG_TICK,
+    Configuring, Running, RunningThread, Runtime, RuntimeError, StartedThread, ThreadSpec,
+    EVENT_CAPACITY,
 };
 use crate::detect::SystemReport;
 use crate::flavor;
@@ -36,7 +38,6 @@ use rtapi_hal::{FunctionKey, Hal, HistogramConfig, ThreadConfig, ThreadKey};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A thread with its place decided.
@@ -67,11 +68,9 @@ impl Runtime<Configuring> {
     pub fn start(self) -> Result<Runtime<Running>, RuntimeError> {
         let c = self.state;
         // From here on SIGINT/SIGTERM are requests this run answers (if the command did not already
-        // install the handlers), a stop can interrupt a waiting thread, and panics of RT threads go
-        // to the log.
+        // install the handlers).
         let signal = signals::shutdown_flag();
-        signals::install_wake_handler().map_err(RuntimeError::Signals)?;
-        panic::install_hook();
+        install_handlers()?;
 
         let fifo = c.selection.flavor.real_time();
         let placed = place(&c.system, &c.threads, fifo)?;
@@ -87,10 +86,7 @@ impl Runtime<Configuring> {
             log::warn!("{warning}");
         }
         let (hal, keys) = build_segment(c.hal, &placed, &c.addf, c.selection.flavor, c.histogram)?;
-        // A fault signal (a hosted C module's bad pointer) is reported with the thread and function,
-        // and the segment file does not outlive the process.
-        super::crash::install();
-        super::crash::remove_on_crash(&super::crash::segment_path(&hal));
+        super::crash::guard_segment(&hal);
         let recorder = c.opts.recorder.clone().map(|config| {
             let threads: Vec<(String, Nanos)> = placed
                 .iter()
@@ -112,8 +108,6 @@ impl Runtime<Configuring> {
         let (slots, slot_of) = make_slots(c.factories, &hal, &c.function_health);
         let slots = Arc::new(slots);
         let hardening = harden(c.opts.lock_memory, c.opts.dma_latency, c.selection.flavor)?;
-        // Calibrated here (20 ms, once per process), not on an RT thread.
-        let _ = crate::rt::clock::IntervalClock::get();
         let stop = Arc::new(AtomicBool::new(false));
         let health = Health {
             threads: &c.thread_health,
@@ -135,33 +129,28 @@ impl Runtime<Configuring> {
         let (threads, origin) = synchronize(starting, &stop)?;
         hal.set_running(!c.opts.functions_stopped);
 
-        let housekeeping = housekeeping_cpus(&c.system, &placed);
+        let placed_cpus: Vec<usize> = placed.iter().map(|p| p.cpu).collect();
         let stalled_stop = Arc::new(AtomicBool::new(false));
-        let drainer_stop = Arc::new(AtomicBool::new(false));
-        let (drainer, watchdog, recorder_thread) = start_housekeeping(
+        let housekeeping = start_housekeeping(
             &hal,
             supervision,
             (c.opts.watchdog, recorder.as_ref()),
             &stalled_stop,
-            &housekeeping,
+            housekeeping_cpus(&c.system.cpus, &placed_cpus),
             fifo,
-            &drainer_stop,
         );
         Ok(Runtime {
             state: Running {
                 hal,
                 threads,
                 stop,
-                drainer,
-                drainer_stop,
-                watchdog,
+                housekeeping,
                 stalled_stop,
                 signal,
                 selection: c.selection,
                 system: c.system,
                 started: Instant::now(),
                 origin,
-                housekeeping,
                 _hardening: hardening,
                 slots,
                 lists,
@@ -169,7 +158,6 @@ impl Runtime<Configuring> {
                 slot_of: std::sync::Mutex::new(slot_of),
                 live: std::sync::Mutex::new(()),
                 recorder,
-                recorder_thread,
                 residents: c.residents.into_running(),
             },
         })
@@ -209,6 +197,16 @@ pub(super) fn place<'a>(
     check_cpus(system, &placed)?;
     check_spin(system, &placed)?;
     Ok(placed)
+}
+
+/// The CPUs [`place`] may put a thread on whose spec names none: the RT CPU detection chose; without
+/// one, the CPU its starter runs on at the time, which may be any online CPU. (Hosted threads are
+/// placed one by one while the instance runs: these are the CPUs they may run on.)
+pub(super) fn unpinned_cpus(cpus: &crate::detect::Cpus) -> Vec<usize> {
+    match cpus.rt_cpu {
+        Some(cpu) => vec![cpu],
+        None => cpus.online.clone().unwrap_or_default(),
+    }
 }
 
 /// Every thread's CPU must be online (and allowed): said before anything starts.
@@ -328,7 +326,16 @@ fn make_slots(
     (slots, slot_of)
 }
 
-/// Phase 4: hardening; an essential step that failed is fatal when the flavor says so.
+/// Before an instance's first RT thread (its own or hosted): a stop can interrupt a waiting thread,
+/// and panics of RT threads go to the log.
+pub(super) fn install_handlers() -> Result<(), RuntimeError> {
+    signals::install_wake_handler().map_err(RuntimeError::Signals)?;
+    panic::install_hook();
+    Ok(())
+}
+
+/// Phase 4: hardening; an essential step that failed is fatal when the flavor says so. The interval
+/// clock is calibrated here too (20 ms, once per process), not on an RT thread.
 pub(super) fn harden(
     lock_memory: bool,
     dma_latency: bool,
@@ -348,6 +355,7 @@ pub(super) fn harden(
         }
         log::warn!("{}", failure.message);
     }
+    let _ = clock::IntervalClock::get();
     Ok(hardening)
 }
 
@@ -483,7 +491,7 @@ fn synchronize(
         for s in &starting {
             let _ = s.origin.send(None);
         }
-        let abandoned = join_bounded(starting.into_iter().map(|s| s.thread).collect());
+        let abandoned = join_runtime_threads(starting.into_iter().map(|s| s.thread).collect());
         if !abandoned.is_empty() {
             log::error!("threads {abandoned:?} did not end after the failed start");
         }
@@ -518,91 +526,33 @@ fn first_failure(starting: &[Starting]) -> Option<RuntimeError> {
     None
 }
 
-/// Every CPU no RT thread runs on: where our own housekeeping belongs. On a kernel without full
-/// preemption a normal thread in a system call holds its CPU until it returns, delaying an RT wake-up
-/// there.
-fn housekeeping_cpus(system: &SystemReport, placed: &[Placement]) -> Vec<usize> {
-    system
-        .cpus
-        .online
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| {
-            !placed.iter().any(|p| p.cpu == *c)
-                && system.cpus.allowed.as_ref().is_none_or(|a| a.contains(c))
-        })
-        .collect()
-}
-
-/// The housekeeping threads: the event drainer, the watchdog, the recorder's writer.
-type Housekeeping = (
-    Option<JoinHandle<()>>,
-    Option<JoinHandle<Watchdog>>,
-    Option<JoinHandle<()>>,
-);
-
-/// Phase 7: the event drainer (logs faults, panics, overruns once a second) and the watchdog (SCHED_FIFO
-/// 99 when the flavor is real time, so that a thread spinning on the only CPU cannot starve it).
+/// Phase 7: the event drainer (logs faults, panics, overruns once a second), the watchdog
+/// ([`start_watchdog`]) and the recorder's writer (not real time), on `cpus`.
 fn start_housekeeping(
     hal: &Hal,
     supervision: Supervision,
     (opts, recorder): (WatchdogOptions, Option<&Arc<super::recorder::Recorder>>),
     stalled_stop: &Arc<AtomicBool>,
-    cpus: &[usize],
+    cpus: Vec<usize>,
     fifo: bool,
-    stop: &Arc<AtomicBool>,
 ) -> Housekeeping {
     let Supervision {
         consumers,
         watched,
         panics,
     } = supervision;
-    let drainer = {
-        let (stop, cpus, reader) = (stop.clone(), cpus.to_vec(), hal.reader().ok());
-        std::thread::Builder::new()
-            .name("rtapi-events".into())
-            .spawn(move || {
-                if !cpus.is_empty() {
-                    let _ = sched::set_current_affinity(&cpus);
-                }
-                drain(consumers, panics, reader, &stop)
-            })
-            .ok()
+    let mut h = Housekeeping::on(cpus);
+    h.drainer = {
+        let (stop, reader) = (h.stop.clone(), hal.reader().ok());
+        housekeeping::spawn("rtapi-events", &h.cpus, None, move || {
+            drain(consumers, panics, reader, &stop)
+        })
     };
-    let mut dog =
-        Watchdog::new(opts, watched, stalled_stop.clone()).with_recorder(recorder.cloned());
-    let watchdog = {
-        let (stop, cpus) = (stop.clone(), cpus.to_vec());
-        std::thread::Builder::new()
-            .name("rtapi-watchdog".into())
-            .spawn(move || {
-                if fifo {
-                    let _ = sched::set_current_policy(Policy::Fifo { priority: 99 });
-                }
-                if !cpus.is_empty() {
-                    let _ = sched::set_current_affinity(&cpus);
-                }
-                while !stop.load(Ordering::Relaxed) {
-                    dog.check();
-                    std::thread::park_timeout(WATCHDOG_TICK);
-                }
-                dog
-            })
-            .ok()
-    };
-    // The recorder's writer: not real time, off the RT CPUs.
-    let recorder = recorder.and_then(|r| {
-        let (r, stop, cpus) = (Arc::clone(r), stop.clone(), cpus.to_vec());
-        std::thread::Builder::new()
-            .name("rtapi-recorder".into())
-            .spawn(move || {
-                if !cpus.is_empty() {
-                    let _ = sched::set_current_affinity(&cpus);
-                }
-                r.serve(&stop)
-            })
-            .ok()
+    let dog = Watchdog::new(opts, watched, stalled_stop.clone()).with_recorder(recorder.cloned());
+    h.watchdog = start_watchdog(dog, None, &h.stop, &h.cpus, fifo);
+    h.recorder = recorder.and_then(|r| {
+        let (r, stop) = (Arc::clone(r), h.stop.clone());
+        housekeeping::spawn("rtapi-recorder", &h.cpus, None, move || r.serve(&stop))
     });
-    (drainer, watchdog, recorder)
+    h
 }

@@ -293,7 +293,7 @@ fn cycle_loop(plan: &mut ThreadPlan, first: Nanos, stop: &Arc<AtomicBool>) {
 /// the wake and after the work, the flight-recorder tap and the heartbeat. Two loops use it: the
 /// runtime's own cycle loop ([`Cycler`], which runs the functions between [`woke`](Ledger::woke) and
 /// [`finished`](Ledger::finished)) and a hosted thread, whose foreign code runs between them
-/// (`hosted.rs`, [`Period::wait`](super::hosted::Period::wait)). Nothing in it allocates, locks or
+/// (`hosted/period.rs`, [`Period::wait`](super::hosted::Period::wait)). Nothing in it allocates, locks or
 /// logs.
 pub(crate) struct Ledger {
     first: Nanos,

@@ -32,7 +32,7 @@
 //! with the HAL mutex held (`hal_set_unready` would wait for it forever): after the `loadrt` that
 //! made the thread returned.
 
-use super::health::HealthReader;
+use crate::runtime::health::HealthReader;
 use std::ffi::{c_char, c_int, c_long, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -286,9 +286,9 @@ impl LcncHealth {
     }
 
     /// Makes `rtapi.<thread>.latency`, `.latency-max`, `.missed`, `.late`, `.stalled` fed by
-    /// `source` (from [`HostedHandle::health`](super::hosted::HostedHandle::health) or
-    /// [`HostedThreads::health`](super::hosted::HostedThreads::health)); `rtapi.update` copies them
-    /// from its next call on. The component is unready while the pins are made.
+    /// `source` (from [`HostedHandle::health`](crate::runtime::hosted::HostedHandle::health) or
+    /// [`HostedThreads::health`](crate::runtime::hosted::HostedThreads::health)); `rtapi.update`
+    /// copies them from its next call on. The component is unready while the pins are made.
     pub fn add_thread(&mut self, thread: &str, source: HealthReader) -> Result<(), HealthError> {
         if self.names.iter().any(|n| n == thread) {
             return Err(HealthError::Duplicate(thread.to_string()));

@@ -54,33 +54,42 @@
 //!
 //! **Health for LinuxCNC's HAL.** [`HostedHandle::health`] gives a `HealthReader` of the thread's
 //! `latency`, `latency-max`, `missed`, `late`, `stalled` (relaxed loads, callable from an RT thread);
-//! [`lcnc_health`](super::lcnc_health) turns them into pins of a LinuxCNC HAL
+//! `master::lcnc_health` turns them into pins of a LinuxCNC HAL
 //! component through `hal_lib`'s own API.
 //!
 //! What a hosted thread does not have: rtapi's function slots (its functions are the host's), the
 //! flight recorder, pause/resume (LinuxCNC 2.9's POSIX `rtapi_task_pause` is `-ENOSYS` too) and a
 //! period change while it runs (the segment's thread record fixes the period, LAYOUT.md §7a; a
 //! thread with another period is another thread).
+//!
+//! The owner's side is here (the instance, a thread's handle, the bounded stop); the thread's side —
+//! its start, [`Period`], foreign tasks — is `period.rs`. The lifecycle is the runtime's own: the
+//! same placement, hardening, housekeeping rule and watchdog start (`housekeeping.rs`) and bounded
+//! join (`stop.rs`) as [`Runtime::start`](super::Runtime::start) and its stop; only who owns the
+//! period loop differs (`stop::LoopOwner::Foreign`).
 
+mod period;
+
+pub use self::period::{foreign_deadline, Flow, ForeignExit, Period};
+use self::period::{run, Control, HostedPlan};
 use super::health::{self, HealthReader};
+use super::housekeeping::{housekeeping_cpus, start_watchdog, Housekeeping, WatchCmd};
 use super::panic::PanicReport;
 use super::slots::Slots;
 use super::start;
-use super::thread::{self, Heartbeat, Ledger, SetupError};
+use super::stop::{join_bounded, LoopOwner};
+use super::thread::{Heartbeat, SetupError};
 use super::watchdog::{Watchdog, WatchdogOptions, Watched};
-use super::{RuntimeError, StartedThread, Summary, ThreadSpec, ThreadSummary, STOP_GRACE};
+use super::{RuntimeError, StartedThread, Summary, ThreadSpec, ThreadSummary};
 use crate::detect::SystemReport;
 use crate::flavor::{self, Selection};
 use crate::rt::clock::{self, Nanos};
 use crate::rt::harden::{self, Hardening};
-use crate::rt::sched::{self, Policy};
-use crate::rt::signals;
-use crate::rt::wake::{CycleTimer, TimerDriver, WakeError};
+use crate::rt::wake::CycleTimer;
 use rtapi_hal::{
-    ComponentKey, Hal, HalBuilder, HalReader, HistogramConfig, Permissions, StatsWriter,
-    ThreadConfig, ThreadRoom,
+    ComponentKey, Hal, HalBuilder, HalReader, HistogramConfig, Permissions, ThreadConfig,
+    ThreadRoom,
 };
-use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -131,221 +140,6 @@ impl Default for HostedOptions {
     }
 }
 
-/// What [`Period::wait`] tells the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use = "the body must return when wait() says Stop"]
-pub enum Flow {
-    /// The thread woke for its next period: do the period's work, then wait again.
-    Continue,
-    /// The owner asked the thread to end (or its timer failed): return from the body.
-    Stop,
-}
-
-/// The period boundary of one hosted thread, handed to its body. Lives on the thread's stack;
-/// nothing in it allocates after the thread started.
-pub struct Period {
-    ledger: Ledger,
-    timer: CycleTimer,
-    stats: StatsWriter,
-    period: Nanos,
-    control: Arc<Control>,
-    heartbeat: Arc<Heartbeat>,
-    /// The wake of the period whose work runs now: (time, latency, periodic timer's overruns).
-    woke: Option<(Nanos, i64, u64)>,
-    /// `wait()` said Stop once: it says so from then on.
-    ended: bool,
-}
-
-/// What the owner and a hosted thread share, besides the heartbeat.
-struct Control {
-    /// The owner asks the thread to end.
-    stop: Arc<AtomicBool>,
-    /// The errno of a failed timer wait (0: none).
-    wait_error: AtomicI32,
-    /// The body panicked (a Rust body: the panic was caught at the thread's top).
-    panicked: AtomicBool,
-}
-
-impl Period {
-    /// The period boundary, called once per period by the body: records the period whose work just
-    /// ended, sleeps to the next deadline on the absolute timeline (deadlines already gone by are
-    /// skipped and counted as missed, never run back to back), and measures the wake. Returns
-    /// [`Flow::Stop`] without sleeping once the owner asked the thread to end, or when a stop
-    /// interrupts the sleep; then the body should return. No allocation, lock, log or I/O: the
-    /// timer's wait, `clock_gettime`, stores into the segment and, in a spike period only, one
-    /// `getrusage`.
-    #[inline]
-    pub fn wait(&mut self) -> Flow {
-        let end = clock::now();
-        self.complete(end);
-        if self.ended || self.control.stop.load(Ordering::Relaxed) {
-            self.ended = true;
-            return Flow::Stop;
-        }
-        let deadline = self.ledger.deadline();
-        self.heartbeat.set_waiting(true);
-        // Read after `waiting` is set (SeqCst both): a stopper that set the flag before sees this
-        // thread waiting and interrupts it until it ends, so the request cannot be slept through.
-        let result = if self.control.stop.load(Ordering::SeqCst) {
-            Err(WakeError::Interrupted)
-        } else {
-            self.timer.wait_until(deadline)
-        };
-        self.heartbeat.set_waiting(false);
-        match result {
-            Ok(info) => {
-                let now = clock::now();
-                // A wake after the stop request is not a period of the run (as in the cycle loop).
-                if self.control.stop.load(Ordering::Relaxed) {
-                    self.ended = true;
-                    return Flow::Stop;
-                }
-                let latency = self.ledger.woke(now);
-                self.woke = Some((now, latency, info.kernel_overruns.unwrap_or(0)));
-                Flow::Continue
-            }
-            Err(WakeError::Interrupted) => {
-                self.ended = true;
-                Flow::Stop
-            }
-            Err(e) => {
-                let errno = match &e {
-                    WakeError::Sys(sys) => sys.errno as i32,
-                    _ => libc::EINVAL,
-                };
-                self.control.wait_error.store(errno, Ordering::Relaxed);
-                self.ended = true;
-                Flow::Stop
-            }
-        }
-    }
-
-    /// The period whose work ended at `end` is recorded; before the first wake, deadlines that the
-    /// body's first pass overran are passed over (the timeline starts at the next one).
-    #[inline]
-    fn complete(&mut self, end: Nanos) {
-        match self.woke.take() {
-            Some((wake, latency, overruns)) => {
-                self.ledger
-                    .finished(wake, latency, end, overruns, false, &self.stats);
-            }
-            None if !self.ended && self.ledger.prev_wake().is_none() => {
-                self.ledger.skip_to(end);
-            }
-            None => {}
-        }
-    }
-
-    /// The number of the current period on the thread's timeline (skipped periods included): after
-    /// a `wait()` that returned [`Flow::Continue`], the period just woken for.
-    pub fn number(&self) -> u64 {
-        self.ledger.number()
-    }
-
-    /// The deadline of the current period (after `Continue`: the one just woken for).
-    pub fn deadline(&self) -> Nanos {
-        self.ledger.deadline()
-    }
-
-    /// Periods missed (skipped) right before the current one.
-    pub fn missed(&self) -> u64 {
-        self.ledger.missed_before()
-    }
-
-    /// The thread's period.
-    pub fn period(&self) -> Nanos {
-        self.period
-    }
-
-    /// Whether the owner asked the thread to end (the next `wait()` returns [`Flow::Stop`]).
-    pub fn stop_requested(&self) -> bool {
-        self.ended || self.control.stop.load(Ordering::Relaxed)
-    }
-}
-
-// ---- foreign loops that never return (LinuxCNC's thread_task) -----------------------------------
-
-std::thread_local! {
-    /// The Period of the foreign task this thread runs in [`Period::run_foreign`] (null outside).
-    static CURRENT: std::cell::Cell<*mut Period> = const { std::cell::Cell::new(std::ptr::null_mut()) };
-}
-
-extern "C" {
-    /// hosted_exit.c: calls `task(arg)` after a setjmp; 1 if `rtapi_hosted_wait` left it.
-    fn rtapi_hosted_call(
-        task: unsafe extern "C" fn(*mut std::ffi::c_void),
-        arg: *mut std::ffi::c_void,
-    ) -> std::ffi::c_int;
-}
-
-/// The deadline of the current period of the foreign task this thread runs in
-/// [`Period::run_foreign`] (LinuxCNC's `rtapi_task_pll_get_reference`); `None` off such a task.
-pub fn foreign_deadline() -> Option<Nanos> {
-    let p = CURRENT.with(|c| c.get());
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: as in rtapi_hosted_period_wait: the Period run_foreign borrows for the task's whole
-    // run on this thread, read only (the task is in a call of its own, not in wait()).
-    Some(unsafe { &*p }.deadline())
-}
-
-/// How a foreign task run by [`Period::run_foreign`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForeignExit {
-    /// It returned by itself.
-    Returned,
-    /// Its `rtapi_hosted_wait()` said Stop and left it (longjmp between C frames).
-    Left,
-}
-
-/// Called by `rtapi_hosted_wait` (C): this thread's [`Period::wait`]; 0 continue, 1 stop (also
-/// when no task runs in [`Period::run_foreign`] on this thread). Never unwinds.
-#[no_mangle]
-extern "C" fn rtapi_hosted_period_wait() -> std::ffi::c_int {
-    let p = CURRENT.with(|c| c.get());
-    if p.is_null() {
-        return 1;
-    }
-    // SAFETY: CURRENT is set by run_foreign on this thread to the Period it borrows mutably for the
-    // task's whole run, and cleared before that borrow ends; only this thread reads it.
-    match unsafe { &mut *p }.wait() {
-        Flow::Continue => 0,
-        Flow::Stop => 1,
-    }
-}
-
-impl Period {
-    /// Runs a foreign (C) task that calls `rtapi_hosted_wait()` once per period and may never
-    /// return — LinuxCNC's `thread_task(arg)`: when this thread is asked to stop,
-    /// `rtapi_hosted_wait()` does not return into the task but `longjmp`s from C back into C
-    /// (`hosted_exit.c`), skipping only the task's C frames, and this returns
-    /// [`ForeignExit::Left`]. No cancellation, no unwinding through Rust frames. A master whose
-    /// modules call `rtapi_wait()` makes that symbol `rtapi_hosted_wait` itself (an alias:
-    /// `-Wl,--defsym=rtapi_wait=rtapi_hosted_wait` and the dynamic list), not a Rust function
-    /// calling it — a Rust frame between the task and the jump would be skipped.
-    ///
-    /// # Safety
-    /// `task` must be safe to call with `arg` on this thread, and its frames (and any frame between
-    /// it and `rtapi_hosted_wait`) must be C frames that hold no resource a `longjmp` over them
-    /// would leak or leave locked.
-    pub unsafe fn run_foreign(
-        &mut self,
-        task: unsafe extern "C" fn(*mut std::ffi::c_void),
-        arg: *mut std::ffi::c_void,
-    ) -> ForeignExit {
-        let outer = CURRENT.with(|c| c.replace(std::ptr::from_mut(self)));
-        // SAFETY: forwarded from the caller's contract; hosted_exit.c's setjmp/longjmp stay in C.
-        let left = unsafe { rtapi_hosted_call(task, arg) };
-        CURRENT.with(|c| c.set(outer));
-        if left == 0 {
-            ForeignExit::Returned
-        } else {
-            ForeignExit::Left
-        }
-    }
-}
-
 /// One hosted thread as its owner sees it.
 struct Hosted {
     info: Mutex<StartedThread>,
@@ -367,12 +161,6 @@ pub struct HostedHandle {
     health: HealthReader,
 }
 
-/// Changes of the watchdog's list while the instance runs.
-enum WatchCmd {
-    Add(Box<Watched>),
-    Forget(String),
-}
-
 /// An rtapi instance whose threads are added while it runs (see the module documentation).
 pub struct HostedThreads {
     hal: Hal,
@@ -384,10 +172,9 @@ pub struct HostedThreads {
     owner: ComponentKey,
     threads: Arc<Mutex<Vec<Arc<Hosted>>>>,
     watch: mpsc::Sender<WatchCmd>,
-    watchdog: Option<JoinHandle<Watchdog>>,
-    housekeeping_stop: Arc<AtomicBool>,
+    /// The watchdog, on the housekeeping CPUs.
+    housekeeping: Housekeeping,
     stalled_stop: Arc<AtomicBool>,
-    housekeeping: Vec<usize>,
     _hardening: Hardening,
 }
 
@@ -405,18 +192,13 @@ impl HostedThreads {
         opts: HostedOptions,
         system: SystemReport,
     ) -> Result<Self, RuntimeError> {
-        let env = std::env::var("RTAPI_FLAVOR").ok();
-        let selection = flavor::select(&system, opts.flavor.as_deref(), env.as_deref())?;
-        for w in &selection.warnings {
-            log::warn!("{w}");
-        }
+        let selection = super::select_flavor(&system, opts.flavor.as_deref())?;
         if opts.max_threads == 0 {
             return Err(RuntimeError::Config(
                 "a hosted instance needs room for at least one thread (max_threads ≥ 1)".into(),
             ));
         }
-        signals::install_wake_handler().map_err(RuntimeError::Signals)?;
-        super::panic::install_hook();
+        start::install_handlers()?;
         let mut b = HalBuilder::new(instance)?
             .capacity(rtapi_hal::Capacity {
                 factor: 4,
@@ -435,20 +217,19 @@ impl HostedThreads {
         }
         let owner = b.component(health::OWNER)?;
         let hal = b.build().map_err(RuntimeError::Segment)?;
-        super::crash::install();
-        super::crash::remove_on_crash(&super::crash::segment_path(&hal));
+        super::crash::guard_segment(&hal);
         let hardening = start::harden(opts.lock_memory, opts.dma_latency, selection.flavor)?;
-        // Calibrated here (20 ms, once per process), not on an RT thread.
-        let _ = clock::IntervalClock::get();
-        let housekeeping = housekeeping_cpus(&system);
+        let mut housekeeping = Housekeeping::on(housekeeping_cpus(
+            &system.cpus,
+            &start::unpinned_cpus(&system.cpus),
+        ));
         let (watch, commands) = mpsc::channel();
-        let housekeeping_stop = Arc::new(AtomicBool::new(false));
         let stalled_stop = Arc::new(AtomicBool::new(false));
-        let watchdog = start_watchdog(
+        housekeeping.watchdog = start_watchdog(
             Watchdog::new(opts.watchdog, Vec::new(), stalled_stop.clone()),
-            commands,
-            &housekeeping_stop,
-            &housekeeping,
+            Some(commands),
+            &housekeeping.stop,
+            &housekeeping.cpus,
             selection.flavor.real_time(),
         );
         hal.set_running(true);
@@ -462,10 +243,8 @@ impl HostedThreads {
             owner,
             threads: Arc::new(Mutex::new(Vec::new())),
             watch,
-            watchdog,
-            housekeeping_stop,
-            stalled_stop,
             housekeeping,
+            stalled_stop,
             _hardening: hardening,
         })
     }
@@ -482,7 +261,7 @@ impl HostedThreads {
 
     /// The CPUs without RT threads (where the watchdog runs; empty: no restriction).
     pub fn housekeeping_cpus(&self) -> &[usize] {
-        &self.housekeeping
+        &self.housekeeping.cpus
     }
 
     /// Whether a stall whose action is `stop` asked for the run to end (see
@@ -671,33 +450,21 @@ impl HostedThreads {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone()
-                    .unwrap_or_else(|| ThreadSummary {
-                        info: h.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-                        stats: None,
-                        histogram: None,
-                        faulted: Vec::new(),
-                        stalled: None,
-                        stalls: 0,
-                        longest_stall: Duration::ZERO,
-                        abandoned: false,
+                    .unwrap_or_else(|| {
+                        let info = h.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                        ThreadSummary::read(info, None)
                     }),
             })
             .collect();
-        self.housekeeping_stop.store(true, Ordering::Relaxed);
-        if let Some(d) = self.watchdog {
-            d.thread().unpark();
-            // Every stall of the run, recovered or not, also of threads stopped before this.
-            if let Ok(dog) = d.join() {
-                for (name, stalls, longest) in dog.history() {
-                    if let Some(t) = summaries.iter_mut().find(|t| t.info.name == name) {
-                        t.stalls = t.stalls.max(stalls);
-                        t.longest_stall = t.longest_stall.max(longest);
-                    }
-                }
+        // Every stall of the run, recovered or not, also of threads stopped before this.
+        if let Some(dog) = self.housekeeping.stop() {
+            let history = dog.history();
+            for t in &mut summaries {
+                t.count_stalls(&history);
             }
         }
         self.hal.set_running(false);
-        super::crash::forget_path(&super::crash::segment_path(&self.hal));
+        super::crash::forget_segment(&self.hal);
         Summary {
             flavor: self.selection.flavor,
             run_time: self.started.elapsed(),
@@ -755,8 +522,8 @@ impl HostedHandle {
     }
 
     /// Ends the thread: asks it to stop (its wait is interrupted if it is in one), joins it — bounded
-    /// by [`STOP_GRACE`] plus one period, the longest a body's work may take before its next
-    /// `wait()` — and returns its end of run. A thread that does not come back is left behind:
+    /// by [`STOP_GRACE`](super::STOP_GRACE) plus one period, the longest a body's work may take
+    /// before its next `wait()` — and returns its end of run. A thread that does not come back is left behind:
     /// demoted to SCHED_OTHER, `abandoned` and `stalled` in the summary. Its record stays in the
     /// segment (stopped) until the instance ends. A second call returns the same summary.
     pub fn stop(&self) -> ThreadSummary {
@@ -777,33 +544,19 @@ fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> Thr
     }
     let info = h.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let handle = h.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let grace = STOP_GRACE + Duration::from_nanos(info.period.as_nanos().max(0) as u64);
-    let begin = Instant::now();
-    let mut abandoned = false;
-    if let Some(handle) = handle {
-        // Only a thread in its wait is signalled: foreign code in a system call must not see an
-        // EINTR it does not expect. Again and again, so that a signal landing just before the
-        // thread's sleep cannot be lost (its flag check comes first, see `Period::wait`).
-        while !handle.is_finished() && begin.elapsed() < grace {
-            if h.heartbeat.waiting() {
-                let _ = signals::interrupt(handle.as_pthread_t());
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if handle.is_finished() {
-            let _ = handle.join();
-        } else {
-            // Never leave a SCHED_FIFO thread spinning behind: the exit path needs CPU time too.
-            if let Some(tid) = h.heartbeat.tid() {
-                let _ = sched::set_thread_policy(tid, Policy::Other);
-            }
-            abandoned = true;
-            log::error!(
-                "thread {}: did not return within {} ms of the stop request; left behind",
-                info.name,
-                grace.as_millis()
-            );
-        }
+    // Foreign code owns the loop: the thread is signalled only while in its wait.
+    let owner = LoopOwner::Foreign {
+        period: info.period,
+    };
+    let abandoned = handle.is_some_and(|handle| {
+        join_bounded(vec![(handle, Arc::clone(&h.heartbeat))], owner) == [true]
+    });
+    if abandoned {
+        log::error!(
+            "thread {}: did not return within {} ms of the stop request; left behind",
+            info.name,
+            owner.grace().as_millis()
+        );
     }
     let _ = watch.send(WatchCmd::Forget(info.name.clone()));
     let errno = h.control.wait_error.load(Ordering::Relaxed);
@@ -828,159 +581,21 @@ fn finish(h: &Hosted, reader: &HalReader, watch: &mpsc::Sender<WatchCmd>) -> Thr
             r.message
         );
     }
-    let s = ThreadSummary {
-        stats: reader.thread_stats(&info.name).ok(),
-        histogram: reader.histogram(&info.name).ok(),
-        faulted: if panicked {
-            vec![format!("{} (its body panicked)", info.name)]
+    let mut s = ThreadSummary::read(info, Some(reader));
+    if panicked {
+        s.faulted = vec![format!("{} (its body panicked)", s.info.name)];
+    }
+    s.stalled = abandoned.then(|| {
+        if h.heartbeat.waiting() {
+            "in its period wait".to_string()
         } else {
-            Vec::new()
-        },
-        stalled: abandoned.then(|| {
-            if h.heartbeat.waiting() {
-                "in its period wait".to_string()
-            } else {
-                "in its hosted code (it never called wait again)".to_string()
-            }
-        }),
-        // Stalls the thread recovered from are counted from the watchdog's history by
-        // `HostedThreads::stop`; here only one that lasted to the end is known.
-        stalls: u32::from(abandoned),
-        longest_stall: Duration::ZERO,
-        abandoned,
-        info,
-    };
+            "in its hosted code (it never called wait again)".to_string()
+        }
+    });
+    s.abandoned = abandoned;
+    // Stalls the thread recovered from are counted from the watchdog's history by
+    // `HostedThreads::stop`; here only one that lasted to the end is known.
+    s.count_stalls(&[]);
     *summary = Some(s.clone());
     s
-}
-
-/// Everything a hosted thread needs, made before it starts.
-struct HostedPlan {
-    name: String,
-    period: Nanos,
-    policy: Policy,
-    cpu: usize,
-    origin: Nanos,
-    timer: CycleTimer,
-    stats: StatsWriter,
-    health: health::ThreadHealth,
-    heartbeat: Arc<Heartbeat>,
-    control: Arc<Control>,
-    stack_prefault: usize,
-    panics: mpsc::SyncSender<PanicReport>,
-}
-
-/// On the new thread: set up, arm the timer on the instance's timeline, report, run the body,
-/// record its last period.
-fn run(
-    plan: HostedPlan,
-    body: Box<dyn FnOnce(&mut Period) + Send>,
-    ready: mpsc::Sender<Result<usize, SetupError>>,
-) {
-    let setup = thread::setup_current(plan.policy, Some(plan.cpu), plan.stack_prefault);
-    // SAFETY: gettid has no preconditions and cannot fail.
-    plan.heartbeat.set_tid(unsafe { libc::gettid() });
-    super::panic::route_panics_of_current_thread(
-        &plan.name,
-        plan.panics.clone(),
-        plan.heartbeat.clone(),
-    );
-    let _crash = super::crash::enter_thread(
-        &plan.name,
-        plan.heartbeat.clone(),
-        Arc::new(Slots::with_capacity(0)),
-    );
-    if let Err(e) = setup {
-        let _ = ready.send(Err(e));
-        return;
-    }
-    let mut timer = plan.timer;
-    // The first point of the instance's timeline at least one period away: the body's first pass
-    // runs before it, as LinuxCNC's first period does.
-    let (_, first) = clock::next_on_timeline(plan.origin, plan.period, clock::now() + plan.period);
-    if let Err(error) = timer.arm(first, plan.period) {
-        let _ = ready.send(Err(SetupError::Arm {
-            timer: timer.kind(),
-            error,
-        }));
-        return;
-    }
-    // A stop request also interrupts the wait itself (the stopper signals the thread).
-    timer.stop_on(Arc::clone(&plan.control.stop));
-    let mut ledger = Ledger::new(first, plan.period);
-    ledger.set_heartbeat(plan.heartbeat.clone());
-    ledger.set_health(plan.health);
-    ledger.start_usage_count();
-    let mut period = Period {
-        ledger,
-        timer,
-        stats: plan.stats,
-        period: plan.period,
-        control: plan.control.clone(),
-        heartbeat: plan.heartbeat.clone(),
-        woke: None,
-        ended: false,
-    };
-    period.stats.set_running(true);
-    plan.heartbeat.set_looping(true);
-    let _ = ready.send(Ok(plan.cpu));
-    // A Rust body's panic ends the thread, not the process; foreign code never unwinds into here.
-    let returned =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut period))).is_ok();
-    if !returned {
-        plan.control.panicked.store(true, Ordering::Relaxed);
-    }
-    // The work after the last wake is the last period.
-    period.complete(clock::now());
-    plan.heartbeat.set_looping(false);
-    period.stats.set_running(false);
-}
-
-/// The CPUs that are not the RT CPU (all of them when detection chose none).
-fn housekeeping_cpus(system: &SystemReport) -> Vec<usize> {
-    let Some(rt) = system.cpus.rt_cpu else {
-        return Vec::new();
-    };
-    system
-        .cpus
-        .online
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| *c != rt && system.cpus.allowed.as_ref().is_none_or(|a| a.contains(c)))
-        .collect()
-}
-
-/// The watchdog thread: SCHED_FIFO 99 under a real-time flavor, off the RT CPU, every
-/// [`WATCHDOG_TICK`](super::WATCHDOG_TICK); takes threads added and removed on the way.
-fn start_watchdog(
-    mut dog: Watchdog,
-    commands: mpsc::Receiver<WatchCmd>,
-    stop: &Arc<AtomicBool>,
-    cpus: &[usize],
-    fifo: bool,
-) -> Option<JoinHandle<Watchdog>> {
-    let (stop, cpus) = (stop.clone(), cpus.to_vec());
-    std::thread::Builder::new()
-        .name("rtapi-watchdog".into())
-        .spawn(move || {
-            if fifo {
-                let _ = sched::set_current_policy(Policy::Fifo { priority: 99 });
-            }
-            if !cpus.is_empty() {
-                let _ = sched::set_current_affinity(&cpus);
-            }
-            while !stop.load(Ordering::Relaxed) {
-                for c in commands.try_iter() {
-                    match c {
-                        WatchCmd::Add(t) => dog.add(*t),
-                        WatchCmd::Forget(name) => dog.forget(&name),
-                    }
-                }
-                dog.check();
-                std::thread::park_timeout(super::WATCHDOG_TICK);
-            }
-            dog
-        })
-        .ok()
 }
