@@ -131,7 +131,7 @@ fn main() {
         .warnings(true)
         .extra_warnings(true)
         .compile("rtapi_linuxcnc_shim");
-    // Leaving a hosted thread's foreign loop by longjmp between C frames (runtime/hosted.rs).
+    // Leaving a hosted thread's foreign loop by longjmp between C frames (runtime/hosted/period.rs).
     println!("cargo:rerun-if-changed=src/runtime/hosted_exit.c");
     cc::Build::new()
         .file("src/runtime/hosted_exit.c")

@@ -72,7 +72,7 @@ fn stat(id: i32) -> Result<libc::shmid_ds, i32> {
 /// `rtapi_shmem_new`: a handle (> 0), or `Err((-errno, message))`.
 ///
 /// The segment is made here, `IPC_EXCL`, so that its creator is this master. One that exists
-/// already is adopted only if nobody but this session can reach it ([`adoptable`]): SysV grants
+/// already is adopted only if nobody but this session can reach it (`refuse_existing` finds nothing): SysV grants
 /// the creator of a segment read-write access for its whole life, whatever owner and mode are set
 /// later, so a segment another user made first is theirs to write — and the HAL's memory holds
 /// the function pointers the real-time thread calls.

@@ -104,7 +104,7 @@ void rtapi_print(const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---- the LinuxCNC master's tasks (see master/capi.rs and runtime/hosted.rs) ----
+/* ---- the LinuxCNC master's tasks (see master/capi.rs and runtime/hosted/) ----
  *
  * hal_lib's thread body loops for ever, calling rtapi_wait() once per period. In the master each task
  * runs inside rtapi's Period::run_foreign (hosted_exit.c's rtapi_hosted_call), and rtapi_wait is the
