@@ -4,9 +4,8 @@
 //! real Prometheus server scraping the exporter and answering queries over what it stored.
 
 mod common;
+use common::sim_axis;
 use common::{rtapi, text};
-#[path = "common/sim_axis.rs"]
-mod sim_axis;
 use sim_axis::SimAxis;
 
 use std::collections::BTreeMap;

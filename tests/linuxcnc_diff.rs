@@ -33,8 +33,8 @@
 //! * Settings that are real HAL params (`debounce.N.delay`, `sum2.N.gain0`, `updown.N.max`…) cannot
 //!   change at an exact period in a free-running LinuxCNC thread: each value is its own case.
 
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+mod common;
+use common::linuxcnc;
 
 use linuxcnc::{check, Case, Rng, Ty, V};
 

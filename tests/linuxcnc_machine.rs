@@ -21,10 +21,8 @@
 //! delay is over): the planner then sees the same queue in every run.
 
 mod common;
-#[path = "common/lcnc_machine.rs"]
-mod lcnc_machine;
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+use common::lcnc_machine;
+use common::linuxcnc;
 
 use std::sync::OnceLock;
 

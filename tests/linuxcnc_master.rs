@@ -19,12 +19,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-#[path = "common/eventually.rs"]
-mod eventually;
+use common::eventually;
 use eventually::{until, until_true, GENEROUS};
 
-#[path = "common/master_ns.rs"]
-mod master_ns;
+use common::master_ns;
 use master_ns::*;
 
 /// (thread name, SCHED policy number, allowed CPUs) of each thread of `pid`.

@@ -7,10 +7,8 @@
 //! Without LinuxCNC's modules installed every test here fails (never skips).
 
 mod common;
-#[path = "common/halrun.rs"]
-mod halrun;
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+use common::halrun;
+use common::linuxcnc;
 
 use std::path::Path;
 use std::process::Command;

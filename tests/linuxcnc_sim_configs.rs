@@ -12,10 +12,7 @@
 //! the `.tsv` then has only those.
 
 mod common;
-#[path = "common/lcnc_machine.rs"]
-mod lcnc_machine;
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+use common::lcnc_machine;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

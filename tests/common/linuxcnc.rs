@@ -56,8 +56,6 @@
 //! NaN, infinities equal only themselves. The first differing period is reported with its inputs and
 //! both outputs, and the few periods before it.
 
-#![allow(dead_code)] // each test file uses only some of these
-
 use std::fmt::{self, Write as _};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -1,8 +1,5 @@
 //! The sim-axis machine as a child process: `rtapi run config/sim-axis.toml`, for the tests that
-//! drive it from other processes as an operator would. (Included with `#[path]` by the tests that
-//! use it.)
-
-#![allow(dead_code)] // each test file uses only some of these
+//! drive it from other processes as an operator would.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
