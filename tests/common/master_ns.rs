@@ -262,6 +262,28 @@ impl std::ops::DerefMut for Master {
     }
 }
 
+impl Master {
+    /// [`Child::wait_with_output`] of a master that has exited (its piped standard output and
+    /// error, read to their end, and its status): the guard keeps the child, so it cannot be given
+    /// away.
+    pub(crate) fn output_after_exit(&mut self) -> Output {
+        use std::io::Read;
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        if let Some(mut o) = self.0.stdout.take() {
+            o.read_to_end(&mut stdout).unwrap();
+        }
+        if let Some(mut e) = self.0.stderr.take() {
+            e.read_to_end(&mut stderr).unwrap();
+        }
+        let status = self.0.wait().unwrap();
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
 impl Drop for Master {
     fn drop(&mut self) {
         if !matches!(self.0.try_wait(), Ok(None)) {
