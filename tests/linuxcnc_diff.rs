@@ -36,13 +36,7 @@
 mod common;
 use common::linuxcnc;
 
-use linuxcnc::{check, Case, Rng, Ty, V};
-
-/// Rows built column by column: `f(k, rng)` gives row k.
-fn rows(n: usize, seed: u64, mut f: impl FnMut(usize, &mut Rng) -> Vec<V>) -> Vec<Vec<V>> {
-    let mut rng = Rng::new(seed);
-    (0..n).map(|k| f(k, &mut rng)).collect()
-}
+use linuxcnc::{check, rows, Case, Rng, Ty, V};
 
 // ---------------------------------------------------------------------------------------------
 // siggen

@@ -72,16 +72,6 @@ fn machine(name: &str, lines: &str) -> Machine {
     Machine::sim_axis(name, programs(lines))
 }
 
-fn ready() -> bool {
-    match lcnc_machine::missing_prerequisite(true) {
-        None => true,
-        Some(why) => {
-            common::skip("linuxcnc_machine", &why, common::Prereq::Ci);
-            false
-        }
-    }
-}
-
 fn run_or_panic(launcher: &Launcher, m: &Machine) -> Run {
     let r = run(launcher, m).unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
@@ -156,7 +146,7 @@ fn check_shape(r: &Run) {
 
 #[test]
 fn two_stock_runs_are_identical_move_by_move() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let a = baseline();
@@ -174,7 +164,7 @@ fn two_stock_runs_are_identical_move_by_move() {
 
 #[test]
 fn a_feed_rate_changed_by_one_is_a_difference() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let a = baseline();
@@ -193,7 +183,7 @@ fn a_feed_rate_changed_by_one_is_a_difference() {
 
 #[test]
 fn one_ulp_or_one_period_of_delay_is_a_difference() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let a = baseline();
@@ -230,7 +220,7 @@ fn one_ulp_or_one_period_of_delay_is_a_difference() {
 
 #[test]
 fn rtapi_linuxcnc_runs_sim_axis_like_stock() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     // RTAPI_LINUXCNC_BIN: another build's binary (a branch's) instead of this one's.
@@ -253,7 +243,7 @@ fn rtapi_linuxcnc_runs_sim_axis_like_stock() {
 /// processes (the daemonized `rtapi_app` too), its SysV segments, `/tmp/linuxcnc.lock`.
 #[test]
 fn a_hung_run_is_ended_and_cleaned_up() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let mut m = Machine::up_only("hang", "sample-configs/sim/axis/axis.ini");

@@ -61,32 +61,13 @@ fn threads(pid: u32) -> Vec<(String, i32, String)> {
 
 /// One `GET /metrics` of `rtapi export --instance INST` on a loopback port of its choosing.
 fn scrape_once(inst: &str) -> String {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut exp = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(["export", "--listen", "127.0.0.1:0", "--instance", inst])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(exp.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .map(str::to_string);
-    let body = addr.map(|a| {
-        let mut c = std::net::TcpStream::connect(a).unwrap();
-        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut body = String::new();
-        c.read_to_string(&mut body).unwrap();
-        body
-    });
-    let _ = exp.kill();
-    let _ = exp.wait();
-    body.unwrap_or_else(|| panic!("no address in the exporter's first line {line:?}"))
+    use std::io::{Read, Write};
+    let exp = common::exporter::Exporter::start(&["--instance", inst]);
+    let mut c = std::net::TcpStream::connect(&exp.addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    c.read_to_string(&mut body).unwrap();
+    body
 }
 
 fn getp(ns: &Ipc, name: &str) -> f64 {

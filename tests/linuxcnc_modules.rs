@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::{rtapi, text};
 use halrun::{halcmd, Halrun};
-use linuxcnc::{Case, Rng, Ty, V};
+use linuxcnc::{rows, Case, Ty, V};
 use rtapi::components::{Harness, Target};
 use rtapi_hal::{Access, HalReader, WriteOptions};
 
@@ -297,11 +297,6 @@ fn same_as_linuxcnc(case: &Case) {
         case.rows.len(),
         case.outputs.len()
     );
-}
-
-fn rows(n: usize, seed: u64, mut f: impl FnMut(usize, &mut Rng) -> Vec<V>) -> Vec<Vec<V>> {
-    let mut rng = Rng::new(seed);
-    (0..n).map(|k| f(k, &mut rng)).collect()
 }
 
 #[test]

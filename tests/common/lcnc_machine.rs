@@ -348,6 +348,18 @@ pub(crate) fn missing_prerequisite(x_server: bool) -> Option<String> {
     None
 }
 
+/// Whether LinuxCNC machines (with an X server) can run here; if not, says so for `test` (a test
+/// file's name: `SKIPPED: <test>: <why>`, a failure under CI) and returns false.
+pub(crate) fn ready(test: &str) -> bool {
+    match missing_prerequisite(true) {
+        None => true,
+        Some(why) => {
+            super::skip(test, &why, super::Prereq::Ci);
+            false
+        }
+    }
+}
+
 pub(crate) fn which(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)

@@ -308,6 +308,16 @@ impl Rng {
     }
 }
 
+/// `n` input rows of a case, drawn from one seeded [`Rng`]: `f(k, rng)` gives row k.
+pub(crate) fn rows(
+    n: usize,
+    seed: u64,
+    mut f: impl FnMut(usize, &mut Rng) -> Vec<V>,
+) -> Vec<Vec<V>> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|k| f(k, &mut rng)).collect()
+}
+
 const LOCK: &str = "/tmp/rtapi-linuxcnc-diff.lock";
 
 /// Reads N samples of sampler FIFO 0 at full precision (see the module docs).

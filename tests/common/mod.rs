@@ -28,6 +28,7 @@
 pub(crate) mod alloc_count;
 pub(crate) mod cyclictest;
 pub(crate) mod eventually;
+pub(crate) mod exporter;
 pub(crate) mod halrun;
 pub(crate) mod lcnc_machine;
 pub(crate) mod linuxcnc;
