@@ -29,12 +29,13 @@
 //! Ratios (rtapi ÷ each stock) are printed only when both sides' servo threads were verified; when
 //! their policies differ the ratio line says so. Per load: stock, stock forced RT, rtapi, one run each.
 
+// The tests' helper tree (tests/common/mod.rs and its submodules): a bench target lives outside
+// `tests/`, so it names the tree's root by path (the one `#[path]` left; everything below it is found
+// as in a test binary).
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[path = "../tests/common/lcnc_machine.rs"]
-mod lcnc_machine;
-#[path = "../tests/common/linuxcnc.rs"]
-mod linuxcnc;
+
+use common::lcnc_machine;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

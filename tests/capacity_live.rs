@@ -5,8 +5,7 @@
 //! after. The room is read from outside, as `rtapi show --json` and a reader report it.
 
 mod common;
-#[path = "common/halrun.rs"]
-mod halrun;
+use common::halrun;
 
 use std::time::Instant;
 

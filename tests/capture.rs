@@ -2,11 +2,9 @@
 //! real shared memory), fed by `rtapi stream` and read by `rtapi sample` in other processes.
 
 mod common;
-#[path = "common/halrun.rs"]
-mod halrun;
+use common::eventually;
+use common::halrun;
 use halrun::{halcmd, Halrun as Running, T};
-#[path = "common/eventually.rs"]
-mod eventually;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -6,13 +6,13 @@
 
 mod common;
 use common::segment_exists;
+use common::sim_axis::Running as Instance;
 
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 /// One test at a time: the overrun scenario's 1 µs SCHED_FIFO thread keeps the RT CPU busy, and
 /// another test's threads on that CPU would stall (and be reported stalled) meanwhile.
@@ -81,52 +81,18 @@ fn assert_quiet_end(what: &str, out: &Output) {
     assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
 }
 
-/// A `rtapi run` of the sim-axis machine; SIGTERM on drop so it removes its segment.
-struct Instance {
-    child: Child,
-    name: String,
-}
-
-impl Instance {
-    fn start(name: String) -> Instance {
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
-        let child = rtapi(&["run", config.to_str().unwrap(), "--duration", "10s"])
-            .args(["--instance", &name])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let i = Instance { child, name };
-        let t0 = Instant::now();
-        loop {
-            let out = rtapi(&["show", "thread", "--json", "--instance", &i.name])
-                .output()
-                .unwrap();
-            let cycles = serde_json::from_slice::<serde_json::Value>(&out.stdout)
-                .ok()
-                .and_then(|v| v["threads"][1]["cycles"].as_u64());
-            if cycles.is_some_and(|c| c > 10) {
-                return i;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(10), "instance never ran");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
+/// A `rtapi run` of the sim-axis machine for 10 s, without `RTAPI_FLAVOR` (as [`rtapi`]).
+fn start(name: String) -> Instance {
+    Instance::start(name, "10s", |c| {
+        c.env_remove("RTAPI_FLAVOR");
+    })
 }
 
 /// `rtapi show | head -1` panicked with "failed printing to stdout: Broken pipe" (exit 101).
 #[test]
 fn read_only_commands_end_quietly_when_their_reader_goes() {
     let _serial = serial();
-    let i = Instance::start(name("show"));
+    let i = start(name("show"));
     let on = |args: &[&str]| {
         let mut c = rtapi(args);
         c.args(["--instance", &i.name]);

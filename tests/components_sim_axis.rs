@@ -19,7 +19,7 @@ use common::rtapi;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// The bound documented in config/sim-axis.toml, mm.
@@ -62,12 +62,8 @@ impl Drop for Run {
 impl Run {
     fn start(tag: &str) -> Run {
         let instance = format!("{tag}-{}", std::process::id());
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
         let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["run", config.to_str().unwrap(), "--duration", "600s"])
-            .args(["--instance", &instance])
-            .env("RUST_LOG", "error")
+        let child = common::sim_axis::command(&instance, "600s")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
             .spawn()

@@ -4,13 +4,13 @@
 //! real Prometheus server scraping the exporter and answering queries over what it stored.
 
 mod common;
+use common::exporter::Exporter;
+use common::sim_axis;
 use common::{rtapi, text};
-#[path = "common/sim_axis.rs"]
-mod sim_axis;
 use sim_axis::SimAxis;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -40,60 +40,8 @@ fn sim_axis(tag: &str) -> SimAxis {
     }
 }
 
-/// A running `rtapi export`, killed on drop; its standard error goes to a file.
-struct Exporter {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-    stderr: PathBuf,
-}
-
+/// This file reads the exporter as a scraper does.
 impl Exporter {
-    /// `rtapi export --listen 127.0.0.1:0 ARGS`; its address from the line it prints first.
-    fn start(args: &[&str]) -> Exporter {
-        let dir = tempfile::tempdir().unwrap();
-        let stderr = dir.path().join("stderr");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["export", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "no address in {line:?}; stderr: {}",
-                    std::fs::read_to_string(&stderr).unwrap_or_default()
-                )
-            })
-            .to_string();
-        Exporter {
-            child,
-            addr,
-            _dir: dir,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
     /// `GET /metrics` asking for OpenMetrics, checked to be a whole OpenMetrics exposition.
     fn scrape(&self) -> Exposition {
         let r = get(
@@ -106,13 +54,6 @@ impl Exporter {
         assert!(r.body.ends_with("# EOF\n"), "no # EOF at the end");
         assert_eq!(r.body.matches("# EOF").count(), 1);
         Exposition::parse(&r.body)
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -11,8 +11,9 @@
 //!   `rtapi_up` series after five rounds of 2 000; here five rounds of 2 000 too).
 
 mod common;
+use common::exporter::Exporter;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
@@ -127,56 +128,15 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
-/// A running `rtapi export --listen 127.0.0.1:0 ARGS`, address space limited, killed on drop.
-struct Exporter {
-    child: Child,
-    addr: String,
-    stderr: PathBuf,
-    _dir: tempfile::TempDir,
+/// `rtapi export --listen 127.0.0.1:0 ARGS`, address space [`limited`].
+fn exporter(args: &[&str]) -> Exporter {
+    Exporter::start_with(args, |cmd| {
+        limited(cmd);
+    })
 }
 
+/// This file scrapes raw, timed, and watches the exporter's memory.
 impl Exporter {
-    fn start(args: &[&str]) -> Exporter {
-        let dir = tempfile::tempdir().unwrap();
-        let stderr = dir.path().join("stderr");
-        let mut child = limited(
-            Command::new(env!("CARGO_BIN_EXE_rtapi"))
-                .args(["export", "--listen", "127.0.0.1:0"])
-                .args(args)
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::piped())
-                .stderr(std::fs::File::create(&stderr).unwrap()),
-        )
-        .spawn()
-        .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let Some(addr) = line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split('/').next())
-        else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "no address in {line:?}: {}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            );
-        };
-        Exporter {
-            addr: addr.to_string(),
-            child,
-            stderr,
-            _dir: dir,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
     /// `GET /metrics`: the status, the body and how long it took.
     fn scrape(&self) -> (u16, String, Duration) {
         let t = Instant::now();
@@ -212,13 +172,6 @@ impl Exporter {
 
     fn rss_kib(&self) -> u64 {
         rss_kib(self.child.id())
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -275,7 +228,7 @@ fn a_huge_function_count_is_refused_by_show_and_export_in_bounded_memory() {
 
     // The exporter (every instance in /dev/shm: a dead copy cannot be named with --instance):
     // each scrape answers at once with the copy down, and its memory stays small.
-    let exp = Exporter::start(&[]);
+    let exp = exporter(&[]);
     for i in 0..3 {
         let (status, body, took) = exp.scrape();
         let rss = exp.rss_kib();
@@ -335,7 +288,7 @@ fn dribbler(addr: String, gap: Duration, stop: Arc<AtomicBool>, closed: Arc<Atom
 #[test]
 fn a_dribbling_client_is_cut_off_at_the_request_deadline() {
     let (_hal, inst) = owner("drip");
-    let exp = Exporter::start(&["--instance", &inst]);
+    let exp = exporter(&["--instance", &inst]);
     let mut s = TcpStream::connect(&exp.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
     let t = Instant::now();
@@ -374,7 +327,7 @@ fn a_dribbling_client_is_cut_off_at_the_request_deadline() {
 #[test]
 fn slow_clients_do_not_keep_a_scraper_out() {
     let (_hal, inst) = owner("slowloris");
-    let exp = Exporter::start(&["--instance", &inst]);
+    let exp = exporter(&["--instance", &inst]);
     let stop = Arc::new(AtomicBool::new(false));
     let closed = Arc::new(AtomicUsize::new(0));
     let slow: Vec<_> = (0..24)
@@ -431,7 +384,7 @@ fn vanished_instances_are_forgotten_and_memory_stays_bounded() {
     let keep = format!("{prefix}keep");
     let _keep = Planted(vec![shm(&keep)]);
     plant(&shm(&keep), b"junk that stays");
-    let exp = Exporter::start(&["--forget-after", "1"]);
+    let exp = exporter(&["--forget-after", "1"]);
     let (per_round, rounds) = (2000, 5);
     let mut rss = Vec::new();
     for round in 0..rounds {
@@ -494,7 +447,7 @@ fn vanished_instances_are_forgotten_and_memory_stays_bounded() {
 fn an_instance_still_running_is_kept_though_its_file_was_removed() {
     let (hal, inst) = owner("unlinked");
     let _planted = Planted(vec![shm(&inst)]);
-    let exp = Exporter::start(&["--forget-after", "0.2"]);
+    let exp = exporter(&["--forget-after", "0.2"]);
     fn up<'a>(body: &'a str, inst: &str) -> Vec<&'a str> {
         up_series(body, &format!("{inst}\""))
     }

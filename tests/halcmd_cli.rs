@@ -2,70 +2,23 @@
 //! errors (unknown names and refused writes exit 2; no running instance exits 1 and says how to start one).
 
 mod common;
+use common::sim_axis::Running as Instance;
 use common::{rtapi, text};
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-struct Instance {
-    child: Child,
-    name: String,
+/// A sim-axis instance of its own (`halcmd-<n>-<pid>`), for 20 s.
+fn start() -> Instance {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Instance::start(format!("halcmd-{}-{n}", std::process::id()), "20s", |_| {})
 }
 
-impl Drop for Instance {
-    /// SIGTERM, so the instance shuts down cleanly and removes its segment.
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
-}
-
+/// This file reads values as text.
 impl Instance {
-    fn start() -> Instance {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("halcmd-{}-{n}", std::process::id());
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
-        let child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["run", config.to_str().unwrap(), "--duration", "20s"])
-            .args(["--instance", &name])
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let i = Instance { child, name };
-        let t0 = Instant::now();
-        while i.json(&["show", "thread"])["threads"][1]["cycles"]
-            .as_u64()
-            .is_none_or(|c| c <= 10)
-        {
-            assert!(t0.elapsed() < Duration::from_secs(10), "instance never ran");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        i
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let mut all = args.to_vec();
-        all.extend(["--instance", &self.name]);
-        rtapi(&all)
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.push("--json");
-        let out = self.run(&all);
-        if !out.status.success() {
-            return Value::Null;
-        }
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
     fn getp(&self, name: &str) -> String {
         let out = self.run(&["getp", name]);
         assert!(out.status.success(), "{:?}", text(&out));
@@ -75,7 +28,7 @@ impl Instance {
 
 #[test]
 fn show_getp_setp_sets_watch_against_a_live_instance() {
-    let i = Instance::start();
+    let i = start();
 
     // show, text: every section, halcmd-like.
     let out = i.run(&["show"]);
@@ -267,11 +220,7 @@ fn sigterm_stops_a_run_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
     let name = format!("halcmd-term-{}", std::process::id());
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim-axis.toml");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(["run", config.to_str().unwrap(), "--duration", "600s"])
-        .args(["--instance", &name])
-        .env("RUST_LOG", "error")
+    let mut child = common::sim_axis::command(&name, "600s")
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()

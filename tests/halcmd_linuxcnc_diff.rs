@@ -5,8 +5,8 @@
 //! Without LinuxCNC (`halrun` missing, or no non-root user to run it as) each test prints a loud
 //! `LINUXCNC DIFFERENTIAL TEST NOT RUN` banner and FAILS.
 
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+mod common;
+use common::linuxcnc;
 
 use std::process::Command;
 

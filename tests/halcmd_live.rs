@@ -4,10 +4,8 @@
 //! while another process makes 1 000 structural changes.
 
 mod common;
-#[path = "common/halrun.rs"]
-mod halrun;
-#[path = "common/pty.rs"]
-mod pty;
+use common::halrun;
+use common::pty;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -4,11 +4,9 @@
 //! the thread must show as missed periods and a latency of about that much.
 
 mod common;
+use common::eventually;
+use common::sim_axis;
 use common::{rtapi, text};
-#[path = "common/eventually.rs"]
-mod eventually;
-#[path = "common/sim_axis.rs"]
-mod sim_axis;
 use sim_axis::SimAxis;
 
 use std::process::Command;

@@ -4,8 +4,7 @@
 //! count, an order or an accounting identity; latency itself is never asserted.
 
 mod common;
-#[path = "common/eventually.rs"]
-mod eventually;
+use common::{alloc_count, eventually};
 
 use rtapi::rt::clock::Nanos;
 use rtapi::rt::wake::TimerKind;
@@ -13,34 +12,13 @@ use rtapi::runtime::hosted::{Flow, ForeignExit, HostedOptions, HostedThreads, Pe
 use rtapi::runtime::watchdog::{StallAction, WatchdogOptions};
 use rtapi::runtime::{RuntimeError, ThreadSpec};
 use rtapi_hal::{Access, HalReader, ThreadState, Value};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Counts allocations made on threads that have opted in (a hosted thread, around its waits).
-struct CountingAlloc;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-thread_local!(static COUNTING: Cell<bool> = const { Cell::new(false) });
-
-// SAFETY: delegates every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.try_with(Cell::get).unwrap_or(false) {
-            ALLOCS.fetch_add(1, SeqCst);
-        }
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
+// Counts the allocations of the threads that watch themselves (a hosted thread, around its waits).
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+static GLOBAL: common::alloc_count::CountingAlloc = common::alloc_count::CountingAlloc;
 
 fn instance(test: &str) -> String {
     format!("t-hosted-{test}-{}", std::process::id())
@@ -502,14 +480,14 @@ fn wait_allocates_nothing_faults_nothing_and_only_sleeps() {
                         }
                     }
                     let usage = rtapi::rt::sched::thread_usage().unwrap();
-                    let allocs = ALLOCS.load(SeqCst);
-                    COUNTING.with(|c| c.set(true));
+                    let allocs = alloc_count::allocations();
+                    alloc_count::watch(true);
                     let mut n = 0;
                     while n < PERIODS && p.wait() == Flow::Continue {
                         n += 1;
                     }
-                    let allocs = ALLOCS.load(SeqCst) - allocs;
-                    COUNTING.with(|c| c.set(false));
+                    let allocs = alloc_count::allocations() - allocs;
+                    alloc_count::watch(false);
                     let u = rtapi::rt::sched::thread_usage().unwrap().since(&usage);
                     r[0].store(allocs, SeqCst);
                     r[1].store(u.minor_faults + u.major_faults, SeqCst);

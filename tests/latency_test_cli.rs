@@ -4,10 +4,8 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-#[path = "common/eventually.rs"]
-mod eventually;
-#[path = "common/pty.rs"]
-mod pty;
+use common::eventually;
+use common::pty;
 
 fn rtapi(instance: &str, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));

@@ -33,16 +33,10 @@
 //! * Settings that are real HAL params (`debounce.N.delay`, `sum2.N.gain0`, `updown.N.max`…) cannot
 //!   change at an exact period in a free-running LinuxCNC thread: each value is its own case.
 
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+mod common;
+use common::linuxcnc;
 
-use linuxcnc::{check, Case, Rng, Ty, V};
-
-/// Rows built column by column: `f(k, rng)` gives row k.
-fn rows(n: usize, seed: u64, mut f: impl FnMut(usize, &mut Rng) -> Vec<V>) -> Vec<Vec<V>> {
-    let mut rng = Rng::new(seed);
-    (0..n).map(|k| f(k, &mut rng)).collect()
-}
+use linuxcnc::{check, rows, Case, Rng, Ty, V};
 
 // ---------------------------------------------------------------------------------------------
 // siggen

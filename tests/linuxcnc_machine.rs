@@ -21,10 +21,8 @@
 //! delay is over): the planner then sees the same queue in every run.
 
 mod common;
-#[path = "common/lcnc_machine.rs"]
-mod lcnc_machine;
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+use common::lcnc_machine;
+use common::linuxcnc;
 
 use std::sync::OnceLock;
 
@@ -72,16 +70,6 @@ fn programs(lines: &str) -> Vec<Program> {
 
 fn machine(name: &str, lines: &str) -> Machine {
     Machine::sim_axis(name, programs(lines))
-}
-
-fn ready() -> bool {
-    match lcnc_machine::missing_prerequisite(true) {
-        None => true,
-        Some(why) => {
-            common::skip("linuxcnc_machine", &why, common::Prereq::Ci);
-            false
-        }
-    }
 }
 
 fn run_or_panic(launcher: &Launcher, m: &Machine) -> Run {
@@ -158,7 +146,7 @@ fn check_shape(r: &Run) {
 
 #[test]
 fn two_stock_runs_are_identical_move_by_move() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let a = baseline();
@@ -176,7 +164,7 @@ fn two_stock_runs_are_identical_move_by_move() {
 
 #[test]
 fn a_feed_rate_changed_by_one_is_a_difference() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let a = baseline();
@@ -195,7 +183,7 @@ fn a_feed_rate_changed_by_one_is_a_difference() {
 
 #[test]
 fn one_ulp_or_one_period_of_delay_is_a_difference() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let a = baseline();
@@ -232,7 +220,7 @@ fn one_ulp_or_one_period_of_delay_is_a_difference() {
 
 #[test]
 fn rtapi_linuxcnc_runs_sim_axis_like_stock() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     // RTAPI_LINUXCNC_BIN: another build's binary (a branch's) instead of this one's.
@@ -255,7 +243,7 @@ fn rtapi_linuxcnc_runs_sim_axis_like_stock() {
 /// processes (the daemonized `rtapi_app` too), its SysV segments, `/tmp/linuxcnc.lock`.
 #[test]
 fn a_hung_run_is_ended_and_cleaned_up() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_machine") {
         return;
     }
     let mut m = Machine::up_only("hang", "sample-configs/sim/axis/axis.ini");

@@ -19,12 +19,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-#[path = "common/eventually.rs"]
-mod eventually;
+use common::eventually;
 use eventually::{until, until_true, GENEROUS};
 
-#[path = "common/master_ns.rs"]
-mod master_ns;
+use common::master_ns;
 use master_ns::*;
 
 /// (thread name, SCHED policy number, allowed CPUs) of each thread of `pid`.
@@ -63,32 +61,13 @@ fn threads(pid: u32) -> Vec<(String, i32, String)> {
 
 /// One `GET /metrics` of `rtapi export --instance INST` on a loopback port of its choosing.
 fn scrape_once(inst: &str) -> String {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut exp = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(["export", "--listen", "127.0.0.1:0", "--instance", inst])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(exp.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .map(str::to_string);
-    let body = addr.map(|a| {
-        let mut c = std::net::TcpStream::connect(a).unwrap();
-        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut body = String::new();
-        c.read_to_string(&mut body).unwrap();
-        body
-    });
-    let _ = exp.kill();
-    let _ = exp.wait();
-    body.unwrap_or_else(|| panic!("no address in the exporter's first line {line:?}"))
+    use std::io::{Read, Write};
+    let exp = common::exporter::Exporter::start(&["--instance", inst]);
+    let mut c = std::net::TcpStream::connect(&exp.addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    c.read_to_string(&mut body).unwrap();
+    body
 }
 
 fn getp(ns: &Ipc, name: &str) -> f64 {
@@ -101,7 +80,7 @@ fn linuxcnc_hal_runs_on_the_masters_fifo_threads_and_leaves_nothing() {
         return skip!(Ci, "{why}");
     }
     let ns = Ipc::new();
-    let mut m = ns.master(1, &[]);
+    let mut m = Master(ns.master(1, &[]));
     ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
     ns.ok(&["loadrt", "siggen"]);
     ns.ok(&["addf", "siggen.0.update", "servo"]);
@@ -217,7 +196,7 @@ fn a_stalled_servo_thread_trips_linuxcncs_estop_latch_through_rtapi_late() {
         return skip!(Ci, "{why}");
     }
     let ns = Ipc::new();
-    let mut m = ns.master(1, &[]);
+    let mut m = Master(ns.master(1, &[]));
     ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
     ns.ok(&["loadrt", "estop_latch"]);
     ns.ok(&["addf", "rtapi.update", "servo"]);
@@ -286,7 +265,7 @@ fn trace_names_what_made_linuxcncs_thread_late() {
         return skip!(Ci, "no tracefs at /sys/kernel/tracing");
     }
     let ns = Ipc::new();
-    let mut m = ns.master(1, &["--trace=500us"]);
+    let mut m = Master(ns.master(1, &["--trace=500us"]));
     assert!(
         ns.master_log(1).contains("--trace: every period"),
         "{}",
@@ -383,24 +362,25 @@ fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory()
     assert!(o.status.success(), "setcap: {:?}", common::text(&o));
     let log = ns.dir.path().join("master.1.err");
     // setpriv execs the master itself (its pid is the child's): nobody, no supplementary group.
-    let mut m = ns
-        .enter()
-        .args([
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "env",
-        ])
-        .arg(format!("HOME={}", ns.dir.path().display()))
-        .arg(format!("RTAPI_FIFO_PATH={}", ns.fifo().display()))
-        .arg(format!("RTAPI_INSTANCE={}", ns.inst))
-        .arg("RTAPI_FLAVOR=posix")
-        .arg(&bin)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut m = Master(
+        ns.enter()
+            .args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "env",
+            ])
+            .arg(format!("HOME={}", ns.dir.path().display()))
+            .arg(format!("RTAPI_FIFO_PATH={}", ns.fifo().display()))
+            .arg(format!("RTAPI_INSTANCE={}", ns.inst))
+            .arg("RTAPI_FLAVOR=posix")
+            .arg(&bin)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let exited = until("the master listening (or exiting)", GENEROUS, || {
         if std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on")) {
             return Some(None);
@@ -517,7 +497,7 @@ fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
     } else {
         &[]
     };
-    let mut m = ns.master(1, trace);
+    let mut m = Master(ns.master(1, trace));
     let traced = instances.join(format!("rtapi-{}", m.id()));
     assert_eq!(traced.is_dir(), !trace.is_empty(), "{}", traced.display());
     ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
@@ -546,7 +526,7 @@ fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
     assert!(!ns.fifo().exists(), "the socket is left: {log}");
     assert!(!Path::new(&shm).exists());
     // A new master starts on the clean slate, with nothing to reclaim but the trace instance.
-    let mut m2 = ns.master(2, trace);
+    let mut m2 = Master(ns.master(2, trace));
     assert!(
         !traced.exists(),
         "{} left after the second master started",
@@ -568,7 +548,7 @@ fn module_paths_are_refused_and_nothing_of_them_is_opened() {
     // A real module file where a path would find it.
     let x = ns.dir.path().join("x.so");
     std::fs::copy("/usr/lib/linuxcnc/modules/siggen.so", &x).unwrap();
-    let mut m = ns.master(1, &["--stay"]);
+    let mut m = Master(ns.master(1, &["--stay"]));
     let o = ns.halcmd(&["loadrt", "../x"]);
     assert!(!o.status.success(), "{:?}", common::text(&o));
     let o = ns.as_user("/usr/bin/rtapi_app", &["load", x.to_str().unwrap()]);
@@ -599,7 +579,7 @@ fn a_new_master_reclaims_what_a_killed_master_left() {
         return skip!(Ci, "{why}");
     }
     let ns = Ipc::new();
-    let mut m = ns.master(1, &[]);
+    let mut m = Master(ns.master(1, &[]));
     ns.ok(&["loadrt", "threads", "name1=t", "period1=1000000"]);
     let before: Vec<Seg> = [HAL_KEY, RTAPI_KEY]
         .iter()
@@ -613,7 +593,7 @@ fn a_new_master_reclaims_what_a_killed_master_left() {
     assert!(stale.iter().all(|s| s.nattch == 0), "{stale:?}");
     assert_eq!(stale.len(), 2, "{stale:?}");
     assert!(ns.fifo().exists());
-    let mut m2 = ns.master(2, &[]);
+    let mut m2 = Master(ns.master(2, &[]));
     let log = ns.master_log(2);
     assert_eq!(
         log.matches("removed the stale LinuxCNC shared memory")
@@ -638,23 +618,24 @@ fn a_segment_in_use_by_another_session_stops_the_master_from_starting() {
         return skip!(Ci, "{why}");
     }
     let ns = Ipc::new();
-    let mut m = ns.master(1, &[]);
+    let mut m = Master(ns.master(1, &[]));
     ns.ok(&["loadrt", "threads", "name1=t", "period1=1000000"]);
     // A second master for the same keys while the first one has them.
-    let mut second = ns
-        .enter()
-        .arg("env")
-        .arg(format!("RTAPI_UID={NOBODY}"))
-        .arg(format!(
-            "RTAPI_FIFO_PATH={}",
-            ns.dir.path().join("fifo2").display()
-        ))
-        .arg(format!("RTAPI_INSTANCE={}", unique_instance()))
-        .arg(master_bin())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut second = Master(
+        ns.enter()
+            .arg("env")
+            .arg(format!("RTAPI_UID={NOBODY}"))
+            .arg(format!(
+                "RTAPI_FIFO_PATH={}",
+                ns.dir.path().join("fifo2").display()
+            ))
+            .arg(format!("RTAPI_INSTANCE={}", unique_instance()))
+            .arg(master_bin())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     // It must refuse, not serve: bounded, so a master that serves fails the test instead of hanging it.
     let t0 = std::time::Instant::now();
     while second.try_wait().unwrap().is_none() {
@@ -665,7 +646,7 @@ fn a_segment_in_use_by_another_session_stops_the_master_from_starting() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = second.wait_with_output().unwrap();
+    let o = second.output_after_exit();
     let (_, err) = common::text(&o);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("another LinuxCNC session is running"), "{err}");

@@ -7,10 +7,8 @@
 //! Without LinuxCNC's modules installed every test here fails (never skips).
 
 mod common;
-#[path = "common/halrun.rs"]
-mod halrun;
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+use common::halrun;
+use common::linuxcnc;
 
 use std::path::Path;
 use std::process::Command;
@@ -19,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::{rtapi, text};
 use halrun::{halcmd, Halrun};
-use linuxcnc::{Case, Rng, Ty, V};
+use linuxcnc::{rows, Case, Ty, V};
 use rtapi::components::{Harness, Target};
 use rtapi_hal::{Access, HalReader, WriteOptions};
 
@@ -299,11 +297,6 @@ fn same_as_linuxcnc(case: &Case) {
         case.rows.len(),
         case.outputs.len()
     );
-}
-
-fn rows(n: usize, seed: u64, mut f: impl FnMut(usize, &mut Rng) -> Vec<V>) -> Vec<Vec<V>> {
-    let mut rng = Rng::new(seed);
-    (0..n).map(|k| f(k, &mut rng)).collect()
 }
 
 #[test]

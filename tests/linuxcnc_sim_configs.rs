@@ -12,10 +12,7 @@
 //! the `.tsv` then has only those.
 
 mod common;
-#[path = "common/lcnc_machine.rs"]
-mod lcnc_machine;
-#[path = "common/linuxcnc.rs"]
-mod linuxcnc;
+use common::lcnc_machine;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -136,20 +133,10 @@ fn read_tsv(label: &str) -> Option<Vec<(String, String, String)>> {
     )
 }
 
-fn ready() -> bool {
-    match lcnc_machine::missing_prerequisite(true) {
-        None => true,
-        Some(why) => {
-            common::skip("linuxcnc_sim_configs", &why, common::Prereq::Ci);
-            false
-        }
-    }
-}
-
 #[test]
 #[ignore = "runs every sim config of LinuxCNC (about 15 minutes)"]
 fn sim_configs_on_stock_linuxcnc() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_sim_configs") {
         return;
     }
     let rows = survey(&Launcher::Stock, "stock");
@@ -164,7 +151,7 @@ fn sim_configs_on_stock_linuxcnc() {
 #[test]
 #[ignore = "runs every sim config on rtapi linuxcnc (about 25 minutes)"]
 fn sim_configs_on_rtapi_linuxcnc() {
-    if !ready() {
+    if !lcnc_machine::ready("linuxcnc_sim_configs") {
         return;
     }
     let rows = survey(

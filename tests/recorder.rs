@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::eventually;
 use common::{rtapi, segment_exists, text};
-#[path = "common/eventually.rs"]
-mod eventually;
 
 /// The tests here run 1 ms SCHED_FIFO threads on the same CPU, and one of them makes its thread
 /// spin (a stall, until the watchdog sees it): run in parallel, that starves the others' threads for

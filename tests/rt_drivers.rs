@@ -6,10 +6,8 @@
 //! bound. Run with `--nocapture` to see the measured numbers.
 
 mod common;
+use common::alloc_count;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use rtapi::rt::clock::{missed_periods, now, Nanos};
@@ -20,47 +18,8 @@ use rtapi::rt::wake::{self, CycleTimer, TimerDriver, TimerKind, WakeError, WakeM
 // ---------------------------------------------------------------------------------------------
 // A global allocator that counts the allocations made by threads that asked to be watched.
 
-struct CountingAllocator;
-
-thread_local! {
-    static WATCHED: Cell<bool> = const { Cell::new(false) };
-}
-
-static WATCHED_ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-fn note_allocation() {
-    // `try_with`: no panic if a thread allocates while its TLS is being torn down.
-    if WATCHED.try_with(Cell::get).unwrap_or(false) {
-        WATCHED_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; counting touches only an
-// atomic and a const-initialized, destructor-free thread-local (which never allocates).
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+static GLOBAL: common::alloc_count::CountingAlloc = common::alloc_count::CountingAlloc;
 
 // ---------------------------------------------------------------------------------------------
 // The itimer driver needs SIGALRM blocked in every thread. The test harness owns `main`, so
@@ -507,13 +466,13 @@ fn wait_until_does_not_allocate_or_fault_after_warm_up() {
             }
             let cycles = 300u64;
             let before_usage = sched::thread_usage().unwrap();
-            let before_allocs = WATCHED_ALLOCATIONS.load(Ordering::Relaxed);
-            WATCHED.with(|w| w.set(true));
+            let before_allocs = alloc_count::allocations();
+            alloc_count::watch(true);
             for _ in 0..cycles {
                 step(&mut timer, &mut deadline);
             }
-            WATCHED.with(|w| w.set(false));
-            let allocs = WATCHED_ALLOCATIONS.load(Ordering::Relaxed) - before_allocs;
+            alloc_count::watch(false);
+            let allocs = alloc_count::allocations() - before_allocs;
             let usage = sched::thread_usage().unwrap().since(&before_usage);
             (allocs, usage, cycles)
         })

@@ -2,42 +2,21 @@
 //! and the RT-path rules (no allocation, no page faults). Every assertion is a property that holds on a
 //! noisy 2-core VM; latency itself is never asserted.
 
-#[path = "common/eventually.rs"]
-mod eventually;
+mod common;
+use common::{alloc_count, eventually};
 
 use rtapi::rt::clock::{self, Nanos};
 use rtapi::rt::wake::{sleep_until, TimerKind, WakeMode};
 use rtapi::runtime::function::{Cycle, RtFn};
 use rtapi::runtime::{Runtime, RuntimeError, RuntimeOptions, SpecProblem, ThreadSpec};
 use rtapi_hal::{Hal, HalReader};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Counts allocations made on threads that have opted in (the RT thread, from inside a function).
-struct CountingAlloc;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-thread_local!(static COUNTING: Cell<bool> = const { Cell::new(false) });
-
-// SAFETY: delegates every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.try_with(Cell::get).unwrap_or(false) {
-            ALLOCS.fetch_add(1, SeqCst);
-        }
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
+// Counts the allocations of the threads that watch themselves (the RT thread, from inside a function).
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+static GLOBAL: common::alloc_count::CountingAlloc = common::alloc_count::CountingAlloc;
 
 fn options(test: &str) -> RuntimeOptions {
     RuntimeOptions {
@@ -463,18 +442,18 @@ fn the_cycle_loop_allocates_nothing_faults_nothing_and_only_sleeps() {
         let running = one_thread_with(options, spec, move |_| {
             let mut start = (0u64, rtapi::rt::sched::thread_usage().unwrap());
             Box::new(move |c: &Cycle| {
-                if c.number >= FROM && !COUNTING.with(Cell::get) {
+                if c.number >= FROM && !alloc_count::watched() {
                     // SAFETY: sched_getscheduler(0) only reads the calling thread's policy.
                     let policy = unsafe { libc::sched_getscheduler(0) };
                     r[5].store(policy as u64, SeqCst);
                     start = (
-                        ALLOCS.load(SeqCst),
+                        alloc_count::allocations(),
                         rtapi::rt::sched::thread_usage().unwrap(),
                     );
-                    COUNTING.with(|f| f.set(true));
+                    alloc_count::watch(true);
                 } else if c.number >= TO && r[4].load(SeqCst) == u64::MAX {
                     let u = rtapi::rt::sched::thread_usage().unwrap().since(&start.1);
-                    r[0].store(ALLOCS.load(SeqCst) - start.0, SeqCst);
+                    r[0].store(alloc_count::allocations() - start.0, SeqCst);
                     r[1].store(u.minor_faults + u.major_faults, SeqCst);
                     r[2].store(u.voluntary_switches, SeqCst);
                     r[3].store(u.involuntary_switches, SeqCst);

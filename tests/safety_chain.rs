@@ -24,12 +24,10 @@
 //! reset edge arrived, so the latch (correctly) stayed faulted until an operator reset.
 
 mod common;
+use common::halrun;
+use common::sim_axis;
 use common::{rtapi, text};
-#[path = "common/sim_axis.rs"]
-mod sim_axis;
 use sim_axis::SimAxis;
-#[path = "common/halrun.rs"]
-mod halrun;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -4,13 +4,11 @@
 //! fires times out. Every time the scope leaves the instance as it found it.
 
 mod common;
-#[path = "common/halrun.rs"]
-mod halrun;
+use common::halrun;
 use common::rtapi;
 use halrun::Halrun as Owner;
 
-#[path = "common/eventually.rs"]
-mod eventually;
+use common::eventually;
 
 use std::io::BufRead;
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -8,10 +8,8 @@
 //! are generous "eventually"s that print what they saw; the properties are what is asserted.
 
 mod common;
-#[path = "common/halrun.rs"]
-mod halrun;
-#[path = "common/pty.rs"]
-mod pty;
+use common::halrun;
+use common::pty;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::linux::net::SocketAddrExt;

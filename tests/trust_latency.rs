@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "common/eventually.rs"]
-mod eventually;
+use common::eventually;
 
 const NOBODY: u32 = 65534;
 

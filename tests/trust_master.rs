@@ -22,12 +22,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "common/eventually.rs"]
-mod eventually;
+use common::eventually;
 use eventually::{until, until_true, GENEROUS};
 
-#[path = "common/master_ns.rs"]
-mod master_ns;
+use common::master_ns;
 use master_ns::*;
 
 /// The attacker: a uid of no account, neither root nor the session's user.

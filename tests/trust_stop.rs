@@ -14,9 +14,8 @@
 //! Child processes are this test binary run again with `RTAPI_TRUST_CHILD` set (see `child_entry`).
 
 mod common;
+use common::eventually;
 use common::segment_exists;
-#[path = "common/eventually.rs"]
-mod eventually;
 
 use rtapi::rt::clock::Nanos;
 use rtapi::rt::wake::{TimerKind, WakeMode};

@@ -4,8 +4,7 @@
 //! another instance's SCHED_FIFO threads already run is warned, naming both.
 
 mod common;
-#[path = "common/eventually.rs"]
-mod eventually;
+use common::eventually;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,6 @@
 //! Waiting on the event itself instead of sleeping: poll until it has happened, with a generous
 //! deadline that only catches a hang, and print how long it took. This machine is shared and noisy;
 //! how soon the event comes is never the assertion.
-#![allow(dead_code)] // each test file uses only some of these
 
 use std::time::{Duration, Instant};
 

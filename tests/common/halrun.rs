@@ -1,6 +1,5 @@
 //! An instance started by `rtapi halrun -f` (a real RT thread, real shared memory) in a child process,
 //! for tests that drive it from other processes; and `rtapi halcmd` against it.
-#![allow(dead_code)] // each test file uses only some of these
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,8 +11,8 @@ pub(crate) const T: Duration = Duration::from_secs(10);
 pub(crate) fn halcmd(instance: &str, args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["halcmd", "--instance", instance];
     all.extend_from_slice(args);
-    let o = crate::common::rtapi(&all);
-    let (out, err) = crate::common::text(&o);
+    let o = super::rtapi(&all);
+    let (out, err) = super::text(&o);
     (o.status.success(), out, err)
 }
 
@@ -75,7 +74,7 @@ impl Halrun {
 
     /// `rtapi show WHAT --instance NAME`, its standard output.
     pub(crate) fn show(&self, what: &str) -> String {
-        let o = crate::common::rtapi(&["show", what, "--instance", &self.name]);
+        let o = super::rtapi(&["show", what, "--instance", &self.name]);
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 

@@ -56,8 +56,6 @@
 //! lengths between moves are wall-clock and are reported, not compared. The final positions
 //! (`result.json`) must be equal too.
 
-#![allow(dead_code)] // each test file uses only some of these
-
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
 use std::fs;
@@ -68,7 +66,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::linuxcnc::{rtapi_app_running, SessionLock};
+use super::linuxcnc::{rtapi_app_running, SessionLock};
 
 /// LinuxCNC's examples: the sample configs and the G-code their symlinks point at.
 pub(crate) const EXAMPLES: &str = "/usr/share/doc/linuxcnc/examples";
@@ -337,7 +335,7 @@ pub(crate) fn missing_prerequisite(x_server: bool) -> Option<String> {
     if x_server && which("Xvfb").is_none() {
         return Some("Xvfb is not installed (Debian xvfb): the sim configs have X clients".into());
     }
-    if crate::common::is_root() {
+    if super::is_root() {
         let ok = Command::new("runuser")
             .args(["-u", "nobody", "--", "true"])
             .status()
@@ -348,6 +346,18 @@ pub(crate) fn missing_prerequisite(x_server: bool) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether LinuxCNC machines (with an X server) can run here; if not, says so for `test` (a test
+/// file's name: `SKIPPED: <test>: <why>`, a failure under CI) and returns false.
+pub(crate) fn ready(test: &str) -> bool {
+    match missing_prerequisite(true) {
+        None => true,
+        Some(why) => {
+            super::skip(test, &why, super::Prereq::Ci);
+            false
+        }
+    }
 }
 
 pub(crate) fn which(program: &str) -> Option<PathBuf> {
@@ -485,7 +495,7 @@ fn sampler_hal(machine: &Machine, joints: usize) -> Option<(String, String)> {
 
 /// Our uid for LinuxCNC: `nobody` when root, else ourselves.
 fn run_uid() -> u32 {
-    if crate::common::is_root() {
+    if super::is_root() {
         nix::unistd::User::from_name("nobody")
             .ok()
             .flatten()
@@ -644,10 +654,10 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     };
     let mut cmd = match &forced {
         Some(f) => f.command(),
-        None if crate::common::is_root() => Command::new("runuser"),
+        None if super::is_root() => Command::new("runuser"),
         None => Command::new("env"),
     };
-    if crate::common::is_root() {
+    if super::is_root() {
         cmd.args(["-u", "nobody", "--", "env"]);
     }
     cmd.arg(format!("HOME={}", dir.display()));
@@ -821,7 +831,7 @@ struct ForcedRealtime {
 
 impl ForcedRealtime {
     fn new(run_dir: &Path) -> Result<ForcedRealtime, String> {
-        if !crate::common::is_root() {
+        if !super::is_root() {
             return Err("the forced-realtime stock launcher needs root (a mount namespace)".into());
         }
         let dir = PathBuf::from(format!("{}-rt", run_dir.display()));

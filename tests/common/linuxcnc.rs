@@ -56,8 +56,6 @@
 //! NaN, infinities equal only themselves. The first differing period is reported with its inputs and
 //! both outputs, and the few periods before it.
 
-#![allow(dead_code)] // each test file uses only some of these
-
 use std::fmt::{self, Write as _};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -308,6 +306,16 @@ impl Rng {
     pub(crate) fn u32(&mut self) -> u32 {
         self.next_u64() as u32
     }
+}
+
+/// `n` input rows of a case, drawn from one seeded [`Rng`]: `f(k, rng)` gives row k.
+pub(crate) fn rows(
+    n: usize,
+    seed: u64,
+    mut f: impl FnMut(usize, &mut Rng) -> Vec<V>,
+) -> Vec<Vec<V>> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|k| f(k, &mut rng)).collect()
 }
 
 const LOCK: &str = "/tmp/rtapi-linuxcnc-diff.lock";

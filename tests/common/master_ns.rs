@@ -1,15 +1,13 @@
 //! The LinuxCNC master in namespaces of a test's own: an IPC namespace (and a private mount
 //! namespace) held by a sleeping process, the master as root for nobody, LinuxCNC's programs as
-//! nobody. Shared by `tests/linuxcnc_master.rs` and `tests/trust_master.rs`; a test file includes it
-//! with `#[path]` after its own `mod common;` and `mod eventually;`.
-
-#![allow(dead_code)] // each test file uses only some of these
+//! nobody. Shared by `tests/linuxcnc_master.rs` and `tests/trust_master.rs`
+//! (`use common::master_ns::*;`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use crate::eventually::{until, until_true, GENEROUS};
+use super::eventually::{until, until_true, GENEROUS};
 
 pub(crate) const NOBODY: u32 = 65534;
 pub(crate) const HAL_KEY: u32 = 0x4841_4C32;
@@ -184,7 +182,7 @@ impl Ipc {
 
     pub(crate) fn ok(&self, args: &[&str]) -> String {
         let o = self.halcmd(args);
-        let (out, err) = crate::common::text(&o);
+        let (out, err) = super::text(&o);
         assert!(
             o.status.success(),
             "halcmd {args:?}: {}\n{out}\n{err}",
@@ -200,7 +198,7 @@ impl Ipc {
             .args(["show", "thread", "--instance", &self.inst, "--json"])
             .output()
             .unwrap();
-        let (out, err) = crate::common::text(&o);
+        let (out, err) = super::text(&o);
         assert!(o.status.success(), "rtapi show: {err}");
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
     }
@@ -261,6 +259,28 @@ impl std::ops::Deref for Master {
 impl std::ops::DerefMut for Master {
     fn deref_mut(&mut self) -> &mut Child {
         &mut self.0
+    }
+}
+
+impl Master {
+    /// [`Child::wait_with_output`] of a master that has exited (its piped standard output and
+    /// error, read to their end, and its status): the guard keeps the child, so it cannot be given
+    /// away.
+    pub(crate) fn output_after_exit(&mut self) -> Output {
+        use std::io::Read;
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        if let Some(mut o) = self.0.stdout.take() {
+            o.read_to_end(&mut stdout).unwrap();
+        }
+        if let Some(mut e) = self.0.stderr.take() {
+            e.read_to_end(&mut stderr).unwrap();
+        }
+        let status = self.0.wait().unwrap();
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
     }
 }
 

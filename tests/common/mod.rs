@@ -1,10 +1,41 @@
-//! Helpers the integration tests share: running the real `rtapi` binary and looking at segments.
-//! (`tests/common/mod.rs` is not a test target of its own; each test file that needs it says `mod common;`.)
+//! Helpers the integration tests share, as one module tree: each test file that needs any of it says
+//! `mod common;` and `use common::…;` (`tests/common/mod.rs` is not a test target of its own: Cargo
+//! builds only the files directly in `tests/`).
+//!
+//! Here, in `mod.rs`: running the real `rtapi` binary ([`rtapi`], [`text`]), looking at segments
+//! ([`segment_exists`]), root, `/proc/interrupts`. The submodules:
+//!
+//! - [`skipping`]: the one way a test says it cannot run here (`SKIPPED: …`, [`skip!`], [`Prereq`]),
+//!   re-exported here; the hal crate's tests include the same file.
+//! - [`eventually`]: waiting on an event instead of sleeping.
+//! - [`alloc_count`]: the counting global allocator of the tests that check the RT path allocates
+//!   nothing.
+//! - [`cyclictest`]: cyclictest's histogram text, read strictly.
+//! - [`pty`]: a child on a pseudo-terminal, typed at like a person.
+//! - [`halrun`]: an instance owned by `rtapi halrun -f` in a child process, and `rtapi halcmd`.
+//! - [`sim_axis`]: the sim-axis machine (`rtapi run config/sim-axis.toml`) in a child process.
+//! - [`linuxcnc`]: the differential bench, one input sequence through LinuxCNC 2.9's component and
+//!   ours; the [`linuxcnc::SessionLock`] every LinuxCNC session of these tests takes.
+//! - [`lcnc_machine`]: a whole LinuxCNC machine (a sim config driven headless by `lcnc/drive.py`),
+//!   stock or on rtapi's master; `lcnc/` holds the files it installs (not Rust modules).
+//! - [`master_ns`]: rtapi's LinuxCNC master in namespaces of a test's own, and its [`master_ns::Master`]
+//!   guard.
 
-#![allow(dead_code)] // each test file uses only some of these
+// Each test binary compiles the whole tree and uses a part of it: what one binary leaves unused is
+// used by another, so unused code here is not dead.
+#![allow(dead_code)]
 
+pub(crate) mod alloc_count;
 pub(crate) mod cyclictest;
-mod skipping;
+pub(crate) mod eventually;
+pub(crate) mod exporter;
+pub(crate) mod halrun;
+pub(crate) mod lcnc_machine;
+pub(crate) mod linuxcnc;
+pub(crate) mod master_ns;
+pub(crate) mod pty;
+pub(crate) mod sim_axis;
+pub(crate) mod skipping;
 #[allow(unused_imports)] // not every test file skips
 pub(crate) use skipping::*;
 

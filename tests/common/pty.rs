@@ -1,5 +1,4 @@
 //! A child process on a pseudo-terminal, driven like a person at a keyboard: type, wait for text.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
