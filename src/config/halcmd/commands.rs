@@ -11,7 +11,9 @@ use rtapi_hal::{ParamAccess, PinDir, Value, ValueType};
 use super::backend::Backend;
 use super::model::{LoadSpec, Loaded, Origin, PinInfo, SigInfo};
 use super::parse::{AliasKind, Arrow, Command, NetPin};
-use super::{output, Flow, Session, Step, Word, MAX_COMPONENT_INSTANCES};
+use super::{
+    output, CommandError, CommandErrorKind, Flow, Session, Step, Word, MAX_COMPONENT_INSTANCES,
+};
 use crate::components::linuxcnc;
 use crate::components::{Declared, Instances, LoadArgs, Presets, Validation};
 use crate::config::invalid_name;
@@ -45,12 +47,12 @@ impl<H: Backend> Session<H> {
         c: &str,
         names: &[String],
         declared: &Declared,
-    ) -> Result<(), (usize, String)> {
+    ) -> Result<(), CommandError> {
         for name in names {
             if self.model.loaded.iter().any(|l| l.names.contains(name))
                 || self.model.user.iter().any(|u| &u.name == name)
             {
-                return Err((
+                return Err(CommandError::rule(
                     line,
                     format!(
                         "loadrt {c}: a component named '{name}' already exists; give this one \
@@ -65,7 +67,7 @@ impl<H: Backend> Session<H> {
             .chain(declared.params.keys())
             .find(|n| self.model.pins.contains_key(*n) || self.model.params.contains_key(*n))
         {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 format!("loadrt {c}: a pin or param named '{dup}' already exists"),
             ));
@@ -115,10 +117,10 @@ impl<H: Backend> Session<H> {
             }
             Command::Newsig { name, ty } => {
                 if let Some(e) = invalid_name("signal", &name.text) {
-                    return Err((name.line, format!("newsig: {e}")));
+                    return Err(CommandError::rule(name.line, format!("newsig: {e}")));
                 }
                 if self.model.signals.contains_key(&name.text) {
-                    return Err((
+                    return Err(CommandError::rule(
                         name.line,
                         format!(
                             "newsig: a signal named {} already exists; pick another name, or \
@@ -162,7 +164,7 @@ impl<H: Backend> Session<H> {
                 let p = self.pin(pin, "linkps")?;
                 // LinuxCNC 2.9 refuses to move a linked pin (whatever its man page says).
                 if let Some(on) = self.model.pin_signal.get(&p).filter(|on| **on != sig) {
-                    return Err((
+                    return Err(CommandError::rule(
                         pin.line,
                         format!("linkps: pin '{p}' is linked to '{on}'; unlinkp it first to link it to '{sig}'"),
                     ));
@@ -174,7 +176,7 @@ impl<H: Backend> Session<H> {
                 let b = self.pin(second, "linkpp")?;
                 for (p, w) in [(&a, first), (&b, second)] {
                     if let Some(on) = self.model.pin_signal.get(p).filter(|on| **on != a) {
-                        return Err((
+                        return Err(CommandError::rule(
                             w.line,
                             format!("linkpp: pin '{p}' is linked to '{on}'; unlinkp it first"),
                         ));
@@ -229,7 +231,7 @@ impl<H: Backend> Session<H> {
                     .remove(&(*kind, alias.text.clone()))
                     .is_none()
                 {
-                    return Err((
+                    return Err(CommandError::rule(
                         alias.line,
                         format!(
                             "unalias: no {} alias named {} (`list alias` shows the aliases)",
@@ -241,22 +243,23 @@ impl<H: Backend> Session<H> {
             }
             Command::Show { kind, patterns } => {
                 let text = output::show(self, kind.as_ref(), patterns)
-                    .map_err(|m| (kind.as_ref().map_or(line, |w| w.line), m))?;
+                    .map_err(|m| CommandError::rule(kind.as_ref().map_or(line, |w| w.line), m))?;
                 let _ = out.write_all(text.as_bytes());
             }
             Command::List { kind, patterns } => {
-                let text = output::list(self, kind, patterns).map_err(|m| (kind.line, m))?;
+                let text = output::list(self, kind, patterns)
+                    .map_err(|m| CommandError::rule(kind.line, m))?;
                 let _ = writeln!(out, "{text}");
             }
             Command::Save { item, file } => {
                 let text = output::save(self, item.as_ref())
-                    .map_err(|m| (item.as_ref().map_or(line, |w| w.line), m))?;
+                    .map_err(|m| CommandError::rule(item.as_ref().map_or(line, |w| w.line), m))?;
                 match file {
                     None => {
                         let _ = out.write_all(text.as_bytes());
                     }
                     Some(f) => std::fs::write(&f.text, text).map_err(|e| {
-                        (
+                        CommandError::rule(
                             f.line,
                             format!("save: cannot write {}: {e}", quote(&f.text)),
                         )
@@ -264,7 +267,7 @@ impl<H: Backend> Session<H> {
                 }
             }
             Command::Source { file: f } => {
-                return Err((
+                return Err(CommandError::rule(
                     f.line,
                     "source: only runs inside a session's file list".to_string(),
                 ))
@@ -285,10 +288,12 @@ impl<H: Backend> Session<H> {
                     let started = backend.start(&|target| self.apply_to(target));
                     self.backend = backend;
                     if let Some(Err(e)) = started {
-                        // The file is right; the runtime could not do it: not bad usage.
-                        let at_run_time = matches!(e, crate::config::StartError::Runtime(_));
-                        self.start_failed_at_run_time.set(at_run_time);
-                        return Err((line, format!("start: {e}")));
+                        // When the runtime failed, the file is right: not bad usage.
+                        let kind = match e {
+                            crate::config::StartError::Runtime(_) => CommandErrorKind::RuntimeStart,
+                            _ => CommandErrorKind::Rule,
+                        };
+                        return Err(CommandError::new(line, kind, format!("start: {e}")));
                     }
                 }
                 self.run_functions(true);
@@ -308,16 +313,15 @@ impl<H: Backend> Session<H> {
 
     // ---- name lookups -------------------------------------------------------------------------
 
-    fn signal<'w>(&self, name: &'w Word, cmd: &str) -> Result<&'w str, (usize, String)> {
+    fn signal<'w>(&self, name: &'w Word, cmd: &str) -> Result<&'w str, CommandError> {
         if self.model.signals.contains_key(&name.text) {
             Ok(&name.text)
         } else {
-            self.unknown_name.set(true);
             let known = self.model.signals.keys().map(String::as_str);
             let hint = crate::suggest::did_you_mean(&name.text, known).unwrap_or_else(|| {
                 "signals are created by net (or newsig) above this line".to_string()
             });
-            Err((
+            Err(CommandError::unknown(
                 name.line,
                 format!("{cmd}: no signal named {}; {hint}", quote(&name.text)),
             ))
@@ -332,24 +336,29 @@ impl<H: Backend> Session<H> {
             .unwrap_or_else(|| name.to_string())
     }
 
-    fn pin(&self, name: &Word, cmd: &str) -> Result<String, (usize, String)> {
+    fn pin(&self, name: &Word, cmd: &str) -> Result<String, CommandError> {
         let full = self.resolve(AliasKind::Pin, &name.text);
         if self.model.pins.contains_key(&full) {
             return Ok(full);
         }
-        let message = if self.model.params.contains_key(&full) {
-            format!(
-                "{cmd}: {} is a param, not a pin; params are set with setp",
-                quote(&name.text)
+        Err(if self.model.params.contains_key(&full) {
+            CommandError::rule(
+                name.line,
+                format!(
+                    "{cmd}: {} is a param, not a pin; params are set with setp",
+                    quote(&name.text)
+                ),
             )
         } else {
-            format!("{cmd}: {}", self.unknown("pin", &name.text))
-        };
-        Err((name.line, message))
+            CommandError::unknown(
+                name.line,
+                format!("{cmd}: {}", self.unknown("pin", &name.text)),
+            )
+        })
     }
 
     /// A param (preferred, as halcmd does) or a pin: the full name and whether it is a param.
-    fn pin_or_param(&self, name: &Word, cmd: &str) -> Result<(String, bool), (usize, String)> {
+    fn pin_or_param(&self, name: &Word, cmd: &str) -> Result<(String, bool), CommandError> {
         let param = self.resolve(AliasKind::Param, &name.text);
         if self.model.params.contains_key(&param) {
             return Ok((param, true));
@@ -358,16 +367,15 @@ impl<H: Backend> Session<H> {
         if self.model.pins.contains_key(&pin) {
             return Ok((pin, false));
         }
-        Err((
+        Err(CommandError::unknown(
             name.line,
             format!("{cmd}: {}", self.unknown("pin or param", &name.text)),
         ))
     }
 
     /// "no pin X" with the nearest names ([`crate::suggest`]), else where to see what its component
-    /// has, or who creates it in LinuxCNC.
+    /// has, or who creates it in LinuxCNC (the message of a [`CommandError::unknown`]).
     fn unknown(&self, what: &str, name: &str) -> String {
-        self.unknown_name.set(true);
         let pins = self.model.pins.keys().filter(|_| what != "param");
         let params = self.model.params.keys().filter(|_| what != "pin");
         let known = pins.chain(params).map(String::as_str);
@@ -410,7 +418,7 @@ impl<H: Backend> Session<H> {
         args: &BTreeMap<String, String>,
         text: &str,
         origin: Origin,
-    ) -> Result<(), (usize, String)> {
+    ) -> Result<(), CommandError> {
         let line = origin.line;
         let c = clip(&component.text);
         if component.text == "threads" {
@@ -426,27 +434,30 @@ impl<H: Backend> Session<H> {
                     .loadrt_module(component, &path, instances, args, text, origin, explicit)
             }
             linuxcnc::Resolved::Missing { message } => {
-                return Err((component.line, format!("loadrt {c}: {message}")))
+                return Err(CommandError::rule(
+                    component.line,
+                    format!("loadrt {c}: {message}"),
+                ))
             }
             linuxcnc::Resolved::Native | linuxcnc::Resolved::Unknown => {}
         }
         if let Some(e) = invalid_name("component", &component.text) {
-            return Err((component.line, format!("loadrt: {e}")));
+            return Err(CommandError::rule(component.line, format!("loadrt: {e}")));
         }
         let Some(entry) = self.registry.get(&component.text) else {
-            return Err((
+            return Err(CommandError::rule(
                 component.line,
                 output::not_available(&self.registry, &self.modules, &component.text),
             ));
         };
         let (instances, args) = linuxcnc_args(&component.text, entry.args, instances, args)
-            .map_err(|m| (line, format!("loadrt {c}: {m}")))?;
+            .map_err(|m| CommandError::rule(line, format!("loadrt {c}: {m}")))?;
         let n = match &instances {
             Instances::Count(n) => *n,
             Instances::Names(names) => names.len(),
         };
         if self.model.instances + n > MAX_COMPONENT_INSTANCES {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 format!(
                     "loadrt {c}: {n} more instances would make {}; a machine may load at most {MAX_COMPONENT_INSTANCES} component instances",
@@ -461,7 +472,7 @@ impl<H: Backend> Session<H> {
                 instances: &instances,
                 args: &args,
             })
-            .map_err(|e| (line, format!("loadrt {c}: {}", e.message)))?;
+            .map_err(|e| CommandError::rule(line, format!("loadrt {c}: {}", e.message)))?;
         self.check_new_names(line, &c, &names, &declared)?;
         self.model.merge(declared, &names, "");
         self.model.instances += n;
@@ -491,7 +502,7 @@ impl<H: Backend> Session<H> {
         text: &str,
         origin: Origin,
         explicit: bool,
-    ) -> Result<(), (usize, String)> {
+    ) -> Result<(), CommandError> {
         let line = origin.line;
         let c = clip(&component.text);
         let args = LoadArgs { args: args.clone() };
@@ -502,7 +513,7 @@ impl<H: Backend> Session<H> {
             .any(|l| l.module.as_deref() == Some(path))
         {
             let module = path.file_stem().unwrap_or_default().to_string_lossy();
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 format!(
                     "loadrt {c}: LinuxCNC module {module} is already loaded (unloadrt it first)"
@@ -523,7 +534,7 @@ impl<H: Backend> Session<H> {
         };
         let (names, declared) = loaded.map_err(|e| {
             if e.is_unavailable() && !explicit {
-                (
+                CommandError::rule(
                     component.line,
                     format!(
                         "{}; {}",
@@ -532,12 +543,12 @@ impl<H: Backend> Session<H> {
                     ),
                 )
             } else {
-                (line, format!("loadrt {c}: {}", e.message))
+                CommandError::rule(line, format!("loadrt {c}: {}", e.message))
             }
         })?;
         let n = names.len();
         if self.model.instances + n > MAX_COMPONENT_INSTANCES {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 format!(
                     "loadrt {c}: {n} more components would make {}; a machine may load at most {MAX_COMPONENT_INSTANCES} component instances",
@@ -567,10 +578,10 @@ impl<H: Backend> Session<H> {
         instances: &Instances,
         args: &BTreeMap<String, String>,
         origin: Origin,
-    ) -> Result<(), (usize, String)> {
+    ) -> Result<(), CommandError> {
         let line = origin.line;
         if *instances != Instances::Count(0) {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 "loadrt threads: takes name1= period1= [fp1=] … name3= period3=, not count= or names="
                     .to_string(),
@@ -590,7 +601,7 @@ impl<H: Backend> Session<H> {
                     | "fp3"
             )
         }) {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 format!("loadrt threads: unknown argument {}; it takes name1= period1= [fp1=] up to name3= period3=", quote(bad)),
             ));
@@ -602,14 +613,14 @@ impl<H: Backend> Session<H> {
             match (name, period) {
                 (None, None) => {}
                 (Some(_), None) | (None, Some(_)) => {
-                    return Err((
+                    return Err(CommandError::rule(
                         line,
                         format!("loadrt threads: give both name{i}= and period{i}= (nanoseconds)"),
                     ))
                 }
                 (Some(name), Some(period)) => {
                     let ns: i64 = period.trim().parse().map_err(|_| {
-                        (
+                        CommandError::rule(
                             line,
                             format!(
                                 "loadrt threads: period{i}={} is not a whole number of nanoseconds",
@@ -617,14 +628,15 @@ impl<H: Backend> Session<H> {
                             ),
                         )
                     })?;
-                    let p = check_period(Nanos::from_nanos(ns))
-                        .map_err(|m| (line, format!("loadrt threads: thread {name}: {m}")))?;
+                    let p = check_period(Nanos::from_nanos(ns)).map_err(|m| {
+                        CommandError::rule(line, format!("loadrt threads: thread {name}: {m}"))
+                    })?;
                     specs.push(ThreadSpec::new(name, p));
                 }
             }
         }
         if specs.is_empty() {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 "loadrt threads: name at least one thread: name1=servo-thread period1=1000000"
                     .to_string(),
@@ -632,12 +644,12 @@ impl<H: Backend> Session<H> {
         }
         for spec in specs {
             self.add_thread(spec, origin.clone(), true)
-                .map_err(|m| (line, format!("loadrt threads: {m}")))?;
+                .map_err(|m| CommandError::rule(line, format!("loadrt threads: {m}")))?;
         }
         Ok(())
     }
 
-    fn unloadrt(&mut self, component: &Word) -> Result<(), (usize, String)> {
+    fn unloadrt(&mut self, component: &Word) -> Result<(), CommandError> {
         let all = component.text == "all";
         let mut found = false;
         if all || component.text == "threads" {
@@ -671,7 +683,7 @@ impl<H: Backend> Session<H> {
             self.model.unload(&l);
         }
         if !found && !all {
-            return Err((
+            return Err(CommandError::rule(
                 component.line,
                 format!(
                     "unloadrt: no component {} is loaded",
@@ -682,21 +694,16 @@ impl<H: Backend> Session<H> {
         Ok(())
     }
 
-    fn net(
-        &mut self,
-        signal: &Word,
-        pins: &[NetPin],
-        origin: Origin,
-    ) -> Result<(), (usize, String)> {
+    fn net(&mut self, signal: &Word, pins: &[NetPin], origin: Origin) -> Result<(), CommandError> {
         if let Some(e) = invalid_name("signal", &signal.text) {
-            return Err((signal.line, format!("net: {e}")));
+            return Err(CommandError::rule(signal.line, format!("net: {e}")));
         }
         if self
             .model
             .pins
             .contains_key(&self.resolve(AliasKind::Pin, &signal.text))
         {
-            return Err((
+            return Err(CommandError::rule(
                 signal.line,
                 format!(
                     "net: '{}' is a pin, but the first word names the signal: net SIGNAL PIN [PIN ...]",
@@ -722,7 +729,7 @@ impl<H: Backend> Session<H> {
                 if *on == signal.text {
                     continue;
                 }
-                return Err((
+                return Err(CommandError::rule(
                     p.pin.line,
                     format!(
                         "net {}: pin '{name}' is already connected to signal '{on}'; a pin is on at most one signal (unlinkp it first)",
@@ -750,7 +757,7 @@ impl<H: Backend> Session<H> {
         before: Option<Arrow>,
         after: Option<Arrow>,
         line: usize,
-    ) -> Result<(), (usize, String)> {
+    ) -> Result<(), CommandError> {
         if self.model.pin_signal.get(name).map(String::as_str) == Some(signal) {
             return Ok(());
         }
@@ -773,11 +780,11 @@ impl<H: Backend> Session<H> {
             })
         };
         if let Some(m) = check(before, true).or_else(|| check(after, false)) {
-            return Err((line, m));
+            return Err(CommandError::rule(line, m));
         }
         let s = &self.model.signals[signal];
         if s.ty != ty {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 format!(
                     "cannot net pin '{name}' ({ty}) to signal '{signal}' ({}): types must match; use a conversion component between them",
@@ -790,20 +797,20 @@ impl<H: Backend> Session<H> {
         match dir {
             PinDir::Out => {
                 if let Some(w) = writer_pin {
-                    return Err((
+                    return Err(CommandError::rule(
                         line,
                         format!("cannot net OUT pin '{name}' to signal '{signal}': it already has writer '{w}'; a signal has exactly one OUT pin"),
                     ));
                 }
                 if has_io {
-                    return Err((
+                    return Err(CommandError::rule(
                         line,
                         format!("cannot net pin '{name}' to signal '{signal}': a signal may have one OUT pin or any number of IO pins, not both"),
                     ));
                 }
             }
             PinDir::Io if writer_pin.is_some() => {
-                return Err((
+                return Err(CommandError::rule(
                     line,
                     format!("cannot net pin '{name}' to signal '{signal}': a signal may have one OUT pin or any number of IO pins, not both"),
                 ))
@@ -827,9 +834,9 @@ impl<H: Backend> Session<H> {
     }
 
     /// A value a config may set: it parses as the target's type, and a float is finite.
-    fn parse_value(ty: ValueType, value: &Word, name: &str) -> Result<Value, (usize, String)> {
+    fn parse_value(ty: ValueType, value: &Word, name: &str) -> Result<Value, CommandError> {
         match Value::parse(ty, &value.text, name) {
-            Ok(Value::Float(f)) if !f.is_finite() => Err((
+            Ok(Value::Float(f)) if !f.is_finite() => Err(CommandError::rule(
                 value.line,
                 format!(
                     "{} for {name} is not a finite number; give a finite value",
@@ -837,16 +844,16 @@ impl<H: Backend> Session<H> {
                 ),
             )),
             Ok(v) => Ok(v),
-            Err(e) => Err((value.line, e.to_string())),
+            Err(e) => Err(CommandError::rule(value.line, e.to_string())),
         }
     }
 
-    fn setp(&mut self, name: &Word, value: &Word) -> Result<(), (usize, String)> {
+    fn setp(&mut self, name: &Word, value: &Word) -> Result<(), CommandError> {
         let (n, is_param) = self.pin_or_param(name, "setp")?;
         let ty = if is_param {
             let p = &self.model.params[&n];
             if p.access == ParamAccess::Ro {
-                return Err((
+                return Err(CommandError::rule(
                     name.line,
                     format!(
                         "setp {n}: the param is read-only (its component reports through it); \
@@ -858,34 +865,34 @@ impl<H: Backend> Session<H> {
         } else {
             let p = &self.model.pins[&n];
             if p.dir == PinDir::Out {
-                return Err((
+                return Err(CommandError::rule(
                     name.line,
                     format!("setp {n}: it is an OUT pin, written by its component every period; setp sets IN pins and params"),
                 ));
             }
             if let Some(sig) = self.model.pin_signal.get(&n) {
-                return Err((
+                return Err(CommandError::rule(
                     name.line,
                     format!("setp {n}: it is connected to signal '{sig}'; set the signal with `sets {sig} VALUE` instead"),
                 ));
             }
             p.ty
         };
-        let v = Self::parse_value(ty, value, &n).map_err(|(l, m)| (l, format!("setp: {m}")))?;
+        let v = Self::parse_value(ty, value, &n).map_err(|e| e.prefixed("setp: "))?;
         self.model.values.insert(n, v);
         Ok(())
     }
 
-    fn sets(&mut self, signal: &Word, value: &Word) -> Result<(), (usize, String)> {
+    fn sets(&mut self, signal: &Word, value: &Word) -> Result<(), CommandError> {
         let n = self.signal(signal, "sets")?.to_string();
         if let Some(w) = self.model.writer(&n) {
-            return Err((
+            return Err(CommandError::rule(
                 signal.line,
                 format!("sets {n}: the signal is driven by OUT pin '{w}' every period; sets only works on signals without a writer"),
             ));
         }
         let ty = self.model.signals[&n].ty;
-        let v = Self::parse_value(ty, value, &n).map_err(|(l, m)| (l, format!("sets: {m}")))?;
+        let v = Self::parse_value(ty, value, &n).map_err(|e| e.prefixed("sets: "))?;
         self.model.signals.get_mut(&n).expect("checked").value = Some(v);
         Ok(())
     }
@@ -913,10 +920,9 @@ impl<H: Backend> Session<H> {
         function: &Word,
         thread: &Word,
         position: Option<i64>,
-    ) -> Result<(), (usize, String)> {
+    ) -> Result<(), CommandError> {
         let functs = self.functions_named(&function.text);
         if functs.is_empty() {
-            self.unknown_name.set(true);
             let known: Vec<&str> = self.model.functions.keys().map(String::as_str).collect();
             let hint = crate::suggest::did_you_mean(&function.text, known.iter().copied())
                 .unwrap_or_else(|| {
@@ -926,7 +932,7 @@ impl<H: Backend> Session<H> {
                         format!("loaded functions: {}", known.join(", "))
                     }
                 });
-            return Err((
+            return Err(CommandError::unknown(
                 function.line,
                 format!("addf: no function named {}; {hint}", quote(&function.text)),
             ));
@@ -961,7 +967,7 @@ impl<H: Backend> Session<H> {
                 Some(h) => format!("{h} (threads are {from}: {listed})"),
                 None => format!("threads are {from}: {listed}{linuxcnc}"),
             };
-            return Err((
+            return Err(CommandError::rule(
                 thread.line,
                 format!(
                     "addf {}: no thread named {}; {hint}",
@@ -972,7 +978,7 @@ impl<H: Backend> Session<H> {
         };
         for f in &functs {
             if let Some(t) = self.model.threads.iter().find(|t| t.functs.contains(f)) {
-                return Err((
+                return Err(CommandError::rule(
                     function.line,
                     format!("addf: function '{f}' is already added to thread '{}'; a function runs in one thread", t.spec.name),
                 ));
@@ -985,7 +991,7 @@ impl<H: Backend> Session<H> {
             Some(p) if p > 0 && p.unsigned_abs() - 1 <= len as u64 => p as usize - 1,
             Some(p) if p < 0 && p.unsigned_abs() - 1 <= len as u64 => len + 1 - p.unsigned_abs() as usize,
             Some(p) => {
-                return Err((
+                return Err(CommandError::rule(
                     thread.line,
                     format!(
                         "addf {}: position {p} is outside thread '{}', which has {len} function(s) so far",
@@ -997,7 +1003,7 @@ impl<H: Backend> Session<H> {
         // What `start` refuses (a thread's run list is fixed-size), refused here, in the same words.
         let n = len + functs.len();
         if n > crate::runtime::runlist::MAX_RUN_LIST {
-            return Err((
+            return Err(CommandError::rule(
                 function.line,
                 format!(
                     "addf {}: thread {}: {}",
@@ -1013,11 +1019,10 @@ impl<H: Backend> Session<H> {
         Ok(())
     }
 
-    fn delf(&mut self, function: &Word, thread: Option<&Word>) -> Result<(), (usize, String)> {
+    fn delf(&mut self, function: &Word, thread: Option<&Word>) -> Result<(), CommandError> {
         let functs = self.functions_named(&function.text);
         if functs.is_empty() {
-            self.unknown_name.set(true);
-            return Err((
+            return Err(CommandError::unknown(
                 function.line,
                 format!(
                     "delf: no function named {} (`show funct` lists them)",
@@ -1033,7 +1038,7 @@ impl<H: Backend> Session<H> {
                 .find(|t| t.functs.contains(&f));
             match (t, thread) {
                 (Some(t), Some(want)) if t.spec.name != want.text => {
-                    return Err((
+                    return Err(CommandError::rule(
                         want.line,
                         format!(
                             "delf: function '{f}' is in thread '{}', not '{}'",
@@ -1043,7 +1048,7 @@ impl<H: Backend> Session<H> {
                 }
                 (Some(t), _) => t.functs.retain(|x| *x != f),
                 (None, _) => {
-                    return Err((
+                    return Err(CommandError::rule(
                         function.line,
                         format!("delf: function '{f}' is not in any thread"),
                     ))
@@ -1053,26 +1058,26 @@ impl<H: Backend> Session<H> {
         Ok(())
     }
 
-    fn alias(&mut self, kind: AliasKind, name: &Word, alias: &Word) -> Result<(), (usize, String)> {
+    fn alias(&mut self, kind: AliasKind, name: &Word, alias: &Word) -> Result<(), CommandError> {
         let full = self.resolve(kind, &name.text);
         let exists = match kind {
             AliasKind::Pin => self.model.pins.contains_key(&full),
             AliasKind::Param => self.model.params.contains_key(&full),
         };
         if !exists {
-            return Err((
+            return Err(CommandError::unknown(
                 name.line,
                 format!("alias: {}", self.unknown(kind.as_str(), &name.text)),
             ));
         }
         if let Some(e) = invalid_name("alias", &alias.text) {
-            return Err((alias.line, format!("alias: {e}")));
+            return Err(CommandError::rule(alias.line, format!("alias: {e}")));
         }
         if self.model.pins.contains_key(&alias.text)
             || self.model.params.contains_key(&alias.text)
             || self.model.aliases.keys().any(|(_, a)| *a == alias.text)
         {
-            return Err((
+            return Err(CommandError::rule(
                 alias.line,
                 format!("alias: the name {} is already taken", quote(&alias.text)),
             ));
