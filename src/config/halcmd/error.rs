@@ -270,7 +270,10 @@ mod tests {
             ("loadrt pid\nalias pin nosuch x\n", UnknownName),
             ("loadrt pid\nlinkps pid.0.command s\n", UnknownName),
             // A param where a pin is meant is known, only misused.
-            ("loadrt pid\nnewsig s s32\nlinkps pid.0.do-pid-calcs.tmax s\n", Rule),
+            (
+                "loadrt pid\nnewsig s s32\nlinkps pid.0.do-pid-calcs.tmax s\n",
+                Rule,
+            ),
             ("loadrt pid\nsetp pid.0.Pgain x\n", Rule),
             ("loadrt pid\naddf pid.0.do-pid-calcs nosuch\n", Rule),
             ("bogus\n", Rule),
