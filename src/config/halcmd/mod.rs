@@ -2,12 +2,17 @@
 //!
 //! - `lex`: comments, continuations, `$VAR`/`[SECTION]KEY` substitution, quoting;
 //! - [`ini`]: LinuxCNC INI files;
-//! - `parse`: every halcmd command into a `Command`;
+//! - `parse`: every halcmd command into a `Command` (`command`: the type, and every command's name);
 //! - `model`: the **netlist model** kept in the config layer — which components are loaded (their
 //!   pins, params and functions learnt from a dry load), pin → signal links, signal types and
 //!   values, each thread's function list, aliases. The model can unlink, delete and reorder
 //!   (unlinkp, delsig, delf, unloadrt), which the append-only HAL builder cannot;
-//! - `commands`: what each command does to the model;
+//! - what each command does to the model: `exec` (the dispatch, the name lookups and their "did you
+//!   mean"), `loadrt` (loadrt, unloadrt: the dry loads that learn what a component makes), `netlist`
+//!   (net, link, setp, sets, addf, delf, alias);
+//! - `error`: how a command fails, a [`CommandErrorKind`] beside its line and message: a rule
+//!   broken (or a name the model does not know), a `loadusr` program's failure, the runtime's `start`,
+//!   the live HAL's refusal, the instance stopping. A [`ConfigError`] keeps the kind;
 //! - this module: the [`Session`] — reading files and lines, `-k`, rollback, `source` — and
 //!   [`Session::apply_to`], which emits the final model to a [`Target`] (threads, `loadrt`s with
 //!   every `setp` value as the initial value, signals and links, `sets` values, run lists);
@@ -20,8 +25,9 @@
 //! help) write to the `out` given to [`Session::execute`] / [`Session::source`].
 
 pub mod backend;
-mod commands;
+mod command;
 mod error;
+mod exec;
 pub mod ini;
 mod lex;
 mod loadrt;
