@@ -42,6 +42,26 @@ fn status_text(s: ExitStatus) -> String {
     }
 }
 
+/// The end of `waitusr NAME` whose program ended with `status` (if read): a failing status is an
+/// error unless `-i` (`ignore_status`).
+fn waitusr_end(
+    name: &Word,
+    status: Option<ExitStatus>,
+    ignore_status: bool,
+) -> Result<(), CommandError> {
+    match status {
+        Some(status) if !status.success() && !ignore_status => Err(CommandError::program(
+            name.line,
+            format!(
+                "waitusr {}: its program {}",
+                quote(&name.text),
+                status_text(status)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl<H: Backend> Session<H> {
     pub(super) fn loadusr(
         &mut self,
@@ -220,19 +240,7 @@ impl<H: Backend> Session<H> {
                 let Some(pid) = self.backend.started_for(&name.text) else {
                     return Err(e);
                 };
-                return match self.program_status(pid) {
-                    Some(Some(status)) if !status.success() && !ignore_status => {
-                        Err(CommandError::program(
-                            name.line,
-                            format!(
-                                "waitusr {}: its program {}",
-                                quote(&name.text),
-                                status_text(status)
-                            ),
-                        ))
-                    }
-                    _ => Ok(()),
-                };
+                return waitusr_end(name, self.program_status(pid).flatten(), ignore_status);
             }
         };
         loop {
@@ -257,19 +265,7 @@ impl<H: Backend> Session<H> {
             if let Some(ended) = ended {
                 // Its connection's end may not have reached us yet: remove it now.
                 let _ = self.remove_user_component(&name.text);
-                return match ended {
-                    Some(status) if !status.success() && !ignore_status => {
-                        Err(CommandError::program(
-                            name.line,
-                            format!(
-                                "waitusr {}: its program {}",
-                                quote(&name.text),
-                                status_text(status)
-                            ),
-                        ))
-                    }
-                    _ => Ok(()),
-                };
+                return waitusr_end(name, ended, ignore_status);
             }
             std::thread::sleep(PROGRAM_POLL);
         }
