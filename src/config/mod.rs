@@ -36,7 +36,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use halcmd::parse::Located;
-use halcmd::{Ini, Session};
+use halcmd::{CommandErrorKind, Ini, Session};
 
 use crate::rt::units::{quote, tame};
 use crate::runtime::{RuntimeOptions, ThreadSpec};
@@ -50,12 +50,10 @@ pub struct ConfigError {
     pub line: Option<usize>,
     /// What is wrong and, where there is one, the fix; echoed user input is quoted and cut short.
     pub message: String,
-    /// The command at this line was right, but the runtime failed to do it (halcmd's `start`: a
-    /// segment in use, a thread refused): a failure while running, not a fault in the file.
-    pub(crate) runtime: bool,
-    /// The command was abandoned, or failed, because the instance is stopping (a signal, a stall):
-    /// not the file's fault, and not the runtime's.
-    pub(crate) stopping: bool,
+    /// What kind of failure it is (a halcmd command's [`CommandErrorKind`]; a file's own error, a
+    /// syntax error or a TOML error is [`CommandErrorKind::Rule`]): whose fault, for the exit code
+    /// and the control socket's reply.
+    pub(crate) kind: CommandErrorKind,
 }
 
 impl ConfigError {
@@ -64,8 +62,7 @@ impl ConfigError {
             file: file.to_string(),
             line: Some(line),
             message: message.into(),
-            runtime: false,
-            stopping: false,
+            kind: CommandErrorKind::Rule,
         }
     }
 
@@ -74,19 +71,25 @@ impl ConfigError {
             file: file.to_string(),
             line: None,
             message: message.into(),
-            runtime: false,
-            stopping: false,
+            kind: CommandErrorKind::Rule,
         }
     }
 
-    /// Whether the command was abandoned, or failed, because the instance is stopping.
-    pub fn is_stopping(&self) -> bool {
-        self.stopping
+    /// What kind of failure it is.
+    pub fn kind(&self) -> CommandErrorKind {
+        self.kind
     }
 
-    /// Whether the runtime failed at this line, the command being right (`ConfigError::runtime`).
+    /// Whether the command was abandoned, or failed, because the instance is stopping
+    /// ([`CommandErrorKind::Stopping`]).
+    pub fn is_stopping(&self) -> bool {
+        self.kind == CommandErrorKind::Stopping
+    }
+
+    /// Whether the runtime failed at this line, the command (`start`) being right
+    /// ([`CommandErrorKind::RuntimeStart`]).
     pub fn is_runtime(&self) -> bool {
-        self.runtime
+        self.kind == CommandErrorKind::RuntimeStart
     }
 }
 

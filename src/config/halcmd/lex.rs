@@ -13,6 +13,7 @@
 //! A leading UTF-8 byte-order mark is skipped.
 
 use super::ini::Ini;
+use super::CommandError;
 use crate::rt::units::quote;
 
 /// A word and the 1-based line it is on.
@@ -33,7 +34,7 @@ pub(crate) fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-type LexResult<T> = Result<T, (usize, String)>;
+type LexResult<T> = Result<T, CommandError>;
 
 /// Strips a comment outside quotes; errors on a quote left open.
 fn strip_comment(line: &str) -> Result<&str, String> {
@@ -193,7 +194,7 @@ pub(crate) fn each_logical_line(
         let code = match strip_comment(raw) {
             Ok(code) => code.trim_end(),
             Err(m) => {
-                lines.push(Err((number, m)));
+                lines.push(Err(CommandError::rule(number, m)));
                 failed = true;
                 ""
             }
@@ -206,7 +207,7 @@ pub(crate) fn each_logical_line(
             match substitute(code, subst) {
                 Ok(code) => tokenize(&code, number, &mut current),
                 Err(m) => {
-                    lines.push(Err((number, m)));
+                    lines.push(Err(CommandError::rule(number, m)));
                     failed = true;
                 }
             }
@@ -223,7 +224,7 @@ pub(crate) fn each_logical_line(
         }
     }
     if let Some(start) = continued_from {
-        lines.push(Err((
+        lines.push(Err(CommandError::rule(
             count.max(first.max(1)),
             format!(
                 "the file ends inside a continued line (started at line {start}): remove the final `\\` or finish the command"
@@ -335,7 +336,11 @@ mod tests {
             [("net".to_string(), 2), ("s".into(), 2), ("a.b".into(), 3)]
         );
         let lines = logical_lines("setp a \"open\nsetp b 1\n", &s);
-        assert!(lines[0].as_ref().unwrap_err().1.contains("not closed"));
+        assert!(lines[0]
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("not closed"));
         assert!(lines[1].is_ok());
     }
 }

@@ -2,12 +2,17 @@
 //!
 //! - `lex`: comments, continuations, `$VAR`/`[SECTION]KEY` substitution, quoting;
 //! - [`ini`]: LinuxCNC INI files;
-//! - `parse`: every halcmd command into a `Command`;
+//! - `parse`: every halcmd command into a `Command` (`command`: the type, and every command's name);
 //! - `model`: the **netlist model** kept in the config layer — which components are loaded (their
 //!   pins, params and functions learnt from a dry load), pin → signal links, signal types and
 //!   values, each thread's function list, aliases. The model can unlink, delete and reorder
 //!   (unlinkp, delsig, delf, unloadrt), which the append-only HAL builder cannot;
-//! - `commands`: what each command does to the model;
+//! - what each command does to the model: `exec` (the dispatch, the name lookups and their "did you
+//!   mean"), `loadrt` (loadrt, unloadrt: the dry loads that learn what a component makes), `netlist`
+//!   (net, link, setp, sets, addf, delf, alias);
+//! - `error`: how a command fails, a [`CommandErrorKind`] beside its line and message: a rule
+//!   broken (or a name the model does not know), a `loadusr` program's failure, the runtime's `start`,
+//!   the live HAL's refusal, the instance stopping. A [`ConfigError`] keeps the kind;
 //! - this module: the [`Session`] — reading files and lines, `-k`, rollback, `source` — and
 //!   [`Session::apply_to`], which emits the final model to a [`Target`] (threads, `loadrt`s with
 //!   every `setp` value as the initial value, signals and links, `sets` values, run lists);
@@ -20,10 +25,14 @@
 //! help) write to the `out` given to [`Session::execute`] / [`Session::source`].
 
 pub mod backend;
-mod commands;
+mod command;
+mod error;
+mod exec;
 pub mod ini;
 mod lex;
+mod loadrt;
 mod model;
+mod netlist;
 mod output;
 pub(crate) mod parse;
 mod sync;
@@ -39,6 +48,8 @@ use crate::components::{Declared, Presets, Registry, Target};
 use crate::rt::units::quote;
 use crate::runtime::ThreadSpec;
 pub use backend::{Apply, Backend, Live, LiveLoad, NoInstance, ProgramState};
+pub(crate) use error::CommandError;
+pub use error::CommandErrorKind;
 pub use ini::Ini;
 pub(crate) use lex::{process_env, Subst, Word};
 use model::{Model, Origin, ThreadInfo};
@@ -80,7 +91,7 @@ pub enum NameKind {
     Thread,
 }
 
-type Step = Result<Flow, (usize, String)>;
+type Step = Result<Flow, CommandError>;
 
 /// The error of a command abandoned because the instance is stopping.
 pub const STOPPING: &str =
@@ -133,10 +144,6 @@ pub struct Session<H = NoInstance> {
     dir: Option<PathBuf>,
     /// Only checking (`halrun --check`): LinuxCNC modules are checked from their files, never run.
     check_only: bool,
-    /// Set when a command failed on a name the model does not know (see [`Session::unchecked`]).
-    unknown_name: std::cell::Cell<bool>,
-    /// Set by a `start` whose runtime failed: its error is a runtime failure, not the file's.
-    start_failed_at_run_time: std::cell::Cell<bool>,
     /// Commands a check could not check (they name what a LinuxCNC module would have made).
     unchecked: Vec<ConfigError>,
     /// Set when the instance is stopping: a command sequence (a file, a client's script) stops
@@ -181,8 +188,6 @@ impl<H: Backend> Session<H> {
             inbox: Default::default(),
             dir: None,
             check_only: false,
-            unknown_name: std::cell::Cell::new(false),
-            start_failed_at_run_time: std::cell::Cell::new(false),
             unchecked: Vec::new(),
             abort: Vec::new(),
         })
@@ -459,8 +464,7 @@ impl<H: Backend> Session<H> {
     ) -> Option<Result<Flow, ConfigError>> {
         // A stop wins over the rest of the file (whoever sent it is told where it ended).
         if self.aborted() {
-            let mut e = ConfigError::at(file, c.line, STOPPING);
-            e.stopping = true;
+            let e = CommandError::stopping(c.line, STOPPING).in_file(file);
             if self.keep_going {
                 self.errors.push(e.clone());
             }
@@ -482,41 +486,45 @@ impl<H: Backend> Session<H> {
                     self.check_only && self.model.loaded.iter().any(|l| l.module.is_some());
                 // (Checking only after a module, a failed lookup below changed nothing either.)
                 let before = (self.rollback || self.keep_going || live).then(|| self.model.clone());
-                self.unknown_name.set(false);
                 let mut done = self.exec(file, c.line, command, out);
                 // Checking only, after a LinuxCNC module: a name the model does not know may be
                 // one the module makes. Not checked, listed, and the model stays as it was.
-                if let (Err((line, m)), true, true) = (&done, opaque, self.unknown_name.get()) {
-                    self.unchecked.push(ConfigError::at(
-                        file,
-                        *line,
-                        format!(
-                            "not checked: {m} (it may be made by a LinuxCNC module loaded above: \
-                             --check does not run module code)"
-                        ),
-                    ));
-                    if let Some(b) = &before {
-                        self.model = b.clone();
+                match &done {
+                    Err(e) if opaque && e.kind == CommandErrorKind::UnknownName => {
+                        self.unchecked.push(ConfigError::at(
+                            file,
+                            e.line,
+                            format!(
+                                "not checked: {} (it may be made by a LinuxCNC module loaded \
+                                 above: --check does not run module code)",
+                                e.message
+                            ),
+                        ));
+                        if let Some(b) = &before {
+                            self.model = b.clone();
+                        }
+                        done = Ok(Flow::Continue);
                     }
-                    done = Ok(Flow::Continue);
+                    _ => {}
                 }
                 // Attached to a running instance: make the same change there.
                 if let (Ok(_), Some(b), true) = (&done, &before, live) {
-                    if let Err(m) = self.sync(b) {
-                        done = Err((c.line, m));
+                    if let Err(e) = self.sync(b, c.line) {
+                        done = Err(e);
                     }
                 }
-                done.map_err(|(line, m)| {
+                done.map_err(|mut e| {
                     if let Some(mut before) = before {
                         before.keep_users_from(&self.model);
                         self.model = before;
                     }
-                    let mut e = ConfigError::at(file, line, m);
-                    e.runtime = self.start_failed_at_run_time.take();
                     // A command that failed once the instance was stopping (`loadusr -w` and
-                    // `waitusr` give up then) failed because of the stop.
-                    e.stopping = self.aborted();
-                    e
+                    // `waitusr` give up then) failed because of the stop; a runtime that could not
+                    // start says why itself.
+                    if e.kind != CommandErrorKind::RuntimeStart && self.aborted() {
+                        e.kind = CommandErrorKind::Stopping;
+                    }
+                    e.in_file(file)
                 })
             }
         };

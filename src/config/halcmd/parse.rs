@@ -1,258 +1,18 @@
-//! Commands of the `.hal` language: every command halcmd has, parsed into [`Command`]s with the line
-//! of every word. Parsing checks only the shape of a command; names, types and directions are checked
-//! when it runs (`exec`), still before anything starts.
+//! Commands of the `.hal` language: every command halcmd has, parsed into [`Command`]s (the type is
+//! in `command.rs`) with the line of every word. Parsing checks only the shape of a command; names,
+//! types and directions are checked when it runs (`exec`), still before anything starts.
 
 use std::collections::BTreeMap;
 
 use rtapi_hal::ValueType;
 
+pub use super::command::COMMANDS;
+pub(crate) use super::command::{AliasKind, Arrow, Command, Located, NetPin, UsrFlags};
 use super::lex::{Subst, Word};
+use super::CommandError;
 use crate::components::{Instances, MAX_INSTANCES};
 use crate::config::ConfigError;
 use crate::rt::units::{clip, quote};
-
-/// Every command name the language knows (for `help` and tab completion).
-pub const COMMANDS: &[&str] = &[
-    "addf",
-    "alias",
-    "debug",
-    "delf",
-    "delsig",
-    "echo",
-    "exit",
-    "getp",
-    "gets",
-    "help",
-    "linkpp",
-    "linkps",
-    "linksp",
-    "list",
-    "loadrt",
-    "loadusr",
-    "lock",
-    "net",
-    "newsig",
-    "print",
-    "ptype",
-    "quit",
-    "save",
-    "setp",
-    "sets",
-    "show",
-    "source",
-    "start",
-    "status",
-    "stop",
-    "stype",
-    "unalias",
-    "unecho",
-    "unlinkp",
-    "unload",
-    "unloadrt",
-    "unloadusr",
-    "unlock",
-    "waitusr",
-];
-
-/// A `net` arrow: which way data flows between the neighbouring pins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arrow {
-    /// `=>`: from the pin before (a writer) to the pin after (a reader).
-    Out,
-    /// `<=`: into the pin before (a reader) from the pin after (a writer).
-    In,
-    /// `<=>`: both are bidirectional.
-    Both,
-}
-
-impl Arrow {
-    pub(crate) fn parse(text: &str) -> Option<Arrow> {
-        match text {
-            "=>" => Some(Arrow::Out),
-            "<=" => Some(Arrow::In),
-            "<=>" => Some(Arrow::Both),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Arrow::Out => "=>",
-            Arrow::In => "<=",
-            Arrow::Both => "<=>",
-        }
-    }
-}
-
-/// A pin in a `net` command with the arrows on either side of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NetPin {
-    pub(crate) pin: Word,
-    pub(crate) arrow_before: Option<Arrow>,
-    pub(crate) arrow_after: Option<Arrow>,
-}
-
-/// `pin` or `param` in `alias`/`unalias`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum AliasKind {
-    Pin,
-    Param,
-}
-
-impl AliasKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            AliasKind::Pin => "pin",
-            AliasKind::Param => "param",
-        }
-    }
-}
-
-/// `loadusr` flags.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct UsrFlags {
-    /// `-W` (the program's name) or `-Wn NAME`: wait for this component to be ready.
-    pub(crate) wait_component: Option<String>,
-    /// `-w`: wait for the program to exit.
-    pub(crate) wait_exit: bool,
-    /// `-i`: ignore its exit status.
-    pub(crate) ignore_status: bool,
-}
-
-/// One command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Command {
-    Loadrt {
-        component: Word,
-        instances: Instances,
-        /// Other `key=value` arguments, as written.
-        args: BTreeMap<String, String>,
-        /// The arguments after the component as written (for `save`).
-        text: String,
-    },
-    Unloadrt {
-        component: Word,
-    },
-    Loadusr {
-        flags: UsrFlags,
-        program: Word,
-        /// The program's arguments.
-        args: Vec<Word>,
-    },
-    Waitusr {
-        name: Word,
-        /// `-i`: a program's failing exit status is not an error.
-        ignore_status: bool,
-    },
-    Unloadusr {
-        name: Word,
-    },
-    Unload {
-        name: Word,
-    },
-    Newsig {
-        name: Word,
-        ty: ValueType,
-    },
-    Delsig {
-        name: Word,
-    },
-    Sets {
-        signal: Word,
-        value: Word,
-    },
-    Gets {
-        signal: Word,
-    },
-    Stype {
-        name: Word,
-    },
-    /// `linkps PIN [arrow] SIG` and `linksp SIG [arrow] PIN`.
-    Link {
-        pin: Word,
-        signal: Word,
-    },
-    Linkpp {
-        first: Word,
-        second: Word,
-    },
-    Net {
-        signal: Word,
-        pins: Vec<NetPin>,
-    },
-    Unlinkp {
-        pin: Word,
-    },
-    /// `setp NAME VALUE` and `NAME = VALUE`.
-    Setp {
-        name: Word,
-        value: Word,
-    },
-    Getp {
-        name: Word,
-    },
-    Ptype {
-        name: Word,
-    },
-    Addf {
-        function: Word,
-        thread: Word,
-        /// As written: 1-based from the start, or negative from the end.
-        position: Option<i64>,
-    },
-    Delf {
-        function: Word,
-        thread: Option<Word>,
-    },
-    Alias {
-        kind: AliasKind,
-        name: Word,
-        alias: Word,
-    },
-    Unalias {
-        kind: AliasKind,
-        alias: Word,
-    },
-    Show {
-        kind: Option<Word>,
-        patterns: Vec<String>,
-    },
-    List {
-        kind: Word,
-        patterns: Vec<String>,
-    },
-    Save {
-        item: Option<Word>,
-        file: Option<Word>,
-    },
-    Source {
-        file: Word,
-    },
-    Echo,
-    Unecho,
-    Print {
-        message: String,
-    },
-    Status,
-    Lock,
-    Unlock,
-    Start,
-    Stop,
-    Help {
-        command: Option<String>,
-    },
-    Debug,
-    Quit,
-}
-
-/// A command and the line it starts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Located {
-    pub(crate) line: usize,
-    pub(crate) command: Command,
-    /// The words as read (after substitution), for `echo`.
-    pub(crate) text: String,
-}
 
 /// Parses a whole file; every malformed line gives one error, all of them are returned.
 pub(crate) fn parse(
@@ -308,11 +68,11 @@ pub(crate) fn each_command(
                     .join(" "),
             })
         });
-        f(c.map_err(|(line, message)| ConfigError::at(file, line, message)))
+        f(c.map_err(|e| e.in_file(file)))
     });
 }
 
-type ParseResult<T> = Result<T, (usize, String)>;
+type ParseResult<T> = Result<T, CommandError>;
 
 fn value_type(w: &Word) -> ParseResult<ValueType> {
     match w.text.to_ascii_lowercase().as_str() {
@@ -322,7 +82,7 @@ fn value_type(w: &Word) -> ParseResult<ValueType> {
         "u32" => Ok(ValueType::U32),
         "s64" => Ok(ValueType::S64),
         "u64" => Ok(ValueType::U64),
-        _ => Err((
+        _ => Err(CommandError::rule(
             w.line,
             format!(
                 "newsig: type {} is not one of bit, float, s32, u32, s64, u64",
@@ -336,7 +96,7 @@ fn alias_kind(w: &Word, cmd: &str) -> ParseResult<AliasKind> {
     match w.text.as_str() {
         "pin" => Ok(AliasKind::Pin),
         "param" => Ok(AliasKind::Param),
-        _ => Err((
+        _ => Err(CommandError::rule(
             w.line,
             format!("{cmd}: the type is pin or param, not {}", quote(&w.text)),
         )),
@@ -349,7 +109,7 @@ fn two_names<'w>(args: &'w [Word], cmd: &Word, usage: &str) -> ParseResult<(&'w 
     match args {
         [a, b] if Arrow::parse(&b.text).is_none() && Arrow::parse(&a.text).is_none() => Ok((a, b)),
         [a, arrow, b] if Arrow::parse(&arrow.text).is_some() => Ok((a, b)),
-        _ => Err((
+        _ => Err(CommandError::rule(
             args.first().map_or(cmd.line, |w| w.line),
             format!("{}: usage: {usage}", cmd.text),
         )),
@@ -369,7 +129,10 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
     let need = |min: usize, max: usize, usage: &str| -> ParseResult<()> {
         if args.len() < min || args.len() > max {
             let at = args.get(max).map_or(cmd.line, |w| w.line);
-            Err((at, format!("{}: usage: {usage}", cmd.text)))
+            Err(CommandError::rule(
+                at,
+                format!("{}: usage: {usage}", cmd.text),
+            ))
         } else {
             Ok(())
         }
@@ -396,7 +159,10 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
             let ignore_status = args.iter().any(|w| w.text == "-i");
             let args: Vec<&Word> = args.iter().filter(|w| w.text != "-i").collect();
             if args.len() != 1 {
-                return Err((cmd.line, "waitusr: usage: waitusr [-i] NAME".to_string()));
+                return Err(CommandError::rule(
+                    cmd.line,
+                    "waitusr: usage: waitusr [-i] NAME".to_string(),
+                ));
             }
             Command::Waitusr {
                 name: args[0].clone(),
@@ -487,7 +253,7 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
                 None => None,
                 Some(w) => match w.text.parse::<i64>() {
                     Ok(0) | Err(_) => {
-                        return Err((
+                        return Err(CommandError::rule(
                             w.line,
                             format!(
                             "addf: position {} must be a non-zero integer (1 = first, -1 = last)",
@@ -586,7 +352,7 @@ fn parse_command(words: &[Word]) -> ParseResult<Command> {
         }
         "quit" | "exit" => Command::Quit,
         other => {
-            return Err((
+            return Err(CommandError::rule(
                 cmd.line,
                 match crate::suggest::did_you_mean(other, COMMANDS.iter().copied()) {
                     Some(hint) => format!("unknown command {}; {hint}", quote(other)),
@@ -609,10 +375,12 @@ fn parse_loadusr(cmd: &Word, args: &[Word]) -> ParseResult<Command> {
         match w.text.as_str() {
             "-W" => flags.wait_component = Some(String::new()),
             "-Wn" => {
-                let name = args.get(i + 1).ok_or((
-                    w.line,
-                    "loadusr: -Wn needs the component name: loadusr -Wn NAME PROGRAM".to_string(),
-                ))?;
+                let name = args.get(i + 1).ok_or_else(|| {
+                    CommandError::rule(
+                        w.line,
+                        "loadusr: -Wn needs the component name: loadusr -Wn NAME PROGRAM",
+                    )
+                })?;
                 flags.wait_component = Some(name.text.clone());
                 i += 1;
             }
@@ -627,7 +395,7 @@ fn parse_loadusr(cmd: &Word, args: &[Word]) -> ParseResult<Command> {
                         'w' => flags.wait_exit = true,
                         'i' => flags.ignore_status = true,
                         _ => {
-                            return Err((
+                            return Err(CommandError::rule(
                                 w.line,
                                 format!(
                                     "loadusr: unknown flag {}; the flags are -W, -Wn NAME, -w, -i",
@@ -643,7 +411,7 @@ fn parse_loadusr(cmd: &Word, args: &[Word]) -> ParseResult<Command> {
         i += 1;
     }
     let Some(program) = args.get(i) else {
-        return Err((
+        return Err(CommandError::rule(
             cmd.line,
             "loadusr: usage: loadusr [-W | -Wn NAME | -w | -i] PROGRAM [ARGS ...]".to_string(),
         ));
@@ -665,7 +433,7 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
     let mut args = BTreeMap::new();
     for w in rest {
         let Some((key, value)) = w.text.split_once('=') else {
-            return Err((
+            return Err(CommandError::rule(
                 w.line,
                 format!(
                     "loadrt: {} is not key=value (e.g. count=2, names=x,y)",
@@ -674,7 +442,7 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
             ));
         };
         if key.is_empty() {
-            return Err((
+            return Err(CommandError::rule(
                 w.line,
                 format!("loadrt: {} needs a key and a value", quote(&w.text)),
             ));
@@ -685,19 +453,21 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
                     .parse::<usize>()
                     .ok()
                     .filter(|n| (1..=MAX_INSTANCES).contains(n))
-                    .ok_or((
-                        w.line,
-                        format!(
-                            "loadrt: count={}: give a positive number of instances, at most {MAX_INSTANCES}",
-                            clip(value)
-                        ),
-                    ))?;
+                    .ok_or_else(|| {
+                        CommandError::rule(
+                            w.line,
+                            format!(
+                                "loadrt: count={}: give a positive number of instances, at most {MAX_INSTANCES}",
+                                clip(value)
+                            ),
+                        )
+                    })?;
                 count = Some((n, w.line));
             }
             "names" => {
                 let list: Vec<String> = value.split(',').map(str::to_string).collect();
                 if let Some(bad) = list.iter().find(|n| rtapi_hal::name::validate(n).is_err()) {
-                    return Err((
+                    return Err(CommandError::rule(
                         w.line,
                         format!(
                             "loadrt: names=: {} is not a valid name (1-47 characters of A-Z a-z 0-9 . _ -)",
@@ -707,7 +477,7 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
                 }
                 let mut seen = std::collections::HashSet::new();
                 if let Some(dup) = list.iter().find(|n| !seen.insert(n.as_str())) {
-                    return Err((
+                    return Err(CommandError::rule(
                         w.line,
                         format!("loadrt: names=: {} is given twice", quote(dup)),
                     ));
@@ -716,7 +486,7 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
             }
             _ => {
                 if args.insert(key.to_string(), value.to_string()).is_some() {
-                    return Err((
+                    return Err(CommandError::rule(
                         w.line,
                         format!("loadrt: argument {} is given twice", quote(key)),
                     ));
@@ -726,7 +496,7 @@ fn parse_loadrt(component: &Word, rest: &[Word]) -> ParseResult<Command> {
     }
     let instances = match (count, names) {
         (Some(_), Some((_, line))) => {
-            return Err((
+            return Err(CommandError::rule(
                 line,
                 "loadrt: give either count= or names=, not both".to_string(),
             ))
@@ -765,7 +535,7 @@ pub(crate) fn save_word(text: &str) -> String {
 
 fn parse_net(signal: &Word, rest: &[Word]) -> ParseResult<Command> {
     if Arrow::parse(&signal.text).is_some() {
-        return Err((
+        return Err(CommandError::rule(
             signal.line,
             "net: the first word must be the signal name, not an arrow".to_string(),
         ));
@@ -776,7 +546,7 @@ fn parse_net(signal: &Word, rest: &[Word]) -> ParseResult<Command> {
         match Arrow::parse(&w.text) {
             Some(arrow) => {
                 if pending.is_some() {
-                    return Err((
+                    return Err(CommandError::rule(
                         w.line,
                         format!("net {}: two arrows in a row", clip(&signal.text)),
                     ));
@@ -799,7 +569,7 @@ fn parse_net(signal: &Word, rest: &[Word]) -> ParseResult<Command> {
     // it only documents the direction of the pin before it.
     let _ = pending;
     if pins.is_empty() {
-        return Err((
+        return Err(CommandError::rule(
             signal.line,
             format!("net {}: name at least one pin", clip(&signal.text)),
         ));

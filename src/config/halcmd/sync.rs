@@ -18,7 +18,7 @@ use std::collections::{BTreeSet, HashSet};
 use rtapi_hal::Value;
 
 use super::backend::Backend;
-use super::{Model, Session};
+use super::{CommandError, CommandErrorKind, Model, Session};
 use crate::components::Presets;
 
 impl<H: Backend> Session<H> {
@@ -45,22 +45,24 @@ impl<H: Backend> Session<H> {
         }
     }
 
-    /// Makes in the running instance what changed in the model since `before`.
-    pub(super) fn sync(&self, before: &Model) -> Result<(), String> {
+    /// Makes in the running instance what changed in the model since `before`, by the command at
+    /// `line`: a step the instance refuses is a [`CommandErrorKind::LiveHal`] error.
+    pub(super) fn sync(&self, before: &Model, line: usize) -> Result<(), CommandError> {
         let Some(live) = self.backend.live() else {
             return Ok(());
         };
         let after = &self.model;
-        let err = |what: String| move |e: rtapi_hal::HalError| format!("{what}: {e}");
+        let refused = |m: String| CommandError::new(line, CommandErrorKind::LiveHal, m);
+        let err = |what: String| move |e: rtapi_hal::HalError| refused(format!("{what}: {e}"));
 
         let threads =
             |m: &Model| -> Vec<String> { m.threads.iter().map(|t| t.spec.name.clone()).collect() };
         if threads(before) != threads(after) {
-            return Err(
+            return Err(CommandError::rule(
+                line,
                 "threads cannot be created or removed while the instance runs; stop it, change \
-                 the file, start again"
-                    .to_string(),
-            );
+                 the file, start again",
+            ));
         }
 
         // Components loaded by this command, with their setp values as initial values.
@@ -75,7 +77,7 @@ impl<H: Backend> Session<H> {
                 presets.insert(name.clone(), value.to_string());
             }
             live.load(&|target| l.load_into(&self.registry, &self.modules, target, &presets))
-                .map_err(|e| format!("loadrt {}: {}", l.component, e.message))?;
+                .map_err(|e| refused(format!("loadrt {}: {}", l.component, e.message)))?;
         }
 
         // Signals created.
@@ -136,13 +138,13 @@ impl<H: Backend> Session<H> {
             for f in &t_before.functs {
                 if !t_after.functs.contains(f) {
                     live.delf(f, thread)
-                        .map_err(|e| format!("delf {f} {thread}: {e}"))?;
+                        .map_err(|e| refused(format!("delf {f} {thread}: {e}")))?;
                 }
             }
             for (i, f) in t_after.functs.iter().enumerate() {
                 if !t_before.functs.contains(f) {
                     live.addf(f, thread, i)
-                        .map_err(|e| format!("addf {f} {thread}: {e}"))?;
+                        .map_err(|e| refused(format!("addf {f} {thread}: {e}")))?;
                 }
             }
         }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::backend::{Backend, ProgramState};
 use super::output;
 use super::parse::UsrFlags;
-use super::{Session, Word};
+use super::{CommandError, CommandErrorKind, Session, Word};
 use crate::rt::units::quote;
 
 /// How long `loadusr -W` waits for the component.
@@ -42,17 +42,40 @@ fn status_text(s: ExitStatus) -> String {
     }
 }
 
+/// The end of `waitusr NAME` whose program ended with `status` (if read): a failing status is an
+/// error unless `-i` (`ignore_status`).
+fn waitusr_end(
+    name: &Word,
+    status: Option<ExitStatus>,
+    ignore_status: bool,
+) -> Result<(), CommandError> {
+    match status {
+        Some(status) if !status.success() && !ignore_status => Err(CommandError::program(
+            name.line,
+            format!(
+                "waitusr {}: its program {}",
+                quote(&name.text),
+                status_text(status)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl<H: Backend> Session<H> {
     pub(super) fn loadusr(
         &mut self,
         flags: &UsrFlags,
         program: &Word,
         args: &[Word],
-    ) -> Result<(), (usize, String)> {
+    ) -> Result<(), CommandError> {
         let line = program.line;
         let name = quote(&program.text);
         if self.backend.live().is_none() {
-            return Err((line, output::loadusr_refusal(flags, &program.text)));
+            return Err(CommandError::rule(
+                line,
+                output::loadusr_refusal(flags, &program.text),
+            ));
         }
         let args: Vec<String> = args.iter().map(|a| a.text.clone()).collect();
         let pid = self
@@ -63,7 +86,9 @@ impl<H: Backend> Session<H> {
                 &args,
                 flags.wait_component.as_deref(),
             )
-            .map_err(|e| (line, format!("loadusr: cannot start {name}: {e}")))?;
+            .map_err(|e| {
+                CommandError::program(line, format!("loadusr: cannot start {name}: {e}"))
+            })?;
         if let Some(comp) = &flags.wait_component {
             let until = Instant::now() + READY_TIMEOUT;
             loop {
@@ -76,7 +101,7 @@ impl<H: Backend> Session<H> {
                     ProgramState::Alive => {}
                     // Ended (its status unreadable, or read): not ready, whatever it said.
                     ProgramState::Ended(status) => {
-                        return Err((
+                        return Err(CommandError::program(
                             line,
                             format!(
                                 "loadusr: {name} {} before its component {} was ready",
@@ -88,7 +113,7 @@ impl<H: Backend> Session<H> {
                 }
                 if Instant::now() >= until || self.aborted() {
                     self.backend.terminate(pid);
-                    return Err((
+                    return Err(CommandError::program(
                         line,
                         format!(
                             "loadusr: {name} did not make component {} ready within {} s; it was stopped",
@@ -103,7 +128,10 @@ impl<H: Backend> Session<H> {
         if flags.wait_exit {
             loop {
                 if self.aborted() {
-                    return Err((line, format!("loadusr -w {name}: {}", super::STOPPING)));
+                    return Err(CommandError::stopping(
+                        line,
+                        format!("loadusr -w {name}: {}", super::STOPPING),
+                    ));
                 }
                 self.serve_user_inbox();
                 match self.backend.program(pid) {
@@ -111,7 +139,10 @@ impl<H: Backend> Session<H> {
                     ProgramState::Alive => {}
                     ProgramState::Ended(Some(status)) => {
                         if !status.success() && !flags.ignore_status {
-                            return Err((line, format!("loadusr: {name} {}", status_text(status))));
+                            return Err(CommandError::program(
+                                line,
+                                format!("loadusr: {name} {}", status_text(status)),
+                            ));
                         }
                         break;
                     }
@@ -169,10 +200,10 @@ impl<H: Backend> Session<H> {
     }
 
     /// The pid of user-space component `name`, or the error `what` reports.
-    fn user_pid(&self, what: &str, name: &Word) -> Result<Option<u32>, (usize, String)> {
+    fn user_pid(&self, what: &str, name: &Word) -> Result<Option<u32>, CommandError> {
         match self.model.user.iter().find(|u| u.name == name.text) {
             Some(u) => Ok(u.pid),
-            None => Err((
+            None => Err(CommandError::rule(
                 name.line,
                 format!(
                     "{what} {}: no user-space component of that name is loaded{}",
@@ -198,11 +229,7 @@ impl<H: Backend> Session<H> {
     /// `waitusr [-i] NAME`: waits until user-space component NAME is gone — its process said
     /// `exit()`, ended, or was killed. When its program was started by `loadusr`, a failing exit
     /// status is an error (unless `-i`).
-    pub(super) fn waitusr(
-        &mut self,
-        name: &Word,
-        ignore_status: bool,
-    ) -> Result<(), (usize, String)> {
+    pub(super) fn waitusr(&mut self, name: &Word, ignore_status: bool) -> Result<(), CommandError> {
         self.serve_user_inbox();
         let pid = match self.user_pid("waitusr", name) {
             Ok(pid) => pid,
@@ -213,22 +240,12 @@ impl<H: Backend> Session<H> {
                 let Some(pid) = self.backend.started_for(&name.text) else {
                     return Err(e);
                 };
-                return match self.program_status(pid) {
-                    Some(Some(status)) if !status.success() && !ignore_status => Err((
-                        name.line,
-                        format!(
-                            "waitusr {}: its program {}",
-                            quote(&name.text),
-                            status_text(status)
-                        ),
-                    )),
-                    _ => Ok(()),
-                };
+                return waitusr_end(name, self.program_status(pid).flatten(), ignore_status);
             }
         };
         loop {
             if self.aborted() {
-                return Err((
+                return Err(CommandError::stopping(
                     name.line,
                     format!("waitusr {}: {}", quote(&name.text), super::STOPPING),
                 ));
@@ -248,17 +265,7 @@ impl<H: Backend> Session<H> {
             if let Some(ended) = ended {
                 // Its connection's end may not have reached us yet: remove it now.
                 let _ = self.remove_user_component(&name.text);
-                return match ended {
-                    Some(status) if !status.success() && !ignore_status => Err((
-                        name.line,
-                        format!(
-                            "waitusr {}: its program {}",
-                            quote(&name.text),
-                            status_text(status)
-                        ),
-                    )),
-                    _ => Ok(()),
-                };
+                return waitusr_end(name, ended, ignore_status);
             }
             std::thread::sleep(PROGRAM_POLL);
         }
@@ -266,7 +273,7 @@ impl<H: Backend> Session<H> {
 
     /// `unloadusr NAME | all`: asks the process of user-space component NAME (every one for `all`) to
     /// end — SIGTERM, then SIGKILL after the grace period — and removes the component.
-    pub(super) fn unloadusr(&mut self, name: &Word) -> Result<(), (usize, String)> {
+    pub(super) fn unloadusr(&mut self, name: &Word) -> Result<(), CommandError> {
         self.serve_user_inbox();
         let targets: Vec<(String, Option<u32>)> = if name.text == "all" {
             self.model
@@ -303,8 +310,13 @@ impl<H: Backend> Session<H> {
                 }
             }
             self.serve_user_inbox();
-            self.remove_user_component(comp)
-                .map_err(|e| (name.line, format!("unloadusr: {e}")))?;
+            self.remove_user_component(comp).map_err(|e| {
+                CommandError::new(
+                    name.line,
+                    CommandErrorKind::LiveHal,
+                    format!("unloadusr: {e}"),
+                )
+            })?;
         }
         Ok(())
     }
