@@ -415,6 +415,8 @@ mod tests {
         pins: Vec<(String, usize)>,
     }
 
+    /// Test-only: the fake hal_lib's entry points are C functions called without context (as
+    /// hal_lib's are), so they find the fake here.
     static FAKE: Mutex<Option<Fake>> = Mutex::new(None);
 
     fn with<T>(f: impl FnOnce(&mut Fake) -> T) -> T {
