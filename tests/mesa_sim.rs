@@ -45,7 +45,10 @@ fn lbp16_command_words_have_the_protocol_bit_layout() {
         }
     );
     let mac = Cmd::decode(0x4983);
-    assert_eq!((mac.space, mac.width, mac.count, mac.write), (2, Width::W16, 3, false));
+    assert_eq!(
+        (mac.space, mac.width, mac.count, mac.write),
+        (2, Width::W16, 3, false)
+    );
     let w = Cmd::decode(0x8000 | 0x4000 | 0x0200 | 0x0080 | 1);
     assert!(w.write && w.has_address && w.increment && w.space == 0 && w.width == Width::W32);
     let info = Cmd::decode(0x4000 | 0x2000 | 0x0100 | 0x0080 | 0x1800 | 8);
@@ -60,14 +63,22 @@ fn lbp16_command_words_have_the_protocol_bit_layout() {
 fn lbp16_requests_parse_in_order_and_report_a_truncated_tail() {
     let mut req = Vec::new();
     lbp16::push(&mut req, lbp16::read(6, Width::W16, 1), Some(0x8), &[]);
-    lbp16::push(&mut req, lbp16::write(4, Width::W16, 2), Some(0x10), &[1, 2, 3, 4]);
+    lbp16::push(
+        &mut req,
+        lbp16::write(4, Width::W16, 2),
+        Some(0x10),
+        &[1, 2, 3, 4],
+    );
     lbp16::push(&mut req, lbp16::read(4, Width::W16, 4), Some(0x10), &[]);
     // Wire bytes: little-endian command word, then address.
     assert_eq!(&req[..4], &[0x81, 0x59, 0x08, 0x00]);
     let (ops, err) = lbp16::parse(&req);
     assert!(err.is_none());
     assert_eq!(ops.len(), 3);
-    assert_eq!((ops[1].address, ops[1].data), (Some(0x10), &[1u8, 2, 3, 4][..]));
+    assert_eq!(
+        (ops[1].address, ops[1].data),
+        (Some(0x10), &[1u8, 2, 3, 4][..])
+    );
     assert!(ops[2].data.is_empty() && !ops[2].cmd.write);
     // A write cut short inside its data: the commands before it stand, the error says where.
     let cut = &req[..4 + 4 + 2];
@@ -106,7 +117,12 @@ struct HostIdrom {
 fn reg(b: &mut Board, addr: u32) -> u32 {
     // Through the protocol, as hm2_eth_read does: one 32-bit read with auto-increment.
     let mut req = Vec::new();
-    lbp16::push(&mut req, lbp16::read(0, Width::W32, 1), Some(addr as u16), &[]);
+    lbp16::push(
+        &mut req,
+        lbp16::read(0, Width::W32, 1),
+        Some(addr as u16),
+        &[],
+    );
     let now = b.now();
     let r = b.handle(&req, now).expect("a read is answered");
     u32::from_le_bytes(r[..4].try_into().unwrap())
@@ -197,7 +213,11 @@ fn the_idrom_passes_hostmot2s_checks_for_both_boards() {
         assert_eq!(idrom.io_ports, 3, "{kind}: connectors");
         assert_eq!(idrom.io_width, idrom.io_ports * idrom.port_width);
         assert!(idrom.clock_low >= 1_000_000 && idrom.clock_high >= 1_000_000);
-        assert!(idrom.board_name.starts_with(b"MESA"), "{:?}", idrom.board_name);
+        assert!(
+            idrom.board_name.starts_with(b"MESA"),
+            "{:?}",
+            idrom.board_name
+        );
 
         let mds = read_mds(&mut b, at, &idrom);
         let find = |tag: u8| {
@@ -208,13 +228,26 @@ fn the_idrom_passes_hostmot2s_checks_for_both_boards() {
         // (version, registers, instance stride, multiple registers) each parse_md accepts.
         let wd = find(2);
         assert_eq!(
-            (wd.version, wd.num_registers, wd.instance_stride, wd.multiple_registers),
+            (
+                wd.version,
+                wd.num_registers,
+                wd.instance_stride,
+                wd.multiple_registers
+            ),
             (0, 3, 4, 0)
         );
-        assert_eq!(wd.base, 0x0C00, "hm2_eth's reset writes the watchdog timer at 0x0C00");
+        assert_eq!(
+            wd.base, 0x0C00,
+            "hm2_eth's reset writes the watchdog timer at 0x0C00"
+        );
         let io = find(3);
         assert_eq!(
-            (io.version, io.num_registers, io.instance_stride, io.multiple_registers),
+            (
+                io.version,
+                io.num_registers,
+                io.instance_stride,
+                io.multiple_registers
+            ),
             (0, 5, 4, 0x1f)
         );
         assert_eq!(u32::from(io.instances), idrom.io_ports);
@@ -227,7 +260,11 @@ fn the_idrom_passes_hostmot2s_checks_for_both_boards() {
         let enc = find(4);
         assert!(matches!(enc.version, 2 | 3 | 0x83));
         assert_eq!(
-            (enc.num_registers, enc.instance_stride, enc.multiple_registers),
+            (
+                enc.num_registers,
+                enc.instance_stride,
+                enc.multiple_registers
+            ),
             (5, 4, 0x3)
         );
         for m in &mds {
@@ -236,25 +273,36 @@ fn the_idrom_passes_hostmot2s_checks_for_both_boards() {
             let end = u32::from(m.base) + m.register_stride * u32::from(m.num_registers);
             for o in mds.iter().filter(|o| o.gtag != m.gtag) {
                 let o_end = u32::from(o.base) + o.register_stride * u32::from(o.num_registers);
-                assert!(end <= u32::from(o.base) || o_end <= u32::from(m.base), "{m:?} {o:?}");
+                assert!(
+                    end <= u32::from(o.base) || o_end <= u32::from(m.base),
+                    "{m:?} {o:?}"
+                );
             }
             assert!(u32::from(m.base) >= at + 0x400 || end <= 0x100, "{m:?}");
         }
 
         // Pin descriptors (pins.c): one per I/O pin, primary tag IOPort, no zero sentinel inside.
         let pins_at = at + idrom.offset_to_pin_desc;
-        let pins: Vec<u32> = (0..idrom.io_width).map(|i| reg(&mut b, pins_at + 4 * i)).collect();
+        let pins: Vec<u32> = (0..idrom.io_width)
+            .map(|i| reg(&mut b, pins_at + 4 * i))
+            .collect();
         for (i, d) in pins.iter().enumerate() {
             assert_eq!(d >> 24, 3, "{kind}: pin {i} primary tag");
         }
         let role = |tag: u32, unit: u32, sec_pin: u32| {
             pins.iter()
-                .filter(|d| (*d >> 8) & 0xff == tag && (*d >> 16) & 0xff == unit && *d & 0xff == sec_pin)
+                .filter(|d| {
+                    (*d >> 8) & 0xff == tag && (*d >> 16) & 0xff == unit && *d & 0xff == sec_pin
+                })
                 .count()
         };
         for s in 0..u32::from(sg.instances) {
             // Step and Dir, both outputs (bit 7).
-            assert_eq!((role(5, s, 0x81), role(5, s, 0x82)), (1, 1), "{kind}: stepgen {s}");
+            assert_eq!(
+                (role(5, s, 0x81), role(5, s, 0x82)),
+                (1, 1),
+                "{kind}: stepgen {s}"
+            );
         }
         for e in 0..u32::from(enc.instances) {
             assert_eq!(
@@ -265,7 +313,12 @@ fn the_idrom_passes_hostmot2s_checks_for_both_boards() {
         }
         // The area is read-only: a write to the cookie does not stick and counts a write error.
         let mut req = Vec::new();
-        lbp16::push(&mut req, lbp16::write(0, Width::W32, 1), Some(0x100), &[0; 4]);
+        lbp16::push(
+            &mut req,
+            lbp16::write(0, Width::W32, 1),
+            Some(0x100),
+            &[0; 4],
+        );
         assert!(b.handle(&req, 0).is_none());
         assert_eq!(reg(&mut b, 0x100), 0x55AA_CAFE);
         assert_eq!(b.counters().write_errors, 1);
@@ -285,15 +338,27 @@ fn board_info_eeprom_and_status_spaces_answer_like_a_card() {
     // hm2_eth's MAC read (0x4983 at 2): 6 bytes, the address's last byte first.
     let mut req = 0x4983u16.to_le_bytes().to_vec();
     req.extend_from_slice(&2u16.to_le_bytes());
-    assert_eq!(b.handle(&req, 0).unwrap(), vec![0x55, 0x44, 0x33, 0x22, 0x11, 0x02]);
+    assert_eq!(
+        b.handle(&req, 0).unwrap(),
+        vec![0x55, 0x44, 0x33, 0x22, 0x11, 0x02]
+    );
     // hm2_eth's per-period bookkeeping: read space 6 at 8, write space 4 at 0x10, read it back.
     let mut req = Vec::new();
     lbp16::push(&mut req, lbp16::read(6, Width::W16, 1), Some(0x8), &[]);
-    lbp16::push(&mut req, lbp16::write(4, Width::W16, 2), Some(0x10), &7u32.to_le_bytes());
+    lbp16::push(
+        &mut req,
+        lbp16::write(4, Width::W16, 2),
+        Some(0x10),
+        &7u32.to_le_bytes(),
+    );
     lbp16::push(&mut req, lbp16::read(4, Width::W16, 4), Some(0x10), &[]);
     let r = b.handle(&req, 1_000).unwrap();
     assert_eq!(r.len(), 2 + 8, "the reply is the reads' data only");
-    assert_eq!(u16::from_le_bytes([r[0], r[1]]), 3, "three requests so far, this one included");
+    assert_eq!(
+        u16::from_le_bytes([r[0], r[1]]),
+        3,
+        "three requests so far, this one included"
+    );
     assert_eq!(&r[2..6], &7u32.to_le_bytes(), "the scratch read-back");
     // Every space's info area: cookie 0x5A0n and the name.
     for space in [0u8, 2, 3, 4, 6, 7] {
@@ -317,14 +382,23 @@ fn board_info_eeprom_and_status_spaces_answer_like_a_card() {
     req.push(0x99);
     assert_eq!(b.handle(&req, 0).unwrap(), vec![0; 4]);
     let c = b.counters();
-    assert_eq!((c.mem_errors, c.parse_errors), (2, 1), "a memory error per element");
+    assert_eq!(
+        (c.mem_errors, c.parse_errors),
+        (2, 1),
+        "a memory error per element"
+    );
 }
 
 // ---------------------------------------------------------------- behaviour in time
 
 fn write32(b: &mut Board, addr: u16, v: u32, now: u64) {
     let mut req = Vec::new();
-    lbp16::push(&mut req, lbp16::write(0, Width::W32, 1), Some(addr), &v.to_le_bytes());
+    lbp16::push(
+        &mut req,
+        lbp16::write(0, Width::W32, 1),
+        Some(addr),
+        &v.to_le_bytes(),
+    );
     assert!(b.handle(&req, now).is_none());
 }
 
@@ -352,7 +426,11 @@ fn stepgens_advance_on_the_board_clock_at_the_commanded_rate() {
     // Half a second at a new rate: positions add up, the rate is what was commanded.
     write32(&mut b, 0x2000, rate(-2000.0), 1000 * MS);
     b.advance(1500 * MS);
-    assert!((b.stepgen_position(0) - 0.0).abs() < 0.05, "{}", b.stepgen_position(0));
+    assert!(
+        (b.stepgen_position(0) - 0.0).abs() < 0.05,
+        "{}",
+        b.stepgen_position(0)
+    );
     assert!((b.stepgen_rate(0) + 2000.0).abs() < 0.05);
     // Writing the accumulator does not move it.
     write32(&mut b, 0x2100, 0x1234_0000, 1500 * MS);
@@ -380,11 +458,19 @@ fn the_watchdog_bites_when_not_petted_in_time_and_outputs_go_safe() {
     let pos_before = b.stepgen_position(0);
     b.advance(9 * MS + 1);
     assert!(b.bitten(), "4 ms + 5 ms passed without a pet");
-    assert_eq!(read32(&mut b, 0x0D00, 9 * MS + 2) & 1, 1, "status bit 0: has bit");
+    assert_eq!(
+        read32(&mut b, 0x0D00, 9 * MS + 2) & 1,
+        1,
+        "status bit 0: has bit"
+    );
     assert_eq!(b.output(11), None, "outputs off after a bite");
     let pos_at_bite = b.stepgen_position(0);
     b.advance(100 * MS);
-    assert_eq!(b.stepgen_position(0), pos_at_bite, "stepgens stopped at the bite");
+    assert_eq!(
+        b.stepgen_position(0),
+        pos_at_bite,
+        "stepgens stopped at the bite"
+    );
     assert!(pos_at_bite > pos_before);
     // Pets do not revive a bitten watchdog; the host's clear does (status written 0).
     write32(&mut b, 0x0E00, 0x5a00_0000, 101 * MS);
@@ -504,7 +590,13 @@ impl SimProcess {
         let mut child = link
             .board
             .command(env!("CARGO_BIN_EXE_rtapi"))
-            .args(["mesa-sim", "--listen", &link.board_ip.to_string(), "--board", board])
+            .args([
+                "mesa-sim",
+                "--listen",
+                &link.board_ip.to_string(),
+                "--board",
+                board,
+            ])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -610,7 +702,11 @@ fn stock_hm2_eth_identifies_the_board_and_makes_every_modules_pins() {
         out.collect(child.stderr.take().unwrap());
         let status = wait_with_deadline(&mut child, Duration::from_secs(120));
         let text = out.text();
-        assert!(status.success(), "{kind}: halrun failed: {status}\n{text}\nsim:\n{}", sim.out.text());
+        assert!(
+            status.success(),
+            "{kind}: halrun failed: {status}\n{text}\nsim:\n{}",
+            sim.out.text()
+        );
         for pin in [
             format!("{prefix}.watchdog.has_bit"),
             format!("{prefix}.gpio.000.in"),
@@ -623,15 +719,22 @@ fn stock_hm2_eth_identifies_the_board_and_makes_every_modules_pins() {
         ] {
             assert!(text.contains(&pin), "{kind}: no pin {pin} in:\n{text}");
         }
-        assert!(!text.contains(&format!("{prefix}.stepgen.05.")), "{kind}: 5 stepgens only");
+        assert!(
+            !text.contains(&format!("{prefix}.stepgen.05.")),
+            "{kind}: 5 stepgens only"
+        );
         for f in [format!("{prefix}.read"), format!("{prefix}.write")] {
             assert!(text.contains(&f), "{kind}: no function {f}:\n{text}");
         }
         // The card side saw discovery, identification, and the driver letting go at unload.
-        sim.out.wait_for("the simulator saw the name read", "read the board name");
-        sim.out.wait_for("the simulator saw the IDROM read", "read the IDROM");
         sim.out
-            .wait_for("the simulator saw the unload's bite request", "watchdog set to bite at once");
+            .wait_for("the simulator saw the name read", "read the board name");
+        sim.out
+            .wait_for("the simulator saw the IDROM read", "read the IDROM");
+        sim.out.wait_for(
+            "the simulator saw the unload's bite request",
+            "watchdog set to bite at once",
+        );
         drop(sim);
         drop(link);
     }
@@ -671,7 +774,7 @@ fn the_watchdog_bites_when_linuxcncs_thread_stops_and_hm2_reports_has_bit() {
     let stdin = child.stdin.take().unwrap();
     let mut hal = Halcmd { child, stdin, out };
     let p = "hm2_7i96s.0";
-    // A 10 ms servo thread (the read deadline is 80 % of it: room for a shared VM), a 100 ms
+    // A 10 ms servo thread (the read deadline is 80 % of it: room for a shared VM), a 500 ms
     // watchdog, stepgen 0 in velocity mode at 100 steps/s with no acceleration limit.
     for line in [
         "loadrt hostmot2".to_string(),
@@ -679,7 +782,7 @@ fn the_watchdog_bites_when_linuxcncs_thread_stops_and_hm2_reports_has_bit() {
         "loadrt threads name1=servo period1=10000000".to_string(),
         format!("addf {p}.read servo"),
         format!("addf {p}.write servo"),
-        format!("setp {p}.watchdog.timeout_ns 100000000"),
+        format!("setp {p}.watchdog.timeout_ns 500000000"),
         format!("setp {p}.stepgen.00.control-type 1"),
         format!("setp {p}.stepgen.00.position-scale 1"),
         format!("setp {p}.stepgen.00.maxaccel 0"),
@@ -692,24 +795,45 @@ fn the_watchdog_bites_when_linuxcncs_thread_stops_and_hm2_reports_has_bit() {
     let ctx = |hal: &Halcmd, sim: &SimProcess| {
         format!("halcmd:\n{}\nsim:\n{}", hal.out.text(), sim.out.text())
     };
-    until_true("the board is petted by the running thread", GENEROUS, || {
-        assert!(
-            !sim.out.has("WATCHDOG BIT"),
-            "bit while the thread runs:\n{}",
-            ctx(&hal, &sim)
-        );
-        sim.out.has("watchdog petted")
+    until_true(
+        "the board is petted by the running thread",
+        GENEROUS,
+        || {
+            assert!(
+                !sim.out.has("WATCHDOG BIT"),
+                "bit while the thread runs:\n{}",
+                ctx(&hal, &sim)
+            );
+            sim.out.has("watchdog petted")
+        },
+    );
+    sim.out
+        .wait_for("the commanded step rate reaches the board", "0: 100.0");
+    // Petted for two whole seconds (the simulator's once-a-second count, twice): four timeouts
+    // without a bite.
+    until_true("two seconds of pets", GENEROUS, || {
+        sim.out.text().matches("times in the last").count() >= 2
     });
-    sim.out.wait_for("the commanded step rate reaches the board", "0: 100.0");
     until_true("has_bit is false while petted", GENEROUS, || {
         hal.send(&format!("getp {p}.watchdog.has_bit"));
         std::thread::sleep(Duration::from_millis(20));
         hal.out.has("FALSE")
     });
     // Stop the thread: nobody pets the board any more.
+    let before_stop = sim.out.text();
+    assert!(
+        !before_stop.contains("WATCHDOG BIT"),
+        "bit while the thread ran:\n{}",
+        ctx(&hal, &sim)
+    );
     hal.send("stop");
-    sim.out.wait_for("the board's watchdog bites", "WATCHDOG BIT");
-    assert!(sim.out.has("not petted within 100.000 ms"), "{}", ctx(&hal, &sim));
+    sim.out
+        .wait_for("the board's watchdog bites", "WATCHDOG BIT");
+    assert!(
+        sim.out.has("not petted within 500.000 ms"),
+        "{}",
+        ctx(&hal, &sim)
+    );
     // Run again: hm2's read sees the status bit and raises has_bit (it does not re-arm by itself).
     hal.send("start");
     until("hm2 reports has_bit", GENEROUS, || {
@@ -719,7 +843,10 @@ fn the_watchdog_bites_when_linuxcncs_thread_stops_and_hm2_reports_has_bit() {
     });
     // Clearing has_bit is the operator's recovery: the host rewrites everything and clears the bite.
     hal.send(&format!("setp {p}.watchdog.has_bit 0"));
-    sim.out.wait_for("the host clears the bite", "watchdog bite cleared by the host");
+    sim.out.wait_for(
+        "the host clears the bite",
+        "watchdog bite cleared by the host",
+    );
     hal.send("stop");
     hal.send("exit");
     drop(hal.stdin);

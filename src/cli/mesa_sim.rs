@@ -35,9 +35,10 @@ fn parse_listen(text: &str) -> Result<SocketAddrV4, String> {
     }
     let why = if text.parse::<SocketAddr>().is_ok() || text.contains("::") {
         "an IPv6 address: Mesa cards and hm2_eth speak IPv4 only"
-    } else if text.rsplit_once(':').is_some_and(|(a, p)| {
-        a.parse::<Ipv4Addr>().is_ok() && p.parse::<u16>().is_err()
-    }) {
+    } else if text
+        .rsplit_once(':')
+        .is_some_and(|(a, p)| a.parse::<Ipv4Addr>().is_ok() && p.parse::<u16>().is_err())
+    {
         "the port is not a number from 0 to 65535"
     } else {
         "not an IPv4 address (names are not looked up)"
@@ -63,9 +64,10 @@ fn parse_mac(text: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = text.split(':').collect();
     let mut mac = [0u8; 6];
     let ok = parts.len() == 6
-        && parts.iter().zip(mac.iter_mut()).all(|(p, m)| {
-            p.len() == 2 && u8::from_str_radix(p, 16).map(|v| *m = v).is_ok()
-        });
+        && parts
+            .iter()
+            .zip(mac.iter_mut())
+            .all(|(p, m)| p.len() == 2 && u8::from_str_radix(p, 16).map(|v| *m = v).is_ok());
     if ok {
         Ok(mac)
     } else {
@@ -85,11 +87,14 @@ fn millis(ns: u64) -> String {
     format!("{ms:.3} ms")
 }
 
-/// What the operator reads: one line per thing the host did, step rates at most every 250 ms.
+/// What the operator reads: one line per thing the host did, step rates at most every 250 ms, and
+/// once a second how often the watchdog was petted (while it is).
 struct Narrator {
     kind: BoardKind,
     pending_rates: Vec<Option<f64>>,
     last_rates: Instant,
+    pets: u64,
+    last_pets: Instant,
 }
 
 impl Narrator {
@@ -102,6 +107,7 @@ impl Narrator {
         events: &[Event],
         peer: Option<SocketAddr>,
         now: u64,
+        pets: u64,
     ) -> Result<(), Failure> {
         let host = peer.map_or_else(|| "the host".to_string(), |p| format!("host {p}"));
         for e in events {
@@ -149,6 +155,21 @@ impl Narrator {
                 &format!("stepgen rates (steps/s) {}", parts.join(", ")),
             )?;
             self.last_rates = Instant::now();
+        }
+        let since = self.last_pets.elapsed();
+        if since >= Duration::from_secs(1) {
+            if pets > self.pets {
+                self.line(
+                    now,
+                    &format!(
+                        "watchdog petted {} times in the last {:.1} s",
+                        pets - self.pets,
+                        since.as_secs_f64()
+                    ),
+                )?;
+            }
+            self.pets = pets;
+            self.last_pets = Instant::now();
         }
         Ok(())
     }
@@ -199,12 +220,15 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         kind,
         pending_rates: vec![None; shared.board().stepgens()],
         last_rates: Instant::now(),
+        pets: 0,
+        last_pets: Instant::now(),
     };
     let stop = crate::rt::signals::shutdown_flag();
     let mut printing: Result<(), Failure> = Ok(());
     let served = server::serve(&socket, &shared, mac, stop, |events, peer| {
         if printing.is_ok() {
-            printing = narrator.events(events, peer, shared.now());
+            let pets = shared.board().watchdog_pets();
+            printing = narrator.events(events, peer, shared.now(), pets);
         }
     });
     printing?;
@@ -249,7 +273,10 @@ mod tests {
             ("mesa-card", "not an IPv4 address"),
         ] {
             let e = parse_listen(bad).unwrap_err();
-            assert!(e.contains(says) && e.contains("--listen 192.0.2.2"), "{bad}: {e}");
+            assert!(
+                e.contains(says) && e.contains("--listen 192.0.2.2"),
+                "{bad}: {e}"
+            );
         }
     }
 
@@ -262,7 +289,9 @@ mod tests {
             parse_mac("02:00:00:00:96:01").unwrap(),
             [2, 0, 0, 0, 0x96, 1]
         );
-        assert!(parse_mac("02:00:00:00:96").unwrap_err().contains("six hex bytes"));
+        assert!(parse_mac("02:00:00:00:96")
+            .unwrap_err()
+            .contains("six hex bytes"));
         assert!(parse_mac("02:00:00:00:96:zz").is_err());
     }
 }

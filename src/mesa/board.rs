@@ -187,7 +187,9 @@ impl WriteLog {
                 }
                 // An auto-incremented run: the word's place in it.
                 let off = addr.checked_sub(w.address)? as usize;
-                (off % 4 == 0).then(|| words.get(off / 4).copied()).flatten()
+                (off % 4 == 0)
+                    .then(|| words.get(off / 4).copied())
+                    .flatten()
             })
         })
     }
@@ -537,9 +539,9 @@ impl Board {
 
     /// Sets encoder `index`'s A, B and index input levels (the latch/control register shows them).
     pub fn set_encoder_inputs(&mut self, index: usize, a: bool, b: bool, idx: bool) {
-        self.encoder_inputs[index] = u32::from(a) * ENC_INPUT_A
-            | u32::from(b) * ENC_INPUT_B
-            | u32::from(idx) * ENC_INPUT_INDEX;
+        let bit = |on: bool, mask: u32| if on { mask } else { 0 };
+        self.encoder_inputs[index] =
+            bit(a, ENC_INPUT_A) | bit(b, ENC_INPUT_B) | bit(idx, ENC_INPUT_INDEX);
     }
 
     /// An index pulse on encoder `index`: latches (and clears, when the host asked) the count.
@@ -592,7 +594,9 @@ impl Board {
                 writes.push(Written {
                     space: op.cmd.space,
                     info: op.cmd.info,
-                    address: op.address.unwrap_or(self.pointer[usize::from(op.cmd.space)]),
+                    address: op
+                        .address
+                        .unwrap_or(self.pointer[usize::from(op.cmd.space)]),
                     width: op.cmd.width,
                     data: op.data.to_vec(),
                 });
@@ -806,9 +810,7 @@ impl Board {
                 }
                 (base::ENCODER, 1) => {
                     let e = &self.encoders[inst];
-                    u32::from(e.latched) << 16
-                        | (e.control & 0xfff8)
-                        | self.encoder_inputs[inst]
+                    u32::from(e.latched) << 16 | (e.control & 0xfff8) | self.encoder_inputs[inst]
                 }
                 (base::ENCODER, 3) => u32::from(self.tsc()),
                 _ => self.regs.get(addr),
@@ -831,7 +833,7 @@ impl Board {
 
     /// Writes the space-0 word at `addr` as the host would (the owning module takes it).
     pub fn write32(&mut self, addr: u16, v: u32) {
-        if addr < idrom::IDROM_END && addr >= idrom::COOKIE_ADDR && self.decode(addr).is_none() {
+        if (idrom::COOKIE_ADDR..idrom::IDROM_END).contains(&addr) && self.decode(addr).is_none() {
             // The cookie, the name, the IDROM: read-only.
             self.counters.write_errors = self.counters.write_errors.wrapping_add(1);
             return;

@@ -179,7 +179,14 @@ pub fn parse(packet: &[u8]) -> (Vec<Op<'_>>, Option<ParseError>) {
     while at < packet.len() {
         let left = packet.len() - at;
         if left < 2 {
-            return (ops, Some(ParseError::Truncated { at, needed: 2, left }));
+            return (
+                ops,
+                Some(ParseError::Truncated {
+                    at,
+                    needed: 2,
+                    left,
+                }),
+            );
         }
         let cmd = Command::decode(u16::from_le_bytes([packet[at], packet[at + 1]]));
         let addr_len = if cmd.has_address { 2 } else { 0 };

@@ -262,7 +262,9 @@ impl Sim {
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(ServeError::Io(io::Error::other("the server thread panicked"))),
+            Some(Err(_)) => Err(ServeError::Io(io::Error::other(
+                "the server thread panicked",
+            ))),
             None => Ok(()),
         }
     }

@@ -147,7 +147,15 @@ impl Link {
         let board_ip = Ipv4Addr::new(192, 0, 2, (2 * k + 2) as u8);
         let (host_if, board_if) = ("hm2host", "hm2board");
         host.ip(&[
-            "link", "add", host_if, "type", "veth", "peer", "name", board_if, "netns",
+            "link",
+            "add",
+            host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            board_if,
+            "netns",
             &board.name,
         ])?;
         host.ip(&["addr", "add", &format!("{host_ip}/24"), "dev", host_if])?;
