@@ -216,6 +216,16 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             listen.port()
         ))?;
     }
+    // A card answers within microseconds, and hm2_eth's first queued read at load waits only
+    // 1.6 ms: answer from above every time-shared task when the machine lets us.
+    use crate::rt::sched::{set_current_policy, Policy};
+    match set_current_policy(Policy::Fifo { priority: 1 }) {
+        Ok(()) => super::out::println("mesa-sim: answering at SCHED_FIFO priority 1")?,
+        Err(e) => super::out::println(&format!(
+            "mesa-sim: note: no SCHED_FIFO ({e}): under load replies may come later than hm2_eth \
+             waits (1.6 ms for its first read at load); run as root or with CAP_SYS_NICE"
+        ))?,
+    }
     let mut narrator = Narrator {
         kind,
         pending_rates: vec![None; shared.board().stepgens()],
