@@ -21,6 +21,8 @@
 //!   what held the CPU in a window); not yet used by latency-test.
 //! - [`tune`]: `rtapi tune`, which applies detect's run-time fixes to the RT CPUs with a revert file,
 //!   and prints the boot parameters for the rest.
+//! - [`mesa`]: a simulated Mesa HostMot2 Ethernet card (`rtapi mesa-sim`) that LinuxCNC's own
+//!   `hm2_eth` drives: rehearse a Mesa configuration before the card arrives.
 //! - [`rt`]: the OS primitives underneath (clock, timer drivers, scheduling, hardening, signals).
 //!
 //! The design — layers, the hot path, data flow, where each rule lives — is in
@@ -74,6 +76,7 @@ pub mod flavor;
 pub mod instance;
 pub mod latency;
 pub mod master;
+pub mod mesa;
 pub(crate) mod plot;
 pub mod render;
 pub mod rt;

@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Bottom to top; a module may use the ones before it.
-const LAYERS: [&str; 15] = [
+const LAYERS: [&str; 16] = [
     "rt",
+    "mesa",
     "render",
     "plot",
     "suggest",

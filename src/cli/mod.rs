@@ -10,6 +10,7 @@ mod instance;
 mod latency_survey;
 mod latency_test;
 pub mod linuxcnc;
+mod mesa_sim;
 mod out;
 pub(crate) mod prompt;
 mod recorder;
@@ -175,6 +176,9 @@ enum Command {
     /// Apply detect's run-time fixes to the RT CPUs (IRQs, workqueues, watchdogs, idle states…) with a
     /// revert file, print the boot parameters for the rest; --revert undoes it.
     Tune(tune::Args),
+    /// Serve a simulated Mesa HostMot2 Ethernet card (7I96S- or 7I76E-like) that LinuxCNC's hm2_eth
+    /// drives, until Ctrl-C: rehearse a Mesa config before the card arrives.
+    MesaSim(mesa_sim::Args),
 }
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
@@ -227,6 +231,7 @@ pub fn main() -> ExitCode {
             | Command::Sample(_)
             | Command::Scope(_)
             | Command::Linuxcnc(_)
+            | Command::MesaSim(_)
     ) {
         // Before anything else: a Ctrl-C or SIGTERM from now on is a stop request the command answers
         // (stop, report, remove the segment), not the default action that leaves the segment behind.
@@ -251,6 +256,7 @@ pub fn main() -> ExitCode {
         Command::Tune(args) => tune::run(args),
         Command::Linuxcnc(args) => linuxcnc::run(args),
         Command::Recorder(args) => recorder::run(args),
+        Command::MesaSim(args) => mesa_sim::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(exit::OK),

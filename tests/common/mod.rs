@@ -33,6 +33,7 @@ pub(crate) mod halrun;
 pub(crate) mod lcnc_machine;
 pub(crate) mod linuxcnc;
 pub(crate) mod master_ns;
+pub(crate) mod netns;
 pub(crate) mod pty;
 pub(crate) mod sim_axis;
 pub(crate) mod skipping;
