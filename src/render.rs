@@ -297,6 +297,21 @@ pub struct ThreadRow {
     pub(crate) exec_mean_ns: Option<f64>,
     pub(crate) exec_max_ns: u64,
     pub(crate) drift_ns: i64,
+    /// The thread's I/O time (hm2 read/write), when it ran I/O functions.
+    pub(crate) io: Option<IoRow>,
+}
+
+/// A thread's I/O time per period (the stats block's I/O section), ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IoRow {
+    pub(crate) periods: u64,
+    pub(crate) calls: u64,
+    pub(crate) last: u64,
+    pub(crate) min: u64,
+    pub(crate) mean: f64,
+    pub(crate) max: u64,
+    /// p50/p99/p99.9 from the I/O histogram, clamped to [min, max].
+    pub(crate) percentiles: Option<Percentiles>,
 }
 
 impl ThreadRow {
@@ -316,6 +331,7 @@ impl ThreadRow {
             exec_mean_ns: None,
             exec_max_ns: 0,
             drift_ns: 0,
+            io: None,
         }
     }
 
@@ -339,6 +355,32 @@ impl ThreadRow {
         self.exec_mean_ns = s.exec_mean();
         self.exec_max_ns = s.exec_max_ns;
         self.drift_ns = s.drift_ns;
+        self.io = s.io.filter(|io| io.periods > 0).map(|io| IoRow {
+            periods: io.periods,
+            calls: io.calls,
+            last: io.last_ns,
+            min: io.min_ns,
+            mean: io.mean().unwrap_or(0.0),
+            max: io.max_ns,
+            percentiles: None,
+        });
+        self
+    }
+
+    /// I/O-time p50/p99/p99.9 from the I/O histogram, clamped to the observed min/max (after
+    /// [`with_stats`](Self::with_stats)).
+    pub fn with_io_histogram(mut self, h: Option<&HistogramSnapshot>) -> ThreadRow {
+        if let (Some(io), Some(h)) = (self.io.as_mut(), h) {
+            let (min, max) = (io.min as i64, io.max as i64);
+            let p = |q| h.percentile(q).map(|p| p.clamp_ns(min, max));
+            io.percentiles = (|| {
+                Some(Percentiles {
+                    p50: p(0.5)?,
+                    p99: p(0.99)?,
+                    p999: p(0.999)?,
+                })
+            })();
+        }
         self
     }
 
@@ -430,7 +472,7 @@ impl ThreadRow {
             latency["p99"] = json!(p.p99);
             latency["p999"] = json!(p.p999);
         }
-        json!({
+        let mut j = json!({
             "name": self.name,
             "period_ns": self.period_ns,
             "cpu": self.cpu,
@@ -440,7 +482,24 @@ impl ThreadRow {
             "latency_ns": latency,
             "max_jitter_ns": self.jitter_max_ns,
             "exec_ns": {"mean": self.exec_mean_ns, "max": self.exec_max_ns},
-        })
+        });
+        if let Some(io) = &self.io {
+            let mut o = json!({
+                "periods": io.periods,
+                "calls": io.calls,
+                "last": io.last,
+                "min": io.min,
+                "mean": io.mean,
+                "max": io.max,
+            });
+            if let Some(p) = &io.percentiles {
+                o["p50"] = json!(p.p50);
+                o["p99"] = json!(p.p99);
+                o["p999"] = json!(p.p999);
+            }
+            j["io_ns"] = o;
+        }
+        j
     }
 }
 
@@ -560,6 +619,7 @@ mod tests {
             exec_mean_ns: Some(40e9),
             exec_max_ns: 40_000_000_000,
             drift_ns: -40_000_000_000,
+            io: None,
         }
     }
 
@@ -692,6 +752,7 @@ mod tests {
             last_wake_ns: 0,
             spikes_total: 0,
             spike_ring: Default::default(),
+            io: None,
         }
     }
 }

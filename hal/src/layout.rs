@@ -16,7 +16,7 @@ pub const MAGIC: [u8; 8] = *b"RTAPIHAL";
 /// Layout version. Readers accept any minor of their major (minor versions only append fields at the end
 /// of records or of the header, and grow the stored record sizes); a new major is a breaking change.
 pub const VERSION_MAJOR: u16 = 2;
-pub const VERSION_MINOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 2;
 
 /// Stored as a native-endian u64: a reader on a host of the other byte order sees it reversed.
 pub const BYTE_ORDER_MARK: u64 = 0x0102_0304_0506_0708;
@@ -272,10 +272,45 @@ pub mod stats {
         BINS + bins * 8
     }
 
-    /// Whole block size for `bins` histogram bins, as this version writes it (with the ring of the
-    /// latest spikes).
-    pub const fn size(bins: usize) -> usize {
+    /// Offset of the I/O section (2.2) in a block with `bins` histogram bins: right after the ring
+    /// of the latest spikes (where a 2.1 block ends).
+    pub const fn io(bins: usize) -> usize {
         recent(bins) + RECENT_RING * spike::SIZE
+    }
+
+    /// The I/O section (2.2): the time a thread's I/O functions (a Mesa card's `hm2_….read`,
+    /// `.write`, `.read-request`) took per period, in periods where any ran. Offsets from
+    /// [`io`](super::stats::io)`(bins)`. `COUNT`..`SUM` are written under the block's seqlock
+    /// (`SEQ`); `OVERFLOW` and the bins are independent counters like the latency ones.
+    pub mod io {
+        pub const COUNT: usize = 0; // u64 periods with I/O recorded
+        pub const LAST: usize = 8; // u64 ns, the last such period
+        pub const MIN: usize = 16; // u64 ns, meaningful when COUNT > 0 (0 as created)
+        pub const MAX: usize = 24; // u64 ns
+        pub const SUM: usize = 32; // u64 ns, saturating
+        pub const CALLS: usize = 40; // u64 I/O function calls in all (several per period)
+        pub const OVERFLOW: usize = 48; // u64 counter: I/O times >= bin_ns * bin_count
+        pub const BINS: usize = 56; // u64 x bin_count, the thread's bin width
+        /// Section size for `bins` bins.
+        pub const fn size(bins: usize) -> usize {
+            BINS + bins * 8
+        }
+    }
+
+    /// Whole block size for `bins` histogram bins, as this version writes it (with the ring of the
+    /// latest spikes and the I/O section).
+    pub const fn size(bins: usize) -> usize {
+        io(bins) + io::size(bins)
+    }
+
+    /// Block size as a segment of layout minor `minor` (of major 2) wrote it: without the I/O
+    /// section before 2.2.
+    pub const fn size_for(bins: usize, minor: u16) -> usize {
+        if minor >= 2 {
+            size(bins)
+        } else {
+            io(bins)
+        }
     }
 }
 

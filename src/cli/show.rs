@@ -118,6 +118,19 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     let glob = args.glob.as_deref().unwrap_or("");
     if args.json {
         let mut out = to_json(&snap, kind, glob);
+        // I/O-time percentiles come from the I/O histogram, which the snapshot does not hold.
+        if let Some(threads) = out.get_mut("threads").and_then(Json::as_array_mut) {
+            for j in threads.iter_mut().filter(|j| j.get("io_ns").is_some()) {
+                let Some(t) = j["name"]
+                    .as_str()
+                    .and_then(|n| snap.threads.iter().find(|t| t.name == n))
+                else {
+                    continue;
+                };
+                let h = reader.io_histogram(&t.name).ok().flatten();
+                j["io_ns"] = thread_row(t).with_io_histogram(h.as_ref()).json()["io_ns"].take();
+            }
+        }
         if !reader.owner_alive() {
             out["state"] = json!("dead");
         }
@@ -530,6 +543,52 @@ pub(super) fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &
         ]);
         columns.extend(THREAD_TAIL.map(halcmd_heading));
         table(&mut out, "Realtime Threads", &columns, rows);
+        // Threads that ran I/O functions (a Mesa card's hm2 read/write): their I/O time per period.
+        let io: Vec<Vec<String>> = snap
+            .threads
+            .iter()
+            .filter(|t| m(&t.name))
+            .filter_map(|t| {
+                let h = reader.io_histogram(&t.name).ok().flatten();
+                let row = thread_row(t).with_io_histogram(h.as_ref());
+                let io = row.io?;
+                let us = |ns: u64| crate::rt::units::us(ns as f64);
+                let pct = |f: fn(&crate::render::Percentiles) -> i64| {
+                    io.percentiles
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |p| us(f(p).max(0) as u64))
+                };
+                Some(vec![
+                    t.name.clone(),
+                    io.periods.to_string(),
+                    io.calls.to_string(),
+                    us(io.last),
+                    us(io.min),
+                    crate::rt::units::us(io.mean),
+                    pct(|p| p.p50),
+                    pct(|p| p.p99),
+                    us(io.max),
+                ])
+            })
+            .collect();
+        if !io.is_empty() {
+            table(
+                &mut out,
+                "Thread I/O (hm2 read/write time per period)",
+                &[
+                    ("Name", Align::Left),
+                    ("Periods", Align::Right),
+                    ("Calls", Align::Right),
+                    ("Last(us)", Align::Right),
+                    ("Min(us)", Align::Right),
+                    ("Mean(us)", Align::Right),
+                    ("p50(us)", Align::Right),
+                    ("p99(us)", Align::Right),
+                    ("Max(us)", Align::Right),
+                ],
+                io,
+            );
+        }
     }
     out
 }

@@ -269,6 +269,7 @@ impl ThreadResult {
             exec_mean_ns: ran.then_some(self.exec_ns.mean),
             exec_max_ns: self.exec_ns.max,
             drift_ns: self.drift_ns,
+            io: None,
         }
     }
 }

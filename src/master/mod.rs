@@ -19,6 +19,7 @@
 //! until `exit`, so LinuxCNC's own `realtime stop` finds rtapi, not a new `rtapi_app`).
 
 pub mod capi;
+pub mod io_time;
 pub mod launcher;
 pub mod lcnc_health;
 pub mod protocol;
@@ -245,8 +246,13 @@ pub fn load(name: &str, args: &[String]) -> i32 {
         _strings: strings,
     });
     // Threads the module made (hal_lib's `hal_create_thread` at its load) get their health pins
-    // now that hal_lib's mutex is free again.
+    // now that hal_lib's mutex is free again; its I/O functions get timed (io_time.rs).
     if let Some(hal) = hal_lib_handle() {
+        // SAFETY: hal_lib's handle from this master's dlopen, still in MODULES; on the main
+        // thread, after the module's rtapi_app_main returned.
+        if let Err(e) = unsafe { io_time::wrap_module(hal, name) } {
+            say(&format!("rtapi: {name}: I/O time: {e}"));
+        }
         // SAFETY: hal_lib's handle from this master's dlopen, still in MODULES; the load that
         // called into hal_lib has returned.
         for p in unsafe { tasks::sync_health(hal as *mut c_void) } {

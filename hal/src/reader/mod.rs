@@ -369,8 +369,9 @@ impl Scan<'_, '_> {
     }
 
     fn thread(&self, i: usize) -> Result<ThreadInfo> {
-        let (r, name, (stats_off, _, _)) = self.thread_record(i)?;
+        let (r, name, (stats_off, _, bins)) = self.thread_record(i)?;
         let period_ns = r.u64(th::PERIOD_NS);
+        let io = self.v.io_section(bins);
         let cpu = r.u32(th::CPU) as i32;
         let state = ThreadState::decode(
             self.v
@@ -387,7 +388,7 @@ impl Scan<'_, '_> {
             running: state.is_running(),
             state,
             functions: r.u32(th::FUNCTIONS),
-            stats: stats::read_stats(self.v.m, stats_off, period_ns, &name)?,
+            stats: stats::read_stats(self.v.m, stats_off, period_ns, io, &name)?,
             name,
         })
     }
@@ -558,7 +559,11 @@ impl Scan<'_, '_> {
                     "thread '{name}' runs {listed} functions but its functions' positions are {have:?}"
                 )));
             }
-            blocks.push((*off, *off + crate::layout::stats::size(*bins), name));
+            blocks.push((
+                *off,
+                *off + crate::layout::stats::size_for(*bins, self.v.version_minor()),
+                name,
+            ));
         }
         blocks.sort();
         for w in blocks.windows(2) {
@@ -757,12 +762,12 @@ impl HalReader {
     /// A consistent copy of a thread's stats (one seqlock read: all fields from the same period). Fails
     /// with [`HalError::Busy`] only if the writer stayed mid-update far longer than a real one takes.
     pub fn thread_stats(&self, thread: &str) -> Result<ThreadStatsSnapshot> {
-        let (period, name, off) = self.read(|s| {
-            let (r, name, (off, _, _)) =
+        let (period, name, off, bins) = self.read(|s| {
+            let (r, name, (off, _, bins)) =
                 s.thread_record(s.find_or(Table::Threads, ObjectKind::Thread, thread)?)?;
-            Ok((r.u64(th::PERIOD_NS), name, off))
+            Ok((r.u64(th::PERIOD_NS), name, off, bins))
         })?;
-        stats::read_stats(&self.v.m, off, period, &name)
+        stats::read_stats(&self.v.m, off, period, self.v.io_section(bins), &name)
     }
 
     /// The spikes `thread` recorded since the reader last saw `since` spikes in total (0 at first),
@@ -788,6 +793,21 @@ impl HalReader {
             )
         })?;
         Ok(stats::read_histogram(&self.v.m, off, bin_ns, bins))
+    }
+
+    /// A thread's I/O-time histogram (layout 2.2: `None` from an older segment), the bins of its
+    /// latency histogram's width; independent counters like [`histogram`](Self::histogram)'s.
+    pub fn io_histogram(&self, thread: &str) -> Result<Option<HistogramSnapshot>> {
+        let (off, bin_ns, bins) = self.read(|s| {
+            Ok(
+                s.thread_record(s.find_or(Table::Threads, ObjectKind::Thread, thread)?)?
+                    .2,
+            )
+        })?;
+        Ok(self
+            .v
+            .io_section(bins)
+            .map(|io| stats::read_io_histogram(&self.v.m, off, io, bin_ns, bins)))
     }
 
     // ---- writes -----------------------------------------------------------------------------------------

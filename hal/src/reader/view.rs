@@ -284,6 +284,16 @@ pub(crate) struct Counted<'a> {
 }
 
 impl Counted<'_> {
+    /// Where a stats block with `bins` bins has its I/O section ([`View::io_section`]).
+    pub(crate) fn io_section(&self, bins: usize) -> Option<usize> {
+        self.view.io_section(bins)
+    }
+
+    /// The segment's layout minor version.
+    pub(crate) fn version_minor(&self) -> u16 {
+        self.view.header.version_minor
+    }
+
     /// The structure generation (even) these counts and everything read through them belong to.
     pub(super) fn generation(&self) -> u64 {
         self.generation
@@ -384,6 +394,12 @@ impl Counted<'_> {
 }
 
 impl View {
+    /// Where a stats block with `bins` bins has its I/O section, if the segment's layout has one
+    /// (2.2 and later).
+    pub(crate) fn io_section(&self, bins: usize) -> Option<usize> {
+        (self.header.version_minor >= 2).then(|| st::io(bins))
+    }
+
     /// Validates the stats block at `off` and returns its histogram shape `(bin_ns, bins)`: inside the
     /// segment, and outside every table (a stats block never overlaps records).
     pub(super) fn stats_block(&self, off: u64, thread: &str) -> Result<(u64, usize)> {
@@ -404,7 +420,7 @@ impl View {
             return Err(bad("has a spike ring of unexpected length"));
         }
         let Some(end) = off
-            .checked_add(st::size(bins as usize))
+            .checked_add(st::size_for(bins as usize, self.header.version_minor))
             .filter(|&e| e <= self.limit)
         else {
             return Err(bad("runs past the end of the segment"));

@@ -6,8 +6,10 @@ mod snapshot;
 mod writer;
 
 pub use histogram::{HistogramSnapshot, Percentile, Percentiles};
-pub(crate) use snapshot::{read_function, read_histogram, read_recent, read_stats};
-pub use snapshot::{FunctionTiming, RecentSpikes, Spike, ThreadStatsSnapshot};
+pub(crate) use snapshot::{
+    read_function, read_histogram, read_io_histogram, read_recent, read_stats,
+};
+pub use snapshot::{FunctionTiming, IoStats, RecentSpikes, Spike, ThreadStatsSnapshot};
 pub(crate) use writer::StatsWriterParts;
 pub use writer::{FunctionTimer, PeriodSample, StatsWriter, ThreadRusage};
 

@@ -61,6 +61,38 @@ pub struct ThreadStatsSnapshot {
     /// The kept spikes as stored, in no particular order, the first `min(spikes_total, SPIKES_KEPT)`
     /// valid; use [`worst_spikes`](Self::worst_spikes) for them worst first.
     pub spike_ring: [Spike; s::SPIKE_RING],
+    /// The thread's I/O time (layout 2.2; `None` from an older segment): see [`IoStats`].
+    pub io: Option<IoStats>,
+}
+
+/// The time a thread's I/O functions (a Mesa card's `hm2_<board>.<n>.read`, `.write`,
+/// `.read-request`) took per period, summed over the period, in the periods where any of them ran;
+/// one consistent copy with the rest of the thread's stats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// Periods with I/O recorded.
+    pub periods: u64,
+    /// I/O function calls recorded (several per period: read, write, …).
+    pub calls: u64,
+    /// I/O time of the last such period, ns.
+    pub last_ns: u64,
+    /// Least I/O time of a period, ns (meaningful when `periods > 0`).
+    pub min_ns: u64,
+    /// Most I/O time of a period, ns.
+    pub max_ns: u64,
+    /// Sum over the periods, ns (saturating).
+    pub sum_ns: u64,
+}
+
+impl IoStats {
+    /// Least I/O time of a period, `None` before the first.
+    pub fn min(&self) -> Option<u64> {
+        (self.periods > 0).then_some(self.min_ns)
+    }
+    /// Mean I/O time of a period, `None` before the first.
+    pub fn mean(&self) -> Option<f64> {
+        arith::mean(self.sum_ns as i128, self.periods)
+    }
 }
 
 impl ThreadStatsSnapshot {
@@ -123,9 +155,11 @@ pub(crate) fn read_stats(
     m: &Mapping,
     base: usize,
     period_ns: u64,
+    io: Option<usize>,
     what: &str,
 ) -> Result<ThreadStatsSnapshot> {
     let g = |off: usize| m.word(base + off).load(Relaxed);
+    let io_g = |io: usize, off: usize| m.word(base + io + off).load(Relaxed);
     seqlock::read(m.word(base + s::SEQ), || {
         let mut spike_ring = [Spike::default(); s::SPIKE_RING];
         for (i, sp) in spike_ring.iter_mut().enumerate() {
@@ -154,6 +188,14 @@ pub(crate) fn read_stats(
             last_wake_ns: g(s::LAST_WAKE_NS),
             spikes_total: g(s::SPIKES_TOTAL),
             spike_ring,
+            io: io.map(|io| IoStats {
+                periods: io_g(io, s::io::COUNT),
+                calls: io_g(io, s::io::CALLS),
+                last_ns: io_g(io, s::io::LAST),
+                min_ns: io_g(io, s::io::MIN),
+                max_ns: io_g(io, s::io::MAX),
+                sum_ns: io_g(io, s::io::SUM),
+            }),
         }
     })
     .ok_or_else(|| HalError::Busy {
@@ -236,6 +278,25 @@ pub(crate) fn read_histogram(
         counts: (0..bins).map(|i| m.load(base + s::BINS + i * 8)).collect(),
         underflow: m.load(base + s::UNDERFLOW),
         overflow: m.load(base + s::OVERFLOW),
+    }
+}
+
+/// Reads the I/O-time histogram of the stats block at `base` whose I/O section is at `io` (caller
+/// validated a 2.2 block with `bins` bins). The thread's bin width; no underflow (a time is ≥ 0).
+pub(crate) fn read_io_histogram(
+    m: &Mapping,
+    base: usize,
+    io: usize,
+    bin_ns: u64,
+    bins: usize,
+) -> HistogramSnapshot {
+    HistogramSnapshot {
+        bin_ns,
+        counts: (0..bins)
+            .map(|i| m.load(base + io + s::io::BINS + i * 8))
+            .collect(),
+        underflow: 0,
+        overflow: m.load(base + io + s::io::OVERFLOW),
     }
 }
 

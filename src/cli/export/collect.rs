@@ -261,6 +261,11 @@ struct Metrics {
     exec_last: Family,
     exec_max: Family,
     exec_total: Family,
+    io: Family,
+    io_last: Family,
+    io_min: Family,
+    io_max: Family,
+    io_calls: Family,
     spikes: Family,
     running: Family,
     stalled: Family,
@@ -337,6 +342,31 @@ impl Metrics {
                 Counter,
                 "Time the thread's functions took, summed over all periods.",
             ),
+            io: Family::new(
+                "rtapi_thread_io_seconds",
+                Histogram,
+                "Time the thread's I/O functions (hm2_*.read/.write/.read-request) took per period, in periods where any ran.",
+            ),
+            io_last: Family::new(
+                "rtapi_thread_io_last_seconds",
+                Gauge,
+                "I/O time of the last period with I/O.",
+            ),
+            io_min: Family::new(
+                "rtapi_thread_io_min_seconds",
+                Gauge,
+                "Least I/O time of a period.",
+            ),
+            io_max: Family::new(
+                "rtapi_thread_io_max_seconds",
+                Gauge,
+                "Most I/O time of a period.",
+            ),
+            io_calls: Family::new(
+                "rtapi_thread_io_calls",
+                Counter,
+                "Calls of the thread's I/O functions.",
+            ),
             spikes: Family::new(
                 "rtapi_thread_spikes",
                 Counter,
@@ -402,6 +432,11 @@ impl Metrics {
             &mut self.exec_last,
             &mut self.exec_max,
             &mut self.exec_total,
+            &mut self.io,
+            &mut self.io_last,
+            &mut self.io_min,
+            &mut self.io_max,
+            &mut self.io_calls,
             &mut self.spikes,
             &mut self.running,
             &mut self.stalled,
@@ -479,6 +514,15 @@ fn read_instance(r: &HalReader, instance: &str, pins: &[String]) -> rtapi_hal::R
         m.latency
             .samples
             .extend(histogram_samples(&labels(), &h, Some(s.latency_sum_ns)));
+        // I/O time (layout 2.2): only for threads that ran an I/O function.
+        if let (Some(io), Some(h)) = (s.io.filter(|io| io.periods > 0), r.io_histogram(&t.name)?) {
+            m.io.samples
+                .extend(histogram_samples(&labels(), &h, Some(io.sum_ns as i128)));
+            m.io_last.push(labels(), seconds(io.last_ns as f64));
+            m.io_min.push(labels(), seconds(io.min_ns as f64));
+            m.io_max.push(labels(), seconds(io.max_ns as f64));
+            m.io_calls.push(labels(), Num::Int(io.calls as i128));
+        }
         if let Some(ns) = last_ns {
             m.latency_last.push(labels(), seconds(ns));
         }

@@ -38,6 +38,9 @@ pub struct Period {
     woke: Option<(Nanos, i64, u64)>,
     /// `wait()` said Stop once: it says so from then on.
     ended: bool,
+    /// I/O time of the period whose work runs now, ns, and the I/O calls in it ([`note_io`]).
+    io_ns: u64,
+    io_calls: u64,
 }
 
 /// What the owner and a hosted thread share, besides the heartbeat.
@@ -112,12 +115,17 @@ impl Period {
             Some((wake, latency, overruns)) => {
                 self.ledger
                     .finished(wake, latency, end, overruns, false, &self.stats);
+                if self.io_calls > 0 {
+                    self.stats.record_io(self.io_ns, self.io_calls);
+                }
             }
             None if !self.ended && self.ledger.prev_wake().is_none() => {
                 self.ledger.skip_to(end);
             }
             None => {}
         }
+        self.io_ns = 0;
+        self.io_calls = 0;
     }
 
     /// The number of the current period on the thread's timeline (skipped periods included): after
@@ -172,6 +180,24 @@ pub fn foreign_deadline() -> Option<Nanos> {
     // SAFETY: as in rtapi_hosted_period_wait: the Period run_foreign borrows for the task's whole
     // run on this thread, read only (the task is in a call of its own, not in wait()).
     Some(unsafe { &*p }.deadline())
+}
+
+/// Adds `ns` of I/O time (one call of an I/O function, measured around it by the caller) to the
+/// current period of the foreign task this thread runs in [`Period::run_foreign`]; recorded with the
+/// period at its `wait()` (the stats block's I/O section, LAYOUT.md §6). Nothing off such a task.
+/// One thread-local read and two additions: no allocation, lock or log.
+#[inline]
+pub fn note_io(ns: u64) {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: as in rtapi_hosted_period_wait: the Period run_foreign borrows mutably for the task's
+    // whole run on this thread; the task is in one of its functions, not in wait(), so nothing else
+    // holds a reference to it now.
+    let period = unsafe { &mut *p };
+    period.io_ns = period.io_ns.saturating_add(ns);
+    period.io_calls += 1;
 }
 
 /// How a foreign task run by [`Period::run_foreign`] ended.
@@ -296,6 +322,8 @@ pub(super) fn run(
         heartbeat: plan.heartbeat.clone(),
         woke: None,
         ended: false,
+        io_ns: 0,
+        io_calls: 0,
     };
     period.stats.set_running(true);
     plan.heartbeat.set_looping(true);

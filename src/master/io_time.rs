@@ -1,0 +1,213 @@
+//! I/O time of LinuxCNC's threads (issue 43): how long a Mesa card's driver functions take each
+//! period, measured around the calls and recorded beside the thread's latency and execution time
+//! (the stats block's I/O section, hal/LAYOUT.md §6; `rtapi show thread`, `watch`, `export`).
+//!
+//! **Which functions are I/O** is decided here and nowhere else ([`is_io_funct`]): a function whose
+//! name starts `hm2_` and ends `.read`, `.write` or `.read-request` — hostmot2's per-board
+//! functions (`hm2_7i96s.0.read`, `hm2_7i76e.0.write`, hm2_eth's `hm2_7i96s.0.read-request`),
+//! whichever low-level driver (hm2_eth, hm2_pci, hm2_spi…) exported them.
+//!
+//! **How they are measured.** hal_lib's `thread_task` calls a thread's functions itself, so rtapi
+//! sees no function boundary. Right after a module's `rtapi_app_main` returned ([`wrap_module`],
+//! on the master's main thread, with hal_lib's mutex held), each I/O function the module exported
+//! and no thread uses yet gets a wrapper: its `hal_funct_t`'s `funct`/`arg` become [`io_call`]
+//! and a leaked [`IoWrap`] holding the originals. `addf` copies the wrapper into the thread's list,
+//! so every call runs `clock_gettime` (vDSO), the driver's function, `clock_gettime`, and adds
+//! the difference to the hosted thread's current period ([`note_io`]); the thread records the sum
+//! at its `rtapi_wait` ([`Period::wait`](crate::runtime::hosted::Period::wait)). Exact (the call
+//! itself, on rtapi's clock, in ns), and two clock reads and a thread-local add per I/O call: no
+//! allocation, lock or log on the RT path. hal_lib's own `<funct>.time` pin is in CPU clocks
+//! (`rtapi_get_clocks`: the TSC) and is left as it is.
+
+use crate::rt::clock;
+use crate::runtime::hosted::note_io;
+use std::ffi::{c_char, c_long, c_void, CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The suffixes of hostmot2's I/O functions, after the `hm2_` prefix.
+pub const IO_SUFFIXES: [&str; 3] = [".read", ".write", ".read-request"];
+/// The prefix of hostmot2's board functions.
+pub const IO_PREFIX: &str = "hm2_";
+
+/// Whether the LinuxCNC function `name` is an I/O function (the one rule, module doc).
+pub fn is_io_funct(name: &str) -> bool {
+    name.strip_prefix(IO_PREFIX).is_some_and(|rest| {
+        IO_SUFFIXES
+            .iter()
+            .any(|s| rest.len() > s.len() && rest.ends_with(s))
+    })
+}
+
+/// The driver's function and argument a wrapped `hal_funct_t` had.
+#[repr(C)]
+pub struct IoWrap {
+    funct: unsafe extern "C" fn(*mut c_void, c_long),
+    arg: *mut c_void,
+}
+
+/// What an I/O function's `hal_funct_t` calls instead: the driver's function, timed.
+///
+/// # Safety
+/// `arg` is an [`IoWrap`] [`wrap_module`] leaked; called as hal_lib calls a function.
+unsafe extern "C" fn io_call(arg: *mut c_void, period: c_long) {
+    // SAFETY: hal_lib passes the arg wrap_module stored beside this function: a leaked IoWrap.
+    let w = unsafe { &*arg.cast::<IoWrap>() };
+    let start = clock::now();
+    // SAFETY: the driver's own function and argument, called as hal_lib would have.
+    unsafe { (w.funct)(w.arg, period) };
+    note_io((clock::now() - start).as_nanos().max(0) as u64);
+}
+
+// 2.9's `hal_funct_t` on LP64 (hal_priv.h): next_ptr (intptr_t, 0), uses_fp, owner_ptr, reentrant,
+// users (4 × int, 8..24), arg (24), funct (32), runtime (40), maxtime (48), maxtime_increased (52),
+// name[48] (53). Checked per function: the name read at NAME finds the same struct by name, and the
+// pointer read at FUNCT is code of the module just loaded.
+const USERS: usize = 20;
+const ARG: usize = 24;
+const FUNCT: usize = 32;
+const NAME: usize = 53;
+/// 2.9's `hal_data_t`: `int version`, then `rtapi_mutex_t mutex` (unsigned long) at 8.
+const MUTEX: usize = 8;
+
+/// Wraps the I/O functions of component `module` (the module just loaded: its component has its
+/// name) in hal_lib `hal` (the master's handle); returns the names wrapped, or why none could be.
+///
+/// # Safety
+/// `hal` is the master's live dlopen handle of LinuxCNC 2.9's hal_lib.so; on the main thread,
+/// outside any hal_lib call; `module` the module whose `rtapi_app_main` just returned.
+pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, String> {
+    let sym = |n: &str| super::sym(hal, n);
+    let (find_comp, by_owner, by_name, hal_data) = (
+        sym("halpr_find_comp_by_name"),
+        sym("halpr_find_funct_by_owner"),
+        sym("halpr_find_funct_by_name"),
+        sym("hal_data"),
+    );
+    if [find_comp, by_owner, by_name, hal_data]
+        .iter()
+        .any(|p| p.is_null())
+    {
+        return Err("hal_lib lacks halpr_find_* or hal_data".into());
+    }
+    type Find = unsafe extern "C" fn(*const c_char) -> *mut u8;
+    type ByOwner = unsafe extern "C" fn(*mut u8, *mut u8) -> *mut u8;
+    // SAFETY: 2.9's hal_priv.h signatures of these exported functions.
+    let (find_comp, by_owner, by_name) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, Find>(find_comp),
+            std::mem::transmute::<*mut c_void, ByOwner>(by_owner),
+            std::mem::transmute::<*mut c_void, Find>(by_name),
+        )
+    };
+    // SAFETY: `hal_data` is hal_lib's `hal_data_t *hal_data`, set by its init (before any load).
+    let data = unsafe { *hal_data.cast::<*mut u8>() };
+    if data.is_null() {
+        return Err("hal_lib's hal_data is not set".into());
+    }
+    let Ok(cname) = CString::new(module) else {
+        return Err("a NUL in the module's name".into());
+    };
+    // SAFETY: the mutex word of hal_data_t (8-aligned in the HAL segment), which every hal_lib
+    // caller takes with an atomic test-and-set of bit 0 (rtapi_mutex_get).
+    let mutex = unsafe { &*data.add(MUTEX).cast::<AtomicUsize>() };
+    let start = std::time::Instant::now();
+    while mutex.fetch_or(1, Ordering::Acquire) & 1 != 0 {
+        if start.elapsed() > std::time::Duration::from_secs(1) {
+            return Err("hal_lib's mutex stayed held for 1 s".into());
+        }
+        std::thread::yield_now();
+    }
+    let mut wrapped = Vec::new();
+    let mut problem = None;
+    // SAFETY: under hal_lib's mutex, as its halpr_* functions require; the structs they return are
+    // hal_funct_t of 2.9's layout in the HAL segment, checked per function below before a write.
+    unsafe {
+        let comp = find_comp(cname.as_ptr());
+        let mut f = if comp.is_null() {
+            std::ptr::null_mut()
+        } else {
+            by_owner(comp, std::ptr::null_mut())
+        };
+        while !f.is_null() {
+            let raw = std::slice::from_raw_parts(f.add(NAME), 48);
+            let name = CStr::from_bytes_until_nul(raw)
+                .ok()
+                .and_then(|c| c.to_str().ok());
+            if let Some(name) = name.filter(|n| is_io_funct(n)) {
+                let funct = f.add(FUNCT).cast::<usize>().read();
+                let cn = CString::new(name).expect("from a CStr");
+                if funct == io_call as *const () as usize {
+                    // Wrapped already.
+                } else if by_name(cn.as_ptr()) != f || !code_of(funct, module) {
+                    problem = Some(format!(
+                        "function {name}: hal_lib's hal_funct_t is not 2.9's; not timed"
+                    ));
+                } else if f.add(USERS).cast::<i32>().read() == 0 {
+                    let wrap = Box::leak(Box::new(IoWrap {
+                        funct: std::mem::transmute::<
+                            usize,
+                            unsafe extern "C" fn(*mut c_void, c_long),
+                        >(funct),
+                        arg: f.add(ARG).cast::<*mut c_void>().read(),
+                    }));
+                    f.add(ARG)
+                        .cast::<*mut c_void>()
+                        .write(std::ptr::from_mut(wrap).cast());
+                    f.add(FUNCT)
+                        .cast::<usize>()
+                        .write(io_call as *const () as usize);
+                    wrapped.push(name.to_string());
+                }
+            }
+            f = by_owner(comp, f);
+        }
+    }
+    mutex.fetch_and(!1, Ordering::Release);
+    match problem {
+        Some(p) => Err(p),
+        None => Ok(wrapped),
+    }
+}
+
+/// Whether `addr` is code of the module file `<module>.so`.
+fn code_of(addr: usize, module: &str) -> bool {
+    // SAFETY: Dl_info is plain data, filled by dladdr.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address's mapping; info is a valid out-pointer.
+    if addr == 0
+        || unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
+        return false;
+    }
+    // SAFETY: dladdr's file name is a NUL-terminated string owned by the loader.
+    let file = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
+    file.rsplit(|&b| b == b'/').next() == Some(format!("{module}.so").as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_io_funct;
+
+    #[test]
+    fn the_io_rule() {
+        for yes in [
+            "hm2_7i96s.0.read",
+            "hm2_7i96s.0.write",
+            "hm2_7i76e.0.read-request",
+            "hm2_5i25.0.read",
+        ] {
+            assert!(is_io_funct(yes), "{yes}");
+        }
+        for no in [
+            "hm2_7i96s.0.pet_watchdog",
+            "hm2_7i96s.0.read_gpio",
+            "hm2_.read",
+            "pid.0.do-pid-calcs",
+            "motion-command-handler",
+            "xhm2_7i96s.0.read",
+        ] {
+            assert!(!is_io_funct(no), "{no}");
+        }
+    }
+}
