@@ -1149,3 +1149,141 @@ fn a_broken_ini_file_is_named_as_the_cause() {
     assert!(said.contains("fix the INI file"), "{all}");
     s.assert_nothing_left();
 }
+
+/// The value of the series `name{…thread="servo"…}` of instance `inst` in a scrape.
+fn series(metrics: &str, name: &str, inst: &str) -> f64 {
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!("{name}{{"))
+                && l.contains(&format!("instance=\"{inst}\""))
+                && l.contains("thread=\"servo\"")
+        })
+        .unwrap_or_else(|| panic!("no {name} of servo: {metrics}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Issue 43 item 4: a Mesa card's I/O functions (`hm2_<board>.<n>.read`/`.write`) are timed per
+/// period in the servo thread's statistics. A module compiled with halcompile whose functions are
+/// named like hostmot2's (`names=hm2_fake.0`) counts its own `read` calls: the I/O periods rtapi
+/// recorded are exactly those calls, its calls twice that (read + write), and `update` (not I/O)
+/// is not among them; `show --json`, the text table and `export` carry them.
+#[test]
+fn hm2_read_and_write_are_timed_per_period_in_the_threads_statistics() {
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    if !Path::new("/usr/bin/halcompile").exists() {
+        return skip!(Ci, "halcompile is missing (linuxcnc-uspace-dev)");
+    }
+    let ns = Ipc::new();
+    let extra = ns.dir.path().join("modules");
+    std::fs::create_dir(&extra).unwrap();
+    std::fs::write(
+        extra.join("hm2_fake.comp"),
+        "component hm2_fake \"functions named like hostmot2's\";\n\
+         pin out u32 reads;\n\
+         pin out u32 updates;\n\
+         function read nofp;\n\
+         function write nofp;\n\
+         function update nofp;\n\
+         license \"GPL\";\n\
+         ;;\n\
+         FUNCTION(read) { reads++; }\n\
+         FUNCTION(write) { }\n\
+         FUNCTION(update) { updates++; }\n",
+    )
+    .unwrap();
+    let o = Command::new("/usr/bin/halcompile")
+        .args(["--compile", "hm2_fake.comp"])
+        .current_dir(&extra)
+        .output()
+        .unwrap();
+    assert!(extra.join("hm2_fake.so").is_file(), "halcompile: {o:?}");
+    std::fs::remove_file(extra.join("hm2_fake.comp")).unwrap();
+    let modules = "/usr/lib/linuxcnc/modules";
+    let o = ns
+        .enter()
+        .args(["mount", "-t", "overlay", "overlay", "-o"])
+        .arg(format!("lowerdir={}:{modules}", extra.display()))
+        .arg(modules)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "overlay mount: {:?}", common::text(&o));
+    let mut m = Master(ns.master(1, &[]));
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    ns.ok(&["loadrt", "hm2_fake", "names=hm2_fake.0"]);
+    for f in ["read", "update", "write"] {
+        ns.ok(&["addf", &format!("hm2_fake.0.{f}"), "servo"]);
+    }
+    ns.ok(&["start"]);
+    let io = |j: &serde_json::Value| {
+        j["threads"]
+            .as_array()
+            .and_then(|a| a.iter().find(|t| t["name"] == "servo"))
+            .map(|t| t["io_ns"].clone())
+            .unwrap_or_default()
+    };
+    until_true("100 periods with I/O", GENEROUS, || {
+        io(&ns.show_threads())["periods"]
+            .as_u64()
+            .is_some_and(|n| n >= 100)
+    });
+    // hal_lib runs no function once stopped (the thread still counts its periods): the figures
+    // hold still and can be compared with the module's own count.
+    ns.ok(&["stop"]);
+    let j = ns.show_threads();
+    let t = j["threads"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["name"] == "servo"))
+        .unwrap_or_else(|| panic!("{j}"))
+        .clone();
+    let io = io(&j);
+    let reads = getp(&ns, "hm2_fake.0.reads") as u64;
+    assert_eq!(getp(&ns, "hm2_fake.0.updates") as u64, reads);
+    assert!(reads >= 100, "{reads}");
+    let n = |k: &str| io[k].as_u64().unwrap_or_else(|| panic!("io_ns.{k}: {t}"));
+    assert_eq!(n("periods"), reads, "one I/O sample per period run: {t}");
+    assert_eq!(n("calls"), 2 * reads, "read and write, not update: {t}");
+    assert!(n("periods") <= t["cycles"].as_u64().unwrap(), "{t}");
+    assert!(
+        n("min") <= n("p50") && n("p50") <= n("p99") && n("p99") <= n("max"),
+        "{t}"
+    );
+    assert!(n("min") <= n("last") && n("last") <= n("max"), "{t}");
+    let mean = io["mean"].as_f64().unwrap();
+    assert!(n("min") as f64 <= mean && mean <= n("max") as f64, "{t}");
+    // The text table.
+    let o = Command::new("runuser")
+        .args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_rtapi")])
+        .args(["show", "thread", "--instance", &ns.inst])
+        .output()
+        .unwrap();
+    let (out, err) = common::text(&o);
+    assert!(o.status.success(), "rtapi show: {err}");
+    let row = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Thread I/O"))
+        .find(|l| l.starts_with("servo "))
+        .unwrap_or_else(|| panic!("no I/O row of servo: {out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells[1..3],
+        [reads.to_string(), (2 * reads).to_string()],
+        "{out}"
+    );
+    // The Prometheus series.
+    let metrics = scrape_once(&ns.inst);
+    let count = series(&metrics, "rtapi_thread_io_seconds_count", &ns.inst);
+    assert_eq!(count as u64, reads, "{metrics}");
+    let calls = series(&metrics, "rtapi_thread_io_calls_total", &ns.inst);
+    assert_eq!(calls as u64, 2 * reads, "{metrics}");
+    let max = series(&metrics, "rtapi_thread_io_max_seconds", &ns.inst);
+    let min = series(&metrics, "rtapi_thread_io_min_seconds", &ns.inst);
+    assert!(min <= max && max > 0.0, "{metrics}");
+    ns.ok(&["unload", "all"]);
+    let st = wait_exit(&mut m);
+    assert!(st.success(), "{st}\n{}", ns.master_log(1));
+    let log = ns.master_log(1);
+    assert!(!log.contains("I/O time"), "{log}");
+}

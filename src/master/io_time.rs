@@ -58,16 +58,20 @@ unsafe extern "C" fn io_call(arg: *mut c_void, period: c_long) {
     note_io((clock::now() - start).as_nanos().max(0) as u64);
 }
 
-// 2.9's `hal_funct_t` on LP64 (hal_priv.h): next_ptr (intptr_t, 0), uses_fp, owner_ptr, reentrant,
-// users (4 × int, 8..24), arg (24), funct (32), runtime (40), maxtime (48), maxtime_increased (52),
-// name[48] (53). Checked per function: the name read at NAME finds the same struct by name, and the
-// pointer read at FUNCT is code of the module just loaded.
-const USERS: usize = 20;
-const ARG: usize = 24;
-const FUNCT: usize = 32;
-const NAME: usize = 53;
-/// 2.9's `hal_data_t`: `int version`, then `rtapi_mutex_t mutex` (unsigned long) at 8.
+// 2.9's `hal_funct_t` on LP64 (hal_priv.h, HAL_VER 0x10, whose shared-memory offsets are
+// `rtapi_intptr_t`): next_ptr (0), uses_fp (8), owner_ptr (16), reentrant (24), users (28), arg
+// (32), funct (40), runtime (48), maxtime (56), maxtime_increased (60), name[48] (61). Checked per
+// function before anything is written: the name read at NAME finds the same struct by name, and
+// the pointer read at FUNCT is code of the module just loaded.
+const USERS: usize = 28;
+const ARG: usize = 32;
+const FUNCT: usize = 40;
+const NAME: usize = 61;
+/// 2.9's `hal_data_t` (at the base of the HAL block, `hal_shmem_base`): `int version` (`HAL_VER`),
+/// then `rtapi_mutex_t mutex` (unsigned long) at 8.
 const MUTEX: usize = 8;
+/// 2.9's `HAL_VER`, the version of the structures above.
+const HAL_VER: i32 = 0x10;
 
 /// Wraps the I/O functions of component `module` (the module just loaded: its component has its
 /// name) in hal_lib `hal` (the master's handle); returns the names wrapped, or why none could be.
@@ -81,13 +85,13 @@ pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, Strin
         sym("halpr_find_comp_by_name"),
         sym("halpr_find_funct_by_owner"),
         sym("halpr_find_funct_by_name"),
-        sym("hal_data"),
+        sym("hal_shmem_base"),
     );
     if [find_comp, by_owner, by_name, hal_data]
         .iter()
         .any(|p| p.is_null())
     {
-        return Err("hal_lib lacks halpr_find_* or hal_data".into());
+        return Err("hal_lib lacks halpr_find_* or hal_shmem_base".into());
     }
     type Find = unsafe extern "C" fn(*const c_char) -> *mut u8;
     type ByOwner = unsafe extern "C" fn(*mut u8, *mut u8) -> *mut u8;
@@ -99,10 +103,18 @@ pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, Strin
             std::mem::transmute::<*mut c_void, Find>(by_name),
         )
     };
-    // SAFETY: `hal_data` is hal_lib's `hal_data_t *hal_data`, set by its init (before any load).
+    // SAFETY: `hal_shmem_base` is hal_lib's `char *hal_shmem_base`, set by its init (before any
+    // load); its `hal_data_t` (not exported) is at the base of that block.
     let data = unsafe { *hal_data.cast::<*mut u8>() };
     if data.is_null() {
-        return Err("hal_lib's hal_data is not set".into());
+        return Err("hal_lib's hal_shmem_base is not set".into());
+    }
+    // SAFETY: the first int of hal_data_t, in the mapped HAL block.
+    let version = unsafe { data.cast::<i32>().read() };
+    if version != HAL_VER {
+        return Err(format!(
+            "the HAL's version is {version:#x}, not 2.9's {HAL_VER:#x}; not timed"
+        ));
     }
     let Ok(cname) = CString::new(module) else {
         return Err("a NUL in the module's name".into());
