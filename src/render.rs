@@ -367,6 +367,21 @@ impl ThreadRow {
         self
     }
 
+    /// One line for a thread that ran I/O functions (hm2 read/write), in µs: `I/O (hm2 read/write)
+    /// per period: 1234 periods, 2468 calls, min/mean/max 210.0/575.2/1141.0 us`; `None` without.
+    pub fn io_note(&self) -> Option<String> {
+        let io = self.io.as_ref()?;
+        let t = |ns: f64| us(ns);
+        Some(format!(
+            "I/O (hm2 read/write) per period: {} periods, {} calls, min/mean/max {}/{}/{} us",
+            io.periods,
+            io.calls,
+            t(io.min as f64),
+            t(io.mean),
+            t(io.max as f64)
+        ))
+    }
+
     /// I/O-time p50/p99/p99.9 from the I/O histogram, clamped to the observed min/max (after
     /// [`with_stats`](Self::with_stats)).
     pub fn with_io_histogram(mut self, h: Option<&HistogramSnapshot>) -> ThreadRow {

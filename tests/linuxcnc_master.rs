@@ -1285,5 +1285,11 @@ fn hm2_read_and_write_are_timed_per_period_in_the_threads_statistics() {
     let st = wait_exit(&mut m);
     assert!(st.success(), "{st}\n{}", ns.master_log(1));
     let log = ns.master_log(1);
-    assert!(!log.contains("I/O time"), "{log}");
+    assert!(!log.contains("I/O time:"), "{log}");
+    // The summary at exit.
+    let want = format!(
+        "I/O (hm2 read/write) per period: {reads} periods, {} calls",
+        2 * reads
+    );
+    assert!(log.contains(&want), "'{want}' not in: {log}");
 }

@@ -257,6 +257,9 @@ impl fmt::Display for Summary {
                 row = row.with_stats(s);
             }
             table.row(row.cells(&COLS));
+            if let Some(io) = row.io_note() {
+                table.note(format!("  {io}"));
+            }
             for fun in &t.faulted {
                 table.note(format!("  function {fun} FAULTED (panicked; disabled)"));
             }
