@@ -185,11 +185,11 @@ pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, Strin
 fn code_of(addr: usize, module: &str) -> bool {
     // SAFETY: Dl_info is plain data, filled by dladdr.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    if addr == 0 {
+        return false;
+    }
     // SAFETY: dladdr only reads the address's mapping; info is a valid out-pointer.
-    if addr == 0
-        || unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0
-        || info.dli_fname.is_null()
-    {
+    if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
         return false;
     }
     // SAFETY: dladdr's file name is a NUL-terminated string owned by the loader.
