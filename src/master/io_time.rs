@@ -9,8 +9,8 @@
 //!
 //! **How they are measured.** hal_lib's `thread_task` calls a thread's functions itself, so rtapi
 //! sees no function boundary. Right after a module's `rtapi_app_main` returned ([`wrap_module`],
-//! on the master's main thread, with hal_lib's mutex held), each I/O function the module exported
-//! and no thread uses yet gets a wrapper: its `hal_funct_t`'s `funct`/`arg` become [`io_call`]
+//! on the master's main thread, with hal_lib's mutex held), each I/O function of the loaded
+//! modules' components that no thread uses yet gets a wrapper: its `hal_funct_t`'s `funct`/`arg` become [`io_call`]
 //! and a leaked [`IoWrap`] holding the originals. `addf` copies the wrapper into the thread's list,
 //! so every call runs `clock_gettime` (vDSO), the driver's function, `clock_gettime`, and adds
 //! the difference to the hosted thread's current period ([`note_io`]); the thread records the sum
@@ -73,13 +73,15 @@ const MUTEX: usize = 8;
 /// 2.9's `HAL_VER`, the version of the structures above.
 const HAL_VER: i32 = 0x10;
 
-/// Wraps the I/O functions of component `module` (the module just loaded: its component has its
-/// name) in hal_lib `hal` (the master's handle); returns the names wrapped, or why none could be.
+/// Wraps the I/O functions not wrapped yet of the components named like `modules` (the modules
+/// loaded, the one just loaded among them: a module's component has its name; hostmot2's board
+/// functions belong to the low-level driver's component, `hm2_eth`, their code to `hostmot2`) in
+/// hal_lib `hal` (the master's handle); returns the names wrapped, or why one could not be.
 ///
 /// # Safety
 /// `hal` is the master's live dlopen handle of LinuxCNC 2.9's hal_lib.so; on the main thread,
-/// outside any hal_lib call; `module` the module whose `rtapi_app_main` just returned.
-pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, String> {
+/// outside any hal_lib call, after a module's `rtapi_app_main` returned.
+pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>, String> {
     let sym = |n: &str| super::sym(hal, n);
     let (find_comp, by_owner, by_name, hal_data) = (
         sym("halpr_find_comp_by_name"),
@@ -116,9 +118,10 @@ pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, Strin
             "the HAL's version is {version:#x}, not 2.9's {HAL_VER:#x}; not timed"
         ));
     }
-    let Ok(cname) = CString::new(module) else {
-        return Err("a NUL in the module's name".into());
-    };
+    let cnames: Vec<CString> = modules
+        .iter()
+        .filter_map(|m| CString::new(m.as_str()).ok())
+        .collect();
     // SAFETY: the mutex word of hal_data_t (8-aligned in the HAL segment), which every hal_lib
     // caller takes with an atomic test-and-set of bit 0 (rtapi_mutex_get).
     let mutex = unsafe { &*data.add(MUTEX).cast::<AtomicUsize>() };
@@ -134,44 +137,46 @@ pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, Strin
     // SAFETY: under hal_lib's mutex, as its halpr_* functions require; the structs they return are
     // hal_funct_t of 2.9's layout in the HAL segment, checked per function below before a write.
     unsafe {
-        let comp = find_comp(cname.as_ptr());
-        let mut f = if comp.is_null() {
-            std::ptr::null_mut()
-        } else {
-            by_owner(comp, std::ptr::null_mut())
-        };
-        while !f.is_null() {
-            let raw = std::slice::from_raw_parts(f.add(NAME), 48);
-            let name = CStr::from_bytes_until_nul(raw)
-                .ok()
-                .and_then(|c| c.to_str().ok());
-            if let Some(name) = name.filter(|n| is_io_funct(n)) {
-                let funct = f.add(FUNCT).cast::<usize>().read();
-                let cn = CString::new(name).expect("from a CStr");
-                if funct == io_call as *const () as usize {
-                    // Wrapped already.
-                } else if by_name(cn.as_ptr()) != f || !code_of(funct, module) {
-                    problem = Some(format!(
-                        "function {name}: hal_lib's hal_funct_t is not 2.9's; not timed"
-                    ));
-                } else if f.add(USERS).cast::<i32>().read() == 0 {
-                    let wrap = Box::leak(Box::new(IoWrap {
-                        funct: std::mem::transmute::<
-                            usize,
-                            unsafe extern "C" fn(*mut c_void, c_long),
-                        >(funct),
-                        arg: f.add(ARG).cast::<*mut c_void>().read(),
-                    }));
-                    f.add(ARG)
-                        .cast::<*mut c_void>()
-                        .write(std::ptr::from_mut(wrap).cast());
-                    f.add(FUNCT)
-                        .cast::<usize>()
-                        .write(io_call as *const () as usize);
-                    wrapped.push(name.to_string());
+        for cname in &cnames {
+            let comp = find_comp(cname.as_ptr());
+            let mut f = if comp.is_null() {
+                std::ptr::null_mut()
+            } else {
+                by_owner(comp, std::ptr::null_mut())
+            };
+            while !f.is_null() {
+                let raw = std::slice::from_raw_parts(f.add(NAME), 48);
+                let name = CStr::from_bytes_until_nul(raw)
+                    .ok()
+                    .and_then(|c| c.to_str().ok());
+                if let Some(name) = name.filter(|n| is_io_funct(n)) {
+                    let funct = f.add(FUNCT).cast::<usize>().read();
+                    let cn = CString::new(name).expect("from a CStr");
+                    if funct == io_call as *const () as usize {
+                        // Wrapped already.
+                    } else if by_name(cn.as_ptr()) != f || !code_of(funct, modules) {
+                        problem = Some(format!(
+                            "function {name}: hal_lib's hal_funct_t is not 2.9's; not timed"
+                        ));
+                    } else if f.add(USERS).cast::<i32>().read() == 0 {
+                        let wrap = Box::leak(Box::new(IoWrap {
+                            funct: std::mem::transmute::<
+                                usize,
+                                unsafe extern "C" fn(*mut c_void, c_long),
+                            >(funct),
+                            arg: f.add(ARG).cast::<*mut c_void>().read(),
+                        }));
+                        f.add(ARG)
+                            .cast::<*mut c_void>()
+                            .write(std::ptr::from_mut(wrap).cast());
+                        f.add(FUNCT)
+                            .cast::<usize>()
+                            .write(io_call as *const () as usize);
+                        wrapped.push(name.to_string());
+                    }
                 }
+                f = by_owner(comp, f);
             }
-            f = by_owner(comp, f);
         }
     }
     mutex.fetch_and(!1, Ordering::Release);
@@ -181,8 +186,8 @@ pub unsafe fn wrap_module(hal: usize, module: &str) -> Result<Vec<String>, Strin
     }
 }
 
-/// Whether `addr` is code of the module file `<module>.so`.
-fn code_of(addr: usize, module: &str) -> bool {
+/// Whether `addr` is code of one of the module files `<module>.so`.
+fn code_of(addr: usize, modules: &[String]) -> bool {
     // SAFETY: Dl_info is plain data, filled by dladdr.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     if addr == 0 {
@@ -194,7 +199,10 @@ fn code_of(addr: usize, module: &str) -> bool {
     }
     // SAFETY: dladdr's file name is a NUL-terminated string owned by the loader.
     let file = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
-    file.rsplit(|&b| b == b'/').next() == Some(format!("{module}.so").as_bytes())
+    let base = file.rsplit(|&b| b == b'/').next().unwrap_or(file);
+    modules
+        .iter()
+        .any(|m| base.strip_suffix(b".so") == Some(m.as_bytes()))
 }
 
 #[cfg(test)]

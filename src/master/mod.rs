@@ -248,9 +248,13 @@ pub fn load(name: &str, args: &[String]) -> i32 {
     // Threads the module made (hal_lib's `hal_create_thread` at its load) get their health pins
     // now that hal_lib's mutex is free again; its I/O functions get timed (io_time.rs).
     if let Some(hal) = hal_lib_handle() {
+        let loaded: Vec<String> = lock(&STATE.modules)
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
         // SAFETY: hal_lib's handle from this master's dlopen, still in MODULES; on the main
         // thread, after the module's rtapi_app_main returned.
-        if let Err(e) = unsafe { io_time::wrap_module(hal, name) } {
+        if let Err(e) = unsafe { io_time::wrap_module(hal, &loaded) } {
             say(&format!("rtapi: {name}: I/O time: {e}"));
         }
         // SAFETY: hal_lib's handle from this master's dlopen, still in MODULES; the load that
