@@ -851,3 +851,93 @@ fn the_watchdog_bites_when_linuxcncs_thread_stops_and_hm2_reports_has_bit() {
     drop(sim);
     drop(link);
 }
+
+/// Issue 43 item 4 against the simulated card: rtapi's LinuxCNC master in the host's network
+/// namespace (IPC and mount namespaces of the test's own, as the master tests run it), hm2_eth
+/// talking to `rtapi mesa-sim` across the veth pair, `hm2_7i96s.0.read` and `.write` in the servo
+/// thread: the thread's statistics carry their time per period (two calls a period, no more I/O
+/// periods than periods), `show --json` and `export` alike.
+#[test]
+fn hm2_eth_read_and_write_on_rtapis_master_are_timed_per_period() {
+    use common::master_ns::{self, wait_exit, Ipc, Master};
+    if let Some(why) = lcnc_missing().or_else(master_ns::missing) {
+        return skip!(Ci, "{why}");
+    }
+    let link = netns::Link::new("mesaio").unwrap_or_else(|e| panic!("test network: {e}"));
+    let sim = SimProcess::start(&link, "7i96s");
+    let ns = Ipc::new();
+    let log = ns.dir.path().join("master.1.err");
+    let mut c = link.host.command("nsenter");
+    c.arg(format!("--ipc=/proc/{}/ns/ipc", ns.holder.id()))
+        .arg(format!("--mount=/proc/{}/ns/mnt", ns.holder.id()))
+        .arg("env")
+        .arg(format!("RTAPI_UID={}", master_ns::NOBODY))
+        .arg(format!("HOME={}", ns.dir.path().display()))
+        .arg(format!("RTAPI_FIFO_PATH={}", ns.fifo().display()))
+        .arg(format!("RTAPI_INSTANCE={}", ns.inst))
+        .arg("RTAPI_FLAVOR=posix")
+        .arg(master_ns::master_bin())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut m = Master(c.spawn().unwrap());
+    until_true("the master listening", GENEROUS, || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on"))
+    });
+    ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
+    ns.ok(&["loadrt", "hostmot2"]);
+    ns.ok(&["loadrt", "hm2_eth", &format!("board_ip={}", link.board_ip)]);
+    ns.ok(&["addf", "hm2_7i96s.0.read", "servo"]);
+    ns.ok(&["addf", "hm2_7i96s.0.write", "servo"]);
+    ns.ok(&["start"]);
+    let servo = |j: &serde_json::Value| {
+        j["threads"]
+            .as_array()
+            .and_then(|a| a.iter().find(|t| t["name"] == "servo"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    until_true("200 periods with I/O", GENEROUS, || {
+        servo(&ns.show_threads())["io_ns"]["periods"]
+            .as_u64()
+            .is_some_and(|n| n >= 200)
+    });
+    ns.ok(&["stop"]);
+    let t = servo(&ns.show_threads());
+    eprintln!("servo: {t}");
+    let io = &t["io_ns"];
+    let n = |k: &str| io[k].as_u64().unwrap_or_else(|| panic!("io_ns.{k}: {t}"));
+    assert_eq!(n("calls"), 2 * n("periods"), "read and write each period: {t}");
+    assert!(n("periods") <= t["cycles"].as_u64().unwrap(), "{t}");
+    assert!(n("min") <= n("p50") && n("p50") <= n("max"), "{t}");
+    // The card answered (its round trip is in the read's time: more than nothing).
+    assert!(n("max") > 0, "{t}");
+    sim.out
+        .wait_for("the simulator saw the host's writes", "watchdog petted");
+    // export: the count of the I/O histogram is the I/O periods.
+    let exp = common::exporter::Exporter::start(&["--instance", &ns.inst]);
+    let metrics = {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect(&exp.addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    };
+    let count = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("rtapi_thread_io_seconds_count{")
+                && l.contains(&format!("instance=\"{}\"", ns.inst))
+                && l.contains("thread=\"servo\"")
+        })
+        .unwrap_or_else(|| panic!("no I/O count of servo: {metrics}"));
+    let count: f64 = count.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(count as u64, n("periods"), "{metrics}");
+    ns.ok(&["unload", "all"]);
+    let st = wait_exit(&mut m);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(st.success(), "{st}\n{text}");
+    assert!(!text.contains("I/O time:"), "{text}");
+    drop(sim);
+    drop(link);
+}
