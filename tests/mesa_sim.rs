@@ -906,7 +906,11 @@ fn hm2_eth_read_and_write_on_rtapis_master_are_timed_per_period() {
     eprintln!("servo: {t}");
     let io = &t["io_ns"];
     let n = |k: &str| io[k].as_u64().unwrap_or_else(|| panic!("io_ns.{k}: {t}"));
-    assert_eq!(n("calls"), 2 * n("periods"), "read and write each period: {t}");
+    assert_eq!(
+        n("calls"),
+        2 * n("periods"),
+        "read and write each period: {t}"
+    );
     assert!(n("periods") <= t["cycles"].as_u64().unwrap(), "{t}");
     assert!(n("min") <= n("p50") && n("p50") <= n("max"), "{t}");
     // The card answered (its round trip is in the read's time: more than nothing).
