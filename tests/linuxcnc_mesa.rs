@@ -88,8 +88,8 @@ const ARCS: &str = "G21 G90 G17 G64
 G0 X-30 Y-20 Z0
 G1 F900 X-20
 G2 X-10 Y-10 I0 J10
-G3 X0 Y0 I10 J0 Z-3
-G2 X0 Y0 I-5 J0
+G3 X-20 Y0 I-10 J0 Z-3
+G2 X-20 Y0 I5 J0
 G0 X0 Y0 Z0
 M2
 ";
@@ -446,8 +446,8 @@ fn steps(rate: i32, from_ns: u64, to_ns: u64) -> f64 {
 fn card_moves(p: &[Period]) -> Vec<CardMove> {
     let mut out: Vec<CardMove> = Vec::new();
     let mut rest = usize::MAX;
-    for k in 0..p.len() {
-        let moving = p[k].rates.iter().any(|r| *r != 0);
+    for (k, period) in p.iter().enumerate() {
+        let moving = period.rates.iter().any(|r| *r != 0);
         if !moving {
             rest = rest.saturating_add(1);
             continue;
@@ -560,11 +560,8 @@ fn stop_the_master(sim: &Sim, netns: &str, name: &str) -> Stopped {
         b.timeout_ns()
     };
     // SAFETY: kill(2) with the pid of the run's master, found in the test's own namespace.
-    assert_eq!(
-        unsafe { libc::kill(pid, libc::SIGSTOP) },
-        0,
-        "SIGSTOP {pid}"
-    );
+    let stopped = unsafe { libc::kill(pid, libc::SIGSTOP) };
+    assert_eq!(stopped, 0, "SIGSTOP {pid}");
     let cont = Continue(pid);
     let t = Instant::now();
     // The stop's length is the action itself, not a wait for something.
@@ -646,12 +643,10 @@ fn check_shape(r: &MesaRun) -> Vec<CardMove> {
         end.len() == AXES && end.iter().all(|p| p.abs() < 1e-3),
         "{who}: joints end at {end:?}"
     );
-    for a in 0..AXES {
+    for (a, (end, homed)) in r.end.iter().zip(&homed).enumerate() {
         assert!(
-            (r.end[a] - homed[a]).abs() <= STEP_TOLERANCE,
-            "{who}: the card's axis {a} ends at {} steps, homed at {}",
-            r.end[a],
-            homed[a]
+            (end - homed).abs() <= STEP_TOLERANCE,
+            "{who}: the card's axis {a} ends at {end} steps, homed at {homed}"
         );
     }
     moves
