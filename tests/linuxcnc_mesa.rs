@@ -399,9 +399,7 @@ fn run_mesa(launcher: &Launcher, name: &str, stop_master: bool) -> MesaRun {
     });
     let r = lcnc_machine::run(launcher, &m);
     ended.store(true, Ordering::Relaxed);
-    let stop = stopper
-        .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-        .flatten();
+    let stop = stopper.and_then(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
     let (periods, events, end) = card.finish();
     if std::env::var_os("MESA_DEBUG").is_some() {
         let dump = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-periods.txt"));
