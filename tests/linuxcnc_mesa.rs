@@ -401,6 +401,8 @@ fn run_mesa(launcher: &Launcher, name: &str, stop_master: bool) -> MesaRun {
     ended.store(true, Ordering::Relaxed);
     let stop = stopper.and_then(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
     let (periods, events, end) = card.finish();
+    // MESA_DEBUG=1: what the card received, one line a period (board ns, the three rates), in
+    // target/tmp/NAME-periods.txt, to look at a run that failed.
     if std::env::var_os("MESA_DEBUG").is_some() {
         let dump = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-periods.txt"));
         std::fs::write(
