@@ -511,6 +511,40 @@ fn inputs_and_encoder_counts_come_from_the_embedding_code() {
     assert_eq!(b.write_log().last_word(0x1000), Some(9));
 }
 
+#[test]
+fn a_home_switch_follows_its_step_generator_on_the_board_clock() {
+    let mut b = Board::new(BoardKind::I96S, 4);
+    // Pin 2 closes when step generator 1 is at or past 1000 steps; pin 3 follows nothing.
+    b.wire_switch(rtapi::mesa::Switch {
+        pin: 2,
+        stepgen: 1,
+        at: 1000.0,
+    });
+    b.set_input(3, true);
+    // 2000 steps/s from time 0: 1000 steps at 500 ms.
+    let rate = (2000.0 * 4294967296.0 / 100e6) as i32 as u32;
+    write32(&mut b, 0x2004, rate, 0);
+    assert_eq!(read32(&mut b, 0x1000, 0), 1 << 3, "open at the start");
+    assert_eq!(
+        read32(&mut b, 0x1000, 499 * MS),
+        1 << 3,
+        "open at 998 steps"
+    );
+    assert_eq!(
+        read32(&mut b, 0x1000, 501 * MS),
+        1 << 3 | 1 << 2,
+        "closed at 1002 steps"
+    );
+    // Back below the threshold: open again (the latch's back-off).
+    write32(&mut b, 0x2004, (-(rate as i32)) as u32, 501 * MS);
+    assert_eq!(
+        read32(&mut b, 0x1000, 503 * MS),
+        1 << 3,
+        "open again at 998 steps"
+    );
+    assert_eq!(b.switches().len(), 1);
+}
+
 // ---------------------------------------------------------------- stock LinuxCNC's hm2_eth
 
 const NOBODY: u32 = 65534;

@@ -1,5 +1,6 @@
-//! `rtapi mesa-sim --listen ADDR[:PORT] [--board 7i96s|7i76e] [--mac MAC]`: serves a simulated Mesa
-//! Ethernet card until Ctrl-C or SIGTERM, printing what the host does with it.
+//! `rtapi mesa-sim --listen ADDR[:PORT] [--board 7i96s|7i76e] [--mac MAC] [--input PIN]…
+//! [--switch PIN=STEPGEN@STEPS]…`: serves a simulated Mesa Ethernet card until Ctrl-C or SIGTERM,
+//! printing what the host does with it.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -23,6 +24,49 @@ pub(super) struct Args {
     /// one of the interface each request arrives on.
     #[arg(long, value_name = "XX:XX:XX:XX:XX:XX")]
     mac: Option<String>,
+    /// A field input held high (closed), e.g. an E-stop chain: the I/O pin's number (0-based,
+    /// LinuxCNC's gpio.NNN). Repeatable.
+    #[arg(long = "input", value_name = "PIN")]
+    inputs: Vec<usize>,
+    /// A home switch following an axis: input PIN reads high while step generator STEPGEN's
+    /// position is at or past STEPS (e.g. 1=0@4000: gpio.001 closes 4000 steps up stepgen 0's
+    /// travel). Repeatable.
+    #[arg(long = "switch", value_name = "PIN=STEPGEN@STEPS")]
+    switches: Vec<String>,
+}
+
+/// `PIN=STEPGEN@STEPS`, checked against the board.
+fn parse_switch(text: &str, pins: usize, stepgens: usize) -> Result<crate::mesa::Switch, String> {
+    let bad = |why: &str| {
+        format!(
+            "--switch {}: {why}; give PIN=STEPGEN@STEPS, e.g. --switch 1=0@4000",
+            crate::rt::units::tame(text)
+        )
+    };
+    let (pin, rest) = text.split_once('=').ok_or_else(|| bad("no '='"))?;
+    let (stepgen, at) = rest.split_once('@').ok_or_else(|| bad("no '@'"))?;
+    let pin: usize = pin.trim().parse().map_err(|_| bad("PIN is not a number"))?;
+    let stepgen: usize = stepgen
+        .trim()
+        .parse()
+        .map_err(|_| bad("STEPGEN is not a number"))?;
+    let at: f64 = at
+        .trim()
+        .parse()
+        .map_err(|_| bad("STEPS is not a number"))?;
+    if pin >= pins {
+        return Err(bad(&format!("the card has pins 0 to {}", pins - 1)));
+    }
+    if stepgen >= stepgens {
+        return Err(bad(&format!(
+            "the card has step generators 0 to {}",
+            stepgens - 1
+        )));
+    }
+    if !at.is_finite() {
+        return Err(bad("STEPS must be finite"));
+    }
+    Ok(crate::mesa::Switch { pin, stepgen, at })
 }
 
 /// `ADDR` or `ADDR:PORT`, IPv4 only.
@@ -201,6 +245,23 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     let shared = Shared::new(kind, 1024);
     if let SocketAddr::V4(a) = local {
         shared.board().set_ip(a.ip().octets());
+    }
+    {
+        let mut b = shared.board();
+        let (pins, stepgens) = (b.pins(), b.stepgens());
+        for &pin in &args.inputs {
+            if pin >= pins {
+                return Err(Failure::usage(format!(
+                    "--input {pin}: the card has pins 0 to {}",
+                    pins - 1
+                )));
+            }
+            b.set_input(pin, true);
+        }
+        for text in &args.switches {
+            let sw = parse_switch(text, pins, stepgens).map_err(Failure::usage)?;
+            b.wire_switch(sw);
+        }
     }
     super::out::println(&format!(
         "mesa-sim: a {kind}-like card on udp {local}; in LinuxCNC: loadrt hm2_eth board_ip={}; Ctrl-C to stop",

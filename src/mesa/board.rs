@@ -276,6 +276,19 @@ pub struct Board {
     idrom_read: bool,
     events: Vec<Event>,
     log: WriteLog,
+    switches: Vec<Switch>,
+}
+
+/// A field input wired to a step generator's axis: a switch the axis closes when its position
+/// (in steps) is at or past `at` (a home switch at the positive end of travel).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Switch {
+    /// The input pin (0-based, port by port).
+    pub pin: usize,
+    /// The step generator that moves the axis.
+    pub stepgen: usize,
+    /// Closed (input high) when the accumulator is at or past this many steps.
+    pub at: f64,
 }
 
 /// Spaces the board has, besides 0: Ethernet EEPROM, FPGA flash, timers, comm/status, board info.
@@ -337,6 +350,7 @@ impl Board {
             idrom_read: false,
             events: Vec::new(),
             log: WriteLog::new(log_capacity),
+            switches: Vec::new(),
             layout,
         };
         b.bytes[7][..16].copy_from_slice(&kind.info_name());
@@ -482,6 +496,29 @@ impl Board {
         } else {
             self.inputs[port] &= !(1 << bit);
         }
+    }
+
+    /// Wires input `switch.pin` to step generator `switch.stepgen`'s axis (a home switch): from now
+    /// on the input reads high exactly when the accumulator, at the instant of the read on the
+    /// board's clock, is at or past `switch.at` steps. Replaces an earlier wiring of the same pin.
+    pub fn wire_switch(&mut self, switch: Switch) {
+        assert!(
+            switch.pin < self.layout.pins.len(),
+            "pin {} out of range",
+            switch.pin
+        );
+        assert!(
+            switch.stepgen < self.stepgens.len(),
+            "no step generator {}",
+            switch.stepgen
+        );
+        self.switches.retain(|s| s.pin != switch.pin);
+        self.switches.push(switch);
+    }
+
+    /// The switches wired with [`Board::wire_switch`].
+    pub fn switches(&self) -> &[Switch] {
+        &self.switches
     }
 
     /// What output `pin` drives: `None` when it is not an output (an input, or every output after
@@ -823,6 +860,13 @@ impl Board {
     fn port_read(&self, port: usize) -> u32 {
         let w = self.layout.idrom.port_width as usize;
         let mut v = self.inputs[port];
+        for s in &self.switches {
+            if s.pin / w == port {
+                let closed = self.stepgen_position(s.stepgen) >= s.at;
+                let bit = (s.pin % w) as u32;
+                v = (v & !(1 << bit)) | u32::from(closed) << bit;
+            }
+        }
         for bit in 0..w {
             if let Some(level) = self.output(port * w + bit) {
                 v = (v & !(1 << bit)) | u32::from(level) << bit;

@@ -22,6 +22,6 @@ pub mod idrom;
 pub mod lbp16;
 pub mod server;
 
-pub use board::{Board, BoardNs, Event, HostWrites, WriteLog, Written};
+pub use board::{Board, BoardNs, Event, HostWrites, Switch, WriteLog, Written};
 pub use idrom::BoardKind;
 pub use server::{Options, ServeError, Sim};

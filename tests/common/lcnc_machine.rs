@@ -174,6 +174,21 @@ pub(crate) struct Machine {
     pub hang: bool,
     /// Kill the run after this long; `None`: every stage's deadline plus 30 s.
     pub deadline: Option<Duration>,
+    /// A config directory of our own (`config/NAME`) copied into the examples tree as
+    /// `examples/NAME` (then `ini` is relative to the tree: `NAME/NAME.ini`).
+    pub config_dir: Option<PathBuf>,
+    /// `(section, key, value)`: INI values replaced before the run (the board's address).
+    pub ini_set: Vec<(String, String, String)>,
+    /// Launch inside this network namespace (`ip netns exec NAME …`: a Mesa card's network), in
+    /// IPC and PID namespaces of the run's own (`in_namespaces`).
+    pub netns: Option<String>,
+    /// After homing, the display waits for the machine to go to E-stop (the test stops the
+    /// master; `drive.py` says it is ready in `estop-armed`), then clears this pin (the card's
+    /// `watchdog.has_bit`, through `estop_recovery_signal`), resets the E-stop, turns the machine
+    /// on and goes on with the programs.
+    pub estop_recovery: Option<String>,
+    /// The signal `estop_recovery`'s pin is on (cleared with `halcmd sets SIGNAL 0`).
+    pub estop_recovery_signal: Option<String>,
 }
 
 impl Machine {
@@ -194,6 +209,11 @@ impl Machine {
             keep_failed: true,
             hang: false,
             deadline: None,
+            config_dir: None,
+            ini_set: Vec::new(),
+            netns: None,
+            estop_recovery: None,
+            estop_recovery_signal: None,
         }
     }
 
@@ -214,6 +234,11 @@ impl Machine {
             keep_failed: false,
             hang: false,
             deadline: None,
+            config_dir: None,
+            ini_set: Vec::new(),
+            netns: None,
+            estop_recovery: None,
+            estop_recovery_signal: None,
         }
     }
 }
@@ -413,6 +438,39 @@ pub(crate) fn expand_includes(ini: &str, dir: &Path) -> String {
     out
 }
 
+/// The INI with `[section]key` set to `value` (its first occurrence); an error when it has none.
+pub(crate) fn set_ini_value(
+    ini: &str,
+    section: &str,
+    key: &str,
+    value: &str,
+) -> Result<String, String> {
+    let mut current = String::new();
+    let mut done = false;
+    let mut out = String::new();
+    for line in ini.lines() {
+        let l = line.trim();
+        if let Some(s) = l.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            current = s.trim().to_string();
+        } else if !done && current == section {
+            if let Some((k, _)) = l.split_once('=') {
+                if k.trim() == key {
+                    out.push_str(&format!("{key} = {value}\n"));
+                    done = true;
+                    continue;
+                }
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if done {
+        Ok(out)
+    } else {
+        Err(format!("the INI has no [{section}]{key}"))
+    }
+}
+
 /// The INI with `[DISPLAY]DISPLAY` set to `display` and `halfile` added after the `[HAL]` section's
 /// last `HALFILE` (or at the section's end). Errors say what the INI lacks.
 pub(crate) fn rewrite_ini(
@@ -542,6 +600,16 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     if !copy.map(|s| s.success()).unwrap_or(false) {
         return Err(fail(format!("cannot copy {EXAMPLES}"), "".into()));
     }
+    if let Some(cfg) = &machine.config_dir {
+        let copy = Command::new("cp")
+            .arg("-a")
+            .arg(cfg)
+            .arg(dir.join("examples"))
+            .status();
+        if !copy.map(|s| s.success()).unwrap_or(false) {
+            return Err(fail(format!("cannot copy {}", cfg.display()), "".into()));
+        }
+    }
     let ok = Command::new("chmod")
         .args(["-R", "a+rwX"])
         .arg(&dir)
@@ -565,9 +633,13 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
             )
         })?;
     let ini_path = dir.join("examples").join(&machine.ini);
-    let ini_text = fs::read_to_string(&ini_path)
+    let mut ini_text = fs::read_to_string(&ini_path)
         .map(|t| expand_includes(&t, ini_path.parent().unwrap()))
         .map_err(|e| fail(format!("{}: {e}", ini_path.display()), "".into()))?;
+    for (section, key, value) in &machine.ini_set {
+        ini_text = set_ini_value(&ini_text, section, key, value)
+            .map_err(|e| fail(format!("{}: {e}", ini_path.display()), "".into()))?;
+    }
     let joints: usize = ini_value(&ini_text, "KINS", "JOINTS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
@@ -604,6 +676,9 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         "up_only": machine.up_only,
         "home": machine.home,
         "hang": machine.hang,
+        "estop_recovery": machine.estop_recovery,
+        "estop_recovery_signal": machine.estop_recovery_signal,
+        "estop_armed": dir.join("estop-armed"),
         "samples": samples_path,
         "holding": dir.join("holding"),
         "result": result_path,
@@ -615,13 +690,15 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
     );
 
     let _lock = SessionLock::take();
+    // In namespaces of its own (`netns`), another session's rtapi_app is no concern of the run's.
+    let alone = machine.netns.is_some();
     for _ in 0..200 {
-        if !rtapi_app_running() {
+        if alone || !rtapi_app_running() {
             break;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    if rtapi_app_running() {
+    if !alone && rtapi_app_running() {
         return Err(fail(
             "another LinuxCNC session (an rtapi_app) is still running after 50 s; not starting"
                 .into(),
@@ -652,22 +729,34 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         Launcher::StockRealtime => Some(ForcedRealtime::new(&dir).map_err(|e| fail(e, "".into()))?),
         _ => None,
     };
-    let mut cmd = match &forced {
-        Some(f) => f.command(),
-        None if super::is_root() => Command::new("runuser"),
-        None => Command::new("env"),
+    let mut cmd = match (&forced, &machine.netns) {
+        (Some(f), Some(ns)) => {
+            let inner = f.command();
+            let mut c = in_namespaces(ns);
+            c.arg(inner.get_program()).args(inner.get_args());
+            c
+        }
+        (Some(f), None) => f.command(),
+        (None, Some(ns)) => {
+            let mut c = in_namespaces(ns);
+            c.arg(if super::is_root() { "runuser" } else { "env" });
+            c
+        }
+        (None, None) if super::is_root() => Command::new("runuser"),
+        (None, None) => Command::new("env"),
     };
     if super::is_root() {
         cmd.args(["-u", "nobody", "--", "env"]);
     }
-    cmd.arg(format!("HOME={}", dir.display()));
-    if forced.is_some() {
-        cmd.arg("LINUXCNC_FORCE_REALTIME=1");
-    }
+    // env's options before its assignments (after one, `-u` would be taken for the program).
     match &x {
         Some(x) => cmd.arg(format!("DISPLAY=:{}", x.display)),
         None => cmd.arg("-u").arg("DISPLAY"),
     };
+    cmd.arg(format!("HOME={}", dir.display()));
+    if forced.is_some() {
+        cmd.arg("LINUXCNC_FORCE_REALTIME=1");
+    }
     // stdin a terminal: `linuxcnc` asks on the terminal instead of in a Tk dialog on the X display
     // (its error report after a failed start), and nobody is there to answer a dialog. The master
     // is kept open and never written: a read from it would wait (no LinuxCNC program reads it).
@@ -776,6 +865,22 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         servo_thread,
         ended_after,
     })
+}
+
+/// `ip netns exec NS unshare --ipc --pid --fork --mount-proc --`, the rest appended by the caller:
+/// the machine in the card's network namespace, with LinuxCNC's fixed SysV keys in an IPC namespace
+/// and its processes in a PID namespace of their own (LinuxCNC's scripts refuse to start while `ps`
+/// shows any `rtapi_app`, another test's included). Its segments go with the IPC namespace.
+fn in_namespaces(netns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", netns, "unshare"]).args([
+        "--ipc",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--",
+    ]);
+    c
 }
 
 fn write_file(path: &Path, text: &str, mode: u32) {
