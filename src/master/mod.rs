@@ -21,6 +21,7 @@
 pub mod capi;
 pub mod launcher;
 pub mod lcnc_health;
+pub mod pci;
 pub mod protocol;
 pub mod session;
 pub mod shmem;
