@@ -40,7 +40,7 @@ use std::sync::Mutex;
 const DEVICES: &str = "/sys/bus/pci/devices";
 
 /// `IORESOURCE_IO`: a BAR in I/O-port space.
-const IORESOURCE_IO: c_ulong = 0x100;
+const IORESOURCE_IO: u64 = 0x100;
 
 /// Bytes read at most from one sysfs attribute (`resource` is 13 lines of 57 bytes).
 const ATTR_MAX: usize = 4096;
@@ -398,11 +398,7 @@ fn find(table: &[PciDeviceId]) -> Vec<Found> {
                 say(&e);
                 continue;
             }
-            Ok(bars)
-                if bars
-                    .iter()
-                    .any(|b| b.1 != 0 && b.2 & IORESOURCE_IO as u64 != 0) =>
-            {
+            Ok(bars) if bars.iter().any(|b| b.1 != 0 && b.2 & IORESOURCE_IO != 0) => {
                 say(&format!(
                     "{slot} ({vendor:04x}:{device:04x} {subvendor:04x}:{subdevice:04x}) has I/O-port \
                      BARs (a PLX-bridged card): this master grants no port I/O (iopl) to drivers, \
