@@ -1,7 +1,7 @@
 //! The `rtapi_*` entry points only the master offers (LinuxCNC 2.9's `rtapi_app` has them; the
 //! standalone host has no tasks of LinuxCNC's, since rtapi's own runtime runs the functions there):
 //! tasks, priorities, the clock period, `rtapi_init`/`rtapi_exit` on the RTAPI counter segment,
-//! `rtapi_is_realtime`, PLL, port I/O, `kstrndup`, `spawnp`/`open_as_root`, and PCI (refused).
+//! `rtapi_is_realtime`, PLL, port I/O, `kstrndup`, `spawnp`/`open_as_root` (PCI is [`super::pci`]).
 //! `rtapi_wait`, the message handler pair and `inb`/`outb` are C (shim.c). Exported from the master
 //! binary only (build.rs's master list).
 //!
@@ -16,6 +16,10 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_long, c_longlong, c_uint, c_ulong, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::pci::{
+    rtapi_iounmap, rtapi_pci_disable_device, rtapi_pci_enable_device, rtapi_pci_ioremap_bar,
+    rtapi_pci_register_driver, rtapi_pci_unregister_driver,
+};
 use super::shmem;
 use super::state::STATE;
 use super::tasks;
@@ -380,47 +384,6 @@ pub unsafe extern "C" fn rtapi_open_as_root(filename: *const c_char, mode: c_int
         fd
     }
 }
-
-// ---- PCI: not driven ------------------------------------------------------------------------------
-
-const NO_PCI: &str =
-    "rtapi: this master does not drive PCI devices (LinuxCNC's uspace PCI layer for \
-     hm2_pci and friends is not implemented): use LinuxCNC's own rtapi_app for PCI cards";
-
-/// `int rtapi_pci_register_driver(struct rtapi_pci_driver *)`: refused with a message.
-#[no_mangle]
-pub extern "C" fn rtapi_pci_register_driver(_driver: *mut c_void) -> c_int {
-    super::say(NO_PCI);
-    -libc::ENODEV
-}
-
-/// `void rtapi_pci_unregister_driver(struct rtapi_pci_driver *)`: nothing was registered.
-#[no_mangle]
-pub extern "C" fn rtapi_pci_unregister_driver(_driver: *mut c_void) {}
-
-/// `int rtapi_pci_enable_device(struct rtapi_pci_dev *)`: refused.
-#[no_mangle]
-pub extern "C" fn rtapi_pci_enable_device(_dev: *mut c_void) -> c_int {
-    super::say(NO_PCI);
-    -libc::ENODEV
-}
-
-/// `int rtapi_pci_disable_device(struct rtapi_pci_dev *)`.
-#[no_mangle]
-pub extern "C" fn rtapi_pci_disable_device(_dev: *mut c_void) -> c_int {
-    -libc::ENODEV
-}
-
-/// `void *rtapi_pci_ioremap_bar(struct rtapi_pci_dev *, int bar)`: null.
-#[no_mangle]
-pub extern "C" fn rtapi_pci_ioremap_bar(_dev: *mut c_void, _bar: c_int) -> *mut c_void {
-    super::say(NO_PCI);
-    std::ptr::null_mut()
-}
-
-/// `void rtapi_iounmap(volatile void *)`: nothing was mapped.
-#[no_mangle]
-pub extern "C" fn rtapi_iounmap(_addr: *mut c_void) {}
 
 /// A module's message in the master: written straight to standard error (`RTAPI_MSG_ALL`: standard
 /// output), as LinuxCNC's rtapi_app prints them; one `write`, no allocation, no lock (it may come

@@ -22,6 +22,7 @@ pub mod capi;
 pub mod io_time;
 pub mod launcher;
 pub mod lcnc_health;
+pub mod pci;
 pub mod protocol;
 pub mod session;
 pub mod shmem;

@@ -229,10 +229,15 @@ pub enum BoardKind {
     I96S,
     /// A 7I76E-like card: 5 step generators, 1 encoder, 51 I/O pins on 3 ports of 17.
     I76E,
+    /// A 5I25-like PCI card: 5 step generators, 1 encoder, 34 I/O pins on 2 ports of 17 (P3, P2).
+    /// Not an Ethernet card, so not in [`BoardKind::ALL`] (`mesa-sim` does not serve it): its
+    /// register image ([`super::Board::registers`]) is what a PCI BAR holds (`tests/linuxcnc_pci.rs`
+    /// puts it in a fake device's `resource0` for `hm2_pci`).
+    I25,
 }
 
 impl BoardKind {
-    /// Every kind, for listings.
+    /// Every Ethernet kind, for listings (`mesa-sim --board`).
     pub const ALL: [BoardKind; 2] = [BoardKind::I96S, BoardKind::I76E];
 
     /// The name on the command line.
@@ -240,6 +245,7 @@ impl BoardKind {
         match self {
             BoardKind::I96S => "7i96s",
             BoardKind::I76E => "7i76e",
+            BoardKind::I25 => "5i25",
         }
     }
 
@@ -255,6 +261,7 @@ impl BoardKind {
         let text: &[u8] = match self {
             BoardKind::I96S => b"7I96S",
             BoardKind::I76E => b"7I76E-16",
+            BoardKind::I25 => b"5I25",
         };
         let mut n = [0u8; 16];
         n[..text.len()].copy_from_slice(text);
@@ -266,6 +273,15 @@ impl BoardKind {
         match self {
             BoardKind::I96S => "hm2_7i96s",
             BoardKind::I76E => "hm2_7i76e",
+            BoardKind::I25 => "hm2_5i25",
+        }
+    }
+
+    /// Its I/O ports (connectors) of [`PORT_WIDTH`] pins.
+    pub fn io_ports(self) -> u8 {
+        match self {
+            BoardKind::I96S | BoardKind::I76E => IO_PORTS,
+            BoardKind::I25 => 2,
         }
     }
 
@@ -298,7 +314,7 @@ pub struct Layout {
 pub const STEPGENS: u8 = 5;
 /// Encoders of both boards.
 pub const ENCODERS: u8 = 1;
-/// I/O ports of both boards.
+/// I/O ports of both Ethernet boards (the 5I25 has 2: [`BoardKind::io_ports`]).
 pub const IO_PORTS: u8 = 3;
 /// Pins per port of both boards.
 pub const PORT_WIDTH: u8 = 17;
@@ -310,7 +326,9 @@ impl Layout {
         let board_name = match kind {
             BoardKind::I96S => *b"MESA7I96",
             BoardKind::I76E => *b"MESA7I76",
+            BoardKind::I25 => *b"MESA5I25",
         };
+        let io_ports = kind.io_ports();
         let idrom = Idrom {
             idrom_type: 3,
             offset_to_modules: MODULES_OFFSET,
@@ -318,8 +336,8 @@ impl Layout {
             board_name,
             fpga_size: 20,
             fpga_pins: 256,
-            io_ports: u32::from(IO_PORTS),
-            io_width: u32::from(IO_PORTS) * u32::from(PORT_WIDTH),
+            io_ports: u32::from(io_ports),
+            io_width: u32::from(io_ports) * u32::from(PORT_WIDTH),
             port_width: u32::from(PORT_WIDTH),
             clock_low,
             clock_high,
@@ -339,14 +357,14 @@ impl Layout {
         };
         let modules = vec![
             md(tag::WATCHDOG, 0, 1, base::WATCHDOG, 3, 0),
-            md(tag::IOPORT, 0, IO_PORTS, base::IOPORT, 5, 0x1f),
+            md(tag::IOPORT, 0, io_ports, base::IOPORT, 5, 0x1f),
             md(tag::STEPGEN, 2, STEPGENS, base::STEPGEN, 10, 0x1ff),
             md(tag::ENCODER, 3, ENCODERS, base::ENCODER, 5, 0x3),
         ];
         // Port 0: plain GPIO (field inputs and outputs). Port 1: the motion connector — step and
         // direction of each step generator, then the encoder's A, B, index; the rest GPIO. Port 2:
         // the expansion header, GPIO.
-        let mut pins = vec![PinDescriptor::gpio(); usize::from(IO_PORTS * PORT_WIDTH)];
+        let mut pins = vec![PinDescriptor::gpio(); usize::from(io_ports * PORT_WIDTH)];
         let motion = usize::from(PORT_WIDTH);
         for s in 0..STEPGENS {
             let p = motion + 2 * usize::from(s);
