@@ -70,6 +70,35 @@ fn scrape_once(inst: &str) -> String {
     body
 }
 
+/// Compiles `source` with LinuxCNC's halcompile into the test's own directory and lays that directory
+/// over LinuxCNC's module directory by an overlay mount only the test's mount namespace sees, so the
+/// master finds module `name` where it finds LinuxCNC's own.
+fn compile_into_modules(ns: &Ipc, name: &str, source: &str) {
+    let extra = ns.dir.path().join("modules");
+    std::fs::create_dir_all(&extra).unwrap();
+    let comp = format!("{name}.comp");
+    std::fs::write(extra.join(&comp), source).unwrap();
+    let o = Command::new("/usr/bin/halcompile")
+        .args(["--compile", &comp])
+        .current_dir(&extra)
+        .output()
+        .unwrap();
+    assert!(
+        extra.join(format!("{name}.so")).is_file(),
+        "halcompile: {o:?}"
+    );
+    std::fs::remove_file(extra.join(&comp)).unwrap();
+    let modules = "/usr/lib/linuxcnc/modules";
+    let o = ns
+        .enter()
+        .args(["mount", "-t", "overlay", "overlay", "-o"])
+        .arg(format!("lowerdir={}:{modules}", extra.display()))
+        .arg(modules)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "overlay mount: {:?}", common::text(&o));
+}
+
 fn getp(ns: &Ipc, name: &str) -> f64 {
     ns.ok(&["getp", name]).trim().parse().unwrap()
 }
@@ -461,34 +490,16 @@ fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
         return skip!(Ci, "halcompile is missing (linuxcnc-uspace-dev)");
     }
     let ns = Ipc::new();
-    let extra = ns.dir.path().join("modules");
-    std::fs::create_dir(&extra).unwrap();
-    std::fs::write(
-        extra.join("crashy.comp"),
+    compile_into_modules(
+        &ns,
+        "crashy",
         "component crashy \"writes through a null pointer when fire is TRUE\";\n\
          pin in bit fire;\n\
          function _;\n\
          license \"GPL\";\n\
          ;;\n\
          if (fire) { *(volatile int *)0 = 1; }\n",
-    )
-    .unwrap();
-    let o = Command::new("/usr/bin/halcompile")
-        .args(["--compile", "crashy.comp"])
-        .current_dir(&extra)
-        .output()
-        .unwrap();
-    assert!(extra.join("crashy.so").is_file(), "halcompile: {o:?}");
-    std::fs::remove_file(extra.join("crashy.comp")).unwrap();
-    let modules = "/usr/lib/linuxcnc/modules";
-    let o = ns
-        .enter()
-        .args(["mount", "-t", "overlay", "overlay", "-o"])
-        .arg(format!("lowerdir={}:{modules}", extra.display()))
-        .arg(modules)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "overlay mount: {:?}", common::text(&o));
+    );
     // With --trace (where tracefs is), the crash also leaves the master's trace instance, which the
     // kernel will not let a dying process remove: the next master must.
     let instances = Path::new("/sys/kernel/tracing/instances");
@@ -1177,10 +1188,9 @@ fn hm2_read_and_write_are_timed_per_period_in_the_threads_statistics() {
         return skip!(Ci, "halcompile is missing (linuxcnc-uspace-dev)");
     }
     let ns = Ipc::new();
-    let extra = ns.dir.path().join("modules");
-    std::fs::create_dir(&extra).unwrap();
-    std::fs::write(
-        extra.join("hm2_fake.comp"),
+    compile_into_modules(
+        &ns,
+        "hm2_fake",
         "component hm2_fake \"functions named like hostmot2's\";\n\
          pin out u32 reads;\n\
          pin out u32 updates;\n\
@@ -1192,24 +1202,7 @@ fn hm2_read_and_write_are_timed_per_period_in_the_threads_statistics() {
          FUNCTION(read) { reads++; }\n\
          FUNCTION(write) { }\n\
          FUNCTION(update) { updates++; }\n",
-    )
-    .unwrap();
-    let o = Command::new("/usr/bin/halcompile")
-        .args(["--compile", "hm2_fake.comp"])
-        .current_dir(&extra)
-        .output()
-        .unwrap();
-    assert!(extra.join("hm2_fake.so").is_file(), "halcompile: {o:?}");
-    std::fs::remove_file(extra.join("hm2_fake.comp")).unwrap();
-    let modules = "/usr/lib/linuxcnc/modules";
-    let o = ns
-        .enter()
-        .args(["mount", "-t", "overlay", "overlay", "-o"])
-        .arg(format!("lowerdir={}:{modules}", extra.display()))
-        .arg(modules)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "overlay mount: {:?}", common::text(&o));
+    );
     let mut m = Master(ns.master(1, &[]));
     ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
     ns.ok(&["loadrt", "hm2_fake", "names=hm2_fake.0"]);
