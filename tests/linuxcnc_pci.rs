@@ -150,6 +150,14 @@ fn pins(ns: &Ipc) -> Vec<String> {
         .collect()
 }
 
+/// Why the PCI tests cannot run here: the master tests' prerequisites, or LinuxCNC's hm2_pci.
+fn not_ready() -> Option<String> {
+    missing().or_else(|| {
+        (!Path::new("/usr/lib/linuxcnc/modules/hm2_pci.so").exists())
+            .then(|| "LinuxCNC's hm2_pci.so is missing (linuxcnc-uspace)".to_string())
+    })
+}
+
 /// The little-endian word at byte `addr` of a register image.
 fn word(img: &[u8], addr: usize) -> u32 {
     u32::from_le_bytes(img[addr..addr + 4].try_into().unwrap())
@@ -157,11 +165,8 @@ fn word(img: &[u8], addr: usize) -> u32 {
 
 #[test]
 fn hm2_pci_finds_the_fake_5i25_on_rtapis_master_and_makes_its_pins() {
-    if let Some(why) = missing() {
+    if let Some(why) = not_ready() {
         return skip!(Ci, "{why}");
-    }
-    if !Path::new("/usr/lib/linuxcnc/modules/hm2_pci.so").exists() {
-        return skip!(Ci, "LinuxCNC's hm2_pci.so is missing (linuxcnc-uspace)");
     }
     let fake = FakePci::new();
     let ns = Ipc::new();
@@ -233,11 +238,8 @@ fn load_fails(ns: &Ipc, seen: &mut usize) -> String {
 
 #[test]
 fn a_corrupt_or_foreign_device_is_refused_with_a_clear_message() {
-    if let Some(why) = missing() {
+    if let Some(why) = not_ready() {
         return skip!(Ci, "{why}");
-    }
-    if !Path::new("/usr/lib/linuxcnc/modules/hm2_pci.so").exists() {
-        return skip!(Ci, "LinuxCNC's hm2_pci.so is missing (linuxcnc-uspace)");
     }
     let fake = FakePci::new();
     let ns = Ipc::new();
@@ -322,11 +324,8 @@ fn in_ns(ns: &Ipc, comm: &str) -> Vec<i32> {
 
 #[test]
 fn stock_rtapi_app_with_the_fake_5i25() {
-    if let Some(why) = missing() {
+    if let Some(why) = not_ready() {
         return skip!(Ci, "{why}");
-    }
-    if !Path::new("/usr/lib/linuxcnc/modules/hm2_pci.so").exists() {
-        return skip!(Ci, "LinuxCNC's hm2_pci.so is missing (linuxcnc-uspace)");
     }
     let fake = FakePci::new();
     let ns = Ipc::new();
