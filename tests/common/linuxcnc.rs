@@ -765,10 +765,17 @@ pub(crate) fn halrun_script(name: &str, script: &str) -> (String, String) {
         std::thread::sleep(std::time::Duration::from_millis(250));
     }
     let o = halrun(&dir.0, &["-f", hal.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !stderr.contains("Realtime already running"),
+        "{name}: LinuxCNC's halrun refused to start: an rtapi_app runs somewhere on this machine \
+         (`ps -C rtapi_app`; halrun looks machine-wide, namespaces included), so there is nothing \
+         to compare against:\n{stderr}"
+    );
     let stdout: String = String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter(|l| !l.starts_with("Note: "))
         .map(|l| format!("{l}\n"))
         .collect();
-    (stdout, String::from_utf8_lossy(&o.stderr).into_owned())
+    (stdout, stderr.into_owned())
 }
