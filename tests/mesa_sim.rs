@@ -575,6 +575,14 @@ fn lcnc_missing() -> Option<String> {
 struct Lines(Arc<Mutex<String>>);
 
 impl Lines {
+    /// The lines `child` writes to its (piped) standard output and error, gathered as they come.
+    fn of(child: &mut Child) -> Lines {
+        let out = Lines::default();
+        out.collect(child.stdout.take().expect("stdout piped"));
+        out.collect(child.stderr.take().expect("stderr piped"));
+        out
+    }
+
     fn collect(&self, from: impl std::io::Read + Send + 'static) {
         let me = self.clone();
         std::thread::spawn(move || {
@@ -633,9 +641,7 @@ impl SimProcess {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = Lines::default();
-        out.collect(child.stdout.take().unwrap());
-        out.collect(child.stderr.take().unwrap());
+        let out = Lines::of(&mut child);
         let sim = SimProcess { child, out };
         sim.out.wait_for("the simulator listens", "mesa-sim: a ");
         sim
@@ -727,9 +733,7 @@ fn stock_hm2_eth_identifies_the_board_and_makes_every_modules_pins() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = Lines::default();
-        out.collect(child.stdout.take().unwrap());
-        out.collect(child.stderr.take().unwrap());
+        let out = Lines::of(&mut child);
         let status = wait_with_deadline(&mut child, Duration::from_secs(120));
         let text = out.text();
         assert!(
@@ -798,9 +802,7 @@ fn the_watchdog_bites_when_linuxcncs_thread_stops_and_hm2_reports_has_bit() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = Lines::default();
-    out.collect(child.stdout.take().unwrap());
-    out.collect(child.stderr.take().unwrap());
+    let out = Lines::of(&mut child);
     let stdin = child.stdin.take().unwrap();
     let mut hal = Halcmd { child, stdin, out };
     let p = "hm2_7i96s.0";
