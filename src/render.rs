@@ -28,7 +28,7 @@ pub mod log;
 
 use std::fmt;
 
-use rtapi_hal::{HistogramSnapshot, ThreadStatsSnapshot};
+use rtapi_hal::{HistogramSnapshot, IoErrors, ThreadStatsSnapshot};
 use serde_json::{json, Value as Json};
 
 use crate::rt::clock::Nanos;
@@ -312,6 +312,9 @@ pub struct IoRow {
     pub(crate) max: u64,
     /// p50/p99/p99.9 from the I/O histogram, clamped to [min, max].
     pub(crate) percentiles: Option<Percentiles>,
+    /// Errors the drivers counted during the calls and the periods with any (layout 2.3; `None`
+    /// from an older segment).
+    pub(crate) errors: Option<IoErrors>,
 }
 
 impl ThreadRow {
@@ -363,17 +366,27 @@ impl ThreadRow {
             mean: io.mean().unwrap_or(0.0),
             max: io.max_ns,
             percentiles: None,
+            errors: io.errors,
         });
         self
     }
 
     /// One line for a thread that ran I/O functions (hm2 read/write), in µs: `I/O (hm2 read/write)
-    /// per period: 1234 periods, 2468 calls, min/mean/max 210.0/575.2/1141.0 us`; `None` without.
+    /// per period: 1234 periods, 2468 calls, min/mean/max 210.0/575.2/1141.0 us, 0 packet errors`;
+    /// `None` without. Packet errors: see [`IoErrors`].
     pub fn io_note(&self) -> Option<String> {
         let io = self.io.as_ref()?;
         let t = |ns: f64| us(ns);
+        let errors = match io.errors {
+            Some(e) if e.count > 0 => format!(
+                ", {} packet errors in {} periods (replies late or lost, or writes unconfirmed:                  LinuxCNC's `error finishing read`)",
+                e.count, e.periods
+            ),
+            Some(_) => ", 0 packet errors".into(),
+            None => String::new(),
+        };
         Some(format!(
-            "I/O (hm2 read/write) per period: {} periods, {} calls, min/mean/max {}/{}/{} us",
+            "I/O (hm2 read/write) per period: {} periods, {} calls, min/mean/max {}/{}/{} us{errors}",
             io.periods,
             io.calls,
             t(io.min as f64),
@@ -513,6 +526,9 @@ impl ThreadRow {
                 o["p999"] = json!(p.p999);
             }
             j["io_ns"] = o;
+            if let Some(e) = io.errors {
+                j["io_errors"] = json!({"count": e.count, "periods": e.periods});
+            }
         }
         j
     }

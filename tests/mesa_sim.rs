@@ -486,6 +486,38 @@ fn the_watchdog_bites_when_not_petted_in_time_and_outputs_go_safe() {
 }
 
 #[test]
+fn replies_are_lost_one_in_n_once_the_host_pets_the_watchdog() {
+    let mut b = Board::new(BoardKind::I96S, 16);
+    b.set_reply_loss(3);
+    let mut req = Vec::new();
+    lbp16::push(&mut req, lbp16::read(0, Width::W32, 1), Some(0x100), &[]);
+    // Discovery (before the first pet): every read answered.
+    assert!((0..10).all(|i| b.handle(&req, i * MS).is_some()));
+    write32(&mut b, 0x0C00, 5 * MS as u32 / 10 - 1, 10 * MS);
+    write32(&mut b, 0x0E00, 0x5a00_0000, 11 * MS);
+    let answered: Vec<bool> = (0..9)
+        .map(|i| b.handle(&req, (12 + i) * MS).is_some())
+        .collect();
+    assert_eq!(
+        answered,
+        [true, true, false, true, true, false, true, true, false]
+    );
+    assert_eq!(b.replies_lost(), 3);
+    let totals: Vec<u64> = b
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            rtapi::mesa::Event::ReplyLost { total } => Some(total),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(totals, [1, 2, 3]);
+    // Writes are never "lost": they have no reply, and the board applies them.
+    write32(&mut b, 0x2000, 7, 21 * MS);
+    assert_eq!(b.write_log().last_word(0x2000), Some(7));
+}
+
+#[test]
 fn inputs_and_encoder_counts_come_from_the_embedding_code() {
     let mut b = Board::new(BoardKind::I76E, 4);
     b.set_input(3, true);
@@ -625,6 +657,11 @@ struct SimProcess {
 
 impl SimProcess {
     fn start(link: &netns::Link, board: &str) -> SimProcess {
+        Self::start_with(link, board, &[])
+    }
+
+    /// With more of `rtapi mesa-sim`'s options.
+    fn start_with(link: &netns::Link, board: &str, more: &[&str]) -> SimProcess {
         let mut child = link
             .board
             .command(env!("CARGO_BIN_EXE_rtapi"))
@@ -635,6 +672,7 @@ impl SimProcess {
                 "--board",
                 board,
             ])
+            .args(more)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -893,14 +931,18 @@ fn the_watchdog_bites_when_linuxcncs_thread_stops_and_hm2_reports_has_bit() {
 /// talking to `rtapi mesa-sim` across the veth pair, `hm2_7i96s.0.read` and `.write` in the servo
 /// thread: the thread's statistics carry their time per period (two calls a period, no more I/O
 /// periods than periods), `show --json` and `export` alike.
+/// The card loses one reply in [`LOSE_EVERY`] (`rtapi mesa-sim --lose-replies`): hm2_eth counts
+/// each as a packet error and goes on.
+const LOSE_EVERY: u32 = 50;
+
 #[test]
-fn hm2_eth_read_and_write_on_rtapis_master_are_timed_per_period() {
+fn hm2_eth_read_and_write_on_rtapis_master_are_timed_per_period_and_its_packet_errors_counted() {
     use common::master_ns::{self, wait_exit, Ipc, Master};
     if let Some(why) = lcnc_missing().or_else(master_ns::missing) {
         return skip!(Ci, "{why}");
     }
     let link = netns::Link::new("mesaio").unwrap_or_else(|e| panic!("test network: {e}"));
-    let sim = SimProcess::start(&link, "7i96s");
+    let sim = SimProcess::start_with(&link, "7i96s", &["--lose-replies", &LOSE_EVERY.to_string()]);
     let ns = Ipc::new();
     let log = ns.dir.path().join("master.1.err");
     let mut c = link.host.command("nsenter");
@@ -953,6 +995,42 @@ fn hm2_eth_read_and_write_on_rtapis_master_are_timed_per_period() {
     assert!(n("max") > 0, "{t}");
     sim.out
         .wait_for("the simulator saw the host's writes", "watchdog petted");
+    // Packet errors: rtapi's count is hm2_eth's own counter, which the threads no longer move;
+    // every reply the card lost is in it (late replies on a loaded machine may add more).
+    let pin = ns.ok(&["getp", "hm2_7i96s.0.packet-error-total"]);
+    let pin: u64 = pin
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("getp packet-error-total: {e}: {pin:?}"));
+    let errors = &t["io_errors"];
+    assert_eq!(errors["count"].as_u64(), Some(pin), "{t}");
+    let lost = sim
+        .out
+        .text()
+        .lines()
+        .filter(|l| l.contains("reply lost on purpose"))
+        .count() as u64;
+    assert!(
+        lost >= n("periods") / u64::from(LOSE_EVERY) / 2 && lost >= 1,
+        "the card lost {lost} replies in {} periods",
+        n("periods")
+    );
+    assert!(pin >= lost, "hm2_eth counted {pin}, the card lost {lost}");
+    let periods_with = errors["periods"].as_u64().unwrap();
+    assert!(periods_with >= 1 && periods_with <= pin, "{t}");
+    // watch: the thread's own figures, I/O errors among them.
+    let w = Command::new(env!("CARGO_BIN_EXE_rtapi"))
+        .args(["watch", "servo", "--count", "1", "--instance", &ns.inst])
+        .output()
+        .unwrap();
+    let wout = String::from_utf8_lossy(&w.stdout);
+    assert!(
+        w.status.success(),
+        "{wout}{}",
+        String::from_utf8_lossy(&w.stderr)
+    );
+    assert!(wout.contains(&format!(" servo.io.errors={pin}")), "{wout}");
+    assert!(wout.contains(" servo.io.max_us="), "{wout}");
     // export: the count of the I/O histogram is the I/O periods.
     let exp = common::exporter::Exporter::start(&["--instance", &ns.inst]);
     let metrics = {
@@ -973,6 +1051,16 @@ fn hm2_eth_read_and_write_on_rtapis_master_are_timed_per_period() {
         .unwrap_or_else(|| panic!("no I/O count of servo: {metrics}"));
     let count: f64 = count.rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!(count as u64, n("periods"), "{metrics}");
+    let exported = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("rtapi_thread_io_errors")
+                && !l.starts_with("rtapi_thread_io_error_periods")
+                && l.contains(&format!("instance=\"{}\"", ns.inst))
+                && l.contains("thread=\"servo\"")
+        })
+        .unwrap_or_else(|| panic!("no I/O errors of servo: {metrics}"));
+    assert!(exported.ends_with(&format!(" {pin}")), "{exported}");
     ns.ok(&["unload", "all"]);
     let st = wait_exit(&mut m);
     let text = std::fs::read_to_string(&log).unwrap_or_default();

@@ -16,7 +16,7 @@ pub const MAGIC: [u8; 8] = *b"RTAPIHAL";
 /// Layout version. Readers accept any minor of their major (minor versions only append fields at the end
 /// of records or of the header, and grow the stored record sizes); a new major is a breaking change.
 pub const VERSION_MAJOR: u16 = 2;
-pub const VERSION_MINOR: u16 = 2;
+pub const VERSION_MINOR: u16 = 3;
 
 /// Stored as a native-endian u64: a reader on a host of the other byte order sees it reversed.
 pub const BYTE_ORDER_MARK: u64 = 0x0102_0304_0506_0708;
@@ -297,17 +297,35 @@ pub mod stats {
         }
     }
 
-    /// Whole block size for `bins` histogram bins, as this version writes it (with the ring of the
-    /// latest spikes and the I/O section).
-    pub const fn size(bins: usize) -> usize {
+    /// Offset of the I/O errors (2.3) in a block with `bins` histogram bins: right after the I/O
+    /// section (where a 2.2 block ends).
+    pub const fn io_errors(bins: usize) -> usize {
         io(bins) + io::size(bins)
     }
 
+    /// The I/O errors (2.3): what the thread's I/O drivers counted as errors during its I/O calls
+    /// (hm2_eth's `packet-error-total`: a reply not there at the read deadline — late or lost —
+    /// or a write the card did not confirm). Offsets from [`io_errors`]`(bins)`; written under the
+    /// block's seqlock with the I/O section.
+    pub mod io_errors {
+        pub const COUNT: usize = 0; // u64 errors counted in all
+        pub const PERIODS: usize = 8; // u64 periods with at least one
+        pub const SIZE: usize = 16;
+    }
+
+    /// Whole block size for `bins` histogram bins, as this version writes it (with the ring of the
+    /// latest spikes, the I/O section and the I/O errors).
+    pub const fn size(bins: usize) -> usize {
+        io_errors(bins) + io_errors::SIZE
+    }
+
     /// Block size as a segment of layout minor `minor` (of major 2) wrote it: without the I/O
-    /// section before 2.2.
+    /// section before 2.2, without the I/O errors before 2.3.
     pub const fn size_for(bins: usize, minor: u16) -> usize {
-        if minor >= 2 {
+        if minor >= 3 {
             size(bins)
+        } else if minor == 2 {
+            io_errors(bins)
         } else {
             io(bins)
         }

@@ -123,9 +123,9 @@ pub use reader::{
 };
 pub use segment::{instance_names, remove_stale, Permissions, Trust, TRUSTED_MODE_BITS};
 pub use stats::{
-    FunctionTimer, FunctionTiming, HistogramConfig, HistogramSnapshot, IoStats, Percentile,
-    Percentiles, PeriodSample, RecentSpikes, Spike, StatsWriter, ThreadRusage, ThreadStatsSnapshot,
-    MAX_BINS, RECENT_SPIKES, SPIKES_KEPT,
+    FunctionTimer, FunctionTiming, HistogramConfig, HistogramSnapshot, IoErrors, IoStats,
+    Percentile, Percentiles, PeriodSample, RecentSpikes, Spike, StatsWriter, ThreadRusage,
+    ThreadStatsSnapshot, MAX_BINS, RECENT_SPIKES, SPIKES_KEPT,
 };
 pub use thread::{ThreadConfig, ThreadState};
 pub use value::{HalType, Value, ValueType};

@@ -1,6 +1,7 @@
-//! The stats block's I/O section (layout 2.2): what `StatsWriter::record_io` writes is what a reader
-//! reads (count, calls, last, min, max, sum, histogram), `reset` clears it, and a segment that says
-//! it is 2.1 is read without one (its blocks end before the section).
+//! The stats block's I/O section (layout 2.2) and I/O errors (2.3): what `StatsWriter::record_io`
+//! writes is what a reader reads (count, calls, last, min, max, sum, histogram, errors and the
+//! periods with any), `reset` clears it, a segment that says it is 2.2 is read without the errors
+//! and one that says 2.1 without the section (its blocks end before them).
 
 mod common;
 
@@ -30,9 +31,16 @@ fn io_time_is_recorded_and_read_back_and_absent_from_a_2_1_segment() {
     // Before any I/O: a section of zeros, no min.
     let io = r.thread_stats("servo").unwrap().io.unwrap();
     assert_eq!((io.periods, io.min()), (0, None));
-    for (i, io_ns) in [Some(100), None, Some(2500), Some(700), None, Some(99_000)]
-        .into_iter()
-        .enumerate()
+    for (i, (io_ns, errors)) in [
+        (Some(100), 0),
+        (None, 0),
+        (Some(2500), 3),
+        (Some(700), 0),
+        (None, 0),
+        (Some(99_000), 1),
+    ]
+    .into_iter()
+    .enumerate()
     {
         w.record(&PeriodSample {
             latency_ns: 1000 + i as i64,
@@ -40,7 +48,7 @@ fn io_time_is_recorded_and_read_back_and_absent_from_a_2_1_segment() {
             ..Default::default()
         });
         if let Some(ns) = io_ns {
-            w.record_io(ns, 2);
+            w.record_io(ns, 2, errors);
         }
     }
     let s = r.thread_stats("servo").unwrap();
@@ -58,6 +66,13 @@ fn io_time_is_recorded_and_read_back_and_absent_from_a_2_1_segment() {
         (4, 8, 99_000, Some(100), 99_000, 102_300)
     );
     assert_eq!(io.mean(), Some(102_300.0 / 4.0));
+    assert_eq!(
+        io.errors,
+        Some(IoErrors {
+            count: 4,
+            periods: 2
+        })
+    );
     // The bins of the thread's width: 100 and 700 in bin 0, 2500 in bin 2, 99 µs past 16 µs.
     let h = r.io_histogram("servo").unwrap().unwrap();
     assert_eq!((h.bin_ns, h.counts.len()), (1000, 16));
@@ -73,14 +88,21 @@ fn io_time_is_recorded_and_read_back_and_absent_from_a_2_1_segment() {
     w.reset();
     let io = r.thread_stats("servo").unwrap().io.unwrap();
     assert_eq!((io.periods, io.calls, io.sum_ns, io.max_ns), (0, 0, 0, 0));
+    assert_eq!(io.errors, Some(IoErrors::default()));
     let h = r.io_histogram("servo").unwrap().unwrap();
     assert_eq!(h.counts.iter().sum::<u64>() + h.overflow, 0);
-    // The same segment saying 2.1: opened and read as before, without an I/O section.
-    w.record_io(5, 1);
+    // The same segment saying 2.2: the I/O section without the errors.
+    w.record_io(5, 1, 7);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .open(shm_path(&inst))
         .unwrap();
+    f.seek(SeekFrom::Start(header::VERSION as u64)).unwrap();
+    f.write_all(&((2u32 << 16) | 2).to_ne_bytes()).unwrap();
+    let two = HalReader::open(&inst, Access::ReadOnly).unwrap();
+    let io = two.thread_stats("servo").unwrap().io.unwrap();
+    assert_eq!((io.periods, io.calls, io.errors), (1, 1, None));
+    // And saying 2.1: opened and read as before, without an I/O section.
     f.seek(SeekFrom::Start(header::VERSION as u64)).unwrap();
     f.write_all(&((2u32 << 16) | 1).to_ne_bytes()).unwrap();
     let old = HalReader::open(&inst, Access::ReadOnly).unwrap();

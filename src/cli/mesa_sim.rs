@@ -33,6 +33,11 @@ pub(super) struct Args {
     /// travel). Repeatable.
     #[arg(long = "switch", value_name = "PIN=STEPGEN@STEPS")]
     switches: Vec<String>,
+    /// Lose one reply in N once the host's periodic I/O runs (from its first watchdog pet), to
+    /// rehearse what LinuxCNC does with a lost packet (hm2_eth counts a packet error; ten in a
+    /// row and it gives up on the card).
+    #[arg(long, value_name = "N")]
+    lose_replies: Option<u32>,
 }
 
 /// `PIN=STEPGEN@STEPS`, checked against the board.
@@ -182,6 +187,9 @@ impl Narrator {
                     continue;
                 }
                 Event::BadRequest(why) => format!("bad request from {host}: {why}"),
+                Event::ReplyLost { total } => {
+                    format!("reply lost on purpose (--lose-replies): {total} so far")
+                }
             };
             self.line(now, &text)?;
         }
@@ -249,6 +257,15 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     {
         let mut b = shared.board();
         let (pins, stepgens) = (b.pins(), b.stepgens());
+        match args.lose_replies {
+            Some(0) => {
+                return Err(Failure::usage(
+                    "--lose-replies 0: give N ≥ 1 (one reply in N lost), or leave it out",
+                ))
+            }
+            Some(n) => b.set_reply_loss(n),
+            None => {}
+        }
         for &pin in &args.inputs {
             if pin >= pins {
                 return Err(Failure::usage(format!(

@@ -568,6 +568,8 @@ pub(super) fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &
                     pct(|p| p.p50),
                     pct(|p| p.p99),
                     us(io.max),
+                    io.errors
+                        .map_or_else(|| "-".to_string(), |e| e.count.to_string()),
                 ])
             })
             .collect();
@@ -585,6 +587,7 @@ pub(super) fn render(reader: &HalReader, snap: &HalSnapshot, kind: Kind, glob: &
                     ("p50(us)", Align::Right),
                     ("p99(us)", Align::Right),
                     ("Max(us)", Align::Right),
+                    ("PktErrors", Align::Right),
                 ],
                 io,
             );

@@ -16,7 +16,13 @@
 //! the difference to the hosted thread's current period ([`note_io`]); the thread records the sum
 //! at its `rtapi_wait` ([`Period::wait`](crate::runtime::hosted::Period::wait)). Exact (the call
 //! itself, on rtapi's clock, in ns), and two clock reads and a thread-local add per I/O call: no
-//! allocation, lock or log on the RT path. hal_lib's own `<funct>.time` pin is in CPU clocks
+//! allocation, lock or log on the RT path.
+//!
+//! **Errors.** The same wrapper reads the board's error counter before and after the call
+//! (hm2_eth's `hm2_<board>.<n>.packet-error-total`, [`ERROR_COUNTER`], found at wrap time; four
+//! loads) and adds the increase to the period: the stats block's I/O errors. hm2_eth counts a reply
+//! that was not there at its read deadline — late or lost, which it cannot tell apart when it gives
+//! up — and a write the card did not confirm; hm2_pci has no counter and adds nothing. hal_lib's own `<funct>.time` pin is in CPU clocks
 //! (`rtapi_get_clocks`: the TSC) and is left as it is.
 
 use crate::rt::clock;
@@ -38,24 +44,56 @@ pub fn is_io_funct(name: &str) -> bool {
     })
 }
 
-/// The driver's function and argument a wrapped `hal_funct_t` had.
+/// The suffix of hm2_eth's error counter pin after the board's prefix (`hm2_7i96s.0`): a `u32`
+/// that counts every soft error (a reply not there at the read deadline, a write not confirmed).
+pub const ERROR_COUNTER: &str = ".packet-error-total";
+
+/// The driver's function and argument a wrapped `hal_funct_t` had, and where its board's error
+/// counter pin points (null: the driver has none, e.g. hm2_pci).
 #[repr(C)]
 pub struct IoWrap {
     funct: unsafe extern "C" fn(*mut c_void, c_long),
     arg: *mut c_void,
+    /// The pin's data pointer: the `hal_u32_t *` the driver keeps in HAL memory, which hal_lib
+    /// repoints when the pin is linked to a signal (so it is read through every call).
+    errors: *const *const u32,
 }
 
-/// What an I/O function's `hal_funct_t` calls instead: the driver's function, timed.
+impl IoWrap {
+    /// The board's error counter now (0 without one). Two loads.
+    fn errors(&self) -> u32 {
+        if self.errors.is_null() {
+            return 0;
+        }
+        // SAFETY: wrap_module checked the pin (2.9's hal_pin_t, a u32, its data pointer's address
+        // inside the HAL block); the pointer there is hal_lib's, always to a live u32 in HAL memory
+        // (the pin's own dummy or its signal's value), written by the driver on this very thread.
+        unsafe {
+            let cell = std::ptr::read_volatile(self.errors);
+            if cell.is_null() {
+                0
+            } else {
+                std::ptr::read_volatile(cell)
+            }
+        }
+    }
+}
+
+/// What an I/O function's `hal_funct_t` calls instead: the driver's function, timed, and the
+/// errors its driver counted during the call (a user resetting the counter meanwhile adds 0).
 ///
 /// # Safety
 /// `arg` is an [`IoWrap`] [`wrap_module`] leaked; called as hal_lib calls a function.
 unsafe extern "C" fn io_call(arg: *mut c_void, period: c_long) {
     // SAFETY: hal_lib passes the arg wrap_module stored beside this function: a leaked IoWrap.
     let w = unsafe { &*arg.cast::<IoWrap>() };
+    let before = w.errors();
     let start = clock::now();
     // SAFETY: the driver's own function and argument, called as hal_lib would have.
     unsafe { (w.funct)(w.arg, period) };
-    note_io((clock::now() - start).as_nanos().max(0) as u64);
+    let ns = (clock::now() - start).as_nanos().max(0) as u64;
+    let after = w.errors();
+    note_io(ns, u64::from(after.saturating_sub(before)));
 }
 
 // 2.9's `hal_funct_t` on LP64 (hal_priv.h, HAL_VER 0x10, whose shared-memory offsets are
@@ -72,6 +110,18 @@ const NAME: usize = 61;
 const MUTEX: usize = 8;
 /// 2.9's `HAL_VER`, the version of the structures above.
 const HAL_VER: i32 = 0x10;
+// 2.9's `hal_pin_t` on LP64 (hal_priv.h): next_ptr (0), data_ptr_addr (8, an offset in the HAL
+// block of the component's data pointer), owner_ptr (16), signal (24), dummysig (32, 8 bytes),
+// oldname (40), type (48), dir (52), name[48] (56). Checked before use: the name read at PIN_NAME
+// is the one looked up, the type is HAL_U32, the offset lies inside the HAL block.
+const PIN_DATA_PTR_ADDR: usize = 8;
+const PIN_TYPE: usize = 48;
+const PIN_NAME: usize = 56;
+/// hal.h's `HAL_U32`.
+const HAL_U32: i32 = 4;
+/// 2.9's `HAL_SIZE` (hal_priv.h, 2.9.0 to 2.9.9): the HAL block's size, which an offset into it
+/// is checked against.
+const HAL_SIZE: usize = 256 * 4096;
 
 /// Wraps the I/O functions not wrapped yet of the components named like `modules` (the modules
 /// loaded, the one just loaded among them: a module's component has its name; hostmot2's board
@@ -83,13 +133,14 @@ const HAL_VER: i32 = 0x10;
 /// outside any hal_lib call, after a module's `rtapi_app_main` returned.
 pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>, String> {
     let sym = |n: &str| super::sym(hal, n);
-    let (find_comp, by_owner, by_name, hal_data) = (
+    let (find_comp, by_owner, by_name, find_pin, hal_data) = (
         sym("halpr_find_comp_by_name"),
         sym("halpr_find_funct_by_owner"),
         sym("halpr_find_funct_by_name"),
+        sym("halpr_find_pin_by_name"),
         sym("hal_shmem_base"),
     );
-    if [find_comp, by_owner, by_name, hal_data]
+    if [find_comp, by_owner, by_name, find_pin, hal_data]
         .iter()
         .any(|p| p.is_null())
     {
@@ -98,11 +149,12 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
     type Find = unsafe extern "C" fn(*const c_char) -> *mut u8;
     type ByOwner = unsafe extern "C" fn(*mut u8, *mut u8) -> *mut u8;
     // SAFETY: 2.9's hal_priv.h signatures of these exported functions.
-    let (find_comp, by_owner, by_name) = unsafe {
+    let (find_comp, by_owner, by_name, find_pin) = unsafe {
         (
             std::mem::transmute::<*mut c_void, Find>(find_comp),
             std::mem::transmute::<*mut c_void, ByOwner>(by_owner),
             std::mem::transmute::<*mut c_void, Find>(by_name),
+            std::mem::transmute::<*mut c_void, Find>(find_pin),
         )
     };
     // SAFETY: `hal_shmem_base` is hal_lib's `char *hal_shmem_base`, set by its init (before any
@@ -159,12 +211,20 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
                             "function {name}: hal_lib's hal_funct_t is not 2.9's; not timed"
                         ));
                     } else if f.add(USERS).cast::<i32>().read() == 0 {
+                        let errors = match error_counter(data, name, find_pin) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                problem = Some(e);
+                                std::ptr::null()
+                            }
+                        };
                         let wrap = Box::leak(Box::new(IoWrap {
                             funct: std::mem::transmute::<
                                 usize,
                                 unsafe extern "C" fn(*mut c_void, c_long),
                             >(funct),
                             arg: f.add(ARG).cast::<*mut c_void>().read(),
+                            errors,
                         }));
                         f.add(ARG)
                             .cast::<*mut c_void>()
@@ -184,6 +244,53 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
         Some(p) => Err(p),
         None => Ok(wrapped),
     }
+}
+
+/// The error counter pin of the board I/O function `funct` belongs to (`hm2_7i96s.0.read` →
+/// `hm2_7i96s.0.packet-error-total`): the address of its data pointer, null when the driver made
+/// none (hm2_pci), or why the pin found is not 2.9's layout.
+///
+/// # Safety
+/// Under hal_lib's mutex; `data` is the HAL block's base, `find_pin` hal_lib's
+/// `halpr_find_pin_by_name`.
+unsafe fn error_counter(
+    data: *mut u8,
+    funct: &str,
+    find_pin: unsafe extern "C" fn(*const c_char) -> *mut u8,
+) -> Result<*const *const u32, String> {
+    let Some(board) = IO_SUFFIXES.iter().find_map(|s| funct.strip_suffix(s)) else {
+        return Ok(std::ptr::null());
+    };
+    let name = format!("{board}{ERROR_COUNTER}");
+    let cname = CString::new(name.as_str()).map_err(|e| e.to_string())?;
+    // SAFETY: under hal_lib's mutex (the caller), as halpr_find_pin_by_name requires.
+    let pin = unsafe { find_pin(cname.as_ptr()) };
+    if pin.is_null() {
+        return Ok(std::ptr::null());
+    }
+    // SAFETY: a hal_pin_t in the HAL block (hal_lib found it); the reads stay inside its 2.9 size
+    // (56 + 48 bytes) and are checked against what was looked up before anything else is used.
+    let (found, kind, off) = unsafe {
+        let raw = std::slice::from_raw_parts(pin.add(PIN_NAME), 48);
+        (
+            CStr::from_bytes_until_nul(raw).ok().map(CStr::to_bytes),
+            pin.add(PIN_TYPE).cast::<i32>().read(),
+            pin.add(PIN_DATA_PTR_ADDR).cast::<isize>().read(),
+        )
+    };
+    let off = usize::try_from(off).unwrap_or(usize::MAX);
+    if found != Some(name.as_bytes())
+        || kind != HAL_U32
+        || off == 0
+        || off >= HAL_SIZE
+        || off % std::mem::align_of::<usize>() != 0
+    {
+        return Err(format!(
+            "pin {name}: hal_lib's hal_pin_t is not 2.9's; its errors not counted"
+        ));
+    }
+    // SAFETY: inside the HAL block (bounded above), where the component's data pointer lives.
+    Ok(unsafe { data.add(off) }.cast::<*const u32>())
 }
 
 /// Whether `addr` is code of one of the module files `<module>.so`.

@@ -86,6 +86,11 @@ pub enum Event {
         /// Steps per second.
         steps_per_s: f64,
     },
+    /// A reply not sent on purpose ([`Board::set_reply_loss`]), as a network that loses one would.
+    ReplyLost {
+        /// Replies lost so far.
+        total: u64,
+    },
     /// A request the board could not decode to its end.
     BadRequest(String),
 }
@@ -277,6 +282,16 @@ pub struct Board {
     events: Vec<Event>,
     log: WriteLog,
     switches: Vec<Switch>,
+    loss: ReplyLoss,
+}
+
+/// Replies not sent on purpose: one in `every` (0: none), counted from the host's first watchdog
+/// pet on (its periodic I/O: a reply lost during discovery would only stop the driver loading).
+#[derive(Debug, Clone, Copy, Default)]
+struct ReplyLoss {
+    every: u32,
+    counted: u64,
+    lost: u64,
 }
 
 /// A field input wired to a step generator's axis: a switch the axis closes when its position
@@ -351,6 +366,7 @@ impl Board {
             events: Vec::new(),
             log: WriteLog::new(log_capacity),
             switches: Vec::new(),
+            loss: ReplyLoss::default(),
             layout,
         };
         b.bytes[7][..16].copy_from_slice(&kind.info_name());
@@ -649,12 +665,33 @@ impl Board {
         if !writes.is_empty() {
             self.log.push(HostWrites { at: now, writes });
         }
-        if reads {
-            self.counters.tx_packets = self.counters.tx_packets.wrapping_add(1);
-            Some(reply)
-        } else {
-            None
+        if !reads {
+            return None;
         }
+        if self.loss.every > 0 && self.watchdog.pets > 0 {
+            self.loss.counted += 1;
+            if self.loss.counted % u64::from(self.loss.every) == 0 {
+                self.loss.lost += 1;
+                self.events.push(Event::ReplyLost {
+                    total: self.loss.lost,
+                });
+                return None;
+            }
+        }
+        self.counters.tx_packets = self.counters.tx_packets.wrapping_add(1);
+        Some(reply)
+    }
+
+    /// Loses one reply in `every` (0: none) from the host's first watchdog pet on: the host sees
+    /// a reply that never comes (hm2_eth counts a packet error), the board goes on. Each lost reply
+    /// is an [`Event::ReplyLost`].
+    pub fn set_reply_loss(&mut self, every: u32) {
+        self.loss = ReplyLoss { every, ..self.loss };
+    }
+
+    /// Replies lost on purpose so far.
+    pub fn replies_lost(&self) -> u64 {
+        self.loss.lost
     }
 
     fn perform(&mut self, op: &Op<'_>, reply: &mut Vec<u8>) {

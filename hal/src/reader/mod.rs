@@ -807,7 +807,7 @@ impl HalReader {
         Ok(self
             .v
             .io_section(bins)
-            .map(|io| stats::read_io_histogram(&self.v.m, off, io, bin_ns, bins)))
+            .map(|io| stats::read_io_histogram(&self.v.m, off, io.section, bin_ns, bins)))
     }
 
     // ---- writes -----------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ use crate::error::{HalError, Result};
 use crate::layout::{self, header as h, stats as st, table, Table, ALIGN, NAME_FIELD};
 use crate::name;
 use crate::segment::Mapping;
-use crate::stats::MAX_BINS;
+use crate::stats::{IoAt, MAX_BINS};
 
 /// A validated table: room for `capacity` records of `stride` bytes at `offset`, all inside the segment
 /// (fixed from READY on). How many are in use (`count`) changes with the structure: see [`Counted`].
@@ -285,7 +285,7 @@ pub(crate) struct Counted<'a> {
 
 impl Counted<'_> {
     /// Where a stats block with `bins` bins has its I/O section ([`View::io_section`]).
-    pub(crate) fn io_section(&self, bins: usize) -> Option<usize> {
+    pub(crate) fn io_section(&self, bins: usize) -> Option<IoAt> {
         self.view.io_section(bins)
     }
 
@@ -395,9 +395,13 @@ impl Counted<'_> {
 
 impl View {
     /// Where a stats block with `bins` bins has its I/O section, if the segment's layout has one
-    /// (2.2 and later).
-    pub(crate) fn io_section(&self, bins: usize) -> Option<usize> {
-        (self.header.version_minor >= 2).then(|| st::io(bins))
+    /// (2.2 and later), and its I/O errors (2.3 and later).
+    pub(crate) fn io_section(&self, bins: usize) -> Option<IoAt> {
+        let minor = self.header.version_minor;
+        (minor >= 2).then(|| IoAt {
+            section: st::io(bins),
+            errors: (minor >= 3).then(|| st::io_errors(bins)),
+        })
     }
 
     /// Validates the stats block at `off` and returns its histogram shape `(bin_ns, bins)`: inside the

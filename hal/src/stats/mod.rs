@@ -7,9 +7,9 @@ mod writer;
 
 pub use histogram::{HistogramSnapshot, Percentile, Percentiles};
 pub(crate) use snapshot::{
-    read_function, read_histogram, read_io_histogram, read_recent, read_stats,
+    read_function, read_histogram, read_io_histogram, read_recent, read_stats, IoAt,
 };
-pub use snapshot::{FunctionTiming, IoStats, RecentSpikes, Spike, ThreadStatsSnapshot};
+pub use snapshot::{FunctionTiming, IoErrors, IoStats, RecentSpikes, Spike, ThreadStatsSnapshot};
 pub(crate) use writer::StatsWriterParts;
 pub use writer::{FunctionTimer, PeriodSample, StatsWriter, ThreadRusage};
 

@@ -82,6 +82,20 @@ pub struct IoStats {
     pub max_ns: u64,
     /// Sum over the periods, ns (saturating).
     pub sum_ns: u64,
+    /// What the I/O drivers counted as errors during the calls (layout 2.3; `None` from an older
+    /// segment): see [`IoErrors`].
+    pub errors: Option<IoErrors>,
+}
+
+/// The errors a thread's I/O drivers counted during its I/O calls: for hm2_eth, its
+/// `packet-error-total` — a reply not there at the read deadline (late or lost: the driver cannot
+/// tell them apart when it gives up) or a write the card did not confirm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoErrors {
+    /// Errors counted in all.
+    pub count: u64,
+    /// Periods with at least one.
+    pub periods: u64,
 }
 
 impl IoStats {
@@ -150,12 +164,19 @@ impl FunctionTiming {
     }
 }
 
+/// Where a stats block has its I/O section (2.2) and its I/O errors (2.3), offsets from the block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IoAt {
+    pub section: usize,
+    pub errors: Option<usize>,
+}
+
 /// Reads the stats block at `base` (the caller validated `base .. base + s::BINS` is in bounds and aligned).
 pub(crate) fn read_stats(
     m: &Mapping,
     base: usize,
     period_ns: u64,
-    io: Option<usize>,
+    io: Option<IoAt>,
     what: &str,
 ) -> Result<ThreadStatsSnapshot> {
     let g = |off: usize| m.word(base + off).load(Relaxed);
@@ -188,13 +209,20 @@ pub(crate) fn read_stats(
             last_wake_ns: g(s::LAST_WAKE_NS),
             spikes_total: g(s::SPIKES_TOTAL),
             spike_ring,
-            io: io.map(|io| IoStats {
-                periods: io_g(io, s::io::COUNT),
-                calls: io_g(io, s::io::CALLS),
-                last_ns: io_g(io, s::io::LAST),
-                min_ns: io_g(io, s::io::MIN),
-                max_ns: io_g(io, s::io::MAX),
-                sum_ns: io_g(io, s::io::SUM),
+            io: io.map(|at| {
+                let io = at.section;
+                IoStats {
+                    periods: io_g(io, s::io::COUNT),
+                    calls: io_g(io, s::io::CALLS),
+                    last_ns: io_g(io, s::io::LAST),
+                    min_ns: io_g(io, s::io::MIN),
+                    max_ns: io_g(io, s::io::MAX),
+                    sum_ns: io_g(io, s::io::SUM),
+                    errors: at.errors.map(|e| IoErrors {
+                        count: io_g(e, s::io_errors::COUNT),
+                        periods: io_g(e, s::io_errors::PERIODS),
+                    }),
+                }
             }),
         }
     })

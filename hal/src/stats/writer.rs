@@ -95,6 +95,8 @@ pub struct StatsWriter {
     recent: usize,
     /// Offset of the I/O section (2.2) in the stats block.
     io: usize,
+    /// Offset of the I/O errors (2.3) in the stats block.
+    io_errors: usize,
     /// Not Sync: two threads writing one block would break the seqlock.
     _single_writer: PhantomData<Cell<()>>,
 }
@@ -122,6 +124,7 @@ impl StatsWriter {
             spike_threshold_ns: p.spike_threshold_ns,
             recent: s::recent(p.bins),
             io: s::io(p.bins),
+            io_errors: s::io_errors(p.bins),
             _single_writer: PhantomData,
         }
     }
@@ -240,12 +243,13 @@ impl StatsWriter {
     }
 
     /// Records the I/O time of one period: `io_ns`, the time the thread's I/O functions took in it
-    /// (summed), and `calls`, how many of them ran. Call once per period with I/O, after
-    /// [`record`](Self::record). Under the block's seqlock: count, last, min, max, sum, calls; then
-    /// one counter of the I/O histogram (the thread's bin width). Allocation-, lock- and
-    /// syscall-free, like `record`.
+    /// (summed), `calls`, how many of them ran, and `errors`, the errors their drivers counted
+    /// during them (layout 2.3's I/O errors). Call once per period with I/O, after
+    /// [`record`](Self::record). Under the block's seqlock: count, last, min, max, sum, calls,
+    /// errors; then one counter of the I/O histogram (the thread's bin width). Allocation-, lock-
+    /// and syscall-free, like `record`.
     #[inline]
-    pub fn record_io(&self, io_ns: u64, calls: u64) {
+    pub fn record_io(&self, io_ns: u64, calls: u64, errors: u64) {
         let b = &self.stats;
         let io = self.io;
         let get = |off: usize| b.at(io + off).load(Relaxed);
@@ -264,6 +268,12 @@ impl StatsWriter {
             set(s::io::MAX, get(s::io::MAX).max(io_ns));
             set(s::io::SUM, get(s::io::SUM).saturating_add(io_ns));
             set(s::io::CALLS, get(s::io::CALLS).saturating_add(calls));
+            if errors > 0 {
+                let e = |off: usize| b.at(self.io_errors + off);
+                for (off, add) in [(s::io_errors::COUNT, errors), (s::io_errors::PERIODS, 1)] {
+                    e(off).store(e(off).load(Relaxed).saturating_add(add), Relaxed);
+                }
+            }
             set(s::io::COUNT, n.saturating_add(1));
         });
         let counter = match bin_of(io_ns.min(i64::MAX as u64) as i64, self.bin_ns, self.bins) {
@@ -300,8 +310,12 @@ impl StatsWriter {
             b.at(s::LATENCY_MAX).store(i64::MIN as u64, Relaxed);
         });
         seqlock::write(b.at(s::SEQ), || {
-            for off in (s::io::COUNT..s::io::OVERFLOW).step_by(8) {
-                b.at(self.io + off).store(0, Relaxed);
+            for off in (s::io::COUNT..s::io::OVERFLOW)
+                .step_by(8)
+                .map(|off| self.io + off)
+                .chain([s::io_errors::COUNT, s::io_errors::PERIODS].map(|off| self.io_errors + off))
+            {
+                b.at(off).store(0, Relaxed);
             }
         });
         for off in [s::UNDERFLOW, s::OVERFLOW, self.io + s::io::OVERFLOW]

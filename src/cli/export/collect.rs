@@ -266,6 +266,8 @@ struct Metrics {
     io_min: Family,
     io_max: Family,
     io_calls: Family,
+    io_errors: Family,
+    io_error_periods: Family,
     spikes: Family,
     running: Family,
     stalled: Family,
@@ -367,6 +369,16 @@ impl Metrics {
                 Counter,
                 "Calls of the thread's I/O functions.",
             ),
+            io_errors: Family::new(
+                "rtapi_thread_io_errors",
+                Counter,
+                "Errors the I/O drivers counted during the thread's I/O calls (hm2_eth's packet errors: replies late or lost at the read deadline, writes unconfirmed).",
+            ),
+            io_error_periods: Family::new(
+                "rtapi_thread_io_error_periods",
+                Counter,
+                "Periods with at least one I/O error.",
+            ),
             spikes: Family::new(
                 "rtapi_thread_spikes",
                 Counter,
@@ -437,6 +449,8 @@ impl Metrics {
             &mut self.io_min,
             &mut self.io_max,
             &mut self.io_calls,
+            &mut self.io_errors,
+            &mut self.io_error_periods,
             &mut self.spikes,
             &mut self.running,
             &mut self.stalled,
@@ -514,7 +528,7 @@ fn read_instance(r: &HalReader, instance: &str, pins: &[String]) -> rtapi_hal::R
         m.latency
             .samples
             .extend(histogram_samples(&labels(), &h, Some(s.latency_sum_ns)));
-        // I/O time (layout 2.2): only for threads that ran an I/O function.
+        // I/O time (layout 2.2) and errors (2.3): only for threads that ran an I/O function.
         if let (Some(io), Some(h)) = (s.io.filter(|io| io.periods > 0), r.io_histogram(&t.name)?) {
             m.io.samples
                 .extend(histogram_samples(&labels(), &h, Some(io.sum_ns as i128)));
@@ -522,6 +536,11 @@ fn read_instance(r: &HalReader, instance: &str, pins: &[String]) -> rtapi_hal::R
             m.io_min.push(labels(), seconds(io.min_ns as f64));
             m.io_max.push(labels(), seconds(io.max_ns as f64));
             m.io_calls.push(labels(), Num::Int(io.calls as i128));
+            if let Some(e) = io.errors {
+                m.io_errors.push(labels(), Num::Int(e.count as i128));
+                m.io_error_periods
+                    .push(labels(), Num::Int(e.periods as i128));
+            }
         }
         if let Some(ns) = last_ns {
             m.latency_last.push(labels(), seconds(ns));

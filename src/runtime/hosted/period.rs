@@ -38,9 +38,11 @@ pub struct Period {
     woke: Option<(Nanos, i64, u64)>,
     /// `wait()` said Stop once: it says so from then on.
     ended: bool,
-    /// I/O time of the period whose work runs now, ns, and the I/O calls in it ([`note_io`]).
+    /// I/O time of the period whose work runs now, ns, the I/O calls in it and the errors their
+    /// drivers counted ([`note_io`]).
     io_ns: u64,
     io_calls: u64,
+    io_errors: u64,
 }
 
 /// What the owner and a hosted thread share, besides the heartbeat.
@@ -116,7 +118,8 @@ impl Period {
                 self.ledger
                     .finished(wake, latency, end, overruns, false, &self.stats);
                 if self.io_calls > 0 {
-                    self.stats.record_io(self.io_ns, self.io_calls);
+                    self.stats
+                        .record_io(self.io_ns, self.io_calls, self.io_errors);
                 }
             }
             None if !self.ended && self.ledger.prev_wake().is_none() => {
@@ -126,6 +129,7 @@ impl Period {
         }
         self.io_ns = 0;
         self.io_calls = 0;
+        self.io_errors = 0;
     }
 
     /// The number of the current period on the thread's timeline (skipped periods included): after
@@ -182,12 +186,13 @@ pub fn foreign_deadline() -> Option<Nanos> {
     Some(unsafe { &*p }.deadline())
 }
 
-/// Adds `ns` of I/O time (one call of an I/O function, measured around it by the caller) to the
-/// current period of the foreign task this thread runs in [`Period::run_foreign`]; recorded with the
-/// period at its `wait()` (the stats block's I/O section, LAYOUT.md §6). Nothing off such a task.
-/// One thread-local read and two additions: no allocation, lock or log.
+/// Adds `ns` of I/O time and `errors` driver-counted errors (one call of an I/O function, measured
+/// around it by the caller) to the current period of the foreign task this thread runs in
+/// [`Period::run_foreign`]; recorded with the period at its `wait()` (the stats block's I/O section
+/// and I/O errors, LAYOUT.md §6). Nothing off such a task. One thread-local read and three
+/// additions: no allocation, lock or log.
 #[inline]
-pub fn note_io(ns: u64) {
+pub fn note_io(ns: u64, errors: u64) {
     let p = CURRENT.with(|c| c.get());
     if p.is_null() {
         return;
@@ -198,6 +203,7 @@ pub fn note_io(ns: u64) {
     let period = unsafe { &mut *p };
     period.io_ns = period.io_ns.saturating_add(ns);
     period.io_calls += 1;
+    period.io_errors = period.io_errors.saturating_add(errors);
 }
 
 /// How a foreign task run by [`Period::run_foreign`] ended.
@@ -324,6 +330,7 @@ pub(super) fn run(
         ended: false,
         io_ns: 0,
         io_calls: 0,
+        io_errors: 0,
     };
     period.stats.set_running(true);
     plan.heartbeat.set_looping(true);
