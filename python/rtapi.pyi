@@ -84,7 +84,10 @@ class Instance:
         """Sets a param or unconnected IN pin (setp's rules) or a signal without writer (sets')."""
     def thread_stats(self, name: str) -> Dict[str, Any]:
         """cycles, overruns, latency_min/max/mean/stddev_ns, jitter_max_ns, exec_last/max/mean_ns,
-        drift_ns, spikes, histogram {bin_ns, counts, underflow, overflow}."""
+        drift_ns, spikes, histogram {bin_ns, counts, underflow, overflow}, io (None for a thread
+        that ran no I/O function; else {periods, calls, last_ns, min_ns, max_ns, mean_ns, errors,
+        error_periods}: a Mesa card's hm2 read/write time per period and hm2_eth's packet
+        errors)."""
     def wait(
         self,
         name: str,

@@ -514,8 +514,11 @@ impl Instance {
     }
 
     /// A thread's statistics, one consistent copy: cycles, overruns, latency_min/max/mean/stddev
-    /// (ns; None before the first period), jitter_max, exec_last/max/mean, drift, spikes, and the
-    /// latency histogram (`histogram`: bin_ns, counts, underflow, overflow).
+    /// (ns; None before the first period), jitter_max, exec_last/max/mean, drift, spikes, the
+    /// latency histogram (`histogram`: bin_ns, counts, underflow, overflow), and `io`: None for a
+    /// thread that ran no I/O function, else its I/O time per period (periods, calls,
+    /// last/min/max/mean_ns) and the errors its drivers counted (errors, error_periods; None from
+    /// a segment older than layout 2.3).
     fn thread_stats<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let (s, h) = py
             .detach(|| {
@@ -545,6 +548,22 @@ impl Instance {
         hist.set_item("underflow", h.underflow)?;
         hist.set_item("overflow", h.overflow)?;
         d.set_item("histogram", hist)?;
+        let io = match s.io.filter(|io| io.periods > 0) {
+            None => None,
+            Some(io) => {
+                let o = PyDict::new(py);
+                o.set_item("periods", io.periods)?;
+                o.set_item("calls", io.calls)?;
+                o.set_item("last_ns", io.last_ns)?;
+                o.set_item("min_ns", io.min())?;
+                o.set_item("max_ns", io.max_ns)?;
+                o.set_item("mean_ns", io.mean())?;
+                o.set_item("errors", io.errors.map(|e| e.count))?;
+                o.set_item("error_periods", io.errors.map(|e| e.periods))?;
+                Some(o)
+            }
+        };
+        d.set_item("io", io)?;
         Ok(d)
     }
 

@@ -104,6 +104,8 @@ def test_thread_stats_count_periods(instance):
     hist = b["histogram"]
     total = sum(hist["counts"]) + hist["underflow"] + hist["overflow"]
     assert abs(total - b["cycles"]) <= 2
+    # A thread that runs no I/O function (no Mesa card's hm2 read/write) has no I/O figures.
+    assert b["io"] is None
     with pytest.raises(rtapi.NotFound):
         h.thread_stats("nothread")
 
