@@ -12,10 +12,15 @@
 //!   thread was switched in, the wakeup timer expiring late, or nothing visible → outside the kernel
 //!   (hypervisor, SMI, firmware).
 //!
+//! - [`network`]: a reply's network path — device interrupts, the `NET_RX`/`NET_TX` softirqs and
+//!   `ksoftirqd` on every CPU, from a second, filtered session
+//!   ([`TraceSession::start_network`]) — summed per CPU over a window, the busiest named.
+//!
 //! Setup and reading do file I/O and allocate: this is for after a run (or between spikes), never
 //! on the RT path.
 
 pub mod attribute;
+pub mod network;
 pub mod parse;
 pub mod raw;
 pub mod session;

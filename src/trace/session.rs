@@ -35,6 +35,24 @@ pub const EVENTS: [&str; 17] = [
     "workqueue/workqueue_execute_start",
 ];
 
+/// The events of a network session ([`TraceSession::start_network`]), each with the in-kernel filter
+/// that keeps only the network path's share (`None`: all of it): device interrupts, the `NET_TX` (2)
+/// and `NET_RX` (3) softirqs, and switches to or from `ksoftirqd`.
+pub const NETWORK_EVENTS: [(&str, Option<&str>); 5] = [
+    ("irq/irq_handler_entry", None),
+    ("irq/irq_handler_exit", None),
+    ("irq/softirq_entry", Some("vec == 2 || vec == 3")),
+    ("irq/softirq_exit", Some("vec == 2 || vec == 3")),
+    (
+        "sched/sched_switch",
+        Some("prev_comm ~ \"ksoftirqd/*\" || next_comm ~ \"ksoftirqd/*\""),
+    ),
+];
+
+/// Ring buffer per CPU of a network session, KiB: a few events per packet burst, and the windows
+/// read are the last second's.
+pub const NETWORK_BUFFER_KB_PER_CPU: u64 = 4 * 1024;
+
 /// Ring buffer per traced CPU, KiB. An RT CPU at a 1 kHz period writes ~8 events a period
 /// (switch in/out, wakeup, local timer, hrtimer) of ~40–60 bytes: ~0.5 MB/s, so 32 MiB keeps a
 /// 60 s run whole; a busier CPU keeps its last tens of seconds (the buffer overwrites the oldest).
@@ -149,10 +167,37 @@ impl TraceSession {
     /// mounted at [`TRACEFS`] (root only; it stays mounted, as it would after boot on most
     /// distributions).
     pub fn start(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
-        Self::start_in(&tracefs_root()?, cpus, instance_name)
+        let events: Vec<(&str, Option<&str>)> = EVENTS.iter().map(|e| (*e, None)).collect();
+        Self::start_in(
+            &tracefs_root()?,
+            cpus,
+            instance_name,
+            &events,
+            BUFFER_KB_PER_CPU,
+        )
     }
 
-    fn start_in(root: &Path, cpus: &[usize], name: &str) -> Result<TraceSession, TraceError> {
+    /// A second session for the network path of a reply ([`super::network`]): on `cpus` (the CPUs
+    /// the RT session does not trace), only [`NETWORK_EVENTS`] with their in-kernel filters, into
+    /// [`NETWORK_BUFFER_KB_PER_CPU`] rings. Otherwise as [`start`](Self::start); nothing of it runs
+    /// on the RT CPUs.
+    pub fn start_network(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
+        Self::start_in(
+            &tracefs_root()?,
+            cpus,
+            instance_name,
+            &NETWORK_EVENTS,
+            NETWORK_BUFFER_KB_PER_CPU,
+        )
+    }
+
+    fn start_in(
+        root: &Path,
+        cpus: &[usize],
+        name: &str,
+        events: &[(&'static str, Option<&str>)],
+        buffer_kb: u64,
+    ) -> Result<TraceSession, TraceError> {
         let instances = root.join("instances");
         match fs::metadata(&instances) {
             Ok(m) if m.is_dir() => {}
@@ -204,12 +249,15 @@ impl TraceSession {
         for c in cpus {
             s.write(
                 &format!("per_cpu/cpu{c}/buffer_size_kb"),
-                &BUFFER_KB_PER_CPU.to_string(),
+                &buffer_kb.to_string(),
             )?;
         }
-        for ev in EVENTS {
+        for &(ev, filter) in events {
             let enable = format!("events/{ev}/enable");
             if s.dir.join(&enable).exists() {
+                if let Some(f) = filter {
+                    s.write(&format!("events/{ev}/filter"), f)?;
+                }
                 s.write(&enable, "1")?;
             } else {
                 s.missing.push(ev);
@@ -541,7 +589,7 @@ mod tests {
     #[test]
     fn no_tracefs_is_refused_with_the_fix() {
         let d = tempfile::tempdir().unwrap();
-        let e = TraceSession::start_in(d.path(), &[0], "x").unwrap_err();
+        let e = TraceSession::start_in(d.path(), &[0], "x", &[], 16).unwrap_err();
         assert!(matches!(e, TraceError::NotMounted(_)));
         assert!(e.to_string().contains("mount -t tracefs nodev"), "{e}");
         assert!(TraceError::Permission(d.path().into())
