@@ -137,20 +137,8 @@ fn verified<'a>(l: &Launcher, s: &'a Stats) -> Result<&'a ThreadInfo, String> {
         .thread
         .as_ref()
         .ok_or("no process with motmod.so mapped was found during the hold")?;
-    if !matches!(l, Launcher::Stock) && t.policy != "SCHED_FIFO" {
-        return Err(format!(
-            "{l} was to run its servo thread SCHED_FIFO; it runs {} ({t})",
-            t.policy
-        ));
-    }
-    if t.wakeups_per_s < 0.25e9 / PERIOD_NS {
-        return Err(format!(
-            "the busiest thread of {} woke {:.0}/s, not about {:.0}/s: not the servo thread",
-            t.process,
-            t.wakeups_per_s,
-            1e9 / PERIOD_NS
-        ));
-    }
+    t.check(!matches!(l, Launcher::Stock), PERIOD_NS)
+        .map_err(|e| format!("{l}: {e}"))?;
     Ok(t)
 }
 

@@ -1331,6 +1331,29 @@ impl fmt::Display for ThreadInfo {
     }
 }
 
+impl ThreadInfo {
+    /// Whether this looks like the servo thread of a `period_ns` thread — it woke at least a
+    /// quarter of the period rate (a late thread catching up runs periods back to back without
+    /// sleeping) — and, when `fifo`, runs SCHED_FIFO. The error says what it is instead.
+    pub(crate) fn check(&self, fifo: bool, period_ns: f64) -> Result<(), String> {
+        if fifo && self.policy != "SCHED_FIFO" {
+            return Err(format!(
+                "the servo thread was to run SCHED_FIFO; it runs {} ({self})",
+                self.policy
+            ));
+        }
+        if self.wakeups_per_s < 0.25e9 / period_ns {
+            return Err(format!(
+                "the busiest thread of {} woke {:.0}/s, not about {:.0}/s: not the servo thread",
+                self.process,
+                self.wakeups_per_s,
+                1e9 / period_ns
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn policy_name(p: u32) -> String {
     match p {
         0 => "SCHED_OTHER".into(),
