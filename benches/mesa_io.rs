@@ -382,6 +382,8 @@ fn measure(
     m.hold_seconds = seconds;
     m.stage_seconds = 60.0;
     m.tail_periods = 0;
+    // The error says why (`RunError::reason`); nothing of a failed run is left behind.
+    m.keep_failed = false;
     m.sampling = Sampling::Pins {
         hal: Vec::new(),
         pins: vec![
