@@ -3,7 +3,7 @@
 //! (tests/common/mesa_card.rs), with and without a delay added to the card's replies.
 //!
 //! ```text
-//! cargo bench --bench mesa_io -- [--rtapi PATH] [--seconds N] [--delay none|netem|both]
+//! cargo bench --bench mesa_io -- [--rtapi PATH] [--seconds N] [--delay none|netem|both|relay0]
 //! ```
 //!
 //! # What is measured
@@ -33,6 +33,7 @@
 //! none), the bench puts a relay of its own in the board's namespace instead: it listens on the
 //! card's address, passes requests to the card (on the namespace's loopback) at once and each
 //! reply back after the same random delay, measured; the table says which was used.
+//! `--delay relay0`: the relay with no delay, to see what it adds by itself.
 //!
 //! # Checked before a ratio is printed
 //!
@@ -158,8 +159,54 @@ fn netem(link: &netns::Link) -> Result<String, String> {
     }
 }
 
+/// What is between the host and the card.
+#[derive(Clone, Copy, PartialEq)]
+enum Condition {
+    /// The veth only.
+    Direct,
+    /// The replies delayed 300 ± 200 µs: netem, or the relay where there is no netem.
+    Delayed,
+    /// The relay, with no delay: what the relay itself costs.
+    RelayOnly,
+}
+
+impl Condition {
+    fn title(self) -> &'static str {
+        match self {
+            Condition::Direct => "no added delay",
+            Condition::Delayed => "replies delayed 300 ± 200 µs",
+            Condition::RelayOnly => "the relay with no delay (what the relay itself adds)",
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            Condition::Direct => "none",
+            Condition::Delayed => "delay",
+            Condition::RelayOnly => "relay0",
+        }
+    }
+
+    /// The relay's delays: from, to (ns).
+    fn range(self) -> (u64, u64) {
+        match self {
+            Condition::Delayed => (DELAY_MIN_NS, DELAY_MAX_NS),
+            _ => (0, 0),
+        }
+    }
+}
+
+/// The card behind a relay (module docs) delaying its replies by `range`.
+fn relayed(link: &netns::Link, range: (u64, u64)) -> Result<(Card, Delay), String> {
+    let behind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, UDP_PORT);
+    let card = Card::start_at(link, behind, Some(board_mac(link)?));
+    let listen = SocketAddrV4::new(link.board_ip, UDP_PORT);
+    let relay = Relay::start(&link.board.name, listen, behind, range);
+    Ok((card, Delay::Relay(relay)))
+}
+
 /// A UDP relay in the board's namespace: requests from the host to the card as they come, the
-/// card's replies back to the host each after a random delay in [`DELAY_MIN_NS`, `DELAY_MAX_NS`).
+/// card's replies back to the host each after a random delay in a range (uniform).
 struct Relay {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -169,7 +216,7 @@ struct Relay {
 
 impl Relay {
     /// Listens on `listen` (the card's address on the veth) and passes on to `card`.
-    fn start(ns: &str, listen: SocketAddrV4, card: SocketAddrV4) -> Relay {
+    fn start(ns: &str, listen: SocketAddrV4, card: SocketAddrV4, range: (u64, u64)) -> Relay {
         let ns = ns.to_string();
         let (host, to_card) = std::thread::spawn(move || {
             enter_netns(&ns);
@@ -215,8 +262,7 @@ impl Relay {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let due =
-                        t + Duration::from_nanos(DELAY_MIN_NS + x % (DELAY_MAX_NS - DELAY_MIN_NS));
+                    let due = t + Duration::from_nanos(range.0 + x % (range.1 - range.0).max(1));
                     // A sleep wakes tens of µs late here: sleep to shortly before, spin the rest.
                     let spin = due - Duration::from_micros(SPIN_US);
                     std::thread::sleep(spin.saturating_duration_since(Instant::now()));
@@ -303,9 +349,10 @@ impl Stats {
             return Err(p.clone());
         }
         Ok(format!(
-            "{} {}; the card: {} requests in {:.1} s, longest gap {:.2} ms",
+            "{} {}, {:.0} wake-ups/s; the card: {} requests in {:.1} s, longest gap {:.2} ms",
             t.policy,
             t.rt_priority,
+            t.wakeups_per_s,
             c.periods,
             c.seconds,
             c.max_gap_ns as f64 / 1e6
@@ -353,29 +400,21 @@ fn watch_card(
 fn measure(
     launcher: &Launcher,
     seconds: f64,
-    delayed: bool,
+    condition: Condition,
     name: &str,
     hz: f64,
 ) -> Result<Stats, String> {
     let link = netns::Link::new("mesaio")?;
-    let (card, delay) = if !delayed {
-        (Card::start(&link), Delay::None)
-    } else {
-        match netem(&link) {
+    let (card, delay) = match condition {
+        Condition::Direct => (Card::start(&link), Delay::None),
+        Condition::Delayed => match netem(&link) {
             Ok(shown) => (Card::start(&link), Delay::Netem(shown)),
             Err(why) => {
                 eprintln!("mesa_io: no netem here ({why}): the relay delays the replies");
-                let behind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, UDP_PORT);
-                let mac = board_mac(&link)?;
-                let card = Card::start_at(&link, behind, Some(mac));
-                let relay = Relay::start(
-                    &link.board.name,
-                    SocketAddrV4::new(link.board_ip, UDP_PORT),
-                    behind,
-                );
-                (card, Delay::Relay(relay))
+                relayed(&link, condition.range())?
             }
-        }
+        },
+        Condition::RelayOnly => relayed(&link, condition.range())?,
     };
     if !card.fifo {
         eprintln!("mesa_io: note: the simulated card answers time-shared (SCHED_FIFO refused)");
@@ -423,7 +462,8 @@ fn measure(
                     .get(((n.max(1) - 1) as f64 * p).round() as usize)
                     .map_or(0.0, |v| *v as f64 / 1000.0)
             };
-            let mid = (DELAY_MIN_NS + DELAY_MAX_NS) as f64 / 2000.0;
+            let (lo, hi) = condition.range();
+            let mid = (lo + hi) as f64 / 2000.0;
             let problem = ((n as f64) < seconds * 800.0 || (mean - mid).abs() > 30.0).then(|| {
                 format!("the relay delayed {n} replies, mean {mean:.0} µs: not the delay claimed")
             });
@@ -495,7 +535,7 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let mut rtapi = PathBuf::from(env!("CARGO_BIN_EXE_rtapi"));
     let mut seconds = 20.0;
-    let mut delays = vec![false, true];
+    let mut conditions = vec![Condition::Direct, Condition::Delayed];
     while let Some(a) = args.next() {
         match a.as_str() {
             "--rtapi" => rtapi = args.next().expect("--rtapi PATH").into(),
@@ -506,11 +546,12 @@ fn main() {
                     .expect("--seconds N")
             }
             "--delay" => {
-                delays = match args.next().as_deref() {
-                    Some("none") => vec![false],
-                    Some("netem") => vec![true],
-                    Some("both") => vec![false, true],
-                    other => panic!("--delay none|netem|both, not {other:?}"),
+                conditions = match args.next().as_deref() {
+                    Some("none") => vec![Condition::Direct],
+                    Some("netem") => vec![Condition::Delayed],
+                    Some("both") => vec![Condition::Direct, Condition::Delayed],
+                    Some("relay0") => vec![Condition::RelayOnly],
+                    other => panic!("--delay none|netem|both|relay0, not {other:?}"),
                 }
             }
             _ => {}
@@ -542,22 +583,17 @@ fn main() {
             Err(e) => format!("NOT VERIFIED: {e}"),
         }
     );
-    for delayed in delays {
-        let condition = if delayed {
-            "replies delayed 300 ± 200 µs"
-        } else {
-            "no added delay"
-        };
+    for condition in conditions {
         println!();
-        println!("== {condition}");
+        println!("== {}", condition.title());
         println!(
             "{:<30} {:>7} {:>9} {:>9} {:>9} {:>11} {:>5}  checks",
             "side", "periods", "p50 µs", "p99 µs", "max µs", "late >80%", "lost"
         );
         let mut results = Vec::new();
         for (i, l) in launchers.iter().enumerate() {
-            let name = format!("mesaio-{}-{i}", if delayed { "delay" } else { "none" });
-            let r = measure(l, seconds, delayed, &name, hz);
+            let name = format!("mesaio-{}-{i}", condition.tag());
+            let r = measure(l, seconds, condition, &name, hz);
             match &r {
                 Ok(st) => {
                     let fifo = !matches!(l, Launcher::Stock);
