@@ -393,6 +393,30 @@ pub(crate) fn which(program: &str) -> Option<PathBuf> {
     })
 }
 
+/// A copy of `rtapi` and its `rtapi-lcnc-master` (beside it) in `dir`, side by side, the master
+/// with the file capabilities `caps` (`setcap` syntax): rtapi's master with the privileges README
+/// tells an ordinary user to give, for LinuxCNC's user (`nobody` here). Returns the copied `rtapi`.
+pub(crate) fn master_with_capabilities(rtapi: &Path, dir: &Path, caps: &str) -> PathBuf {
+    let master = rtapi.with_file_name("rtapi-lcnc-master");
+    for (from, name) in [(rtapi, "rtapi"), (master.as_path(), "rtapi-lcnc-master")] {
+        let to = dir.join(name);
+        let _ = fs::remove_file(&to);
+        fs::copy(from, &to)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+    }
+    let o = Command::new("setcap")
+        .arg(caps)
+        .arg(dir.join("rtapi-lcnc-master"))
+        .output()
+        .expect("setcap (Debian libcap2-bin)");
+    assert!(
+        o.status.success(),
+        "setcap: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    dir.join("rtapi")
+}
+
 /// The number of joints, `[KINS]JOINTS` (the first one).
 pub(crate) fn ini_value(ini: &str, section: &str, key: &str) -> Option<String> {
     let mut current = String::new();

@@ -7,7 +7,6 @@ use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -283,22 +282,11 @@ pub(crate) fn rtapi_launcher_for(rtapi: &Path) -> (tempfile::TempDir, Launcher) 
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let master = rtapi.with_file_name("rtapi-lcnc-master");
-    for (from, name) in [(rtapi, "rtapi"), (master.as_path(), "rtapi-lcnc-master")] {
-        std::fs::copy(from, dir.path().join(name))
-            .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
-    }
-    let o = Command::new("setcap")
-        .arg("cap_sys_nice,cap_ipc_lock,cap_net_admin=ep")
-        .arg(dir.path().join("rtapi-lcnc-master"))
-        .output()
-        .expect("setcap (Debian libcap2-bin)");
-    assert!(
-        o.status.success(),
-        "setcap: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let bin = lcnc_machine::master_with_capabilities(
+        rtapi,
+        dir.path(),
+        "cap_sys_nice,cap_ipc_lock,cap_net_admin=ep",
     );
-    let bin = dir.path().join("rtapi");
     (dir, Launcher::Rtapi(bin))
 }
 
