@@ -137,20 +137,8 @@ fn verified<'a>(l: &Launcher, s: &'a Stats) -> Result<&'a ThreadInfo, String> {
         .thread
         .as_ref()
         .ok_or("no process with motmod.so mapped was found during the hold")?;
-    if !matches!(l, Launcher::Stock) && t.policy != "SCHED_FIFO" {
-        return Err(format!(
-            "{l} was to run its servo thread SCHED_FIFO; it runs {} ({t})",
-            t.policy
-        ));
-    }
-    if t.wakeups_per_s < 0.25e9 / PERIOD_NS {
-        return Err(format!(
-            "the busiest thread of {} woke {:.0}/s, not about {:.0}/s: not the servo thread",
-            t.process,
-            t.wakeups_per_s,
-            1e9 / PERIOD_NS
-        ));
-    }
+    t.check(!matches!(l, Launcher::Stock), PERIOD_NS)
+        .map_err(|e| format!("{l}: {e}"))?;
     Ok(t)
 }
 
@@ -302,24 +290,7 @@ fn with_capabilities(rtapi: &std::path::Path) -> std::path::PathBuf {
     }
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-lcnc-caps");
     std::fs::create_dir_all(&dir).unwrap();
-    let master = rtapi.with_file_name("rtapi-lcnc-master");
-    for (from, name) in [(rtapi, "rtapi"), (master.as_path(), "rtapi-lcnc-master")] {
-        let to = dir.join(name);
-        let _ = std::fs::remove_file(&to);
-        std::fs::copy(from, &to)
-            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
-    }
-    let o = Command::new("setcap")
-        .arg("cap_sys_nice,cap_ipc_lock=ep")
-        .arg(dir.join("rtapi-lcnc-master"))
-        .output()
-        .expect("setcap (Debian libcap2-bin)");
-    assert!(
-        o.status.success(),
-        "setcap: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    dir.join("rtapi")
+    lcnc_machine::master_with_capabilities(rtapi, &dir, "cap_sys_nice,cap_ipc_lock=ep")
 }
 
 fn label(l: &Launcher) -> &'static str {

@@ -42,37 +42,27 @@
 
 mod common;
 
-use std::fs::File;
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::eventually::{until_true, GENEROUS};
-use common::lcnc_machine::{self, Launcher, Machine, Program, Run, Sampling};
+use common::lcnc_machine::{self, Launcher, Program, Run};
+use common::mesa_card::{
+    machine, missing, rtapi_launcher, run_has, Card, Period, AXES, HAL, SWITCH_AT,
+};
 use common::netns;
-use rtapi::mesa::lbp16::{Width, UDP_PORT};
-use rtapi::mesa::{BoardKind, Event, HostWrites, Options, Sim, Switch};
+use rtapi::mesa::{Event, Sim};
 
-/// The card's step generator rate registers (instance 0 at the base, 4 bytes apart).
-const RATE_BASE: u16 = 0x2000;
 /// The card's clock (the IDROM's low clock): rates are in 2^-32 step per tick of it.
 const CLOCK_HZ: u64 = 100_000_000;
-/// Where each home switch closes: 10 mm of travel at the config's 400 steps per mm.
-const SWITCH_AT: f64 = 4000.0;
 /// A standstill of at least this many periods separates two moves.
 const MIN_REST: usize = 20;
 /// Two runs' displacement of one move on the card agree within this many steps (one step: the
 /// card's resolution; the position loop stops within a fraction of one).
 const STEP_TOLERANCE: f64 = 1.0;
-/// The three axes.
-const AXES: usize = 3;
-/// The card's HAL prefix.
-const HAL: &str = "hm2_7i96s.0";
 /// How long the master is stopped (SIGSTOP … SIGCONT) at least.
 const STOP: Duration = Duration::from_millis(50);
 
@@ -115,225 +105,6 @@ fn programs() -> Vec<Program> {
     ]
 }
 
-/// One servo period's rates as the card received them, and when (the card's clock, ns).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Period {
-    at: u64,
-    rates: [i32; AXES],
-}
-
-/// The word the host wrote to space-0 address `addr` in this request, if it did.
-fn written_word(e: &HostWrites, addr: u16) -> Option<u32> {
-    e.writes.iter().rev().find_map(|w| {
-        if w.space != 0 || w.info || w.width != Width::W32 {
-            return None;
-        }
-        let off = addr.checked_sub(w.address)? as usize;
-        let words = w.words();
-        (off % 4 == 0 && w.data.len() > off)
-            .then(|| words.get(off / 4).copied())
-            .flatten()
-    })
-}
-
-/// The card's threads (the server, and the copier of its write log, which holds the board's lock a
-/// moment each time): SCHED_FIFO 1 when allowed — a time-shared holder of the lock preempted on a
-/// busy CPU stalled the server for hundreds of milliseconds — and off the masters' RT CPU (the last
-/// one, stock's and rtapi's alike): hm2_eth waits for the reply spinning at SCHED_FIFO there, so a
-/// card answering from that CPU would answer only after the wait gave up. Whether FIFO was granted.
-fn card_scheduling() -> bool {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus > 1 {
-        let mut set = nix::sched::CpuSet::new();
-        for c in 0..cpus - 1 {
-            let _ = set.set(c);
-        }
-        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-    }
-    let param = libc::sched_param { sched_priority: 1 };
-    // SAFETY: sched_setscheduler(2) on the calling thread (0) with a valid parameter; threads it
-    // makes inherit the policy.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
-}
-
-/// The simulated card in the board's namespace, its field side wired, its write log copied.
-struct Card {
-    sim: Arc<Sim>,
-    periods: Arc<Mutex<Vec<Period>>>,
-    events: Arc<Mutex<Vec<(u64, Event)>>>,
-    stop: Arc<AtomicBool>,
-    copier: Option<JoinHandle<()>>,
-    /// Whether the server thread got SCHED_FIFO.
-    fifo: bool,
-}
-
-impl Card {
-    fn start(link: &netns::Link) -> Card {
-        let ns = link.board.name.clone();
-        let listen = SocketAddrV4::new(link.board_ip, UDP_PORT);
-        let events: Arc<Mutex<Vec<(u64, Event)>>> = Arc::default();
-        let (sim, fifo) = {
-            let events = events.clone();
-            std::thread::spawn(move || {
-                let f = File::open(format!("/var/run/netns/{ns}"))
-                    .unwrap_or_else(|e| panic!("netns {ns}: {e}"));
-                nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .unwrap_or_else(|e| panic!("setns {ns}: {e}"));
-                let fifo = card_scheduling();
-                let clock = std::time::Instant::now();
-                let sim = Sim::start(
-                    &Options {
-                        listen,
-                        kind: BoardKind::I96S,
-                        log_capacity: 100_000,
-                        mac: None,
-                    },
-                    move |evs, _| {
-                        if !evs.is_empty() {
-                            let t = clock.elapsed().as_nanos() as u64;
-                            let mut all = events.lock().unwrap();
-                            all.extend(evs.iter().map(|e| (t, e.clone())));
-                        }
-                    },
-                )
-                .unwrap_or_else(|e| panic!("the simulated card: {e}"));
-                (sim, fifo)
-            })
-            .join()
-            .expect("the card's starter thread")
-        };
-        {
-            let mut b = sim.board();
-            b.set_input(0, true);
-            for axis in 0..AXES {
-                b.wire_switch(Switch {
-                    pin: 1 + axis,
-                    stepgen: axis,
-                    at: SWITCH_AT,
-                });
-            }
-        }
-        let sim = Arc::new(sim);
-        let periods: Arc<Mutex<Vec<Period>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let copier = {
-            let (sim, periods, stop) = (sim.clone(), periods.clone(), stop.clone());
-            std::thread::spawn(move || {
-                card_scheduling();
-                let mut seen: u64 = 0;
-                loop {
-                    let last = stop.load(Ordering::Relaxed);
-                    {
-                        let b = sim.board();
-                        let log = b.write_log();
-                        let total = log.dropped() + log.len() as u64;
-                        assert!(
-                            log.dropped() <= seen,
-                            "the card's write log dropped entries before they were copied"
-                        );
-                        let new = (total - seen) as usize;
-                        let mut out = periods.lock().unwrap();
-                        for e in log.entries().skip(log.len() - new) {
-                            let rates: Vec<Option<u32>> = (0..AXES)
-                                .map(|i| written_word(e, RATE_BASE + 4 * i as u16))
-                                .collect();
-                            if rates.iter().all(Option::is_some) {
-                                out.push(Period {
-                                    at: e.at,
-                                    rates: std::array::from_fn(|i| rates[i].unwrap() as i32),
-                                });
-                            }
-                        }
-                        seen = total;
-                    }
-                    if last {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            })
-        };
-        Card {
-            sim,
-            periods,
-            events,
-            stop,
-            copier: Some(copier),
-            fifo,
-        }
-    }
-
-    /// Stops copying and returns every period the card received, and its events.
-    fn finish(mut self) -> (Vec<Period>, Vec<(u64, Event)>, [f64; AXES]) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(c) = self.copier.take() {
-            c.join().expect("the write-log copier");
-        }
-        let end = {
-            let b = self.sim.board();
-            std::array::from_fn(|i| b.stepgen_position(i))
-        };
-        let p = std::mem::take(&mut *self.periods.lock().unwrap());
-        let e = std::mem::take(&mut *self.events.lock().unwrap());
-        (p, e, end)
-    }
-}
-
-impl Drop for Card {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(c) = self.copier.take() {
-            let _ = c.join();
-        }
-    }
-}
-
-/// The shipped config in this checkout.
-fn config_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/mesa-7i96s")
-}
-
-/// The Mesa machine, its card at `board_ip`, run in `netns`.
-fn machine(name: &str, netns: &str, board_ip: Ipv4Addr) -> Machine {
-    let mut m = Machine::sim_axis(name, programs());
-    m.ini = "mesa-7i96s/mesa-7i96s.ini".into();
-    m.config_dir = Some(config_dir());
-    m.ini_set = vec![
-        ("HOSTMOT2".into(), "BOARD_IP".into(), board_ip.to_string()),
-        // 10 ms instead of 80 % of the period: on this shared VM a reply later than 0.8 ms came
-        // every few seconds (the card's thread or the veth's softirq not scheduled in time), and
-        // LinuxCNC 2.9's hostmot2 stops all I/O with the card at the first late reply (seen: no
-        // request reached the card after its "error finishing read!", then a following error).
-        // A longer wait makes that period late instead; what is compared stays the same.
-        (
-            "HOSTMOT2".into(),
-            "PACKET_READ_TIMEOUT".into(),
-            "10000000".into(),
-        ),
-    ];
-    m.netns = Some(netns.into());
-    m.x_server = false;
-    m.stage_seconds = 90.0;
-    m.sampling = Sampling::Pins {
-        hal: Vec::new(),
-        pins: (0..AXES)
-            .map(|j| (format!("joint.{j}.pos-cmd"), 'f'))
-            .collect(),
-    };
-    m
-}
-
-/// Why this cannot run here, if it cannot.
-fn missing() -> Option<String> {
-    netns::missing()
-        .or_else(|| lcnc_machine::missing_prerequisite(false))
-        .or_else(|| {
-            lcnc_machine::which("setcap")
-                .is_none()
-                .then(|| "setcap is missing (libcap2-bin)".into())
-        })
-}
-
 /// A whole run: a network, the card, the machine under `launcher`.
 struct MesaRun {
     run: Run,
@@ -345,50 +116,13 @@ struct MesaRun {
     stop: Option<Stopped>,
 }
 
-/// `rtapi linuxcnc` as LinuxCNC's user runs it with the privileges README tells an ordinary user
-/// to give: a copy of `rtapi` and `rtapi-lcnc-master` side by side, the master with file
-/// capabilities — SCHED_FIFO and locked memory as for any machine, and `cap_net_admin`, which
-/// hm2_eth needs in the master for its permanent ARP entry of the card (stock's `rtapi_app` is
-/// setuid root). The directory goes when the returned guard drops. `RTAPI_LINUXCNC_BIN`: another
-/// build's `rtapi` (its master beside it) instead of this one's.
-fn rtapi_launcher() -> (tempfile::TempDir, Launcher) {
-    let rtapi = std::env::var_os("RTAPI_LINUXCNC_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rtapi").into());
-    let dir = tempfile::Builder::new()
-        .prefix("mesa-caps-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let master = rtapi.with_file_name("rtapi-lcnc-master");
-    for (from, name) in [
-        (rtapi.as_path(), "rtapi"),
-        (master.as_path(), "rtapi-lcnc-master"),
-    ] {
-        std::fs::copy(from, dir.path().join(name))
-            .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
-    }
-    let o = Command::new("setcap")
-        .arg("cap_sys_nice,cap_ipc_lock,cap_net_admin=ep")
-        .arg(dir.path().join("rtapi-lcnc-master"))
-        .output()
-        .expect("setcap (Debian libcap2-bin)");
-    assert!(
-        o.status.success(),
-        "setcap: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let bin = dir.path().join("rtapi");
-    (dir, Launcher::Rtapi(bin))
-}
-
 fn run_mesa(launcher: &Launcher, name: &str, stop_master: bool) -> MesaRun {
     let link = netns::Link::new("lcmesa").unwrap_or_else(|e| panic!("test network: {e}"));
     let card = Card::start(&link);
     if !card.fifo {
         eprintln!("note: the simulated card answers time-shared (SCHED_FIFO refused)");
     }
-    let mut m = machine(name, &link.host.name, link.board_ip);
+    let mut m = machine(name, &link.host.name, link.board_ip, programs());
     let ended = Arc::new(AtomicBool::new(false));
     let stopper = stop_master.then(|| {
         m.estop_recovery = Some(format!("{HAL}.watchdog.has_bit"));
@@ -542,15 +276,8 @@ fn master_in(netns: &str) -> Option<(i32, String)> {
 /// stops the master (SIGSTOP) for at least [`STOP`] and until the card's watchdog has bitten, then
 /// lets it go on (SIGCONT).
 fn stop_the_master(sim: &Sim, netns: &str, name: &str, ended: &AtomicBool) -> Option<Stopped> {
-    let pattern = format!("rtapi-lcref-{}-{name}-", std::process::id());
-    let armed = || {
-        std::fs::read_dir("/tmp").ok()?.flatten().find_map(|e| {
-            let n = e.file_name().to_string_lossy().to_string();
-            (n.starts_with(&pattern) && e.path().join("estop-armed").exists()).then_some(())
-        })
-    };
     // Until the display says so, or the run is over without it (its error says why).
-    while armed().is_none() {
+    while !run_has(name, "estop-armed") {
         if ended.load(Ordering::Relaxed) {
             return None;
         }

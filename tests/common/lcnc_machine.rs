@@ -393,6 +393,30 @@ pub(crate) fn which(program: &str) -> Option<PathBuf> {
     })
 }
 
+/// A copy of `rtapi` and its `rtapi-lcnc-master` (beside it) in `dir`, side by side, the master
+/// with the file capabilities `caps` (`setcap` syntax): rtapi's master with the privileges README
+/// tells an ordinary user to give, for LinuxCNC's user (`nobody` here). Returns the copied `rtapi`.
+pub(crate) fn master_with_capabilities(rtapi: &Path, dir: &Path, caps: &str) -> PathBuf {
+    let master = rtapi.with_file_name("rtapi-lcnc-master");
+    for (from, name) in [(rtapi, "rtapi"), (master.as_path(), "rtapi-lcnc-master")] {
+        let to = dir.join(name);
+        let _ = fs::remove_file(&to);
+        fs::copy(from, &to)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+    }
+    let o = Command::new("setcap")
+        .arg(caps)
+        .arg(dir.join("rtapi-lcnc-master"))
+        .output()
+        .expect("setcap (Debian libcap2-bin)");
+    assert!(
+        o.status.success(),
+        "setcap: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    dir.join("rtapi")
+}
+
 /// The number of joints, `[KINS]JOINTS` (the first one).
 pub(crate) fn ini_value(ini: &str, section: &str, key: &str) -> Option<String> {
     let mut current = String::new();
@@ -1328,6 +1352,29 @@ impl fmt::Display for ThreadInfo {
             self.rt_priority,
             self.wakeups_per_s
         )
+    }
+}
+
+impl ThreadInfo {
+    /// Whether this looks like the servo thread of a `period_ns` thread — it woke at least a
+    /// quarter of the period rate (a late thread catching up runs periods back to back without
+    /// sleeping) — and, when `fifo`, runs SCHED_FIFO. The error says what it is instead.
+    pub(crate) fn check(&self, fifo: bool, period_ns: f64) -> Result<(), String> {
+        if fifo && self.policy != "SCHED_FIFO" {
+            return Err(format!(
+                "the servo thread was to run SCHED_FIFO; it runs {} ({self})",
+                self.policy
+            ));
+        }
+        if self.wakeups_per_s < 0.25e9 / period_ns {
+            return Err(format!(
+                "the busiest thread of {} woke {:.0}/s, not about {:.0}/s: not the servo thread",
+                self.process,
+                self.wakeups_per_s,
+                1e9 / period_ns
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -20,6 +20,8 @@
 //!   stock or on rtapi's master; `lcnc/` holds the files it installs (not Rust modules).
 //! - [`master_ns`]: rtapi's LinuxCNC master in namespaces of a test's own, and its [`master_ns::Master`]
 //!   guard.
+//! - [`mesa_card`]: the simulated 7I96S of the Mesa machine (`config/mesa-7i96s/`) in a network
+//!   namespace, the machine's INI pointed at it, rtapi's master with its file capabilities.
 
 // Each test binary compiles the whole tree and uses a part of it: what one binary leaves unused is
 // used by another, so unused code here is not dead.
@@ -33,6 +35,7 @@ pub(crate) mod halrun;
 pub(crate) mod lcnc_machine;
 pub(crate) mod linuxcnc;
 pub(crate) mod master_ns;
+pub(crate) mod mesa_card;
 pub(crate) mod netns;
 pub(crate) mod pty;
 pub(crate) mod sim_axis;
