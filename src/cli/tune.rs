@@ -31,10 +31,17 @@ pub(super) struct Args {
     board: Option<String>,
     /// Plan only this part: `nic` (with --board) tunes the NIC to the card and nothing machine-wide.
     #[arg(long, value_enum, value_name = "PART", requires = "board")]
-    only: Option<tune::Only>,
+    only: Option<OnlyArg>,
     /// Read and write proc/ and sys/ under DIR instead of / (fixture trees).
     #[arg(long, value_name = "DIR", conflicts_with = "revert")]
     sysroot: Option<PathBuf>,
+}
+
+/// The parts `--only` names.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnlyArg {
+    /// The NIC to the card (`--board`): coalescing, EEE, its IRQs; nothing machine-wide.
+    Nic,
 }
 
 const NEEDS_ROOT: &str = "rtapi tune needs root: run it with sudo (`rtapi tune --dry-run` shows what it would do without root)";
@@ -77,8 +84,13 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             .detect_board(&root, &*ethtool::for_root(&root), addr)
             .map_err(|e| Failure::usage(format!("--board {addr}: {e}")))?;
     }
-    let plan = tune::plan_board(&report, &root, cpus.as_deref(), args.only)
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let plan = tune::plan_board(
+        &report,
+        &root,
+        cpus.as_deref(),
+        args.only.map(|OnlyArg::Nic| tune::Only::Nic),
+    )
+    .map_err(|e| Failure::usage(e.to_string()))?;
     if args.dry_run {
         let mut text = plan.render(&revert_file);
         if args.revert_file.exists() {

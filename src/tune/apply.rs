@@ -385,7 +385,7 @@ fn apply_nic(
                 if let Some(last) = record.nic.last_mut() {
                     last.setting = setting;
                     last.applied = true;
-                    out.nic_applied.push(nic::entry_text(last));
+                    out.nic_applied.push(nic::entry_text(last, false));
                 }
                 out.nic_refused.extend(refused_lines(&refused));
             }
@@ -559,7 +559,7 @@ pub fn revert(revert_file: &Path, force: bool) -> Result<RevertOutcome, RevertEr
         let here = net_namespace();
         let elsewhere = file.net_namespace.is_some() && here != file.net_namespace;
         for entry in file.nic.iter().rev() {
-            let text = nic::entry_text(entry);
+            let text = nic::entry_text(entry, true);
             let fail = |error: String| Failed {
                 path: format!("{} ({})", entry.interface, text),
                 error,

@@ -10,7 +10,7 @@ use crate::detect::{SysRoot, SystemReport};
 use serde::{Deserialize, Serialize};
 
 /// What `rtapi tune` plans: everything (the machine and, with `--board`, the NIC) or only the NIC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Only {
     /// Only the NIC to the card (`--board`): coalescing, EEE, its IRQs; nothing machine-wide.
     Nic,
@@ -443,24 +443,23 @@ pub(crate) fn coalesce_text(c: &Coalesce) -> String {
     )
 }
 
-/// One line for a NIC entry of the revert file: `hm2host coalescing rx-usecs 0 -> rx-usecs 3`.
-pub(crate) fn entry_text(e: &NicEntry) -> String {
-    match &e.setting {
-        NicSetting::Coalesce { before, written } => format!(
-            "{} coalescing {} -> {}",
-            e.interface,
+/// One line for a NIC entry of the revert file, from the value before tune to the one it wrote
+/// (`hm2host coalescing rx-usecs 3 -> rx-usecs 0`), or back when `back`.
+pub(crate) fn entry_text(e: &NicEntry, back: bool) -> String {
+    let (from, to) = match &e.setting {
+        NicSetting::Coalesce { before, written } => (
+            coalesce_args(written, before),
             coalesce_args(before, written),
-            coalesce_args(written, before)
         ),
-        NicSetting::Eee { before, written } => format!(
-            "{} eee {} -> {}",
-            e.interface,
-            if written.eee_enabled != 0 {
-                "on"
-            } else {
-                "off"
-            },
-            if before.eee_enabled != 0 { "on" } else { "off" }
-        ),
-    }
+        NicSetting::Eee { before, written } => {
+            let w = |v: &Eee| if v.eee_enabled != 0 { "on" } else { "off" }.to_string();
+            (w(before), w(written))
+        }
+    };
+    let what = match e.setting {
+        NicSetting::Coalesce { .. } => "coalescing",
+        NicSetting::Eee { .. } => "eee",
+    };
+    let (a, b) = if back { (to, from) } else { (from, to) };
+    format!("{} {what} {a} -> {b}", e.interface)
 }
