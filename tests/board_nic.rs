@@ -440,7 +440,10 @@ fn a_real_veth_is_found_reported_virtual_and_left_as_it_was_by_tune_and_revert()
     );
     let ifc = link.host_if;
     let set = in_netns(&ns, move || {
-        (LiveEthtool.set_coalesce(ifc, &c), LiveEthtool.set_eee(ifc, &e))
+        (
+            LiveEthtool.set_coalesce(ifc, &c),
+            LiveEthtool.set_eee(ifc, &e),
+        )
     });
     if before.1.is_err() {
         assert_eq!(set.0, Err(EthtoolError::NotSupported));
