@@ -328,6 +328,30 @@ fn tune_board_on_a_fixture_sets_what_the_driver_takes_reports_the_rest_and_rever
     assert_eq!(record["nic"].as_array().map(Vec::len), Some(2), "{record}");
     assert_eq!(record["nic"][0]["before"]["rx_usecs"], 3);
 
+    // From another network namespace the NIC settings are not put back (its interfaces are not
+    // there): said, and kept in the revert file; the files are restored.
+    if netns::missing().is_none() {
+        let other = netns::NetNs::new("nicrv").unwrap_or_else(|e| panic!("test network: {e}"));
+        let (code, out, err) = run(other.command(env!("CARGO_BIN_EXE_rtapi")).args([
+            "tune",
+            "--revert",
+            "--revert-file",
+            rf,
+        ]));
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(
+            out.contains("tune changed it in network namespace net:["),
+            "{out}"
+        );
+        assert_eq!(
+            recorded(t.path()).1.eee_enabled,
+            0,
+            "reverted from elsewhere"
+        );
+        let left: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(rf).unwrap()).unwrap();
+        assert_eq!(left["nic"].as_array().map(Vec::len), Some(2), "{left}");
+    }
     let (code, out, err) = run(&mut rtapi(&["tune", "--revert", "--revert-file", rf]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("restored eth1 eee off -> on"), "{out}");
