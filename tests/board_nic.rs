@@ -237,7 +237,7 @@ fn tune_dry_run_board_on_a_fixture_plans_the_nic_and_writes_nothing() {
         "{out}"
     );
     assert!(
-        out.contains("ethtool -C eth1 rx-usecs 0 adaptive-rx off  # was rx-usecs 3 adaptive-rx 1"),
+        out.contains("ethtool -C eth1 rx-usecs 0 adaptive-rx off  # was rx-usecs 3 adaptive-rx on"),
         "{out}"
     );
     assert!(

@@ -227,18 +227,22 @@ impl BoardNic {
                         ),
                         _ => "the driver chooses the RX interrupt delay from the traffic, which can grow it between two replies".to_string(),
                     };
+                    let adaptive = name.starts_with("adaptive");
                     out.push(f(
                         Severity::Warn,
                         "board-nic-coalescing",
-                        format!("{ifc} {name} {now} (coalescing): {effect}"),
-                        Some(format!(
-                            "{tune} sets it to {want} (as `ethtool -C {ifc} {name} {}`)",
-                            if name.starts_with("adaptive") {
-                                "off".to_string()
-                            } else {
-                                want.to_string()
-                            }
-                        )),
+                        if adaptive {
+                            format!("{ifc} {name} on (coalescing): {effect}")
+                        } else {
+                            format!("{ifc} {name} {now} (coalescing): {effect}")
+                        },
+                        Some(if adaptive {
+                            format!("{tune} turns it off (as `ethtool -C {ifc} {name} off`)")
+                        } else {
+                            format!(
+                                "{tune} sets it to {want} (as `ethtool -C {ifc} {name} {want}`)"
+                            )
+                        }),
                     ));
                 }
             }

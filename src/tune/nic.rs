@@ -122,7 +122,13 @@ impl NicChange {
             NicSetting::Coalesce { before, .. } => before
                 .wanted_changes()
                 .iter()
-                .map(|(n, now, _)| format!("{n} {now}"))
+                .map(|(n, now, _)| {
+                    if n.starts_with("adaptive") {
+                        format!("{n} {}", if *now != 0 { "on" } else { "off" })
+                    } else {
+                        format!("{n} {now}")
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(" "),
             NicSetting::Eee { before, .. } => format!(
