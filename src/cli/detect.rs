@@ -1,7 +1,7 @@
-//! `rtapi detect [--json] [--sysroot DIR] [--flavor F]`
+//! `rtapi detect [--json] [--sysroot DIR] [--flavor F] [--board ADDR]`
 
 use super::{out, Failure};
-use crate::detect::{LiveProbe, SystemReport};
+use crate::detect::{ethtool, LiveProbe, SystemReport};
 use crate::flavor;
 use std::path::PathBuf;
 
@@ -16,11 +16,30 @@ pub(super) struct Args {
     /// Check that this flavor can run here (rt-preempt, posix, sim); overrides RTAPI_FLAVOR.
     #[arg(long, value_name = "F")]
     flavor: Option<String>,
+    /// Also report the NIC to the Mesa Ethernet card at ADDR (IPv4, e.g. 10.10.10.10): its route,
+    /// driver, link, interrupt coalescing, EEE and IRQs against the RT CPU.
+    #[arg(long, value_name = "ADDR")]
+    board: Option<String>,
+}
+
+/// The card's address from `--board`, or a usage error that says what is expected.
+pub(super) fn board_address(text: &str) -> Result<std::net::Ipv4Addr, Failure> {
+    text.trim().parse().map_err(|_| {
+        Failure::usage(format!(
+            "--board {text:?}: not an IPv4 address; give the Mesa card's address, e.g. --board 10.10.10.10 (a 7i96S/7i76E answers on 10.10.10.10 or 192.168.1.121 as its jumpers say)"
+        ))
+    })
 }
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
+    let board = args.board.as_deref().map(board_address).transpose()?;
     let root = super::sysroot(args.sysroot.as_deref())?;
-    let report = SystemReport::detect(&root, &LiveProbe);
+    let mut report = SystemReport::detect(&root, &LiveProbe);
+    if let Some(addr) = board {
+        report
+            .detect_board(&root, &*ethtool::for_root(&root), addr)
+            .map_err(|e| Failure::usage(format!("--board {addr}: {e}")))?;
+    }
     let env = std::env::var("RTAPI_FLAVOR").ok();
     let selection = flavor::select(&report, args.flavor.as_deref(), env.as_deref())?;
     let advice = report.advice();

@@ -1,8 +1,8 @@
-//! `rtapi tune [--dry-run] [--cpu LIST] [--revert-file PATH] [--sysroot DIR]` and
+//! `rtapi tune [--dry-run] [--cpu LIST] [--board ADDR [--only nic]] [--revert-file PATH] [--sysroot DIR]` and
 //! `rtapi tune --revert [--force] [--revert-file PATH]`
 
 use super::{out, Failure};
-use crate::detect::{LiveProbe, SystemReport};
+use crate::detect::{ethtool, LiveProbe, SystemReport};
 use crate::tune::{self, Change};
 use std::path::PathBuf;
 
@@ -25,9 +25,23 @@ pub(super) struct Args {
     /// Where the old values are recorded.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_REVERT_FILE)]
     revert_file: PathBuf,
+    /// Also tune the NIC to the Mesa Ethernet card at ADDR (e.g. 10.10.10.10): interrupt coalescing
+    /// off, energy-efficient Ethernet off, its IRQs off the RT CPUs; recorded for --revert like the rest.
+    #[arg(long, value_name = "ADDR", conflicts_with = "revert")]
+    board: Option<String>,
+    /// Plan only this part: `nic` (with --board) tunes the NIC to the card and nothing machine-wide.
+    #[arg(long, value_enum, value_name = "PART", requires = "board")]
+    only: Option<OnlyArg>,
     /// Read and write proc/ and sys/ under DIR instead of / (fixture trees).
     #[arg(long, value_name = "DIR", conflicts_with = "revert")]
     sysroot: Option<PathBuf>,
+}
+
+/// The parts `--only` names.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnlyArg {
+    /// The NIC to the card (`--board`): coalescing, EEE, its IRQs; nothing machine-wide.
+    Nic,
 }
 
 const NEEDS_ROOT: &str = "rtapi tune needs root: run it with sudo (`rtapi tune --dry-run` shows what it would do without root)";
@@ -45,6 +59,11 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             crate::rt::cpulist::parse_checked(s).map_err(|e| Failure::usage(format!("--cpu: {e}")))
         })
         .transpose()?;
+    let board = args
+        .board
+        .as_deref()
+        .map(super::detect::board_address)
+        .transpose()?;
     // Before anything is read or written: without root every write would fail.
     if !args.dry_run && !is_root() {
         return Err(Failure::usage(NEEDS_ROOT));
@@ -59,9 +78,19 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         ));
     }
     let root = super::sysroot(args.sysroot.as_deref())?;
-    let report = SystemReport::detect(&root, &LiveProbe);
-    let plan =
-        tune::plan(&report, &root, cpus.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    let mut report = SystemReport::detect(&root, &LiveProbe);
+    if let Some(addr) = board {
+        report
+            .detect_board(&root, &*ethtool::for_root(&root), addr)
+            .map_err(|e| Failure::usage(format!("--board {addr}: {e}")))?;
+    }
+    let plan = tune::plan_board(
+        &report,
+        &root,
+        cpus.as_deref(),
+        args.only.map(|OnlyArg::Nic| tune::Only::Nic),
+    )
+    .map_err(|e| Failure::usage(e.to_string()))?;
     if args.dry_run {
         let mut text = plan.render(&revert_file);
         if args.revert_file.exists() {
@@ -108,14 +137,23 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             tune::ApplyError::RevertFile(..) => Failure::runtime(e.to_string()),
         })?;
     printing?;
-    if plan.changes.is_empty() {
+    for l in &outcome.nic_applied {
+        out::println(&format!("  set {l}   (the NIC to the card)"))?;
+    }
+    for l in &outcome.nic_already {
+        out::println(&format!("  already {l}"))?;
+    }
+    for l in &outcome.nic_refused {
+        out::println(&format!("  not changed: {l}"))?;
+    }
+    if plan.changes.is_empty() && plan.nic.is_empty() {
         out::println("  nothing to change: every run-time setting is already right")?;
     }
     out::print(&plan.render_rest())?;
     if outcome.revert_file_kept {
         out::println(&format!(
             "\n{} value(s) changed; undo with: rtapi tune --revert{}",
-            outcome.applied.len(),
+            outcome.applied.len() + outcome.nic_applied.len(),
             if revert_file == DEFAULT_REVERT_FILE {
                 String::new()
             } else {
@@ -135,7 +173,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         return Err(Failure::runtime(format!(
             "{} of {} write(s) failed: {}; everything else is applied and recorded in {revert_file}",
             outcome.failed.len(),
-            plan.changes.len(),
+            plan.changes.len() + plan.nic.len(),
             list.join(", ")
         )));
     }
@@ -159,6 +197,12 @@ fn revert(args: &Args, revert_file: &str) -> Result<(), Failure> {
             e.path, e.before
         ))?;
     }
+    for l in &outcome.nic_restored {
+        out::println(&format!("  restored {l}"))?;
+    }
+    for l in &outcome.nic_already {
+        out::println(&format!("  already {l} (as before tune)"))?;
+    }
     for s in &outcome.skipped {
         out::println(&format!(
             "  left alone {}: it is now {}, not the {} rtapi tune wrote, so someone else changed it (before tune it was {}; --force restores that)",
@@ -171,8 +215,8 @@ fn revert(args: &Args, revert_file: &str) -> Result<(), Failure> {
     if outcome.file_removed {
         out::println(&format!(
             "rtapi tune --revert: {} value(s) restored, {} already as before; {revert_file} removed",
-            outcome.restored.len(),
-            outcome.already.len()
+            outcome.restored.len() + outcome.nic_restored.len(),
+            outcome.already.len() + outcome.nic_already.len()
         ))?;
         return Ok(());
     }

@@ -202,6 +202,9 @@ pub(crate) fn findings(r: &SystemReport) -> Vec<Finding> {
 
     tuning(r, &mut out);
 
+    if let Some(nic) = &r.board_nic {
+        out.extend(nic.findings());
+    }
     out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
 }

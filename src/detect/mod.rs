@@ -8,11 +8,14 @@
 mod advice;
 mod cpus;
 mod environment;
+pub mod ethtool;
 mod interrupts;
 mod kconfig;
 mod kernel;
+pub mod nic;
 mod probe;
 mod render;
+pub mod route;
 mod sysroot;
 mod throttling;
 mod tuning;
@@ -52,6 +55,10 @@ pub struct SystemReport {
     pub(crate) tuning: tuning::Tuning,
     /// Shortcut of `environment.virtualized`, the fact users ask about first.
     pub virtualized: Option<bool>,
+    /// The NIC to a Mesa Ethernet card, when detect was given the card's address
+    /// ([`SystemReport::detect_board`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board_nic: Option<nic::BoardNic>,
 }
 
 impl SystemReport {
@@ -77,7 +84,20 @@ impl SystemReport {
             cpus,
             environment,
             tuning,
+            board_nic: None,
         }
+    }
+
+    /// Adds the NIC to the Mesa card at `address` (`rtapi detect --board`), checked against this
+    /// report's RT CPUs. Fails when no directly connected route leads there.
+    pub fn detect_board(
+        &mut self,
+        root: &SysRoot,
+        ethtool: &dyn ethtool::Ethtool,
+        address: std::net::Ipv4Addr,
+    ) -> Result<(), route::RouteError> {
+        self.board_nic = Some(nic::detect(root, ethtool, address, &self.tuning.rt_cpus)?);
+        Ok(())
     }
 
     /// Detection of the live system with live probes.

@@ -264,6 +264,9 @@ pub(crate) fn text(r: &SystemReport, flavor: &str, advice: &[Finding]) -> String
             }
         }
     }
+    if let Some(nic) = &r.board_nic {
+        s.push_str(&nic.render());
+    }
     let _ = writeln!(s, "\nFlavor: {flavor}");
     let _ = writeln!(s, "\nAdvice");
     if advice.is_empty() {

@@ -6,6 +6,7 @@
 //! with `O_EXCL`, so a second tune cannot start while one is recorded and the original values are
 //! never overwritten by tuned ones.
 
+use super::nic::{self, Made, NicEntry, Reverted};
 use super::{Change, Format, Plan};
 use crate::detect::SysRoot;
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,20 @@ pub struct RevertFile {
     pub rt_cpus: Vec<usize>,
     /// The values, in the order they were written.
     pub entries: Vec<RevertEntry>,
+    /// NIC settings made with the ethtool ioctl (`--board`), after the files, in that order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic: Vec<NicEntry>,
+    /// The network namespace tune ran in (`net:[4026531840]`), when it changed a NIC: its
+    /// interfaces are only there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_namespace: Option<String>,
+}
+
+/// This process's network namespace, as `/proc/self/ns/net` links to it.
+fn net_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .map(|p| p.display().to_string())
 }
 
 const KIND: &str = "rtapi tune revert file";
@@ -64,6 +79,12 @@ pub struct ApplyOutcome {
     pub stopped: Option<String>,
     /// The revert file is kept (something was applied); removed when nothing was.
     pub revert_file_kept: bool,
+    /// NIC settings made (`--board`), as lines for the user (`hm2host coalescing …`).
+    pub nic_applied: Vec<String>,
+    /// NIC settings already as wanted.
+    pub nic_already: Vec<String>,
+    /// NIC fields the driver refused (`hm2host rx-usecs: EINVAL …`): reported, not failures.
+    pub nic_refused: Vec<String>,
 }
 
 /// Why tune did not start writing.
@@ -195,6 +216,8 @@ pub fn apply(
         root: root.root().to_path_buf(),
         rt_cpus: plan.rt_cpus.clone(),
         entries: Vec::new(),
+        nic: Vec::new(),
+        net_namespace: (!plan.nic.is_empty()).then(net_namespace).flatten(),
     };
     if let Err(e) = save(revert_file, &record) {
         let _ = std::fs::remove_file(revert_file);
@@ -293,12 +316,100 @@ pub fn apply(
             break;
         }
     }
-    if record.entries.is_empty() {
+    if out.stopped.is_none() {
+        apply_nic(root, plan, revert_file, &mut record, &mut out);
+    }
+    if record.entries.is_empty() && record.nic.is_empty() {
         let _ = std::fs::remove_file(revert_file);
     } else {
         out.revert_file_kept = true;
     }
     Ok(out)
+}
+
+/// Makes the NIC settings of `plan` (after its files), each recorded in `record` before it is made.
+fn apply_nic(
+    root: &SysRoot,
+    plan: &Plan,
+    revert_file: &Path,
+    record: &mut RevertFile,
+    out: &mut ApplyOutcome,
+) {
+    if plan.nic.is_empty() {
+        return;
+    }
+    let eth = crate::detect::ethtool::for_root(root);
+    for change in &plan.nic {
+        let label = format!("{} ({})", change.interface, change.command());
+        let setting = match nic::prepare(&*eth, change) {
+            Ok(None) => {
+                out.nic_already.push(label);
+                continue;
+            }
+            Ok(Some(s)) => s,
+            Err(e) => {
+                out.failed.push(Failed {
+                    path: label,
+                    error: e,
+                });
+                continue;
+            }
+        };
+        record.nic.push(NicEntry {
+            interface: change.interface.clone(),
+            setting: setting.clone(),
+            applied: false,
+        });
+        if let Err(e) = save(revert_file, record) {
+            out.stopped = Some(format!(
+                "the revert file {} could not be updated ({}): stopped before setting {label}",
+                revert_file.display(),
+                errno_text(&e)
+            ));
+            record.nic.pop();
+            return;
+        }
+        let made = nic::make(&*eth, &change.interface, &setting);
+        let refused_lines = |r: &[(String, String)]| -> Vec<String> {
+            r.iter()
+                .map(|(f, e)| {
+                    format!(
+                        "{} {f}: the driver refuses to change it ({e}); left as it is",
+                        change.interface
+                    )
+                })
+                .collect()
+        };
+        match made {
+            Made::Set(setting, refused) => {
+                if let Some(last) = record.nic.last_mut() {
+                    last.setting = setting;
+                    last.applied = true;
+                    out.nic_applied.push(nic::entry_text(last, false));
+                }
+                out.nic_refused.extend(refused_lines(&refused));
+            }
+            Made::Refused(refused) => {
+                record.nic.pop();
+                out.nic_refused.extend(refused_lines(&refused));
+            }
+            Made::Failed(e) => {
+                record.nic.pop();
+                out.failed.push(Failed {
+                    path: label.clone(),
+                    error: e,
+                });
+            }
+        }
+        if let Err(e) = save(revert_file, record) {
+            out.stopped = Some(format!(
+                "the revert file {} could not be updated ({}) after setting {label}: stopped; it still lists that setting as about to be made, which --revert handles",
+                revert_file.display(),
+                errno_text(&e)
+            ));
+            return;
+        }
+    }
 }
 
 /// A value `--revert` left alone because it is no longer the one tune wrote.
@@ -323,6 +434,10 @@ pub struct RevertOutcome {
     pub failed: Vec<Failed>,
     /// Everything is back: the revert file was removed.
     pub file_removed: bool,
+    /// NIC settings put back (`hm2host coalescing rx-usecs 0 -> rx-usecs 3`).
+    pub nic_restored: Vec<String>,
+    /// NIC settings already as before tune.
+    pub nic_already: Vec<String>,
 }
 
 /// Why reverting did not start (or could not record what is left).
@@ -437,6 +552,43 @@ pub fn revert(revert_file: &Path, force: bool) -> Result<RevertOutcome, RevertEr
     let mut file = load(revert_file)?;
     let root = SysRoot::new(&file.root);
     let mut out = RevertOutcome::default();
+    let mut nic_left = Vec::new();
+    // The NIC settings were made after the files: they go back first, last first.
+    if !file.nic.is_empty() {
+        let eth = crate::detect::ethtool::for_root(&root);
+        let here = net_namespace();
+        let elsewhere = file.net_namespace.is_some() && here != file.net_namespace;
+        for entry in file.nic.iter().rev() {
+            let text = nic::entry_text(entry, true);
+            let fail = |error: String| Failed {
+                path: format!("{} ({})", entry.interface, text),
+                error,
+            };
+            if elsewhere {
+                out.failed.push(fail(format!(
+                    "tune changed it in network namespace {}, this is {}: run `rtapi tune --revert` there (e.g. `ip netns exec NAME rtapi tune --revert`)",
+                    file.net_namespace.as_deref().unwrap_or("?"),
+                    here.as_deref().unwrap_or("unknown")
+                )));
+                nic_left.push(entry.clone());
+                continue;
+            }
+            match nic::restore(&*eth, entry, force) {
+                Reverted::Restored => out.nic_restored.push(text),
+                Reverted::Already => out.nic_already.push(text),
+                Reverted::Skipped(now) => {
+                    out.failed.push(fail(format!(
+                        "it is now {now}, not what rtapi tune set, so someone else changed it (--force restores the value before tune)"
+                    )));
+                    nic_left.push(entry.clone());
+                }
+                Reverted::Failed(e) => {
+                    out.failed.push(fail(e));
+                    nic_left.push(entry.clone());
+                }
+            }
+        }
+    }
     let mut left = Vec::new();
     for entry in file.entries.iter().rev() {
         let path = root.path(&entry.path);
@@ -475,7 +627,8 @@ pub fn revert(revert_file: &Path, force: bool) -> Result<RevertOutcome, RevertEr
             }
         }
     }
-    if left.is_empty() {
+    nic_left.reverse();
+    if left.is_empty() && nic_left.is_empty() {
         std::fs::remove_file(revert_file).map_err(|e| {
             RevertError::Save(
                 revert_file.to_path_buf(),
@@ -489,6 +642,7 @@ pub fn revert(revert_file: &Path, force: bool) -> Result<RevertOutcome, RevertEr
     } else {
         left.reverse();
         file.entries = left;
+        file.nic = nic_left;
         save(revert_file, &file)
             .map_err(|e| RevertError::Save(revert_file.to_path_buf(), errno_text(&e)))?;
     }

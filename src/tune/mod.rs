@@ -12,11 +12,13 @@
 //! `/proc/sys` files: `sysctl -w` is only how a command is printed.
 
 mod apply;
+mod nic;
 
 pub use apply::{
     apply, load, revert, ApplyError, ApplyOutcome, Failed, RevertEntry, RevertError, RevertFile,
     RevertOutcome, Skipped,
 };
+pub use nic::{plan_board, NicChange, NicEntry, NicSetting, Only};
 
 use crate::detect::{SysRoot, SystemReport};
 use crate::rt::cpulist;
@@ -121,6 +123,12 @@ pub struct Plan {
     pub boot_reasons: Vec<String>,
     /// What tune reports but does not do, with the command to do it.
     pub notes: Vec<String>,
+    /// Settings of the NIC to a Mesa card (`--board`), made with the ethtool ioctl after the files.
+    pub nic: Vec<NicChange>,
+    /// The board part of the plan, when there is one: `(card address, interface)`.
+    pub board: Option<(std::net::Ipv4Addr, String)>,
+    /// Only the board part: nothing machine-wide is planned (`--only nic`).
+    pub only_board: bool,
 }
 
 /// Why a plan cannot be made.
@@ -179,13 +187,8 @@ fn minus(a: &[usize], b: &[usize]) -> Vec<usize> {
     a.iter().copied().filter(|c| !b.contains(c)).collect()
 }
 
-/// Plans the tuning of `rt_cpus` (default: detect's `tuning.rt_cpus`, the RT CPU and the isolated
-/// CPUs) from `report`, reading the rest through `root`. Writes nothing.
-pub fn plan(
-    report: &SystemReport,
-    root: &SysRoot,
-    rt_cpus: Option<&[usize]>,
-) -> Result<Plan, PlanError> {
+/// The RT CPUs (from `rt_cpus`, else detect's) and the housekeeping CPUs, in a plan with nothing in it.
+fn empty_plan(report: &SystemReport, rt_cpus: Option<&[usize]>) -> Result<Plan, PlanError> {
     let online = report.cpus.online.as_deref();
     let rt: Vec<usize> = match rt_cpus {
         Some(c) => {
@@ -211,15 +214,30 @@ pub fn plan(
         }
     };
     let housekeeping = minus(online.unwrap_or(&[]), &rt);
-    let rt_text = cpulist::format(&rt);
-    let mut p = Plan {
-        rt_cpus: rt.clone(),
-        housekeeping: housekeeping.clone(),
+    Ok(Plan {
+        rt_cpus: rt,
+        housekeeping,
         changes: Vec::new(),
         boot_params: Vec::new(),
         boot_reasons: Vec::new(),
         notes: Vec::new(),
-    };
+        nic: Vec::new(),
+        board: None,
+        only_board: false,
+    })
+}
+
+/// Plans the tuning of `rt_cpus` (default: detect's `tuning.rt_cpus`, the RT CPU and the isolated
+/// CPUs) from `report`, reading the rest through `root`. Writes nothing.
+pub fn plan(
+    report: &SystemReport,
+    root: &SysRoot,
+    rt_cpus: Option<&[usize]>,
+) -> Result<Plan, PlanError> {
+    let mut p = empty_plan(report, rt_cpus)?;
+    let rt = p.rt_cpus.clone();
+    let housekeeping = p.housekeeping.clone();
+    let rt_text = cpulist::format(&rt);
     let off_rt = |cpus: &[usize]| {
         let kept = minus(cpus, &rt);
         if kept.is_empty() {
@@ -228,7 +246,6 @@ pub fn plan(
             kept
         }
     };
-
     irqs(report, root, &rt, &off_rt, &mut p);
 
     let mut push = |rel: &str,
@@ -563,11 +580,22 @@ impl Plan {
                 cpulist::format(&self.housekeeping)
             }
         );
+        if let Some((addr, ifc)) = &self.board {
+            let _ = writeln!(
+                s,
+                "# the NIC to the card at {addr}: {ifc}{}",
+                if self.only_board {
+                    " (--only nic: nothing machine-wide)"
+                } else {
+                    ""
+                }
+            );
+        }
         let _ = writeln!(
             s,
             "\n# Run-time settings (the kernel forgets them at reboot):"
         );
-        if self.changes.is_empty() {
+        if self.changes.is_empty() && self.nic.is_empty() {
             let _ = writeln!(
                 s,
                 "# nothing to change: every run-time setting is already right"
@@ -595,8 +623,9 @@ impl Plan {
                     .unwrap_or_default()
             );
         }
+        s.push_str(&self.render_nic());
         s.push_str(&self.render_rest());
-        if !self.changes.is_empty() {
+        if !self.changes.is_empty() || !self.nic.is_empty() {
             let _ = writeln!(
                 s,
                 "\n# `rtapi tune` applies the run-time settings and records the old values in {revert_file};\n# `rtapi tune --revert` puts them back."
@@ -607,6 +636,23 @@ impl Plan {
 }
 
 impl Plan {
+    /// The NIC settings of the dry run: the equivalent `ethtool` commands (tune uses the ioctl).
+    pub fn render_nic(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        if self.nic.is_empty() {
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "# NIC settings (made with the ethtool ioctl; the ethtool commands do the same):"
+        );
+        for c in &self.nic {
+            let _ = writeln!(s, "{}  # was {}; {}", c.command(), c.was(), c.why);
+        }
+        s
+    }
+
     /// The boot parameters with their reasons, and the notes: what tune prints but never does.
     pub fn render_rest(&self) -> String {
         use std::fmt::Write;
@@ -615,7 +661,9 @@ impl Plan {
             s,
             "\n# Boot parameters (need a reboot; rtapi tune never writes them):"
         );
-        if self.boot_params.is_empty() {
+        if self.only_board && self.boot_params.is_empty() {
+            let _ = writeln!(s, "# not planned (--only nic)");
+        } else if self.boot_params.is_empty() {
             let _ = writeln!(s, "# none needed");
         } else {
             let _ = writeln!(
