@@ -332,7 +332,7 @@ pub(crate) fn survey(cfg: &TestConfig) -> Result<Survey, super::Error> {
         let result = run::run(&TestConfig {
             cpus: vec![cpu],
             ..cfg.clone()
-        });
+        }, None);
         let after = Snapshot::take();
         if let Some(a) = &affinity {
             if let Err(e) = crate::rt::sched::set_current_affinity(a) {

@@ -70,7 +70,8 @@
 
 mod period;
 
-pub use self::period::{foreign_deadline, note_io, Flow, ForeignExit, Period};
+pub use self::period::{foreign_deadline, Flow, ForeignExit, Period};
+pub use super::io::note_io;
 use self::period::{run, Control, HostedPlan};
 use super::health::{self, HealthReader};
 use super::housekeeping::{housekeeping_cpus, start_watchdog, Housekeeping, WatchCmd};
