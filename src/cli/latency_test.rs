@@ -4,10 +4,10 @@ use super::{exit, out, Failure};
 use crate::latency::report::Report;
 use crate::latency::run::{self, TestConfig};
 use crate::latency::{board, histogram, load, output, plot};
-use std::net::{Ipv4Addr, SocketAddrV4};
 use crate::rt::clock::Nanos;
 use crate::rt::units::{parse_duration, parse_period, parse_period_or_off};
 use crate::rt::wake::{TimerKind, WakeMode};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -142,8 +142,8 @@ fn find_board(args: &Args, quiet: bool) -> Result<Option<run::BoardRun>, Failure
         )));
     }
     let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
-    let route = board::route(*addr.ip(), &routes)
-        .map_err(|r| Failure::usage(r.message(*addr.ip())))?;
+    let route =
+        board::route(*addr.ip(), &routes).map_err(|r| Failure::usage(r.message(*addr.ip())))?;
     let (found, sock) = board::probe(addr, route).map_err(|e| Failure::runtime(e.message(addr)))?;
     if !quiet {
         out::eprint(&format!(
@@ -151,7 +151,8 @@ fn find_board(args: &Args, quiet: bool) -> Result<Option<run::BoardRun>, Failure
             found.name,
             match &found.route {
                 board::Route::Direct { iface } => format!(" (on {iface})"),
-                board::Route::Loopback => " (loopback: a simulator on this PC; no NIC is measured)".into(),
+                board::Route::Loopback =>
+                    " (loopback: a simulator on this PC; no NIC is measured)".into(),
             }
         ));
     }

@@ -164,7 +164,12 @@ fn request(n: u64) -> [u8; REQUEST_BYTES] {
         lbp16::push(&mut r, lbp16::read(0, Width::W32, words), Some(at), &[]);
         at += 4 * u16::from(words);
     }
-    lbp16::push(&mut r, lbp16::read(0, Width::W32, 1), Some(tag_address(n)), &[]);
+    lbp16::push(
+        &mut r,
+        lbp16::read(0, Width::W32, 1),
+        Some(tag_address(n)),
+        &[],
+    );
     let pointer = lbp16::Command {
         info: true,
         increment: false,
@@ -214,7 +219,9 @@ pub(crate) enum NotFound {
     /// ICMP port unreachable: a host is there, nothing listens on the port.
     Refused,
     /// Something answered, not as a Mesa card would.
-    NotMesa { bytes: usize },
+    NotMesa {
+        bytes: usize,
+    },
     Socket(String),
 }
 
@@ -272,7 +279,9 @@ pub(crate) fn probe(addr: SocketAddrV4, route: Route) -> Result<(Found, UdpSocke
                 let end = raw.iter().position(|&b| b == 0).unwrap_or(16);
                 let name = &raw[..end];
                 if name.is_empty() || !name.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
-                    return Err(NotFound::NotMesa { bytes: 16 + REPLY_BYTES });
+                    return Err(NotFound::NotMesa {
+                        bytes: 16 + REPLY_BYTES,
+                    });
                 }
                 let (pointer, counter) = reply_tags(&buf[16..16 + REPLY_BYTES]);
                 let found = Found {
@@ -844,7 +853,12 @@ pub(crate) fn judge(
     period_ns: u64,
     budget_ns: u64,
 ) -> BoardVerdict {
-    let us = |ns: u64| format!("{} µs", crate::render::float_text((ns as f64 / 100.0).round() / 10.0));
+    let us = |ns: u64| {
+        format!(
+            "{} µs",
+            crate::render::float_text((ns as f64 / 100.0).round() / 10.0)
+        )
+    };
     let who = format!("the board at {} ({name})", addr.ip());
     let answered = c.on_time + c.late;
     if c.sent == 0 {
@@ -973,7 +987,8 @@ impl fmt::Display for BoardResult {
 mod tests {
     use super::*;
 
-    const ROUTES: &str = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+    const ROUTES: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
 eth0\t00000000\t0102000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
 eth0\t0002000A\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n\
 hm2\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
@@ -984,7 +999,9 @@ hm2\t006433C6\t050200C0\t0003\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
         let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
         assert_eq!(
             route(ip("192.0.2.2"), ROUTES),
-            Ok(Route::Direct { iface: "hm2".into() })
+            Ok(Route::Direct {
+                iface: "hm2".into()
+            })
         );
         assert_eq!(
             route(ip("198.51.100.7"), ROUTES),

@@ -1,6 +1,7 @@
 //! Running a latency test: the real runtime with empty base and servo threads, load after warm-up, a
 //! live display each second, and the final [`Report`].
 
+use super::board;
 use super::explain::{FixContext, FollowSummary, Followed, Follower};
 use super::load::{self, Load, LoadFailure, LoadKind};
 use super::monitor::{self, Monitor};
@@ -8,7 +9,6 @@ use super::report::{
     CauseOut, CauseTally, ExecSummary, HistogramOut, LatencySummary, Report, Settings, Spike,
     SuspectOut, SystemSummary, ThreadResult, TraceInfo,
 };
-use super::board;
 use super::verdict::{self, Trust};
 use crate::detect::Severity;
 use crate::rt::clock::Nanos;
@@ -293,7 +293,9 @@ pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, s
             .iter()
             .find(|t| t.info.name == "servo")
             .and_then(|t| t.stats.as_ref()?.io.as_ref().map(board::IoRecorded::of));
-        board::result(b.addr, &b.found, &b.shared, cfg.servo, b.budget, per_second, io)
+        board::result(
+            b.addr, &b.found, &b.shared, cfg.servo, b.budget, per_second, io,
+        )
     });
     // After the threads stopped: the follower reads the last spikes too (its reader keeps the
     // segment mapped).

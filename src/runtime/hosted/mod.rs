@@ -71,10 +71,10 @@
 mod period;
 
 pub use self::period::{foreign_deadline, Flow, ForeignExit, Period};
-pub use super::io::note_io;
 use self::period::{run, Control, HostedPlan};
 use super::health::{self, HealthReader};
 use super::housekeeping::{housekeeping_cpus, start_watchdog, Housekeeping, WatchCmd};
+pub use super::io::note_io;
 use super::panic::PanicReport;
 use super::slots::Slots;
 use super::start;
