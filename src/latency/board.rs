@@ -897,14 +897,15 @@ pub(crate) fn judge(
         c.lost
     );
     if too_short {
-        // hm2_eth's default budget is 80 % of the period: the period whose budget covers p99.9.
-        let need = (rtt.p999 as f64 / 0.8 / 1000.0).ceil() as u64 * 1000;
+        // hm2_eth's default budget is 80 % of the period: the period whose budget covers p99.
+        let need = (rtt.p99 as f64 / 0.8 / 1000.0).ceil() as u64 * 1000;
         s.push_str(&format!(
-            "; the {} period cannot carry this board: half the round trips take over {} (median {}); a servo period of {} or more would",
+            "; the {} period cannot carry this board: half the round trips take over {} (median {}); try a servo period of {} or more (p99 round trip {} / 80 %)",
             us(period_ns),
             us(budget_ns),
             us(rtt.p50),
-            us(need)
+            us(need),
+            us(rtt.p99)
         ));
     }
     BoardVerdict {
