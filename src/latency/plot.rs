@@ -164,7 +164,7 @@ where
         .unwrap_or(1)
         .max(1);
     let x_max = (last_bin as f64 + 2.0) * bin_us_of(threads);
-    let mut chart = ChartBuilder::on(&area)
+    let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(36)

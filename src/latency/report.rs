@@ -600,6 +600,7 @@ mod tests {
             threads,
             trace: None,
             load_failures: vec![],
+            board: None,
             verdict: Verdict {
                 rating: Rating::Unusable,
                 summary: "unusable".into(),
@@ -609,6 +610,7 @@ mod tests {
                 evidence: true,
                 problems: vec![],
                 advice: vec![],
+                board: None,
             },
         }
     }
