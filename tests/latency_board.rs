@@ -345,8 +345,13 @@ fn without_delay_every_request_is_answered_and_counted() {
     );
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.contains("Board round trip"), "no round-trip panel");
-    // Nothing was written to the card: it logged no host write.
-    drop(card);
+    // The card saw a discovery and reads only: no watchdog armed, no module driven, no request it
+    // could not parse (the request's read-only shape is unit-tested against the board's write log).
+    let said = card.out.lock().unwrap().clone();
+    assert!(said.contains("read the board name (7I96S)"), "{said}");
+    for never in ["watchdog", "stepgen", "bad request", "wrote"] {
+        assert!(!said.to_lowercase().contains(never), "{never}: {said}");
+    }
 }
 
 /// 300 µs ± 200 µs of delay at a 1 ms period with a 300 µs budget (a user's packet-read-timeout):
