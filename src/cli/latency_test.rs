@@ -3,10 +3,11 @@
 use super::{exit, out, Failure};
 use crate::latency::report::Report;
 use crate::latency::run::{self, TestConfig};
-use crate::latency::{histogram, load, output, plot};
+use crate::latency::{board, histogram, load, output, plot};
 use crate::rt::clock::Nanos;
 use crate::rt::units::{parse_duration, parse_period, parse_period_or_off};
 use crate::rt::wake::{TimerKind, WakeMode};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -77,6 +78,90 @@ pub(super) struct Args {
     #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, require_equals = true,
           default_missing_value = "50us", value_parser = parse_duration)]
     trace: Option<Nanos>,
+    /// Also measure a Mesa Ethernet card (hm2_eth) at ADDR (IPv4, port 27181 unless given): each
+    /// servo period the servo thread sends it one LBP16 read request the size of hm2_eth's
+    /// per-period read and spins on a non-blocking recv until the reply or the budget, as hm2_eth
+    /// does. ONLY READS: the card may be wired to a machine, so nothing is ever written to it (the
+    /// request reads its IDROM, an address pointer and its packet counter). Replies later than the
+    /// budget are late (LinuxCNC's `error finishing read`), those that never come are lost. The card
+    /// must be on a network of this PC's own (no gateway); 127.0.0.1 is allowed to rehearse against
+    /// `rtapi mesa-sim --listen 127.0.0.1`. Stop LinuxCNC first: one host at a time.
+    #[arg(long, value_name = "ADDR[:PORT]", value_parser = parse_board)]
+    board: Option<SocketAddrV4>,
+    /// With --board: a reply later than this after its request is late (hm2_eth's
+    /// packet-read-timeout; default 80 % of the servo period, hm2_eth's default).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    budget: Option<Nanos>,
+}
+
+/// `ADDR` or `ADDR:PORT`, IPv4 only.
+fn parse_board(text: &str) -> Result<SocketAddrV4, String> {
+    if let Ok(ip) = text.parse::<Ipv4Addr>() {
+        return Ok(SocketAddrV4::new(ip, crate::mesa::lbp16::UDP_PORT));
+    }
+    if let Ok(sa) = text.parse::<SocketAddrV4>() {
+        if sa.port() == 0 {
+            return Err("port 0 is no card's port: give ADDR (port 27181) or ADDR:PORT".into());
+        }
+        return Ok(sa);
+    }
+    let why = if text.parse::<std::net::SocketAddr>().is_ok() || text.contains("::") {
+        "an IPv6 address: Mesa cards and hm2_eth speak IPv4 only"
+    } else {
+        "not an IPv4 address (names are not looked up)"
+    };
+    Err(format!(
+        "{why}; give the card's ADDR or ADDR:PORT, e.g. --board 192.168.1.121 or --board 10.10.10.10:27181"
+    ))
+}
+
+/// `--board`: the address checked against the routing table (refused: exit 2), then the card
+/// probed (no card: exit 1); before anything runs.
+fn find_board(args: &Args, quiet: bool) -> Result<Option<run::BoardRun>, Failure> {
+    let Some(addr) = args.board else {
+        if args.budget.is_some() {
+            return Err(Failure::usage(
+                "--budget is the round-trip budget of --board: give --board ADDR too",
+            ));
+        }
+        return Ok(None);
+    };
+    if args.all_cpus {
+        return Err(Failure::usage(
+            "--board measures one CPU's servo thread: not with --all-cpus (survey the CPUs first, then run --board with --cpu)",
+        ));
+    }
+    // hm2_eth's default packet-read-timeout: 80 % of the period.
+    let budget = args
+        .budget
+        .unwrap_or(Nanos::from_nanos(args.servo.as_nanos() / 5 * 4));
+    if !budget.is_positive() || budget >= args.servo {
+        return Err(Failure::usage(format!(
+            "--budget {budget}: the reply must come within the servo period ({}): give less, e.g. hm2_eth's packet-read-timeout",
+            args.servo
+        )));
+    }
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    let route =
+        board::route(*addr.ip(), &routes).map_err(|r| Failure::usage(r.message(*addr.ip())))?;
+    let (found, sock) = board::probe(addr, route).map_err(|e| Failure::runtime(e.message(addr)))?;
+    if !quiet {
+        out::eprint(&format!(
+            "rtapi latency-test: a {} answers at {addr}{}\n",
+            found.name,
+            match &found.route {
+                board::Route::Direct { iface } => format!(" (on {iface})"),
+                board::Route::Loopback =>
+                    " (loopback: a simulator on this PC; no NIC is measured)".into(),
+            }
+        ));
+    }
+    Ok(Some(run::BoardRun {
+        addr,
+        found,
+        sock,
+        budget,
+    }))
 }
 
 fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
@@ -141,7 +226,8 @@ impl Outputs {
         }
         if let Some(path) = &self.histogram {
             errors.extend(
-                output::write_text("--histogram", path, &histogram::render(&report.threads)).err(),
+                output::write_text("--histogram", path, &histogram::render(&with_board(report)))
+                    .err(),
             );
         }
         if let Some(path) = &self.plot {
@@ -156,10 +242,17 @@ impl Outputs {
                     report.settings.load.join(",")
                 }
             );
-            errors.extend(plot::write_svg(path, &title, &report.threads).err());
+            errors.extend(plot::write_svg(path, &title, &with_board(report)).err());
         }
         errors
     }
+}
+
+/// The threads, and with `--board` the round trips as one more column (`board-rtt`).
+fn with_board(report: &Report) -> Vec<crate::latency::report::ThreadResult> {
+    let mut t = report.threads.clone();
+    t.extend(report.board.as_ref().map(|b| b.as_thread()));
+    t
 }
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
@@ -189,6 +282,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         )?;
     }
     let outputs = Outputs::check(&args)?;
+    let board = find_board(&args, args.quiet)?;
     let cfg = TestConfig {
         base: args.base,
         servo: args.servo,
@@ -225,7 +319,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             args.fail_above,
         );
     }
-    let report = run::run(&cfg).map_err(Failure::from)?;
+    let report = run::run(&cfg, board).map_err(Failure::from)?;
 
     // Everything is written and the report printed whatever fails; the exit code says what did.
     let errors = outputs.write(&report);

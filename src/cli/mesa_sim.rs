@@ -38,6 +38,11 @@ pub(super) struct Args {
     /// row and it gives up on the card).
     #[arg(long, value_name = "N")]
     lose_replies: Option<u32>,
+    /// Hold each reply back DELAY[:JITTER] (e.g. 300us:200us: 100 to 500 µs, uniformly), as a slow
+    /// network would — the replies keep their order. For rehearsing `latency-test --board` where
+    /// the kernel has no netem (`tc qdisc … netem delay` is the real thing).
+    #[arg(long, value_name = "DELAY[:JITTER]")]
+    reply_delay: Option<String>,
 }
 
 /// `PIN=STEPGEN@STEPS`, checked against the board.
@@ -72,6 +77,32 @@ fn parse_switch(text: &str, pins: usize, stepgens: usize) -> Result<crate::mesa:
         return Err(bad("STEPS must be finite"));
     }
     Ok(crate::mesa::Switch { pin, stepgen, at })
+}
+
+/// `DELAY[:JITTER]`, both durations with a unit, the jitter at most the delay.
+fn parse_delay(text: &str) -> Result<server::ReplyDelay, String> {
+    let bad = |why: String| {
+        format!(
+            "--reply-delay {}: {why}; give DELAY or DELAY:JITTER, e.g. --reply-delay 300us:200us",
+            crate::rt::units::tame(text)
+        )
+    };
+    let (d, j) = text.split_once(':').unwrap_or((text, "0s"));
+    let dur = |s: &str| {
+        crate::rt::units::parse_duration(s)
+            .map_err(bad)
+            .and_then(|n| {
+                std::time::Duration::try_from(n).map_err(|_| bad("a negative duration".into()))
+            })
+    };
+    let (delay, jitter) = (dur(d)?, dur(j)?);
+    if jitter > delay {
+        return Err(bad("the jitter is larger than the delay".into()));
+    }
+    if delay > std::time::Duration::from_secs(1) {
+        return Err(bad("more than 1 s: a card that slow is a lost card".into()));
+    }
+    Ok(server::ReplyDelay { delay, jitter })
 }
 
 /// `ADDR` or `ADDR:PORT`, IPv4 only.
@@ -313,7 +344,13 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     };
     let stop = crate::rt::signals::shutdown_flag();
     let mut printing: Result<(), Failure> = Ok(());
-    let served = server::serve(&socket, &shared, mac, stop, |events, peer| {
+    let delay = args
+        .reply_delay
+        .as_deref()
+        .map(parse_delay)
+        .transpose()
+        .map_err(Failure::usage)?;
+    let served = server::serve_delayed(&socket, &shared, mac, stop, delay, |events, peer| {
         if printing.is_ok() {
             let pets = shared.board().watchdog_pets();
             printing = narrator.events(events, peer, shared.now(), pets);

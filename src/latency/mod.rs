@@ -1,6 +1,7 @@
 //! `latency-test`: the commissioning mode. Runs the real runtime with empty base and servo threads,
 //! optionally loads the machine, and ends with a report, a histogram, a plot and a verdict.
 
+pub(crate) mod board;
 pub(crate) mod compare;
 pub(crate) mod explain;
 pub mod histogram;

@@ -31,69 +31,41 @@ fn draw(
     title: &str,
     threads: &[ThreadResult],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::with_string(svg, (1000, 800)).into_drawing_area();
+    // With --board, the round trips (`board-rtt`) get a histogram panel of their own, between the
+    // threads' histogram and the per-second panel (which shows all, the round trip too).
+    let (board, measured): (Vec<&ThreadResult>, Vec<&ThreadResult>) =
+        threads.iter().partition(|t| t.name == "board-rtt");
+    let height = if board.is_empty() { 800 } else { 1100 };
+    let root = SVGBackend::with_string(svg, (1000, height)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;
     let (top, bottom) = root.split_vertically(390);
-
-    // Histogram: x in µs up to the last non-empty bin, y = cycles (log); empty bins are left out.
-    let last_bin = threads
-        .iter()
-        .filter_map(|t| t.histogram.counts.iter().rposition(|&c| c > 0))
-        .max()
-        .unwrap_or(0);
-    let max_count = threads
-        .iter()
-        .flat_map(|t| t.histogram.counts.iter())
-        .copied()
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let x_max = (last_bin as f64 + 2.0) * bin_us(threads);
-    let mut chart = ChartBuilder::on(&top)
-        .caption(
-            "Latency histogram (cycles per 1 µs bin; both axes log scale)",
-            ("sans-serif", 16),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(
-            (0.4f64..x_max.max(2.0)).log_scale(),
-            (0.8f64..max_count as f64 * 2.0).log_scale(),
+    histogram_panel(
+        &top,
+        "Latency histogram (cycles per 1 µs bin; both axes log scale)",
+        "latency (µs)",
+        "cycles",
+        &measured,
+        0,
+        None,
+    )?;
+    let bottom = if let Some(b) = board.first() {
+        let (mid, rest) = bottom.split_vertically(300);
+        // Its "period" is the budget (`BoardResult::as_thread`).
+        let budget_us = b.period_ns as f64 / 1000.0;
+        histogram_panel(
+            &mid,
+            "Board round trip (replies per 1 µs bin, log; the dashed line: the budget)",
+            "round trip (µs)",
+            "replies",
+            &board,
+            measured.len(),
+            Some(budget_us),
         )?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&|v| crate::plot::tick(*v))
-        .y_label_formatter(&|v| crate::plot::tick(*v))
-        .x_desc("latency (µs)")
-        .y_desc("cycles")
-        .draw()?;
-    for (i, t) in threads.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let w = t.histogram.bin_ns as f64 / 1000.0;
-        let points: Vec<(f64, f64)> = t
-            .histogram
-            .counts
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(|(b, &c)| (b as f64 * w, c as f64))
-            .collect();
-        // One stem per non-empty bin: a sparse tail stays readable, and no line pretends there are
-        // samples between two far-apart bins.
-        chart
-            .draw_series(points.iter().map(|&(x, y)| {
-                PathElement::new(
-                    vec![(x + w * 0.5, 0.8), (x + w * 0.5, y)],
-                    color.stroke_width(2),
-                )
-            }))?
-            .label(format!("{} (overflow {})", t.name, t.histogram.overflow))
-            .legend(legend_line(color));
-    }
-    draw_legend(&mut chart)?;
-
+        rest
+    } else {
+        bottom
+    };
     // Worst latency per second over time.
     let seconds = threads
         .iter()
@@ -164,6 +136,100 @@ fn draw(
     Ok(())
 }
 
+/// One histogram panel: a stem per non-empty bin of each series, both axes log; `budget` (µs) a
+/// dashed vertical line.
+fn histogram_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    x_desc: &str,
+    y_desc: &str,
+    threads: &[&ThreadResult],
+    color_from: usize,
+    budget: Option<f64>,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    // Histogram: x in µs up to the last non-empty bin, y = cycles (log); empty bins are left out.
+    let last_bin = threads
+        .iter()
+        .filter_map(|t| t.histogram.counts.iter().rposition(|&c| c > 0))
+        .max()
+        .unwrap_or(0);
+    let max_count = threads
+        .iter()
+        .flat_map(|t| t.histogram.counts.iter())
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let x_max = (last_bin as f64 + 2.0) * bin_us_of(threads);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(
+            (0.4f64..x_max.max(budget.unwrap_or(0.0) * 1.5).max(2.0)).log_scale(),
+            (0.8f64..max_count as f64 * 2.0).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|v| crate::plot::tick(*v))
+        .y_label_formatter(&|v| crate::plot::tick(*v))
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()?;
+    for (i, t) in threads.iter().enumerate() {
+        let color = COLORS[(color_from + i) % COLORS.len()];
+        let w = t.histogram.bin_ns as f64 / 1000.0;
+        let points: Vec<(f64, f64)> = t
+            .histogram
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(b, &c)| (b as f64 * w, c as f64))
+            .collect();
+        // One stem per non-empty bin: a sparse tail stays readable, and no line pretends there are
+        // samples between two far-apart bins.
+        chart
+            .draw_series(points.iter().map(|&(x, y)| {
+                PathElement::new(
+                    vec![(x + w * 0.5, 0.8), (x + w * 0.5, y)],
+                    color.stroke_width(2),
+                )
+            }))?
+            .label(format!("{} (overflow {})", t.name, t.histogram.overflow))
+            .legend(legend_line(color));
+    }
+    draw_legend(&mut chart)?;
+
+    if let Some(b) = budget {
+        let red = RGBColor(0xd6, 0x27, 0x28);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(b, 0.8), (b, max_count as f64 * 2.0)],
+                6,
+                4,
+                red.stroke_width(2),
+            ))?
+            .label(format!("budget {} µs", crate::plot::tick(b)))
+            .legend(legend_line(red));
+    }
+    draw_legend(&mut chart)?;
+    Ok(())
+}
+
+fn bin_us_of(threads: &[&ThreadResult]) -> f64 {
+    threads
+        .iter()
+        .map(|t| t.histogram.bin_ns)
+        .find(|&b| b > 0)
+        .unwrap_or(1000) as f64
+        / 1000.0
+}
+
 /// The kind of a traced spike's main cause (its longest, the late timer only when it is alone),
 /// `untraced` when the trace did not cover it, `None` without `--trace`.
 pub(crate) fn main_kind(sp: &super::report::Spike) -> Option<&'static str> {
@@ -210,12 +276,6 @@ where
         .background_style(WHITE)
         .draw()?;
     Ok(())
-}
-
-fn bin_us(threads: &[ThreadResult]) -> f64 {
-    threads
-        .first()
-        .map_or(1.0, |t| t.histogram.bin_ns.max(1) as f64 / 1000.0)
 }
 
 #[cfg(test)]

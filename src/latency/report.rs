@@ -343,6 +343,9 @@ pub(crate) struct Report {
     pub(crate) trace: Option<TraceInfo>,
     /// Loads that stopped before the run ended (exit status, error, stress-ng's last stderr lines).
     pub(crate) load_failures: Vec<LoadFailure>,
+    /// With `--board`: the card's round trips, counts and verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) board: Option<super::board::BoardResult>,
     pub(crate) verdict: Verdict,
 }
 
@@ -540,6 +543,17 @@ impl Report {
                 let _ = writeln!(s, "  stderr: {l}");
             }
         }
+        if let Some(b) = &self.board {
+            let _ = write!(s, "{b}");
+            if let Some(servo) = self.threads.iter().find(|t| t.name == "servo") {
+                let _ = writeln!(
+                    s,
+                    "  beside it, the servo thread's own wake latency us: p99.9 {}  max {}",
+                    crate::rt::units::us(servo.latency_ns.p999 as f64),
+                    crate::rt::units::us(servo.latency_ns.max as f64)
+                );
+            }
+        }
         self.render_causes(&mut s);
         let v = &self.verdict;
         let _ = writeln!(s, "\nVERDICT: {}", v.summary);
@@ -548,6 +562,9 @@ impl Report {
         }
         for a in &v.advice {
             let _ = writeln!(s, "  - {a}");
+        }
+        if let Some(b) = &v.board {
+            let _ = writeln!(s, "VERDICT (network): {}", b.summary);
         }
         s
     }
@@ -583,6 +600,7 @@ mod tests {
             threads,
             trace: None,
             load_failures: vec![],
+            board: None,
             verdict: Verdict {
                 rating: Rating::Unusable,
                 summary: "unusable".into(),
@@ -592,6 +610,7 @@ mod tests {
                 evidence: true,
                 problems: vec![],
                 advice: vec![],
+                board: None,
             },
         }
     }

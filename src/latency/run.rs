@@ -1,6 +1,7 @@
 //! Running a latency test: the real runtime with empty base and servo threads, load after warm-up, a
 //! live display each second, and the final [`Report`].
 
+use super::board;
 use super::explain::{FixContext, FollowSummary, Followed, Follower};
 use super::load::{self, Load, LoadFailure, LoadKind};
 use super::monitor::{self, Monitor};
@@ -69,10 +70,29 @@ fn warm_up(duration: Duration) -> Duration {
     (duration / 10).min(Duration::from_secs(2))
 }
 
+/// `--board`: the card found at the address, its socket, and the round-trip budget.
+pub(crate) struct BoardRun {
+    pub(crate) addr: std::net::SocketAddrV4,
+    pub(crate) found: board::Found,
+    pub(crate) sock: std::net::UdpSocket,
+    pub(crate) budget: Nanos,
+}
+
+/// The board's side of a run while it runs: what the servo thread counts into, the end's drain.
+struct BoardSide {
+    addr: std::net::SocketAddrV4,
+    found: board::Found,
+    budget: Nanos,
+    drainer: board::Drainer,
+    shared: std::sync::Arc<board::Shared>,
+    watch: board::Watch,
+}
+
 /// Runs the test to its end (duration or Ctrl-C) and reports. A load that cannot start at all
 /// (stress-ng missing or refusing its arguments, no private directory for io) is a configuration error
-/// before anything runs.
-pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
+/// before anything runs. With `board`, the servo thread runs one read-only round trip to the card
+/// each period (`board.rs`).
+pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, super::Error> {
     load::preflight(&cfg.load).map_err(super::Error::Load)?;
     let mut rt = Runtime::configure(RuntimeOptions {
         instance: cfg.instance.clone(),
@@ -105,6 +125,10 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         ..ThreadSpec::new("servo", cfg.servo)
     })?;
     names.push("servo".to_string());
+    let mut board = match board {
+        Some(b) => Some(board_function(&mut rt, b, cfg.histogram_bins)?),
+        None => None,
+    };
 
     // Tracing starts before the threads, so the first spikes are covered too.
     let rt_cpus = trace_cpus(cfg, rt.system());
@@ -187,6 +211,7 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         let load_failed =
             !load_failures.is_empty() || load.as_mut().is_some_and(|l| !l.poll().is_empty());
         let lines = monitor.tick(&reader);
+        let board_line = board.as_mut().map(|b| b.watch.tick(&b.shared));
         if cfg.quiet || live_closed {
             return;
         }
@@ -202,7 +227,8 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
             r.elapsed().as_secs_f64(),
             cfg.duration.as_secs_f64()
         );
-        let block = monitor::render(&lines, &header);
+        let mut block = monitor::render(&lines, &header);
+        block.extend(board_line);
         let mut out: Box<dyn Write> = if cfg.live_to_stderr {
             Box::new(std::io::stderr().lock())
         } else {
@@ -251,10 +277,26 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
     }
     // The last, partial second belongs in the per-second series too.
     monitor.tick(&reader);
+    if let Some(b) = board.as_mut() {
+        b.watch.tick(&b.shared);
+    }
     let interrupted = reason == StopReason::Signal;
     let elapsed = running.elapsed();
     let per_second = monitor.max_per_interval();
     let summary = running.stop();
+    // The servo thread is stopped: the last late replies get their grace, the rest are lost.
+    let board = board.map(|b| {
+        let per_second = b.watch.max_per_second();
+        b.drainer.finish();
+        let io = summary
+            .threads
+            .iter()
+            .find(|t| t.info.name == "servo")
+            .and_then(|t| t.stats.as_ref()?.io.as_ref().map(board::IoRecorded::of));
+        board::result(
+            b.addr, &b.found, &b.shared, cfg.servo, b.budget, per_second, io,
+        )
+    });
     // After the threads stopped: the follower reads the last spikes too (its reader keeps the
     // segment mapped).
     let followed = follower.finish();
@@ -273,7 +315,48 @@ pub(crate) fn run(cfg: &TestConfig) -> Result<Report, super::Error> {
         load_failures,
     );
     apply_follow(&mut report, followed, cfg.trace);
+    if let Some(b) = board {
+        report.verdict.board = Some(b.verdict.clone());
+        report.board = Some(b);
+    }
     Ok(report)
+}
+
+/// The board's round trip as a function of the servo thread (`board.round-trip`), before the
+/// runtime starts: the prober is made (and allocated) here and moved onto the thread.
+fn board_function(
+    rt: &mut Runtime<crate::runtime::Configuring>,
+    b: BoardRun,
+    bins: usize,
+) -> Result<BoardSide, super::Error> {
+    let (prober, drainer, shared) =
+        board::Prober::new(b.sock, &b.found, b.budget, bins).map_err(|e| {
+            super::Error::Setup(crate::rt::SysError::new(
+                "duplicating the board's socket",
+                nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EMFILE)),
+            ))
+        })?;
+    let comp = rt
+        .hal()
+        .component("board")
+        .map_err(crate::runtime::RuntimeError::from)?;
+    rt.function(
+        comp,
+        "board.round-trip",
+        Box::new(move |_hal| {
+            let mut prober = prober;
+            Box::new(move |_cycle| prober.period())
+        }),
+    )?;
+    rt.addf("board.round-trip", "servo", None)?;
+    Ok(BoardSide {
+        addr: b.addr,
+        found: b.found,
+        budget: b.budget,
+        drainer,
+        shared,
+        watch: board::Watch::default(),
+    })
 }
 
 /// `--trace` for threads that another part of rtapi starts while it runs (the LinuxCNC master's
@@ -561,6 +644,7 @@ fn report(
         threads,
         trace: None,
         load_failures,
+        board: None,
     }
 }
 

@@ -96,6 +96,9 @@ pub(crate) struct Verdict {
     /// Why the run is not evidence (empty when it is).
     pub(crate) problems: Vec<String>,
     pub(crate) advice: Vec<String>,
+    /// With `--board`: whether the card's round trips fit the servo period (`board.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) board: Option<super::board::BoardVerdict>,
 }
 
 /// What the verdict must know besides the numbers: whether they can be trusted.
@@ -187,6 +190,7 @@ pub(crate) fn judge(
         evidence,
         problems,
         advice,
+        board: None,
     }
 }
 

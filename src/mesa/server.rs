@@ -142,8 +142,68 @@ pub fn serve(
     shared: &Shared,
     fixed_mac: Option<[u8; 6]>,
     stop: &AtomicBool,
+    on_events: impl FnMut(&[Event], Option<SocketAddr>),
+) -> Result<(), ServeError> {
+    serve_delayed(socket, shared, fixed_mac, stop, None, on_events)
+}
+
+/// Replies held back before they are sent, as a slow network would (`rtapi mesa-sim
+/// --reply-delay`, for a kernel without netem): each one `delay` plus a uniform jitter within
+/// ±`jitter` after its request, never before the previous reply (the order is kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyDelay {
+    /// The mean delay.
+    pub delay: Duration,
+    /// The largest deviation from it, either way (at most `delay`).
+    pub jitter: Duration,
+}
+
+/// The thread that sends delayed replies at their time; ends when `rx` closes.
+fn delayed_sender(
+    socket: UdpSocket,
+    d: ReplyDelay,
+    rx: std::sync::mpsc::Receiver<(Instant, Vec<u8>, SocketAddr)>,
+) {
+    let mut last = Instant::now();
+    // xorshift64: the jitter needs spread, not quality.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id());
+    for (at, reply, to) in rx {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let span = d.jitter.as_nanos() as u64 * 2;
+        let offset = if span == 0 { 0 } else { x % (span + 1) };
+        let due = (at + d.delay.saturating_sub(d.jitter) + Duration::from_nanos(offset)).max(last);
+        last = due;
+        let left = due.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            std::thread::sleep(left);
+        }
+        let _ = socket.send_to(&reply, to);
+    }
+}
+
+/// [`serve`], with replies held back by `delay` when given.
+pub fn serve_delayed(
+    socket: &UdpSocket,
+    shared: &Shared,
+    fixed_mac: Option<[u8; 6]>,
+    stop: &AtomicBool,
+    delay: Option<ReplyDelay>,
     mut on_events: impl FnMut(&[Event], Option<SocketAddr>),
 ) -> Result<(), ServeError> {
+    let delayed = match delay {
+        Some(d) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let sock = socket.try_clone().map_err(ServeError::Io)?;
+            std::thread::Builder::new()
+                .name("mesa-sim-delay".into())
+                .spawn(move || delayed_sender(sock, d, rx))
+                .map_err(ServeError::Io)?;
+            Some(tx)
+        }
+        None => None,
+    };
     let mut buf = vec![0u8; 2048];
     let mut cmsg = nix::cmsg_space!(libc::in_pktinfo);
     let mut peer: Option<SocketAddr> = None;
@@ -197,7 +257,14 @@ pub fn serve(
                 if let Some(reply) = b.handle(&buf[..len], now) {
                     // A lost reply is the host's to notice (it counts a packet error), as with a
                     // real card: the board goes on.
-                    let _ = socket.send_to(&reply, from);
+                    match &delayed {
+                        Some(tx) => {
+                            let _ = tx.send((Instant::now(), reply, from));
+                        }
+                        None => {
+                            let _ = socket.send_to(&reply, from);
+                        }
+                    }
                 }
             } else {
                 b.advance(now);

@@ -27,6 +27,7 @@ pub mod function;
 pub(crate) mod health;
 pub mod hosted;
 mod housekeeping;
+pub mod io;
 mod live;
 mod neighbours;
 pub(crate) mod panic;

@@ -622,8 +622,13 @@ impl Cycler {
             .heartbeat
             .in_function
             .store(0, Ordering::Relaxed);
-        self.ledger
-            .finished(now, latency, end, kernel_overruns, any_fault, stats)
+        let next = self
+            .ledger
+            .finished(now, latency, end, kernel_overruns, any_fault, stats);
+        // The I/O the period's functions noted (`runtime::io::note_io`), after its latency and
+        // execution time, as a hosted thread records it.
+        super::io::record(super::io::take(), stats);
+        next
     }
 }
 

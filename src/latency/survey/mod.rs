@@ -329,10 +329,13 @@ pub(crate) fn survey(cfg: &TestConfig) -> Result<Survey, super::Error> {
             ),
         );
         let before = Snapshot::take();
-        let result = run::run(&TestConfig {
-            cpus: vec![cpu],
-            ..cfg.clone()
-        });
+        let result = run::run(
+            &TestConfig {
+                cpus: vec![cpu],
+                ..cfg.clone()
+            },
+            None,
+        );
         let after = Snapshot::take();
         if let Some(a) = &affinity {
             if let Err(e) = crate::rt::sched::set_current_affinity(a) {

@@ -70,10 +70,11 @@
 
 mod period;
 
-pub use self::period::{foreign_deadline, note_io, Flow, ForeignExit, Period};
+pub use self::period::{foreign_deadline, Flow, ForeignExit, Period};
 use self::period::{run, Control, HostedPlan};
 use super::health::{self, HealthReader};
 use super::housekeeping::{housekeeping_cpus, start_watchdog, Housekeeping, WatchCmd};
+pub use super::io::note_io;
 use super::panic::PanicReport;
 use super::slots::Slots;
 use super::start;

@@ -38,11 +38,6 @@ pub struct Period {
     woke: Option<(Nanos, i64, u64)>,
     /// `wait()` said Stop once: it says so from then on.
     ended: bool,
-    /// I/O time of the period whose work runs now, ns, the I/O calls in it and the errors their
-    /// drivers counted ([`note_io`]).
-    io_ns: u64,
-    io_calls: u64,
-    io_errors: u64,
 }
 
 /// What the owner and a hosted thread share, besides the heartbeat.
@@ -117,19 +112,16 @@ impl Period {
             Some((wake, latency, overruns)) => {
                 self.ledger
                     .finished(wake, latency, end, overruns, false, &self.stats);
-                if self.io_calls > 0 {
-                    self.stats
-                        .record_io(self.io_ns, self.io_calls, self.io_errors);
-                }
+                // The I/O the period's foreign code noted (`runtime::io::note_io`).
+                super::super::io::record(super::super::io::take(), &self.stats);
             }
             None if !self.ended && self.ledger.prev_wake().is_none() => {
                 self.ledger.skip_to(end);
             }
             None => {}
         }
-        self.io_ns = 0;
-        self.io_calls = 0;
-        self.io_errors = 0;
+        // I/O noted outside a woken period (before the first wake) belongs to no period.
+        let _ = super::super::io::take();
     }
 
     /// The number of the current period on the thread's timeline (skipped periods included): after
@@ -184,26 +176,6 @@ pub fn foreign_deadline() -> Option<Nanos> {
     // SAFETY: as in rtapi_hosted_period_wait: the Period run_foreign borrows for the task's whole
     // run on this thread, read only (the task is in a call of its own, not in wait()).
     Some(unsafe { &*p }.deadline())
-}
-
-/// Adds `ns` of I/O time and `errors` driver-counted errors (one call of an I/O function, measured
-/// around it by the caller) to the current period of the foreign task this thread runs in
-/// [`Period::run_foreign`]; recorded with the period at its `wait()` (the stats block's I/O section
-/// and I/O errors, LAYOUT.md §6). Nothing off such a task. One thread-local read and three
-/// additions: no allocation, lock or log.
-#[inline]
-pub fn note_io(ns: u64, errors: u64) {
-    let p = CURRENT.with(|c| c.get());
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: as in rtapi_hosted_period_wait: the Period run_foreign borrows mutably for the task's
-    // whole run on this thread; the task is in one of its functions, not in wait(), so nothing else
-    // holds a reference to it now.
-    let period = unsafe { &mut *p };
-    period.io_ns = period.io_ns.saturating_add(ns);
-    period.io_calls += 1;
-    period.io_errors = period.io_errors.saturating_add(errors);
 }
 
 /// How a foreign task run by [`Period::run_foreign`] ended.
@@ -328,9 +300,6 @@ pub(super) fn run(
         heartbeat: plan.heartbeat.clone(),
         woke: None,
         ended: false,
-        io_ns: 0,
-        io_calls: 0,
-        io_errors: 0,
     };
     period.stats.set_running(true);
     plan.heartbeat.set_looping(true);
