@@ -91,45 +91,21 @@ pub(crate) fn route(ip: Ipv4Addr, proc_net_route: &str) -> Result<Route, Refusal
     if ip.is_loopback() {
         return Ok(Route::Loopback);
     }
-    let a = u32::from(ip);
-    let mut best: Option<(u32, u32, &str, u32, u32)> = None; // (prefix len, metric, iface, gw, mask)
-    for line in proc_net_route.lines().skip(1) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 8 {
-            continue;
-        }
-        let hex = |s: &str| u32::from_str_radix(s, 16).ok().map(u32::from_be);
-        let (Some(dest), Some(gw), Some(flags), Some(mask)) =
-            (hex(f[1]), hex(f[2]), hex(f[3]), hex(f[7]))
-        else {
-            continue;
-        };
-        // RTF_UP; the fields are little-endian words of network-order addresses.
-        let flags = u32::from_be(flags);
-        if flags & 1 == 0 || a & mask != dest & mask {
-            continue;
-        }
-        let metric: u32 = f[6].parse().unwrap_or(u32::MAX);
-        let len = mask.count_ones();
-        if best.is_none_or(|(l, m, ..)| len > l || (len == l && metric < m)) {
-            best = Some((len, metric, f[0], gw, mask));
-        }
+    // The kernel's choice among the routes (longest prefix, then metric): detect's one reading
+    // of the table, shared with `rtapi detect --board`.
+    let table = crate::detect::route::parse_route_table(proc_net_route);
+    let Some(r) = crate::detect::route::route_to(&table, ip) else {
+        return Err(Refusal::NoRoute);
+    };
+    let iface = r.interface.clone();
+    if let Some(gateway) = r.gateway {
+        return Err(Refusal::Gateway { gateway, iface });
     }
-    match best {
-        None => Err(Refusal::NoRoute),
-        Some((_, _, iface, gw, _)) if gw != 0 => Err(Refusal::Gateway {
-            gateway: Ipv4Addr::from(gw),
-            iface: iface.to_string(),
-        }),
-        Some((len, _, iface, _, mask)) if len < 31 && a | mask == u32::MAX => {
-            Err(Refusal::Broadcast {
-                iface: Some(iface.to_string()),
-            })
-        }
-        Some((_, _, iface, _, _)) => Ok(Route::Direct {
-            iface: iface.to_string(),
-        }),
+    let host_bits = u32::MAX.checked_shr(u32::from(r.prefix_len)).unwrap_or(0);
+    if r.prefix_len < 31 && u32::from(ip) & host_bits == host_bits {
+        return Err(Refusal::Broadcast { iface: Some(iface) });
     }
+    Ok(Route::Direct { iface })
 }
 
 impl Refusal {
