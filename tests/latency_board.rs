@@ -16,14 +16,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
-use std::process::{Child, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Output, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::eventually::{until_true, GENEROUS};
 use common::netns;
+use common::sim_process::SimProcess;
 use serde_json::Value;
 
 const RTAPI: &str = env!("CARGO_BIN_EXE_rtapi");
@@ -70,8 +69,7 @@ enum Inject {
 /// `rtapi mesa-sim` in the board's namespace on CPU 0, killed on drop (the namespace's drop ends
 /// whatever is left).
 struct Card {
-    child: Child,
-    out: Arc<Mutex<String>>,
+    sim: SimProcess,
     link: netns::Link,
 }
 
@@ -94,30 +92,8 @@ impl Card {
                 }
             }
         }
-        let board_ip = link.board_ip.to_string();
-        let mut child = link
-            .board
-            .command("taskset")
-            .args(["-c", "0", RTAPI, "mesa-sim", "--listen", &board_ip])
-            .args(&sim_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let out = Arc::new(Mutex::new(String::new()));
-        let stdout = child.stdout.take().unwrap();
-        let o = Arc::clone(&out);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                o.lock().unwrap().push_str(&(line + "\n"));
-            }
-        });
-        let card = Card { child, out, link };
-        until_true("the simulator listens", GENEROUS, || {
-            card.out.lock().unwrap().contains("mesa-sim: a ")
-        });
-        card
+        let sim = SimProcess::start_on(&link, "7i96s", &sim_args, Some(0));
+        Card { sim, link }
     }
 
     /// `rtapi latency-test ARGS` in the host namespace, its threads on CPU 1, a HAL instance of
@@ -170,22 +146,6 @@ impl Card {
             serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}")),
             stderr,
         )
-    }
-}
-
-impl Drop for Card {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -347,7 +307,7 @@ fn without_delay_every_request_is_answered_and_counted() {
     assert!(svg.contains("Board round trip"), "no round-trip panel");
     // The card saw a discovery and reads only: no watchdog armed, no module driven, no request it
     // could not parse (the request's read-only shape is unit-tested against the board's write log).
-    let said = card.out.lock().unwrap().clone();
+    let said = card.sim.out.text();
     assert!(said.contains("read the board name (7I96S)"), "{said}");
     for never in ["watchdog", "stepgen", "bad request", "wrote"] {
         assert!(!said.to_lowercase().contains(never), "{never}: {said}");

@@ -9,15 +9,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::eventually::{until, until_true, GENEROUS};
 use common::netns;
+use common::sim_process::{Lines, SimProcess};
 use rtapi::mesa::lbp16::{self, Command as Cmd, Width};
 use rtapi::mesa::{Board, BoardKind};
 
@@ -600,106 +600,6 @@ fn lcnc_missing() -> Option<String> {
         }
     }
     None
-}
-
-/// Lines a child printed, collected as they come.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<String>>);
-
-impl Lines {
-    /// The lines `child` writes to its (piped) standard output and error, gathered as they come.
-    fn of(child: &mut Child) -> Lines {
-        let out = Lines::default();
-        out.collect(child.stdout.take().expect("stdout piped"));
-        out.collect(child.stderr.take().expect("stderr piped"));
-        out
-    }
-
-    fn collect(&self, from: impl std::io::Read + Send + 'static) {
-        let me = self.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(from).lines() {
-                let Ok(line) = line else { break };
-                let mut all = me.0.lock().unwrap();
-                all.push_str(&line);
-                all.push('\n');
-            }
-        });
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().clone()
-    }
-
-    fn has(&self, needle: &str) -> bool {
-        self.0.lock().unwrap().contains(needle)
-    }
-
-    fn wait_for(&self, what: &str, needle: &str) {
-        let t0 = Instant::now();
-        while !self.has(needle) {
-            assert!(
-                t0.elapsed() < GENEROUS,
-                "{what}: no {needle:?} within {GENEROUS:?} (a hang, not a slow machine) in:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        eprintln!("{what}: after {:?}", t0.elapsed());
-    }
-}
-
-/// `rtapi mesa-sim` in the board's namespace, killed on drop.
-struct SimProcess {
-    child: Child,
-    out: Lines,
-}
-
-impl SimProcess {
-    fn start(link: &netns::Link, board: &str) -> SimProcess {
-        Self::start_with(link, board, &[])
-    }
-
-    /// With more of `rtapi mesa-sim`'s options.
-    fn start_with(link: &netns::Link, board: &str, more: &[&str]) -> SimProcess {
-        let mut child = link
-            .board
-            .command(env!("CARGO_BIN_EXE_rtapi"))
-            .args([
-                "mesa-sim",
-                "--listen",
-                &link.board_ip.to_string(),
-                "--board",
-                board,
-            ])
-            .args(more)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = Lines::of(&mut child);
-        let sim = SimProcess { child, out };
-        sim.out.wait_for("the simulator listens", "mesa-sim: a ");
-        sim
-    }
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A HOME nobody may write: halrun's `~/.rtapi_fifo` (the realtime master's socket) lives there.

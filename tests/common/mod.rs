@@ -39,6 +39,7 @@ pub(crate) mod mesa_card;
 pub(crate) mod netns;
 pub(crate) mod pty;
 pub(crate) mod sim_axis;
+pub(crate) mod sim_process;
 pub(crate) mod skipping;
 #[allow(unused_imports)] // not every test file skips
 pub(crate) use skipping::*;
