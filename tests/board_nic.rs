@@ -15,22 +15,8 @@ use common::{is_root, netns};
 use rtapi::detect::ethtool::{Coalesce, Eee, Ethtool, EthtoolError, LiveEthtool};
 use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::process::Command;
 
-fn rtapi(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
-    c.args(args).env("RUST_LOG", "error");
-    c
-}
-
-fn run(c: &mut Command) -> (i32, String, String) {
-    let o = c.output().expect("run rtapi");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::{rtapi_command as rtapi, run};
 
 /// A `/proc/net/route` line as the kernel prints it (addresses in host byte order, hex).
 fn route_line(iface: &str, dest: [u8; 4], gw: [u8; 4], flags: &str, mask: [u8; 4]) -> String {

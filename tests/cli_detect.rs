@@ -4,7 +4,7 @@ mod common;
 
 use common::is_root;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn rtapi(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
@@ -12,18 +12,7 @@ fn rtapi(args: &[&str]) -> Command {
     c
 }
 
-fn run(c: &mut Command) -> (i32, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = c.output().expect("run rtapi");
-    (
-        status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    )
-}
+use common::run;
 
 #[test]
 fn json_has_the_documented_keys_and_a_consistent_flavor() {

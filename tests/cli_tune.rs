@@ -11,7 +11,6 @@ use common::is_root;
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 
 static LIVE: Mutex<()> = Mutex::new(());
@@ -20,20 +19,7 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn rtapi(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
-    c.args(args).env("RUST_LOG", "error");
-    c
-}
-
-fn run(c: &mut Command) -> (i32, String, String) {
-    let o = c.output().expect("run rtapi");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::{rtapi_command as rtapi, run};
 
 fn glob(dir: &str, keep: &dyn Fn(&str) -> bool, file: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)

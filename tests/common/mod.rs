@@ -55,6 +55,20 @@ pub(crate) fn rtapi(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `rtapi ARGS` as a command to adjust before running it, with errors-only logging.
+pub(crate) fn rtapi_command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+    c.args(args).env("RUST_LOG", "error");
+    c
+}
+
+/// Runs `c` to completion: its exit code (-1 for a signal), standard output and error as text.
+pub(crate) fn run(c: &mut Command) -> (i32, String, String) {
+    let o = c.output().expect("run the command");
+    let (out, err) = text(&o);
+    (o.status.code().unwrap_or(-1), out, err)
+}
+
 /// Standard output and standard error as text.
 pub(crate) fn text(o: &Output) -> (String, String) {
     (
