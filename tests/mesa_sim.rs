@@ -966,6 +966,11 @@ fn hm2_eth_read_and_write_on_rtapis_master_are_timed_per_period_and_its_packet_e
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(st.success(), "{st}\n{text}");
     assert!(!text.contains("I/O time:"), "{text}");
+    // The network verdict at exit: hm2_eth's own count of the replies that missed its deadline.
+    assert!(
+        text.contains(&format!("network (servo): no: {pin} packet errors")),
+        "{text}"
+    );
     drop(sim);
     drop(link);
 }

@@ -892,6 +892,55 @@ pub(crate) fn judge(
     }
 }
 
+/// The network verdict of a machine that ran (`rtapi linuxcnc`'s summary at exit), from what the
+/// master measured of a thread's I/O functions: the same rule as [`judge`] — the card was carried
+/// when no reply missed hm2_eth's deadline — from hm2_eth's packet errors (each one an `error
+/// finishing read`: a reply late or lost, which hm2_eth cannot tell apart) and the longest I/O of
+/// a period against the default deadline (80 % of the period). `None` for a thread without I/O.
+pub(crate) fn machine_verdict(
+    thread: &str,
+    period_ns: u64,
+    io: &rtapi_hal::IoStats,
+) -> Option<String> {
+    if io.periods == 0 {
+        return None;
+    }
+    let us = |ns: u64| {
+        format!(
+            "{} µs",
+            crate::render::float_text((ns as f64 / 100.0).round() / 10.0)
+        )
+    };
+    let deadline = period_ns / 5 * 4;
+    let longest = format!(
+        "its I/O took at most {} a period{}",
+        us(io.max_ns),
+        if io.max_ns < deadline {
+            format!(
+                ", {} under hm2_eth's default {} deadline",
+                us(deadline - io.max_ns),
+                us(deadline)
+            )
+        } else {
+            format!(", past hm2_eth's default {} deadline", us(deadline))
+        }
+    );
+    Some(match io.errors {
+        None => format!(
+            "network ({thread}): {} periods with I/O, no packet counter (a PCI card, or an older segment); {longest}",
+            io.periods
+        ),
+        Some(e) if e.count == 0 => format!(
+            "network ({thread}): carried the card: 0 packet errors in {} periods; {longest}",
+            io.periods
+        ),
+        Some(e) => format!(
+            "network ({thread}): no: {} packet errors in {} of {} periods (each an `error finishing read`: a reply late or lost); {longest}; measure the network alone with `rtapi latency-test --board ADDR`",
+            e.count, e.periods, io.periods
+        ),
+    })
+}
+
 impl BoardResult {
     /// The round trips as a column of the `--histogram` file and a series of the `--plot`, named
     /// `board-rtt` (the figures of a thread's latency: the round trip's; its "period" is the budget,
@@ -962,6 +1011,40 @@ impl fmt::Display for BoardResult {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_machines_network_verdict_follows_the_packet_errors() {
+        let mut io = rtapi_hal::IoStats {
+            periods: 1000,
+            calls: 2000,
+            max_ns: 612_000,
+            errors: Some(rtapi_hal::IoErrors::default()),
+            ..Default::default()
+        };
+        let v = |io: &rtapi_hal::IoStats| machine_verdict("servo-thread", 1_000_000, io);
+        assert_eq!(
+            v(&io).unwrap(),
+            "network (servo-thread): carried the card: 0 packet errors in 1000 periods; its I/O took at most 612 µs a period, 188 µs under hm2_eth's default 800 µs deadline"
+        );
+        io.errors = Some(rtapi_hal::IoErrors {
+            count: 3,
+            periods: 2,
+        });
+        io.max_ns = 900_000;
+        let no = v(&io).unwrap();
+        assert!(
+            no.starts_with("network (servo-thread): no: 3 packet errors in 2 of 1000 periods"),
+            "{no}"
+        );
+        assert!(
+            no.contains("past hm2_eth's default 800 µs deadline"),
+            "{no}"
+        );
+        io.errors = None;
+        assert!(v(&io).unwrap().contains("no packet counter"));
+        io.periods = 0;
+        assert_eq!(v(&io), None);
+    }
     use super::*;
 
     const ROUTES: &str =

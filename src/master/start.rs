@@ -208,6 +208,17 @@ pub fn run(args: Options) -> Result<(), StartError> {
         if let Some(w) = spikes {
             text.push_str(&w.finish(summary));
         }
+        // The network verdict of each thread that ran a Mesa card's I/O functions.
+        for t in &summary.threads {
+            let io = t.stats.as_ref().and_then(|s| s.io.as_ref());
+            let period = t.info.period.as_nanos() as u64;
+            if let Some(v) =
+                io.and_then(|io| crate::latency::board::machine_verdict(&t.info.name, period, io))
+            {
+                text.push_str(&v);
+                text.push('\n');
+            }
+        }
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
     let threads = summary.as_ref().map_or(0, |s| s.threads.len());
