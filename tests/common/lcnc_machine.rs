@@ -1390,6 +1390,19 @@ fn policy_name(p: u32) -> String {
     }
 }
 
+/// The command name, scheduling policy (`SCHED_FIFO`, …) and real-time priority in
+/// `/proc/WHO/stat`, `WHO` a `PID` or `PID/task/TID`; `None` once it is gone.
+pub(crate) fn proc_sched(who: &str) -> Option<(String, String, u32)> {
+    let stat = fs::read_to_string(format!("/proc/{who}/stat")).ok()?;
+    let b_ = stat.rfind(')')?;
+    let rest: Vec<&str> = stat[b_ + 1..].split_whitespace().collect();
+    // Fields after comm start at field 3 (state): rt_priority is field 40, policy field 41.
+    let rt_priority = rest.get(40 - 3)?.parse().ok()?;
+    let policy = policy_name(rest.get(41 - 3)?.parse().ok()?);
+    let comm = stat[stat.find('(')? + 1..b_].to_string();
+    Some((comm, policy, rt_priority))
+}
+
 /// The process that loaded LinuxCNC's motion module (`motmod.so` mapped), and in it the thread that
 /// wakes most often over `probe` (the servo thread: once a period): its scheduling policy.
 pub(crate) fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
@@ -1423,13 +1436,7 @@ pub(crate) fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
         .iter()
         .filter_map(|(t, n)| Some((*t, n - a.iter().find(|(u, _)| u == t)?.1)))
         .max_by_key(|(_, d)| *d)?;
-    let stat = fs::read_to_string(format!("/proc/{}/task/{tid}/stat", host.pid)).ok()?;
-    let b_ = stat.rfind(')')?;
-    let rest: Vec<&str> = stat[b_ + 1..].split_whitespace().collect();
-    // Fields after comm start at field 3 (state): rt_priority is field 40, policy field 41.
-    let rt_priority = rest.get(40 - 3)?.parse().ok()?;
-    let policy = policy_name(rest.get(41 - 3)?.parse().ok()?);
-    let thread = stat[stat.find('(')? + 1..b_].to_string();
+    let (thread, policy, rt_priority) = proc_sched(&format!("{}/task/{tid}", host.pid))?;
     Some(ThreadInfo {
         pid: host.pid,
         tid,
