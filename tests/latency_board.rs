@@ -431,3 +431,63 @@ fn addresses_that_are_not_a_connected_card_are_refused() {
     let out = card.latency_test(&["--board", &gw, "--budget", "2ms", "--duration", "1s"]);
     assert_eq!(out.status.code(), Some(2), "{:?}", common::text(&out));
 }
+
+/// A flood of datagrams through the veth from the card's namespace, on the card's CPU, during a
+/// `--trace` run: the replies wait behind it, and the trace names `NET_RX` on that CPU as the
+/// busiest network work while they were missing.
+#[test]
+fn trace_names_a_packet_flood_on_the_cards_cpu_as_the_cause_of_late_replies() {
+    prerequisites!();
+    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
+        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let card = Card::start("lb-storm", Inject::None);
+    // 4 KiB datagrams to the host's discard port, from CPU 0 (the card's), for the whole run.
+    let script = format!(
+        "import socket,time\n\
+         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         end=time.monotonic()+6\n\
+         while time.monotonic()<end:\n\
+         \x20   s.sendto(b'x'*4096,('{}',9))\n",
+        card.link.host_ip
+    );
+    let mut flood = card
+        .link
+        .board
+        .command("taskset")
+        .args(["-c", "0", "/usr/bin/python3", "-c", &script])
+        .spawn()
+        .expect("python3 in the card's namespace");
+    let (report, _) = card.measure(&["--budget", "100us", "--trace"]);
+    let _ = flood.kill();
+    let _ = flood.wait();
+    let (_sent, _on_time, late, lost) = accounting(&report);
+    let n = &report["board"]["network_causes"];
+    eprintln!("late {late}, lost {lost}; network causes: {n:#}");
+    let misses = u(n, "misses");
+    assert_eq!(
+        misses,
+        late + lost,
+        "every missed deadline is a window: {n:#}"
+    );
+    assert!(
+        misses >= 5,
+        "the flood made only {misses} replies miss their budget"
+    );
+    let traced = u(n, "traced");
+    assert_eq!(traced, misses, "every window traced (32 MiB rings): {n:#}");
+    // The flood's receive processing on the card's CPU is the network work named most often,
+    // for tens of µs at a time (the measuring thread's own NET_RX, its request's delivery, left
+    // out). On this VM most late replies have no network work in their window at all (the card's
+    // or the VM's scheduling): without the flood the same run names CPU 0's NET_RX in at most one
+    // window, for a few µs.
+    let top = &n["causes"][0];
+    assert_eq!(
+        (top["what"].as_str(), top["cpu"].as_u64()),
+        (Some("NET_RX softirq"), Some(0)),
+        "{n:#}"
+    );
+    assert!(u(top, "windows") >= 3, "{n:#}");
+    assert!(u(top, "longest_ns") >= 20_000, "{n:#}");
+}

@@ -43,6 +43,8 @@ pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(50);
 pub(crate) const GRACE: Duration = Duration::from_millis(200);
 /// Requests in flight that can be told apart (the tag is the request number modulo this).
 const SLOTS: usize = 256;
+/// Missed deadlines kept for `--trace` (the newest; each its send and its deadline).
+const MISSES_KEPT: usize = 1024;
 /// Round-trip histogram: 1 µs bins, as the threads'.
 pub(crate) const BIN_NS: u64 = 1000;
 /// The IDROM, read-only on every HostMot2 firmware.
@@ -309,6 +311,11 @@ pub(crate) struct Shared {
     pub(crate) overflow: AtomicU64,
     /// Send time (CLOCK_MONOTONIC ns) of the request in flight in each slot; 0: none.
     sent_at: Box<[AtomicI64]>,
+    /// Periods whose reply was not there at the budget (late or lost), ever; the newest
+    /// [`MISSES_KEPT`] of them in `misses`: `[send, deadline]` (CLOCK_MONOTONIC ns) at
+    /// `2 × (n mod MISSES_KEPT)`.
+    miss_count: AtomicU64,
+    misses: Box<[AtomicI64]>,
 }
 
 impl Shared {
@@ -328,7 +335,34 @@ impl Shared {
             bins: zeros(bins),
             overflow: AtomicU64::new(0),
             sent_at: (0..SLOTS).map(|_| AtomicI64::new(0)).collect(),
+            miss_count: AtomicU64::new(0),
+            misses: (0..2 * MISSES_KEPT).map(|_| AtomicI64::new(0)).collect(),
         }
+    }
+
+    /// A period whose reply was not there at its deadline: `[send, deadline]` kept for `--trace`.
+    #[inline]
+    fn missed(&self, send: Nanos, deadline: Nanos) {
+        let n = self.miss_count.load(Relaxed);
+        let i = 2 * (n as usize % MISSES_KEPT);
+        self.misses[i].store(send.as_nanos(), Relaxed);
+        self.misses[i + 1].store(deadline.as_nanos(), Relaxed);
+        self.miss_count.store(n + 1, Relaxed);
+    }
+
+    /// The kept misses, oldest first, and how many there were in all (after the thread stopped).
+    pub(crate) fn misses(&self) -> (Vec<(u64, u64)>, u64) {
+        let n = self.miss_count.load(Relaxed);
+        let kept = (n as usize).min(MISSES_KEPT);
+        let first = n as usize - kept;
+        let out = (first..n as usize)
+            .map(|k| {
+                let i = 2 * (k % MISSES_KEPT);
+                let at = |j: usize| self.misses[j].load(Relaxed).max(0) as u64;
+                (at(i), at(i + 1))
+            })
+            .collect();
+        (out, n)
     }
 
     /// Adds one to a counter only this thread writes (no locked read-modify-write needed).
@@ -570,6 +604,9 @@ impl Prober {
             }
         };
         let took = (clock::now() - t0).as_nanos().max(0) as u64;
+        if !answered {
+            sh.missed(t0, deadline);
+        }
         crate::runtime::io::note_io(took, u64::from(!answered));
     }
 }
@@ -677,6 +714,121 @@ pub(crate) struct BoardResult {
     /// not in time: late or lost).
     pub(crate) stats_block: Option<IoRecorded>,
     pub(crate) verdict: BoardVerdict,
+    /// `--trace`: what ran on the network path while replies were missing.
+    pub(crate) network_causes: Option<NetworkCauses>,
+}
+
+/// `--trace` with `--board`: for each period whose reply was not there at the budget (late or
+/// lost), the busiest network work on any CPU between the send and the deadline
+/// ([`crate::trace::network`]), counted over the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct NetworkCauses {
+    /// Periods whose reply missed its deadline, in all.
+    pub(crate) misses: u64,
+    /// Of those, the ones whose window the network trace still held.
+    pub(crate) traced: u64,
+    /// Traced windows in which no network work ran at all (the reply was held elsewhere: the
+    /// card, the other end's scheduling, outside the kernel).
+    pub(crate) nothing: u64,
+    /// The busiest network work of each traced window, tallied, most frequent first.
+    pub(crate) causes: Vec<NetworkCause>,
+}
+
+/// One kind of network work named as the busiest in some windows.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct NetworkCause {
+    pub(crate) cpu: usize,
+    /// `NET_RX softirq`, `NET_TX softirq`, `ksoftirqd`, `IRQ 30 (eth0-rx-0)`.
+    pub(crate) what: String,
+    /// Windows in which it was the busiest.
+    pub(crate) windows: u64,
+    /// Its longest time inside one window, ns.
+    pub(crate) longest_ns: u64,
+}
+
+/// Names the busiest network work of each missed window from a network trace session
+/// (`TraceSession::start_network`, stopped), reading each CPU's ring once.
+///
+/// The measuring threads' own softirq work (`own`: their thread ids) is left out: a request sent on
+/// a veth is delivered by a NET_RX run in its sender's own `send`, the request's path rather than
+/// something holding the reply back.
+pub(crate) fn explain_misses(
+    session: &crate::trace::TraceSession,
+    misses: &[(u64, u64)],
+    total: u64,
+    own: &[u32],
+) -> NetworkCauses {
+    use crate::trace::network::{activity, NetWork, LOOKBEHIND_NS};
+    let mut out = NetworkCauses {
+        misses: total,
+        ..NetworkCauses::default()
+    };
+    let (Some(first), Some(last)) = (
+        misses.iter().map(|m| m.0).min(),
+        misses.iter().map(|m| m.1).max(),
+    ) else {
+        return out;
+    };
+    let mut events = Vec::new();
+    // From when every CPU's ring still holds its events: a ring that overwrote events (a busy
+    // CPU's) holds them from its first one kept on; one that did not, from the start.
+    let mut covered_from = 0u64;
+    for &cpu in session.cpus() {
+        if let Ok(w) = session.read_window(cpu, 0, last) {
+            if let Some(e) = w
+                .events
+                .first()
+                .filter(|_| session.overruns(cpu) != Some(0))
+            {
+                covered_from = covered_from.max(e.ts_ns);
+            }
+            events.extend(w.events.into_iter().filter(|e| {
+                e.ts_ns >= first.saturating_sub(LOOKBEHIND_NS)
+                    && !(own.contains(&e.pid)
+                        && matches!(
+                            e.kind,
+                            crate::trace::EventKind::SoftirqEntry { .. }
+                                | crate::trace::EventKind::SoftirqExit { .. }
+                        ))
+            }));
+        }
+    }
+    events.sort_by_key(|e| e.ts_ns);
+    let mut tally: std::collections::BTreeMap<(usize, String), (u64, u64)> = Default::default();
+    for &(from, to) in misses {
+        // A window the rings had already overwritten says nothing.
+        if from < covered_from {
+            continue;
+        }
+        out.traced += 1;
+        let a = events.partition_point(|e| e.ts_ns < from.saturating_sub(LOOKBEHIND_NS));
+        let b = events.partition_point(|e| e.ts_ns <= to);
+        match activity(&events[a..b], from, to).busiest() {
+            None => out.nothing += 1,
+            Some(busy) => {
+                let what = match &busy.what {
+                    NetWork::Irq { irq, name } => format!("IRQ {irq} ({name})"),
+                    NetWork::NetRx => "NET_RX softirq".into(),
+                    NetWork::NetTx => "NET_TX softirq".into(),
+                    NetWork::Ksoftirqd => "ksoftirqd".into(),
+                };
+                let t = tally.entry((busy.cpu, what)).or_default();
+                t.0 += 1;
+                t.1 = t.1.max(busy.runs.longest_ns);
+            }
+        }
+    }
+    out.causes = tally
+        .into_iter()
+        .map(|((cpu, what), (windows, longest_ns))| NetworkCause {
+            cpu,
+            what,
+            windows,
+            longest_ns,
+        })
+        .collect();
+    out.causes.sort_by_key(|c| std::cmp::Reverse(c.windows));
+    out
 }
 
 /// The servo thread's stats-block I/O section at the end of the run.
@@ -805,6 +957,7 @@ pub(crate) fn result(
         max_rtt_per_second_ns: per_second,
         stats_block,
         verdict,
+        network_causes: None,
     }
 }
 
@@ -1005,7 +1158,31 @@ impl fmt::Display for BoardResult {
             } else {
                 String::new()
             }
-        )
+        )?;
+        if let Some(n) = &self.network_causes {
+            writeln!(
+                f,
+                "  network path (--trace) in the {} periods whose reply missed the budget: {} traced{}",
+                n.misses,
+                n.traced,
+                if n.nothing > 0 {
+                    format!(", {} with no network work at all (the card or the far end held the reply)", n.nothing)
+                } else {
+                    String::new()
+                }
+            )?;
+            for c in &n.causes {
+                writeln!(
+                    f,
+                    "    {} on CPU {}: the busiest in {} (longest {} us in one window)",
+                    c.what,
+                    c.cpu,
+                    c.windows,
+                    us(c.longest_ns)
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 

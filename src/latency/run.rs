@@ -133,6 +133,19 @@ pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, s
     // Tracing starts before the threads, so the first spikes are covered too.
     let rt_cpus = trace_cpus(cfg, rt.system());
     let session = cfg.trace.map(|_| start_trace(&rt_cpus));
+    // With --board, a second session follows the network path on every CPU (filtered in the
+    // kernel to IRQs, NET_RX/NET_TX and ksoftirqd: `TraceSession::start_network`).
+    let net_session = (cfg.trace.is_some() && board.is_some())
+        .then(|| {
+            let cpus = rt.system().cpus.online.clone().unwrap_or_default();
+            crate::trace::TraceSession::start_network(
+                &cpus,
+                &format!("{}-net", crate::trace::TraceSession::default_name()),
+            )
+            .map_err(|e| log::warn!("--trace: the network path cannot be traced: {e}"))
+            .ok()
+        })
+        .flatten();
     let running = rt.start()?;
     let flavor = running.flavor();
     let system = running.system().clone();
@@ -283,6 +296,13 @@ pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, s
     let interrupted = reason == StopReason::Signal;
     let elapsed = running.elapsed();
     let per_second = monitor.max_per_interval();
+    // The measuring threads' ids, for `--trace --board` (their own softirq work is the
+    // request's path, not a cause).
+    let own: Vec<u32> = running
+        .threads()
+        .iter()
+        .filter_map(|t| u32::try_from(t.tid?).ok())
+        .collect();
     let summary = running.stop();
     // The servo thread is stopped: the last late replies get their grace, the rest are lost.
     let board = board.map(|b| {
@@ -293,9 +313,15 @@ pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, s
             .iter()
             .find(|t| t.info.name == "servo")
             .and_then(|t| t.stats.as_ref()?.io.as_ref().map(board::IoRecorded::of));
-        board::result(
+        let mut r = board::result(
             b.addr, &b.found, &b.shared, cfg.servo, b.budget, per_second, io,
-        )
+        );
+        if let Some(net) = &net_session {
+            let _ = net.stop();
+            let (misses, total) = b.shared.misses();
+            r.network_causes = Some(board::explain_misses(net, &misses, total, &own));
+        }
+        r
     });
     // After the threads stopped: the follower reads the last spikes too (its reader keeps the
     // segment mapped).

@@ -51,7 +51,7 @@ pub const NETWORK_EVENTS: [(&str, Option<&str>); 5] = [
 
 /// Ring buffer per CPU of a network session, KiB: a few events per packet burst, and the windows
 /// read are the last second's.
-pub const NETWORK_BUFFER_KB_PER_CPU: u64 = 4 * 1024;
+pub const NETWORK_BUFFER_KB_PER_CPU: u64 = 32 * 1024;
 
 /// Ring buffer per traced CPU, KiB. An RT CPU at a 1 kHz period writes ~8 events a period
 /// (switch in/out, wakeup, local timer, hrtimer) of ~40–60 bytes: ~0.5 MB/s, so 32 MiB keeps a
@@ -291,6 +291,15 @@ impl TraceSession {
     /// Stops recording (the buffer stays readable until drop).
     pub fn stop(&self) -> Result<(), TraceError> {
         self.write("tracing_on", "0")
+    }
+
+    /// Events the ring of `cpu` overwrote (`per_cpu/cpuN/stats`, `overrun:`): 0 means it still
+    /// holds everything since the session started; `None` if the kernel does not say.
+    pub fn overruns(&self, cpu: usize) -> Option<u64> {
+        let text = fs::read_to_string(self.dir.join(format!("per_cpu/cpu{cpu}/stats"))).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("overrun:"))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// The events of `cpu` with `from_ns <= ts_ns <= to_ns` (CLOCK_MONOTONIC ns), read from
