@@ -396,7 +396,7 @@ impl ThreadRow {
     }
 
     /// I/O-time p50/p99/p99.9 from the I/O histogram, clamped to the observed min/max (after
-    /// [`with_stats`](Self::with_stats)).
+    /// `with_stats`).
     pub fn with_io_histogram(mut self, h: Option<&HistogramSnapshot>) -> ThreadRow {
         if let (Some(io), Some(h)) = (self.io.as_mut(), h) {
             let (min, max) = (io.min as i64, io.max as i64);

@@ -36,7 +36,7 @@ const RECORDED: &str = r#"{
   "refuse": ["adaptive-rx"]
 }"#;
 
-/// A machine with two CPUs (RT CPU 1), the card's NIC `eth1` on 10.10.10.0/24 (igb, 100 Mb/s full
+/// A machine with two CPUs (RT CPU 1), the card's NIC `eth1` on 192.0.2.0/24 (igb, 100 Mb/s full
 /// duplex, IRQ 45 on CPU 1 and IRQ 46 on CPU 0, rx-usecs 3, adaptive-rx on — which its driver refuses
 /// to change — and EEE on), and eth0 with the default route via 192.168.0.1.
 fn fixture() -> tempfile::TempDir {
@@ -54,7 +54,7 @@ fn fixture() -> tempfile::TempDir {
     );
     route += &route_line("eth0", [0; 4], [192, 168, 0, 1], "0003", [0; 4]);
     route += &route_line("eth0", [192, 168, 0, 0], [0; 4], "0001", [255, 255, 255, 0]);
-    route += &route_line("eth1", [10, 10, 10, 0], [0; 4], "0001", [255, 255, 255, 0]);
+    route += &route_line("eth1", [192, 0, 2, 0], [0; 4], "0001", [255, 255, 255, 0]);
     f("proc/net/route", &route);
     f(
         "proc/interrupts",
@@ -106,16 +106,16 @@ fn detect_board_on_a_fixture_reports_the_nic_and_what_to_fix() {
         "--sysroot",
         root,
         "--board",
-        "10.10.10.10",
+        "192.0.2.10",
     ]));
     assert_eq!(code, 0, "{err}");
     let section = out
-        .split("\nBoard NIC (to 10.10.10.10)\n")
+        .split("\nBoard NIC (to 192.0.2.10)\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no Board NIC section:\n{out}"));
     let section = section.split("\nFlavor:").next().unwrap();
     for want in [
-        "interface      eth1 (route 10.10.10.0/24, directly connected)",
+        "interface      eth1 (route 192.0.2.0/24, directly connected)",
         "driver         igb",
         "link           100 Mb/s full duplex",
         "rx-usecs 3 rx-frames 0",
@@ -131,7 +131,7 @@ fn detect_board_on_a_fixture_reports_the_nic_and_what_to_fix() {
     assert!(!section.contains("eth10"), "{section}");
     assert!(
         out.contains("eth1 rx-usecs 3 (coalescing): replies wait up to 3 µs more")
-            && out.contains("`rtapi tune --board 10.10.10.10` sets it to 0"),
+            && out.contains("`rtapi tune --board 192.0.2.10` sets it to 0"),
         "{out}"
     );
     assert!(
@@ -145,7 +145,7 @@ fn detect_board_on_a_fixture_reports_the_nic_and_what_to_fix() {
         "--sysroot",
         root,
         "--board",
-        "10.10.10.10",
+        "192.0.2.10",
     ]));
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -204,13 +204,13 @@ fn tune_dry_run_board_on_a_fixture_plans_the_nic_and_writes_nothing() {
         "--sysroot",
         root,
         "--board",
-        "10.10.10.10",
+        "192.0.2.10",
         "--only",
         "nic",
     ]));
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("# the NIC to the card at 10.10.10.10: eth1 (--only nic"),
+        out.contains("# the NIC to the card at 192.0.2.10: eth1 (--only nic"),
         "{out}"
     );
     assert!(
@@ -241,7 +241,7 @@ fn tune_dry_run_board_on_a_fixture_plans_the_nic_and_writes_nothing() {
         "--sysroot",
         root,
         "--board",
-        "10.10.10.10",
+        "192.0.2.10",
     ]));
     assert_eq!(code, 0, "{err}");
     assert!(all.contains("sysctl -w kernel.timer_migration=0"), "{all}");
@@ -282,7 +282,7 @@ fn tune_board_on_a_fixture_sets_what_the_driver_takes_reports_the_rest_and_rever
         "--sysroot",
         root,
         "--board",
-        "10.10.10.10",
+        "192.0.2.10",
         "--only",
         "nic",
         "--revert-file",

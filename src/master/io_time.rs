@@ -10,7 +10,7 @@
 //! **How they are measured.** hal_lib's `thread_task` calls a thread's functions itself, so rtapi
 //! sees no function boundary. Right after a module's `rtapi_app_main` returned ([`wrap_module`],
 //! on the master's main thread, with hal_lib's mutex held), each I/O function of the loaded
-//! modules' components that no thread uses yet gets a wrapper: its `hal_funct_t`'s `funct`/`arg` become [`io_call`]
+//! modules' components that no thread uses yet gets a wrapper: its `hal_funct_t`'s `funct`/`arg` become `io_call`
 //! and a leaked [`IoWrap`] holding the originals. `addf` copies the wrapper into the thread's list,
 //! so every call runs `clock_gettime` (vDSO), the driver's function, `clock_gettime`, and adds
 //! the difference to the hosted thread's current period ([`note_io`]); the thread records the sum

@@ -2,7 +2,7 @@
 //! period's I/O — LinuxCNC's Mesa read/write through the master's timing wrapper
 //! (`master/io_time.rs`), latency-test's board round trip (`latency/board.rs`) — measures it
 //! itself and adds it here with [`note_io`]; the thread's period boundary takes the sum with
-//! [`take`] and records it after the period's latency and execution time
+//! `take` and records it after the period's latency and execution time
 //! (`StatsWriter::record_io`, the stats block's I/O section, LAYOUT.md §6): rtapi's own cycle loop
 //! in `Cycler::period` (`thread.rs`), a hosted thread in `Period::wait` (`hosted/period.rs`).
 //!
