@@ -12,6 +12,7 @@ pub mod ethtool;
 mod interrupts;
 mod kconfig;
 mod kernel;
+pub mod linuxcnc;
 pub mod nic;
 mod probe;
 mod render;
@@ -59,6 +60,10 @@ pub struct SystemReport {
     /// ([`SystemReport::detect_board`]); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub board_nic: Option<nic::BoardNic>,
+    /// The LinuxCNC installed (its version, what rtapi's master does with it, whether its own
+    /// `rtapi_app` runs realtime here); absent when none is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linuxcnc: Option<linuxcnc::Installed>,
 }
 
 impl SystemReport {
@@ -75,7 +80,10 @@ impl SystemReport {
         };
         let environment = environment::detect(root);
         let tuning = tuning::detect(root, cpus.rt_cpu, &cpus.isolated);
+        let force = std::env::var("LINUXCNC_FORCE_REALTIME").ok();
+        let linuxcnc = linuxcnc::detect(root, kernel.version.as_deref(), force.as_deref());
         SystemReport {
+            linuxcnc,
             sysroot: root.root().display().to_string(),
             throttling: throttling::detect(root, rt_runs),
             virtualized: environment.virtualized,

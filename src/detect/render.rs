@@ -267,6 +267,44 @@ pub(crate) fn text(r: &SystemReport, flavor: &str, advice: &[Finding]) -> String
     if let Some(nic) = &r.board_nic {
         s.push_str(&nic.render());
     }
+    if let Some(l) = &r.linuxcnc {
+        let _ = writeln!(s, "\nLinuxCNC");
+        let _ = writeln!(
+            s,
+            "  installed      {} ({})",
+            l.version
+                .as_ref()
+                .map_or("a version rtapi cannot read", |v| v.text.as_str()),
+            match l.support {
+                super::linuxcnc::Support::Verified => "verified with rtapi linuxcnc",
+                super::linuxcnc::Support::SameLayout =>
+                    "the verified releases' structures; rtapi linuxcnc checks them at start",
+                super::linuxcnc::Support::Protocol210 =>
+                    "2.10's master protocol: rtapi linuxcnc refuses it",
+                super::linuxcnc::Support::Unknown => "unknown to rtapi: rtapi linuxcnc refuses it",
+            }
+        );
+        let _ = writeln!(
+            s,
+            "  its rtapi_app  {}: {}",
+            if l.stock_realtime {
+                "realtime"
+            } else {
+                "NOT realtime"
+            },
+            l.stock_reason
+        );
+        let _ = writeln!(
+            s,
+            "  rtapi linuxcnc {}",
+            if flavor == "sim" {
+                "cannot run LinuxCNC's threads realtime here either (flavor sim: see Privileges)"
+                    .to_string()
+            } else {
+                format!("runs LinuxCNC's threads SCHED_FIFO here (flavor {flavor})")
+            }
+        );
+    }
     let _ = writeln!(s, "\nFlavor: {flavor}");
     let _ = writeln!(s, "\nAdvice");
     if advice.is_empty() {

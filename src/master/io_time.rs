@@ -28,7 +28,6 @@
 use crate::rt::clock;
 use crate::runtime::hosted::note_io;
 use std::ffi::{c_char, c_long, c_void, CStr, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The suffixes of hostmot2's I/O functions, after the `hm2_` prefix.
 pub const IO_SUFFIXES: [&str; 3] = [".read", ".write", ".read-request"];
@@ -96,32 +95,12 @@ unsafe extern "C" fn io_call(arg: *mut c_void, period: c_long) {
     note_io(ns, u64::from(after.saturating_sub(before)));
 }
 
-// 2.9's `hal_funct_t` on LP64 (hal_priv.h, HAL_VER 0x10, whose shared-memory offsets are
-// `rtapi_intptr_t`): next_ptr (0), uses_fp (8), owner_ptr (16), reentrant (24), users (28), arg
-// (32), funct (40), runtime (48), maxtime (56), maxtime_increased (60), name[48] (61). Checked per
-// function before anything is written: the name read at NAME finds the same struct by name, and
-// the pointer read at FUNCT is code of the module just loaded.
-const USERS: usize = 28;
-const ARG: usize = 32;
-const FUNCT: usize = 40;
-const NAME: usize = 61;
-/// 2.9's `hal_data_t` (at the base of the HAL block, `hal_shmem_base`): `int version` (`HAL_VER`),
-/// then `rtapi_mutex_t mutex` (unsigned long) at 8.
-const MUTEX: usize = 8;
-/// 2.9's `HAL_VER`, the version of the structures above.
-const HAL_VER: i32 = 0x10;
-// 2.9's `hal_pin_t` on LP64 (hal_priv.h): next_ptr (0), data_ptr_addr (8, an offset in the HAL
-// block of the component's data pointer), owner_ptr (16), signal (24), dummysig (32, 8 bytes),
-// oldname (40), type (48), dir (52), name[48] (56). Checked before use: the name read at PIN_NAME
-// is the one looked up, the type is HAL_U32, the offset lies inside the HAL block.
-const PIN_DATA_PTR_ADDR: usize = 8;
-const PIN_TYPE: usize = 48;
-const PIN_NAME: usize = 56;
-/// hal.h's `HAL_U32`.
-const HAL_U32: i32 = 4;
-/// 2.9's `HAL_SIZE` (hal_priv.h, 2.9.0 to 2.9.9): the HAL block's size, which an offset into it
-/// is checked against.
-const HAL_SIZE: usize = 256 * 4096;
+// The 2.9 structures read and written here (hal_funct_t, hal_pin_t, hal_data_t) are laid out as
+// super::layout says, checked at the master's start; each is checked again at use below: a
+// function's name read at its offset must find the same struct by name and its pointer must be
+// code of the module just loaded; a pin's name must be the one looked up, its type HAL_U32, its
+// data offset inside the HAL block.
+use super::layout::{funct, pin, HalMutex, HAL_SIZE, HAL_U32, NAME_LEN};
 
 /// Wraps the I/O functions not wrapped yet of the components named like `modules` (the modules
 /// loaded, the one just loaded among them: a module's component has its name; hostmot2's board
@@ -133,18 +112,17 @@ const HAL_SIZE: usize = 256 * 4096;
 /// outside any hal_lib call, after a module's `rtapi_app_main` returned.
 pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>, String> {
     let sym = |n: &str| super::sym(hal, n);
-    let (find_comp, by_owner, by_name, find_pin, hal_data) = (
+    let (find_comp, by_owner, by_name, find_pin) = (
         sym("halpr_find_comp_by_name"),
         sym("halpr_find_funct_by_owner"),
         sym("halpr_find_funct_by_name"),
         sym("halpr_find_pin_by_name"),
-        sym("hal_shmem_base"),
     );
-    if [find_comp, by_owner, by_name, find_pin, hal_data]
+    if [find_comp, by_owner, by_name, find_pin]
         .iter()
         .any(|p| p.is_null())
     {
-        return Err("hal_lib lacks halpr_find_* or hal_shmem_base".into());
+        return Err("hal_lib lacks halpr_find_*".into());
     }
     type Find = unsafe extern "C" fn(*const c_char) -> *mut u8;
     type ByOwner = unsafe extern "C" fn(*mut u8, *mut u8) -> *mut u8;
@@ -157,33 +135,13 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
             std::mem::transmute::<*mut c_void, Find>(find_pin),
         )
     };
-    // SAFETY: `hal_shmem_base` is hal_lib's `char *hal_shmem_base`, set by its init (before any
-    // load); its `hal_data_t` (not exported) is at the base of that block.
-    let data = unsafe { *hal_data.cast::<*mut u8>() };
-    if data.is_null() {
-        return Err("hal_lib's hal_shmem_base is not set".into());
-    }
-    // SAFETY: the first int of hal_data_t, in the mapped HAL block.
-    let version = unsafe { data.cast::<i32>().read() };
-    if version != HAL_VER {
-        return Err(format!(
-            "the HAL's version is {version:#x}, not 2.9's {HAL_VER:#x}; not timed"
-        ));
-    }
+    let data = super::layout::hal_block(hal).map_err(|e| format!("{e}; not timed"))?;
     let cnames: Vec<CString> = modules
         .iter()
         .filter_map(|m| CString::new(m.as_str()).ok())
         .collect();
-    // SAFETY: the mutex word of hal_data_t (8-aligned in the HAL segment), which every hal_lib
-    // caller takes with an atomic test-and-set of bit 0 (rtapi_mutex_get).
-    let mutex = unsafe { &*data.add(MUTEX).cast::<AtomicUsize>() };
-    let start = std::time::Instant::now();
-    while mutex.fetch_or(1, Ordering::Acquire) & 1 != 0 {
-        if start.elapsed() > std::time::Duration::from_secs(1) {
-            return Err("hal_lib's mutex stayed held for 1 s".into());
-        }
-        std::thread::yield_now();
-    }
+    // SAFETY: the HAL block's base, its version word checked by hal_block.
+    let lock = unsafe { HalMutex::take(data)? };
     let mut wrapped = Vec::new();
     let mut problem = None;
     // SAFETY: under hal_lib's mutex, as its halpr_* functions require; the structs they return are
@@ -197,12 +155,12 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
                 by_owner(comp, std::ptr::null_mut())
             };
             while !f.is_null() {
-                let raw = std::slice::from_raw_parts(f.add(NAME), 48);
+                let raw = std::slice::from_raw_parts(f.add(funct::NAME), NAME_LEN);
                 let name = CStr::from_bytes_until_nul(raw)
                     .ok()
                     .and_then(|c| c.to_str().ok());
                 if let Some(name) = name.filter(|n| is_io_funct(n)) {
-                    let funct = f.add(FUNCT).cast::<usize>().read();
+                    let funct = f.add(funct::FUNCT).cast::<usize>().read();
                     let cn = CString::new(name).expect("from a CStr");
                     if funct == io_call as *const () as usize {
                         // Wrapped already.
@@ -210,7 +168,7 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
                         problem = Some(format!(
                             "function {name}: hal_lib's hal_funct_t is not 2.9's; not timed"
                         ));
-                    } else if f.add(USERS).cast::<i32>().read() == 0 {
+                    } else if f.add(funct::USERS).cast::<i32>().read() == 0 {
                         let errors = match error_counter(data, name, find_pin) {
                             Ok(p) => p,
                             Err(e) => {
@@ -223,13 +181,13 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
                                 usize,
                                 unsafe extern "C" fn(*mut c_void, c_long),
                             >(funct),
-                            arg: f.add(ARG).cast::<*mut c_void>().read(),
+                            arg: f.add(funct::ARG).cast::<*mut c_void>().read(),
                             errors,
                         }));
-                        f.add(ARG)
+                        f.add(funct::ARG)
                             .cast::<*mut c_void>()
                             .write(std::ptr::from_mut(wrap).cast());
-                        f.add(FUNCT)
+                        f.add(funct::FUNCT)
                             .cast::<usize>()
                             .write(io_call as *const () as usize);
                         wrapped.push(name.to_string());
@@ -239,7 +197,7 @@ pub unsafe fn wrap_module(hal: usize, modules: &[String]) -> Result<Vec<String>,
             }
         }
     }
-    mutex.fetch_and(!1, Ordering::Release);
+    drop(lock);
     match problem {
         Some(p) => Err(p),
         None => Ok(wrapped),
@@ -271,11 +229,11 @@ unsafe fn error_counter(
     // SAFETY: a hal_pin_t in the HAL block (hal_lib found it); the reads stay inside its 2.9 size
     // (56 + 48 bytes) and are checked against what was looked up before anything else is used.
     let (found, kind, off) = unsafe {
-        let raw = std::slice::from_raw_parts(pin.add(PIN_NAME), 48);
+        let raw = std::slice::from_raw_parts(pin.add(pin::NAME), NAME_LEN);
         (
             CStr::from_bytes_until_nul(raw).ok().map(CStr::to_bytes),
-            pin.add(PIN_TYPE).cast::<i32>().read(),
-            pin.add(PIN_DATA_PTR_ADDR).cast::<isize>().read(),
+            pin.add(pin::TYPE).cast::<i32>().read(),
+            pin.add(pin::DATA_PTR_ADDR).cast::<isize>().read(),
         )
     };
     let off = usize::try_from(off).unwrap_or(usize::MAX);

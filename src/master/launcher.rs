@@ -446,6 +446,9 @@ pub fn run(args: &[OsString], trace: Option<Nanos>) -> Result<(), LaunchError> {
             script.display()
         )));
     }
+    // The master refuses a LinuxCNC it does not know; say so before LinuxCNC starts at all.
+    let allow = std::env::var("RTAPI_LINUXCNC_ALLOW").ok();
+    super::layout::check_release(Path::new("/"), allow.as_deref()).map_err(LaunchError::Usage)?;
     let master_bin = sibling(MASTER_BIN).map_err(LaunchError::Failed)?;
     // HOME: as given, unless we are root for another user and it is not theirs.
     let home = match std::env::var_os("HOME").map(PathBuf::from) {

@@ -21,6 +21,7 @@
 pub mod capi;
 pub mod io_time;
 pub mod launcher;
+pub mod layout;
 pub mod lcnc_health;
 pub mod pci;
 pub mod protocol;
@@ -55,12 +56,16 @@ pub struct MasterConfig {
     pub real_time: bool,
     /// LinuxCNC's module directory (`/usr/lib/linuxcnc/modules`).
     pub module_dir: PathBuf,
+    /// The LinuxCNC release installed, as [`layout::check_release`] accepted it (named when its
+    /// hal_lib's layout is refused).
+    pub release: String,
 }
 
 fn config() -> &'static MasterConfig {
     STATE.config.get_or_init(|| MasterConfig {
         real_time: false,
         module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
+        release: String::new(),
     })
 }
 
@@ -330,12 +335,18 @@ pub fn newinst(ty: &str, name: &str, arg: &str) -> i32 {
         say(&format!("rtapi: newinst: component {ty} not found"));
         return -1;
     }
-    // 2.9's `struct hal_comp_t` on LP64 (hal_priv.h): next_ptr (8), comp_id, mem_id, type, ready,
-    // pid (5×4, padded to 32), shmem_base (8), name[48] → `constructor make` at byte 88.
-    const MAKE_OFFSET: usize = 88;
-    // SAFETY: `comp` is a hal_comp_t of 2.9's layout (the installed hal_lib's); the field is a
-    // function pointer or null.
-    let make = unsafe { comp.add(MAKE_OFFSET).cast::<usize>().read() };
+    // SAFETY: `comp` is a hal_comp_t in the HAL block, whose layout layout::verify checked at
+    // start; its name field is read first and must be the type looked up.
+    let named =
+        unsafe { std::slice::from_raw_parts(comp.add(layout::comp::NAME), layout::NAME_LEN) };
+    if CStr::from_bytes_until_nul(named).map(CStr::to_bytes) != Ok(t.as_bytes()) {
+        say(&format!(
+            "rtapi: newinst: hal_lib's component {ty} is not laid out as 2.9's; not called"
+        ));
+        return -1;
+    }
+    // SAFETY: as above: the field is a function pointer or null.
+    let make = unsafe { comp.add(layout::comp::MAKE).cast::<usize>().read() };
     if make == 0 {
         say(&format!(
             "rtapi: newinst: component {ty} makes no instances"
@@ -352,7 +363,17 @@ pub fn newinst(ty: &str, name: &str, arg: &str) -> i32 {
 /// Loads hal_lib, first and RTLD_GLOBAL (every module after it resolves `hal_*` there).
 pub fn load_hal_lib() -> Result<(), String> {
     match load(HAL_LIB, &[]) {
-        0 => Ok(()),
+        0 => {
+            let hal = hal_lib_handle().ok_or("hal_lib loaded but not kept")?;
+            layout::verify(hal, shmem::size_of_key(shmem::HAL_KEY)).map_err(|e| {
+                format!(
+                    "LinuxCNC {}'s hal_lib ({}): {e}; rtapi refuses to run LinuxCNC's modules on \
+                     a HAL it would misread (nothing was loaded into it)",
+                    config().release,
+                    config().module_dir.join("hal_lib.so").display()
+                )
+            })
+        }
         rc => Err(format!(
             "LinuxCNC's hal_lib ({}) did not load ({rc}): the master cannot run without it",
             config().module_dir.join("hal_lib.so").display()

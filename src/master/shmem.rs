@@ -374,6 +374,15 @@ pub fn delete(h: i32) -> i32 {
     0
 }
 
+/// The size of this master's segment of `key` (what its creator asked for), if it has one.
+pub fn size_of_key(key: i32) -> Option<usize> {
+    let id = lock(&STATE.session_segments)
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, id)| *id)?;
+    stat(id).ok().map(|d| d.shm_segsz)
+}
+
 /// The ids of the segments this master used (key, id), in order.
 pub fn session() -> Vec<(i32, i32)> {
     lock(&STATE.session_segments).clone()

@@ -116,6 +116,15 @@ pub fn run(args: Options) -> Result<(), StartError> {
     // First: from now on SIGINT/SIGTERM are requests the serve loop answers (unload, remove the
     // segments and the socket), never the default action that would leave them behind.
     let stop = crate::rt::signals::shutdown_flag().clone();
+    // Before anything starts: a LinuxCNC whose HAL structures rtapi does not know is refused.
+    let allow = std::env::var("RTAPI_LINUXCNC_ALLOW").ok();
+    let release = super::layout::check_release(std::path::Path::new("/"), allow.as_deref())
+        .map_err(StartError::Failed)?;
+    super::say(&format!(
+        "rtapi: LinuxCNC {} ({})",
+        release.text,
+        release_note(&release)
+    ));
     let user = session_user().map_err(StartError::Failed)?;
     let path = super::socket_path().map_err(StartError::Usage)?;
     let report = SystemReport::detect_live();
@@ -175,6 +184,7 @@ pub fn run(args: Options) -> Result<(), StartError> {
     super::become_master(MasterConfig {
         real_time,
         module_dir: PathBuf::from(crate::components::linuxcnc::DEBIAN_MODULE_DIR),
+        release: release.text.clone(),
     });
     if let Err(e) = super::load_hal_lib() {
         let _ = super::shut_down();
@@ -234,6 +244,29 @@ pub fn run(args: Options) -> Result<(), StartError> {
     ));
     reporter.line("done");
     Ok(())
+}
+
+/// What rtapi knows of LinuxCNC release `v`, for the line the master starts with.
+fn release_note(v: &crate::detect::linuxcnc::Version) -> String {
+    use crate::detect::linuxcnc::{Support, VERIFIED};
+    match v.support() {
+        Support::Verified => {
+            let from = VERIFIED
+                .iter()
+                .find(|(p, _)| v.text.starts_with(p))
+                .map_or("", |(_, from)| from);
+            format!("verified with rtapi: {from}")
+        }
+        Support::SameLayout => {
+            "not run with rtapi yet; its HAL structures are those of the verified 2.9 releases, \
+             checked now"
+                .into()
+        }
+        Support::Protocol210 | Support::Unknown => {
+            "not known to rtapi, accepted by RTAPI_LINUXCNC_ALLOW; its HAL's layout is checked now"
+                .into()
+        }
+    }
 }
 
 /// `--trace`: the trace session on the RT CPU and the spike follower of the master's instance.

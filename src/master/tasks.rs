@@ -20,6 +20,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
+use super::layout;
 use super::lcnc_health::{self, HalLib, LcncHealth};
 use super::state::STATE;
 use crate::detect::SystemReport;
@@ -79,9 +80,13 @@ pub unsafe fn hal_thread_name(
     // which is at least 116 bytes of readable HAL memory.
     let (p, q, name) = unsafe {
         (
-            base.add(16).cast::<i64>().read_unaligned(),
-            base.add(24).cast::<c_int>().read_unaligned(),
-            std::slice::from_raw_parts(base.add(64), 48),
+            base.add(layout::thread::PERIOD)
+                .cast::<i64>()
+                .read_unaligned(),
+            base.add(layout::thread::PRIORITY)
+                .cast::<c_int>()
+                .read_unaligned(),
+            std::slice::from_raw_parts(base.add(layout::thread::NAME), layout::NAME_LEN),
         )
     };
     if p != period || q != prio {
