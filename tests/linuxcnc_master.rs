@@ -925,6 +925,16 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
     assert!(!tasks.is_empty(), "the servo thread: {all}");
     assert!(tasks.iter().all(|l| l.ends_with(" 1")), "SCHED_FIFO: {all}");
     assert!(err.contains("the master served"), "{all}");
+    // The master named the LinuxCNC it runs on, as that LinuxCNC records its own version.
+    let version = Command::new("/usr/bin/linuxcnc_var")
+        .arg("LINUXCNCVERSION")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    assert!(
+        !version.is_empty() && err.contains(&format!("rtapi: LinuxCNC {version} (verified with rtapi")),
+        "LinuxCNC {version}: {all}"
+    );
     // ... and the master cleaned up itself: the launcher's final sweep found nothing to remove.
     assert!(!err.contains("removed the stale"), "{all}");
     assert!(!err.contains("left behind"), "{all}");
