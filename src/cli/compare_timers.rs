@@ -53,6 +53,16 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             "--cpu-clock-duration must be positive, e.g. 1s, or 0 to leave the CPU-clock timers out",
         ));
     }
+    if let Some(p) = args
+        .cpu_clock_periods
+        .iter()
+        .find(|p| args.cpu_clock_duration.is_positive() && **p > args.cpu_clock_duration)
+    {
+        return Err(Failure::usage(format!(
+            "--cpu-clock-periods: {p} is longer than --cpu-clock-duration {}: not one period would be counted",
+            args.cpu_clock_duration
+        )));
+    }
     let cpu_clock = Duration::try_from(args.cpu_clock_duration)
         .ok()
         .filter(|d| !d.is_zero() && !args.cpu_clock_periods.is_empty())
