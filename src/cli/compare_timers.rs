@@ -79,14 +79,14 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     if let Some(path) = &json_file {
         output::check_writable("--json", path).map_err(Failure::usage)?;
     }
-    let result =
-        compare::run(
+    let result = compare::run(
         args.period,
         duration,
         cpu_clock.as_ref(),
         args.flavor,
         &args.instance,
-    ).map_err(Failure::from)?;
+    )
+    .map_err(Failure::from)?;
     let json =
         serde_json::to_string_pretty(&result).map_err(|e| Failure::runtime(e.to_string()))?;
     if args.json.as_deref() == Some("-") {

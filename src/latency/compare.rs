@@ -138,8 +138,7 @@ pub(crate) fn run(
     }
     let cpu_clock = match cpu_clock {
         Some(plan) if !crate::rt::signals::stop_requested_if_watched() => Some(
-            super::cpu_clock::measure(&plan.periods, plan.duration)
-                .map_err(super::Error::Setup)?,
+            super::cpu_clock::measure(&plan.periods, plan.duration).map_err(super::Error::Setup)?,
         ),
         _ => None,
     };

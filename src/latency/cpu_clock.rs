@@ -284,7 +284,14 @@ pub(crate) struct CpuClockRow {
 }
 
 impl CpuClockRow {
-    fn new(k: Kind, period: Nanos, cpu: Nanos, real: Duration, signals: u64, overruns: u64) -> Self {
+    fn new(
+        k: Kind,
+        period: Nanos,
+        cpu: Nanos,
+        real: Duration,
+        signals: u64,
+        overruns: u64,
+    ) -> Self {
         let period_ns = period.as_nanos().max(1) as u64;
         let cpu_ns = cpu.as_nanos().max(0) as u64;
         let overruns = k.itimer().is_none().then_some(overruns);
@@ -311,7 +318,8 @@ fn error_pct(counted: u64, period_ns: u64, cpu_ns: u64) -> f64 {
     (counted as f64 * period_ns as f64 - cpu_ns as f64) / cpu_ns as f64 * 100.0
 }
 
-pub(crate) const CONCLUSION: &str = "A CPU-clock timer measures consumed CPU time, never wall time: \
+pub(crate) const CONCLUSION: &str =
+    "A CPU-clock timer measures consumed CPU time, never wall time: \
 its clock stops while the thread sleeps, so it cannot pace a servo thread (which sleeps between \
 periods). Here a spinning thread made CPU time run at most as fast as wall time; even then the \
 itimers lose every expiry beyond one per scheduler tick.";
@@ -339,7 +347,12 @@ pub(crate) fn measure(periods: &[Nanos], duration: Duration) -> Result<CpuClockS
     let rows = std::thread::Builder::new()
         .name("cpu-clock-spin".into())
         .spawn(move || spinner(&owned, duration))
-        .map_err(|e| SysError::new("pthread_create", Errno::from_raw(e.raw_os_error().unwrap_or(0))))?
+        .map_err(|e| {
+            SysError::new(
+                "pthread_create",
+                Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+            )
+        })?
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
     Ok(CpuClockSection {
@@ -465,7 +478,8 @@ impl CpuClockSection {
                 format!("{:.1}", r.real_ns as f64 / 1e6),
                 r.ticks_expected.to_string(),
                 r.ticks_counted.to_string(),
-                r.overruns.map_or_else(|| "-".to_string(), |o| o.to_string()),
+                r.overruns
+                    .map_or_else(|| "-".to_string(), |o| o.to_string()),
                 format!("{:+.1}", r.error_pct),
             ]);
         }
@@ -519,7 +533,10 @@ mod tests {
             25,
             7,
         );
-        assert_eq!((r.overruns, r.ticks_counted, r.ticks_expected), (None, 25, 100));
+        assert_eq!(
+            (r.overruns, r.ticks_counted, r.ticks_expected),
+            (None, 25, 100)
+        );
         let r = CpuClockRow::new(
             Kind::PosixThread,
             Nanos::from_millis(1),
