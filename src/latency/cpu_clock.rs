@@ -465,8 +465,9 @@ impl CpuClockSection {
             ("CPU ms", Align::Right),
             ("real ms", Align::Right),
             ("expected", Align::Right),
-            ("counted", Align::Right),
+            ("signals", Align::Right),
             ("overruns", Align::Right),
+            ("counted", Align::Right),
             ("error %", Align::Right),
         ]);
         for r in &self.rows {
@@ -477,9 +478,10 @@ impl CpuClockSection {
                 format!("{:.1}", r.cpu_ns as f64 / 1e6),
                 format!("{:.1}", r.real_ns as f64 / 1e6),
                 r.ticks_expected.to_string(),
-                r.ticks_counted.to_string(),
+                r.signals.to_string(),
                 r.overruns
                     .map_or_else(|| "-".to_string(), |o| o.to_string()),
+                r.ticks_counted.to_string(),
                 format!("{:+.1}", r.error_pct),
             ]);
         }
