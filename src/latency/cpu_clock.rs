@@ -19,8 +19,8 @@ use crate::rt::SysError;
 use nix::errno::Errno;
 use serde::Serialize;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Linux's process CPU clocks by sample, as the kernel encodes them for the calling process
@@ -144,28 +144,30 @@ extern "C" fn on_expiry(signo: libc::c_int, _: *mut libc::siginfo_t, _: *mut lib
 /// signal still pending when a timer is disarmed then only counts into a counter nobody reads,
 /// where the default action of `SIGPROF` or `SIGVTALRM` would end the process.
 fn install_handlers() -> Result<(), SysError> {
-    static INSTALLED: Once = Once::new();
-    let mut result = Ok(());
-    INSTALLED.call_once(|| {
-        for k in KINDS {
-            SIGNO[k.index()].store(k.signo(), Ordering::Relaxed);
-            // SAFETY: sigaction is plain data; all-zero is a valid value we fill in below.
-            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-            let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                on_expiry;
-            act.sa_sigaction = handler as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            // SAFETY: `act.sa_mask` is ours; sigemptyset only writes to it.
-            unsafe { libc::sigemptyset(&mut act.sa_mask) };
-            // SAFETY: `act` is a valid sigaction whose handler is async-signal-safe; a null
-            // old-action pointer is allowed.
-            if unsafe { libc::sigaction(k.signo(), &act, std::ptr::null_mut()) } != 0 {
-                result = Err(SysError::last("sigaction"));
-                return;
-            }
+    // Called under BUSY: no two threads install at once. Set only once every handler is in, so a
+    // failure is reported again next time instead of leaving SIGPROF at its default action.
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    if INSTALLED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    for k in KINDS {
+        SIGNO[k.index()].store(k.signo(), Ordering::Relaxed);
+        // SAFETY: sigaction is plain data; all-zero is a valid value we fill in below.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            on_expiry;
+        act.sa_sigaction = handler as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SAFETY: `act.sa_mask` is ours; sigemptyset only writes to it.
+        unsafe { libc::sigemptyset(&mut act.sa_mask) };
+        // SAFETY: `act` is a valid sigaction whose handler is async-signal-safe; a null
+        // old-action pointer is allowed.
+        if unsafe { libc::sigaction(k.signo(), &act, std::ptr::null_mut()) } != 0 {
+            return Err(SysError::last("sigaction"));
         }
-    });
-    result
+    }
+    INSTALLED.store(true, Ordering::Relaxed);
+    Ok(())
 }
 
 /// Unblocks every timer's signal in the calling thread (it inherited its creator's mask).
