@@ -1,4 +1,5 @@
-//! `rtapi compare-timers [--period 1ms] [--duration 5s] [--json FILE|-]`
+//! `rtapi compare-timers [--period 1ms] [--duration 5s] [--cpu-clock-periods 100us,1ms,10ms]
+//! [--cpu-clock-duration 1s] [--json FILE|-]`
 
 use super::{out, Failure};
 use crate::latency::{compare, output};
@@ -14,6 +15,20 @@ pub(super) struct Args {
     /// How long each mechanism runs.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     duration: Nanos,
+    /// The periods of the CPU-clock timers (ITIMER_PROF, ITIMER_VIRTUAL, timer_create on the CPU
+    /// clocks), each counted for a spinning thread: they count CPU time, never wall time.
+    #[arg(
+        long,
+        value_name = "P,P,…",
+        default_value = "100us,1ms,10ms",
+        value_delimiter = ',',
+        value_parser = parse_period
+    )]
+    cpu_clock_periods: Vec<Nanos>,
+    /// How long the thread spins at each CPU-clock period (every timer armed at once); 0 leaves the
+    /// CPU-clock timers out.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    cpu_clock_duration: Nanos,
     /// Write the results as JSON to FILE (`-` = standard output).
     #[arg(long, value_name = "FILE|-")]
     json: Option<String>,
@@ -33,6 +48,28 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| Failure::usage("--duration must be positive, e.g. 5s"))?;
+    if args.cpu_clock_duration.as_nanos() < 0 {
+        return Err(Failure::usage(
+            "--cpu-clock-duration must be positive, e.g. 1s, or 0 to leave the CPU-clock timers out",
+        ));
+    }
+    if let Some(p) = args
+        .cpu_clock_periods
+        .iter()
+        .find(|p| args.cpu_clock_duration.is_positive() && **p > args.cpu_clock_duration)
+    {
+        return Err(Failure::usage(format!(
+            "--cpu-clock-periods: {p} is longer than --cpu-clock-duration {}: not one period would be counted",
+            args.cpu_clock_duration
+        )));
+    }
+    let cpu_clock = Duration::try_from(args.cpu_clock_duration)
+        .ok()
+        .filter(|d| !d.is_zero() && !args.cpu_clock_periods.is_empty())
+        .map(|duration| compare::CpuClockPlan {
+            periods: args.cpu_clock_periods.clone(),
+            duration,
+        });
     // The output file must be writable before anything runs; it is written atomically at the end.
     let json_file = args
         .json
@@ -42,8 +79,14 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     if let Some(path) = &json_file {
         output::check_writable("--json", path).map_err(Failure::usage)?;
     }
-    let result =
-        compare::run(args.period, duration, args.flavor, &args.instance).map_err(Failure::from)?;
+    let result = compare::run(
+        args.period,
+        duration,
+        cpu_clock.as_ref(),
+        args.flavor,
+        &args.instance,
+    )
+    .map_err(Failure::from)?;
     let json =
         serde_json::to_string_pretty(&result).map_err(|e| Failure::runtime(e.to_string()))?;
     if args.json.as_deref() == Some("-") {

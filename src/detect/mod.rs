@@ -36,6 +36,20 @@ pub(crate) use tuning::{
 
 use serde::Serialize;
 
+/// `CONFIG_HZ` of the running kernel (from `/proc/config.gz` or `/boot/config-<release>`), if
+/// readable: the tick on which, among others, CPU-clock timers are checked.
+pub(crate) fn kernel_hz() -> Option<u32> {
+    let root = SysRoot::default();
+    let release = root
+        .read("proc/sys/kernel/osrelease")
+        .text()
+        .map(str::to_string);
+    kconfig::KernelConfig::load(&root, release.as_deref())?
+        .get("CONFIG_HZ")?
+        .parse()
+        .ok()
+}
+
 /// Everything detection found. Serialises to the `rtapi detect --json` object (keys documented in the
 /// README); `flavor` and `advice` are filled in by the caller once the flavor is chosen.
 #[derive(Debug, Clone, Serialize)]

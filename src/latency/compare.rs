@@ -1,7 +1,9 @@
 //! `compare-timers`: the same period through every wake-up mechanism in turn, on the real runtime —
 //! the seeds' experiments (lost itimer ticks, relative sleeps that drift, select() outliers) reproduced
-//! on today's kernel in one command.
+//! on today's kernel in one command. After them, the CPU-clock timers ([`super::cpu_clock`]), which
+//! are no wake mechanism at all: their rows say what they count instead.
 
+use super::cpu_clock::CpuClockSection;
 use super::report::LatencySummary;
 use crate::render::{Align, Table};
 use crate::rt::clock::{self, Nanos};
@@ -70,12 +72,24 @@ pub(crate) struct Comparison {
     pub(crate) duration_s: f64,
     pub(crate) flavor: String,
     pub(crate) rows: Vec<Row>,
+    /// The CPU-clock timers (`--cpu-clock-periods`), absent with `--cpu-clock-duration 0`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cpu_clock: Option<CpuClockSection>,
 }
 
-/// Runs each mechanism for `duration` at `period`, one after the other, on the RT CPU.
+/// The CPU-clock section's settings: its periods and how long each spins.
+#[derive(Debug, Clone)]
+pub(crate) struct CpuClockPlan {
+    pub(crate) periods: Vec<Nanos>,
+    pub(crate) duration: Duration,
+}
+
+/// Runs each mechanism for `duration` at `period`, one after the other, on the RT CPU; then, with a
+/// plan, the CPU-clock timers for a spinning SCHED_OTHER thread.
 pub(crate) fn run(
     period: Nanos,
     duration: Duration,
+    cpu_clock: Option<&CpuClockPlan>,
     flavor: Option<String>,
     instance: &str,
 ) -> Result<Comparison, super::Error> {
@@ -122,12 +136,19 @@ pub(crate) fn run(
             latency_ns: LatencySummary::new(&s, h),
         });
     }
+    let cpu_clock = match cpu_clock {
+        Some(plan) if !crate::rt::signals::stop_requested_if_watched() => Some(
+            super::cpu_clock::measure(&plan.periods, plan.duration).map_err(super::Error::Setup)?,
+        ),
+        _ => None,
+    };
     Ok(Comparison {
         tool: "rtapi compare-timers",
         period_ns: period.as_nanos() as u64,
         duration_s: duration.as_secs_f64(),
         flavor: flavor_name,
         rows,
+        cpu_clock,
     })
 }
 
@@ -174,6 +195,9 @@ impl Comparison {
             s,
             "\n* for comparison only, never for running a machine. Latency is measured against the absolute\n  timeline start + k·period; drift is the smallest latency of the last 8 periods."
         );
+        if let Some(c) = &self.cpu_clock {
+            s.push_str(&c.render_text());
+        }
         s
     }
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod board;
 pub(crate) mod compare;
+pub(crate) mod cpu_clock;
 pub(crate) mod explain;
 pub mod histogram;
 pub(crate) mod load;
