@@ -110,7 +110,8 @@ pub(crate) fn ensure(test: &str, release: &Release) -> Option<PathBuf> {
 
 /// The test binary `name` (`tests/<name>.rs`) built beside the running one: the newest executable
 /// `<name>-<hash>` in the directory of [`std::env::current_exe`]. It must be no older than its
-/// sources, this package's sources and the master binary: a stale binary would test old code (build
+/// sources and this package's (not its binaries: cargo may link those after the tests): a stale
+/// binary would test old code (build
 /// them all first: `cargo build --release --tests`, or the workspace's `cargo test`, which builds
 /// every test binary before it runs any).
 pub(crate) fn sibling(name: &str) -> PathBuf {
@@ -142,8 +143,6 @@ pub(crate) fn sibling(name: &str) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut sources = vec![
         manifest.join(format!("tests/{name}.rs")),
-        PathBuf::from(env!("CARGO_BIN_EXE_rtapi-lcnc-master")),
-        PathBuf::from(env!("CARGO_BIN_EXE_rtapi")),
         manifest.join("build.rs"),
     ];
     for d in ["tests/common", "src", "hal/src"] {
