@@ -95,9 +95,11 @@ fn sim_axis(test: &str, release: &Release) {
 }
 
 fn modules(test: &str, release: &Release) {
-    let mut job = Job::new("linuxcnc_modules", &["every_linuxcnc_module_is_classified"]);
-    job.nocapture = true;
-    evidence(test, release, job);
+    evidence(
+        test,
+        release,
+        Job::new("linuxcnc_modules", &["every_linuxcnc_module_is_classified"]),
+    );
 }
 
 fn halcompile(test: &str, release: &Release) {
@@ -112,15 +114,17 @@ fn halcompile(test: &str, release: &Release) {
 }
 
 fn exports(test: &str, release: &Release) {
-    let mut job = Job::new(
-        "linuxcnc_exports",
-        &[
-            "every_rtapi_function_rtapi_app_exports_the_master_exports",
-            "every_symbol_modules_import_from_rtapi_app_the_master_exports",
-        ],
+    evidence(
+        test,
+        release,
+        Job::new(
+            "linuxcnc_exports",
+            &[
+                "every_rtapi_function_rtapi_app_exports_the_master_exports",
+                "every_symbol_modules_import_from_rtapi_app_the_master_exports",
+            ],
+        ),
     );
-    job.nocapture = true;
-    evidence(test, release, job);
 }
 
 fn master(test: &str, release: &Release) {
@@ -138,7 +142,6 @@ fn survey(test: &str, release: &Release) {
             }],
         );
         job.ignored = true;
-        job.nocapture = true;
         job.deadline = Duration::from_secs(3 * 3600);
         job.env.push(("LCNC_SURVEY_TAG", release.suite.to_string()));
         evidence(test, release, job);
@@ -228,13 +231,17 @@ fn a_run_in_the_wrong_root_or_of_fewer_tests_fails() {
     let r = run_in_root(&root, TRIXIE.suite, &job);
     report(&r, &TRIXIE, &job);
     r.verdict(&TRIXIE, 1).unwrap_or_else(|e| panic!("{e}"));
-    let e = r.verdict(&SID, 1).expect_err("trixie's root passed as 2.9.9");
+    let e = r
+        .verdict(&SID, 1)
+        .expect_err("trixie's root passed as 2.9.9");
     assert!(e.contains("not 2.9.9"), "{e}");
     let e = r.verdict(&TRIXIE, 2).expect_err("1 test passed as 2");
     assert!(e.contains("1 of 2 test(s) passed"), "{e}");
     let job = Job::new("linuxcnc_exports", &["no_such_test"]);
     let r = run_in_root(&root, TRIXIE.suite, &job);
     assert_eq!(r.code, Some(0), "{}", r.output);
-    let e = r.verdict(&TRIXIE, 1).expect_err("no test ran, and it passed");
+    let e = r
+        .verdict(&TRIXIE, 1)
+        .expect_err("no test ran, and it passed");
     assert!(e.contains("0 of 1 test(s) passed"), "{e}");
 }

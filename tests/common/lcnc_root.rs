@@ -150,7 +150,11 @@ pub(crate) fn sibling(name: &str) -> PathBuf {
     }
     let newer: Vec<String> = sources
         .iter()
-        .filter(|p| fs::metadata(p).and_then(|m| m.modified()).is_ok_and(|t| t > built))
+        .filter(|p| {
+            fs::metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built)
+        })
         .map(|p| p.display().to_string())
         .take(5)
         .collect();
@@ -173,6 +177,21 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `<stem>.log`, or `<stem>-2.log`, `-3`… when this process has named one so already (two runs of
+/// the same binary and first test, in parallel threads, must not write one file).
+fn unique_log_name(stem: &str) -> String {
+    static USED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut used = USED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut name = format!("{stem}.log");
+    let mut n = 1;
+    while used.contains(&name) {
+        n += 1;
+        name = format!("{stem}-{n}.log");
+    }
+    used.push(name.clone());
+    name
+}
+
 /// What to run inside a root.
 #[derive(Clone, Debug)]
 pub(crate) struct Job {
@@ -184,7 +203,8 @@ pub(crate) struct Job {
     pub(crate) ignored: bool,
     /// libtest's `--test-threads`.
     pub(crate) threads: usize,
-    /// `--nocapture`: the tests' own output (their tables and counts) is in the run's output.
+    /// `--nocapture` (the default): the tests' own output (their tables, counts, times) is in the
+    /// run's output, and so in the evidence kept.
     pub(crate) nocapture: bool,
     /// More environment for the binary.
     pub(crate) env: Vec<(&'static str, String)>,
@@ -199,7 +219,7 @@ impl Job {
             tests: tests.to_vec(),
             ignored: false,
             threads: 1,
-            nocapture: false,
+            nocapture: true,
             env: Vec::new(),
             deadline: Duration::from_secs(900),
         }
@@ -226,7 +246,8 @@ pub(crate) struct RootRun {
     pub(crate) skipped: Vec<String>,
     /// Wall time of the whole run (namespaces, mounts and the binary).
     pub(crate) seconds: f64,
-    /// Where the output is kept (`<target tmp>/lcnc-releases/<suite>/<binary>-<first test>.log`).
+    /// Where the output is kept (`<target tmp>/lcnc-releases/<suite>/<binary>-<first test>.log`,
+    /// `…-2.log` for a second run of those in this process).
     pub(crate) log: PathBuf,
 }
 
@@ -294,11 +315,11 @@ pub(crate) fn run_in_root(root: &Path, suite: &str, job: &Job) -> RootRun {
     }
     let logs = target_tmp.join("lcnc-releases").join(suite);
     fs::create_dir_all(&logs).unwrap();
-    let log = logs.join(format!(
-        "{}-{}.log",
+    let log = logs.join(unique_log_name(&format!(
+        "{}-{}",
         job.binary,
         job.tests.first().copied().unwrap_or("all")
-    ));
+    )));
     let out = fs::File::create(&log).unwrap();
     // $1 root, $2 working directory, $3 number of binds, then the binds, then the command.
     let script = r#"
