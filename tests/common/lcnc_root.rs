@@ -438,5 +438,26 @@ echo "RTAPI-ROOT-VERSION=$(linuxcnc_var LINUXCNCVERSION)"
             }
         }
     }
+    // The run's own summary at the end of its log: the evidence kept says what was asked and how long
+    // it took.
+    if let Ok(mut f) = fs::OpenOptions::new().append(true).open(&r.log) {
+        use std::io::Write as _;
+        let _ = writeln!(
+            f,
+            "lcnc_root: {} in {}: exit {:?}, {} asked ({}), {} passed, {} failed, {} skipped, \
+             LinuxCNC {:?}, {:.1} s with {} test thread(s)",
+            job.binary,
+            root.display(),
+            r.code,
+            job.tests.len(),
+            job.tests.join(" "),
+            r.passed,
+            r.failed,
+            r.skipped.len(),
+            r.version,
+            r.seconds,
+            job.threads
+        );
+    }
     r
 }
