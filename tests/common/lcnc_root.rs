@@ -177,19 +177,20 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `<stem>.log`, or `<stem>-2.log`, `-3`… when this process has named one so already (two runs of
-/// the same binary and first test, in parallel threads, must not write one file).
-fn unique_log_name(stem: &str) -> String {
-    static USED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// `<stem>.log`, or `<stem>-2.log`, `-3`… when this process has used that path already (two runs
+/// of the same binary and first test in one root, in parallel threads, must not write one file).
+fn unique_log_path(stem: &Path) -> PathBuf {
+    static USED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mut used = USED.lock().unwrap_or_else(|e| e.into_inner());
-    let mut name = format!("{stem}.log");
+    let with = |suffix: &str| PathBuf::from(format!("{}{suffix}.log", stem.display()));
+    let mut path = with("");
     let mut n = 1;
-    while used.contains(&name) {
+    while used.contains(&path) {
         n += 1;
-        name = format!("{stem}-{n}.log");
+        path = with(&format!("-{n}"));
     }
-    used.push(name.clone());
-    name
+    used.push(path.clone());
+    path
 }
 
 /// What to run inside a root.
@@ -315,7 +316,7 @@ pub(crate) fn run_in_root(root: &Path, suite: &str, job: &Job) -> RootRun {
     }
     let logs = target_tmp.join("lcnc-releases").join(suite);
     fs::create_dir_all(&logs).unwrap();
-    let log = logs.join(unique_log_name(&format!(
+    let log = unique_log_path(&logs.join(format!(
         "{}-{}",
         job.binary,
         job.tests.first().copied().unwrap_or("all")
