@@ -27,8 +27,11 @@
 //! rtapi_app is running" check (`ps`) apart from the host's sessions and the other root's. The
 //! network namespace has only `lo` (up): LinuxCNC's NML port is the run's own.
 //!
-//! A kernel trace inside a root shows host pids, which the PID namespace hides: tests that name
-//! processes from the trace are not run inside one.
+//! Tracefs is the machine's (through `/sys`): a master's `--trace` instance inside a root is named
+//! with its PID namespace (`rtapi-<pid>-pidns<inode>`, `rtapi::trace::TraceSession::name_for`) and
+//! only that namespace's stale instances are reclaimed, so a root's master never removes a host
+//! session's. A kernel trace inside a root shows host pids, which the PID namespace hides: tests that
+//! name processes from the trace are not run inside one.
 
 use std::fs;
 use std::path::{Path, PathBuf};
