@@ -362,7 +362,7 @@ fn trace_names_what_made_linuxcncs_thread_late() {
     let left: Vec<_> = std::fs::read_dir("/sys/kernel/tracing/instances")
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name() == format!("rtapi-{}", m.id()).as_str())
+        .filter(|e| e.file_name() == rtapi::trace::TraceSession::name_for(m.id()).as_str())
         .collect();
     assert!(left.is_empty(), "trace instance left: {left:?}");
 }
@@ -509,7 +509,7 @@ fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
         &[]
     };
     let mut m = Master(ns.master(1, trace));
-    let traced = instances.join(format!("rtapi-{}", m.id()));
+    let traced = instances.join(rtapi::trace::TraceSession::name_for(m.id()));
     assert_eq!(traced.is_dir(), !trace.is_empty(), "{}", traced.display());
     ns.ok(&["loadrt", "threads", "name1=servo", "period1=1000000"]);
     ns.ok(&["loadrt", "crashy"]);
@@ -547,7 +547,9 @@ fn a_module_crash_in_the_master_is_named_and_leaves_nothing() {
     ns.ok(&["unload", "all"]);
     assert!(wait_exit(&mut m2).success());
     assert!(!ns.master_log(2).contains("stale"), "{}", ns.master_log(2));
-    assert!(!instances.join(format!("rtapi-{}", m2.id())).exists());
+    assert!(!instances
+        .join(rtapi::trace::TraceSession::name_for(m2.id()))
+        .exists());
 }
 
 #[test]

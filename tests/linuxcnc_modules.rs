@@ -732,20 +732,29 @@ const MODULE_ARGS: &[(&str, &str)] = &[
 ];
 
 /// Modules that use hostmot2's symbols (`hm2_register`, …): the classification loads hostmot2 first,
-/// as a LinuxCNC configuration does.
-const NEEDS_HOSTMOT2: &[&str] = &[
-    "hm2_7i43",
-    "hm2_7i90",
-    "hm2_eth",
-    "hm2_pci",
-    "hm2_rpspi",
-    "hm2_spi",
-    "hm2_test",
-    "mesa_7i65",
-    "mesa_pktgyro_test",
-    "mesa_uart",
-    "setsserial",
-];
+/// as a LinuxCNC configuration does. Read from the installed modules (whichever LinuxCNC release is
+/// installed): those whose undefined dynamic symbols include one that `hostmot2.so` defines.
+fn needing_hostmot2(names: &[String]) -> Vec<String> {
+    use object::{Object, ObjectSymbol};
+    let symbols = |name: &str, undefined: bool| -> std::collections::BTreeSet<String> {
+        let path = Path::new(MODULES).join(format!("{name}.so"));
+        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file = object::File::parse(&*data)
+            .unwrap_or_else(|e| panic!("{}: not an object file: {e}", path.display()));
+        file.dynamic_symbols()
+            .filter(|s| s.is_undefined() == undefined)
+            .filter_map(|s| s.name().ok().map(String::from))
+            .filter(|n| !n.is_empty())
+            .collect()
+    };
+    let hostmot2 = symbols("hostmot2", false);
+    names
+        .iter()
+        .filter(|n| *n != "hostmot2")
+        .filter(|n| !symbols(n, true).is_disjoint(&hostmot2))
+        .cloned()
+        .collect()
+}
 
 /// Starts `c` in a network namespace of its own (only a down `lo`): nothing a module sends can leave
 /// the machine (hm2_eth talks to its board, 10.10.10.10 or 192.168.1.121 by default) and what it
@@ -884,13 +893,13 @@ fn mesa_ethernet_and_parport_fail_cleanly_without_their_hardware() {
     );
 }
 
-fn classify_module(dir: &Path, name: &str) -> (Class, String) {
+fn classify_module(dir: &Path, name: &str, needs_hostmot2: &[String]) -> (Class, String) {
     let args = MODULE_ARGS
         .iter()
         .find(|(m, _)| *m == name)
         .map_or("", |(_, a)| a);
     let check = dir.join(format!("{name}-check.hal"));
-    let before = if NEEDS_HOSTMOT2.contains(&name) {
+    let before = if needs_hostmot2.iter().any(|n| n == name) {
         "loadrt linuxcnc:hostmot2\n"
     } else {
         ""
@@ -996,11 +1005,20 @@ fn every_linuxcnc_module_is_classified() {
         .collect();
     names.sort();
     assert!(names.len() >= 150, "only {} modules", names.len());
+    let needs_hostmot2 = needing_hostmot2(&names);
+    eprintln!("loaded after hostmot2 (they use its symbols): {needs_hostmot2:?}");
+    // Mesa's drivers found by their imports, not by a list of 2.9's module names.
+    for m in ["hm2_eth", "hm2_pci", "setsserial"] {
+        assert!(
+            needs_hostmot2.iter().any(|n| n == m),
+            "{m} not found to use hostmot2's symbols: {needs_hostmot2:?}"
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut by_class: std::collections::BTreeMap<Class, Vec<String>> = Default::default();
     let mut table = String::new();
     for n in &names {
-        let (class, detail) = classify_module(dir.path(), n);
+        let (class, detail) = classify_module(dir.path(), n, &needs_hostmot2);
         table.push_str(&format!("{n:<24} {class:?} {detail}\n"));
         by_class.entry(class).or_default().push(n.clone());
     }

@@ -9,7 +9,8 @@
 //! prints the table; the rtapi one also prints the two columns side by side when the stock file is
 //! there. `LCNC_SURVEY_ONLY=<substring>` limits the survey to the configs whose path contains it,
 //! `LCNC_SURVEY_LIST=<file>` to the configs listed in the file (one path a line, as in the table);
-//! the `.tsv` then has only those.
+//! the `.tsv` then has only those. `LCNC_SURVEY_TAG=<tag>` names the files `…-<launcher>-<tag>.tsv`
+//! (tests/linuxcnc_releases.rs runs the survey inside reference roots of other releases).
 
 mod common;
 use common::lcnc_machine;
@@ -102,8 +103,7 @@ fn survey(launcher: &Launcher, label: &str) -> Vec<(String, bool, String)> {
             )
         })
         .collect();
-    let out =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/lcnc-sim-configs-{label}.tsv"));
+    let out = tsv_path(label);
     std::fs::write(&out, tsv).unwrap();
     let pass = rows.iter().filter(|r| r.1).count();
     eprintln!(
@@ -115,10 +115,17 @@ fn survey(launcher: &Launcher, label: &str) -> Vec<(String, bool, String)> {
     rows
 }
 
+/// `target/lcnc-sim-configs-<label>.tsv`, or `…-<label>-<tag>.tsv` with `LCNC_SURVEY_TAG=<tag>` (a
+/// survey inside a reference root of another release: tests/linuxcnc_releases.rs).
+fn tsv_path(label: &str) -> PathBuf {
+    let tag = std::env::var("LCNC_SURVEY_TAG")
+        .map(|t| format!("-{t}"))
+        .unwrap_or_default();
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/lcnc-sim-configs-{label}{tag}.tsv"))
+}
+
 fn read_tsv(label: &str) -> Option<Vec<(String, String, String)>> {
-    let p =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/lcnc-sim-configs-{label}.tsv"));
-    let text = std::fs::read_to_string(p).ok()?;
+    let text = std::fs::read_to_string(tsv_path(label)).ok()?;
     Some(
         text.lines()
             .filter_map(|l| {
@@ -159,7 +166,10 @@ fn sim_configs_on_rtapi_linuxcnc() {
         "rtapi",
     );
     let Some(stock) = read_tsv("stock") else {
-        eprintln!("(no target/lcnc-sim-configs-stock.tsv: run sim_configs_on_stock_linuxcnc for the stock column)");
+        eprintln!(
+            "(no {}: run sim_configs_on_stock_linuxcnc for the stock column)",
+            tsv_path("stock").display()
+        );
         return;
     };
     let mut table = String::from("| config | stock | rtapi |\n|---|---|---|\n");

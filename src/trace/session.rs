@@ -113,21 +113,44 @@ pub struct Window {
     pub skipped: usize,
 }
 
+/// The inode of the initial PID namespace (the kernel's `PROC_PID_INIT_INO`).
+const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// This process's PID namespace (the inode of `/proc/self/ns/pid`) when it is not the initial one.
+fn own_pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = fs::metadata("/proc/self/ns/pid").ok()?.ino();
+    (ino != INITIAL_PID_NAMESPACE).then_some(ino)
+}
+
+/// The pid in an instance name made by [`TraceSession::name_for`] in `namespace` (`None`: the
+/// initial one), if `name` is one.
+fn pid_of_instance(name: &str, namespace: Option<u64>) -> Option<i32> {
+    let rest = name.strip_prefix("rtapi-")?;
+    let pid = match namespace {
+        None => rest,
+        Some(ns) => rest.strip_suffix(&format!("-pidns{ns}"))?,
+    };
+    pid.parse::<i32>().ok().filter(|&p| p > 0)
+}
+
 /// Removes the instances `rtapi-<pid>` ([`TraceSession::default_name`]) of processes that are
 /// gone: a crash (a LinuxCNC module's, under `rtapi linuxcnc --trace`) or a SIGKILL leaves its
-/// instance, and with it a large ring buffer per traced CPU, behind.
+/// instance, and with it a large ring buffer per traced CPU, behind. Tracefs is one for the whole
+/// machine, but pids are per PID namespace: only the instances named in this process's namespace are
+/// judged (a container's `rtapi-<pid>-pidns<inode>`, the host's `rtapi-<pid>`), so that a process in
+/// one namespace never takes another's live instance for a dead one.
 fn reclaim_stale(instances: &Path) {
+    reclaim_stale_in(instances, own_pid_namespace())
+}
+
+fn reclaim_stale_in(instances: &Path, namespace: Option<u64>) {
     let Ok(entries) = fs::read_dir(instances) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("rtapi-"))
-            .and_then(|p| p.parse::<i32>().ok())
-            .filter(|&p| p > 0)
-        else {
+        let Some(pid) = name.to_str().and_then(|n| pid_of_instance(n, namespace)) else {
             continue;
         };
         let gone = matches!(
@@ -152,9 +175,19 @@ pub struct TraceSession {
 }
 
 impl TraceSession {
-    /// The instance name this process uses by default: `rtapi-<pid>`.
+    /// The instance name this process uses by default: [`TraceSession::name_for`] its pid.
     pub fn default_name() -> String {
-        format!("rtapi-{}", std::process::id())
+        Self::name_for(std::process::id())
+    }
+
+    /// The default instance name of process `pid` of this process's PID namespace: `rtapi-<pid>`
+    /// in the initial namespace, `rtapi-<pid>-pidns<inode>` in another (a container's pids repeat the
+    /// host's, and tracefs is shared).
+    pub fn name_for(pid: u32) -> String {
+        match own_pid_namespace() {
+            None => format!("rtapi-{pid}"),
+            Some(ns) => format!("rtapi-{pid}-pidns{ns}"),
+        }
     }
 
     /// Creates `instances/<instance_name>` under tracefs, with trace_clock `mono` (timestamps are
@@ -626,5 +659,43 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["rtapi-1", "rtapi-x", "someone-else-999999999"]);
+    }
+
+    /// In a PID namespace other than the initial one, only that namespace's instances are judged:
+    /// the host's `rtapi-<pid>` (a pid this namespace cannot see) and another namespace's are left.
+    #[test]
+    fn another_pid_namespaces_instances_are_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let inst = d.path().join("instances");
+        for n in [
+            "rtapi-999999999",
+            "rtapi-999999999-pidns4026532001",
+            "rtapi-999999999-pidns4026532002",
+            "rtapi-1-pidns4026532001",
+        ] {
+            fs::create_dir_all(inst.join(n)).unwrap();
+        }
+        reclaim_stale_in(&inst, Some(4026532001));
+        let mut left: Vec<String> = fs::read_dir(&inst)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "rtapi-1-pidns4026532001",
+                "rtapi-999999999",
+                "rtapi-999999999-pidns4026532002"
+            ]
+        );
+        // ... and the initial namespace's judge leaves every namespaced one.
+        reclaim_stale_in(&inst, None);
+        assert_eq!(fs::read_dir(&inst).unwrap().count(), 2);
+        assert_eq!(pid_of_instance("rtapi-42", None), Some(42));
+        assert_eq!(pid_of_instance("rtapi-42-pidns7", Some(7)), Some(42));
+        assert_eq!(pid_of_instance("rtapi-42-pidns7", None), None);
+        assert_eq!(pid_of_instance("rtapi-42", Some(7)), None);
+        assert!(!TraceSession::name_for(42).is_empty());
     }
 }

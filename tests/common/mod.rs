@@ -18,6 +18,8 @@
 //!   ours; the [`linuxcnc::SessionLock`] every LinuxCNC session of these tests takes.
 //! - [`lcnc_machine`]: a whole LinuxCNC machine (a sim config driven headless by `lcnc/drive.py`),
 //!   stock or on rtapi's master; `lcnc/` holds the files it installs (not Rust modules).
+//! - [`lcnc_root`]: a reference root of another LinuxCNC release (Debian trixie's 2.9.4, sid's 2.9.9)
+//!   and this build's test binaries run inside it.
 //! - [`master_ns`]: rtapi's LinuxCNC master in namespaces of a test's own, and its [`master_ns::Master`]
 //!   guard.
 //! - [`mesa_card`]: the simulated 7I96S of the Mesa machine (`config/mesa-7i96s/`) in a network
@@ -33,6 +35,7 @@ pub(crate) mod eventually;
 pub(crate) mod exporter;
 pub(crate) mod halrun;
 pub(crate) mod lcnc_machine;
+pub(crate) mod lcnc_root;
 pub(crate) mod linuxcnc;
 pub(crate) mod master_ns;
 pub(crate) mod mesa_card;
