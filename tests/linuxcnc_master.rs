@@ -934,7 +934,8 @@ fn rtapi_linuxcnc_runs_sim_axis_and_leaves_nothing_behind() {
         .unwrap();
     let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
     assert!(
-        !version.is_empty() && err.contains(&format!("rtapi: LinuxCNC {version} (verified with rtapi")),
+        !version.is_empty()
+            && err.contains(&format!("rtapi: LinuxCNC {version} (verified with rtapi")),
         "LinuxCNC {version}: {all}"
     );
     // ... and the master cleaned up itself: the launcher's final sweep found nothing to remove.
