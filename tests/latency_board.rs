@@ -406,7 +406,7 @@ fn addresses_that_are_not_a_connected_card_are_refused() {
         (
             &nobody,
             1,
-            format!("no answer from {nobody}:27181 within 50 ms: is the card powered"),
+            format!("no answer from {nobody}:27181 to 3 requests, 50 ms each: is the card powered"),
         ),
         (
             &closed_port,

@@ -800,10 +800,10 @@ fn private_tmp(keep: &[&Path]) -> String {
     }
     let binds: Vec<String> = tops
         .iter()
-        .map(|t| format!("mkdir -p '/tmp/{t}' && mount --bind '/mnt/oldtmp/{t}' '/tmp/{t}'"))
+        .map(|t| format!("mkdir -p '/tmp/{t}' && mount --rbind '/mnt/oldtmp/{t}' '/tmp/{t}'"))
         .collect();
     format!(
-        "mount -t tmpfs tmpfs /mnt && mkdir /mnt/oldtmp && mount --bind /tmp /mnt/oldtmp && \
+        "mount -t tmpfs tmpfs /mnt && mkdir /mnt/oldtmp && mount --rbind /tmp /mnt/oldtmp && \
          mount -t tmpfs tmpfs /tmp && {}",
         binds.join(" && ")
     )

@@ -37,8 +37,10 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long the probe waits for the card's answer.
+/// How long the probe waits for the card's answer to one send.
 pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(50);
+/// How many times the probe sends before it says nothing answered.
+pub(crate) const PROBE_ATTEMPTS: u32 = 3;
 /// How long the end of the run waits for late replies before counting the rest lost.
 pub(crate) const GRACE: Duration = Duration::from_millis(200);
 /// Requests in flight that can be told apart (the tag is the request number modulo this).
@@ -207,7 +209,7 @@ impl NotFound {
     pub(crate) fn message(&self, addr: SocketAddrV4) -> String {
         match self {
             NotFound::NoAnswer => format!(
-                "no answer from {addr} within {} ms: is the card powered, on this network, at this address (its jumpers or its EEPROM set it)?",
+                "no answer from {addr} to {PROBE_ATTEMPTS} requests, {} ms each: is the card powered, on this network, at this address (its jumpers or its EEPROM set it)?",
                 PROBE_TIMEOUT.as_millis()
             ),
             NotFound::Refused => format!(
@@ -233,20 +235,27 @@ fn connect(addr: SocketAddrV4) -> Result<UdpSocket, NotFound> {
 }
 
 /// Reads the card's board-info name (space 7, 16 bytes) and one period's request, waiting at most
-/// [`PROBE_TIMEOUT`]: what answered at `addr`. Only reads.
+/// [`PROBE_TIMEOUT`] for each of [`PROBE_ATTEMPTS`] sends (one lost packet on a lossy link is not
+/// a missing card): what answered at `addr`. Only reads.
 pub(crate) fn probe(addr: SocketAddrV4, route: Route) -> Result<(Found, UdpSocket), NotFound> {
     let sock = connect(addr)?;
     let mut req = Vec::new();
     lbp16::push(&mut req, lbp16::read(7, Width::W16, 8), Some(0), &[]);
     req.extend_from_slice(&request(0));
-    sock.send(&req)
-        .map_err(|e| NotFound::Socket(format!("cannot send to it: {e}")))?;
-    let t0 = Instant::now();
+    let mut attempts = 0;
+    let mut t0 = Instant::now();
     let mut buf = [0u8; 1500];
     loop {
         let left = PROBE_TIMEOUT.saturating_sub(t0.elapsed());
-        if left.is_zero() {
-            return Err(NotFound::NoAnswer);
+        if attempts == 0 || left.is_zero() {
+            if attempts == PROBE_ATTEMPTS {
+                return Err(NotFound::NoAnswer);
+            }
+            sock.send(&req)
+                .map_err(|e| NotFound::Socket(format!("cannot send to it: {e}")))?;
+            attempts += 1;
+            t0 = Instant::now();
+            continue;
         }
         sock.set_read_timeout(Some(left))
             .map_err(|e| NotFound::Socket(e.to_string()))?;
