@@ -195,16 +195,12 @@ fn stock_rule(
         }
         Some(true) => {}
     }
-    // atoi(): leading digits, anything else 0.
+    // atoi(): an optional sign and leading digits; anything else is 0.
     let forced = force.is_some_and(|f| {
         let f = f.trim_start();
-        let digits: String = f
-            .chars()
-            .enumerate()
-            .take_while(|(i, c)| c.is_ascii_digit() || (*i == 0 && (*c == '-' || *c == '+')))
-            .map(|(_, c)| c)
-            .collect();
-        digits.parse::<i64>().is_ok_and(|n| n != 0)
+        let body = f.strip_prefix(['-', '+']).unwrap_or(f);
+        let digits = body.len() - body.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        body[..digits].parse::<u64>().is_ok_and(|n| n != 0)
     });
     if forced {
         return (

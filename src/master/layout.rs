@@ -158,14 +158,14 @@ pub fn check_release(root: &Path, allow: Option<&str>) -> Result<Version, String
 
 /// hal_lib's mutex, held: taken as every hal_lib caller takes it (`rtapi_mutex_get`: an atomic
 /// test-and-set of bit 0), released on drop.
-pub struct HalMutex<'a>(&'a AtomicUsize);
+pub struct HalMutex(&'static AtomicUsize);
 
-impl HalMutex<'_> {
+impl HalMutex {
     /// Takes the mutex of the HAL block at `data`, waiting up to 1 s.
     ///
     /// # Safety
     /// `data` is the base of the mapped HAL block of a 2.9 hal_lib (its version word checked).
-    pub unsafe fn take(data: *mut u8) -> Result<HalMutex<'static>, String> {
+    pub unsafe fn take(data: *mut u8) -> Result<HalMutex, String> {
         // SAFETY: the mutex word of hal_data_t, 8-aligned in the HAL segment, which lives as long
         // as the master (the caller's contract).
         let mutex = unsafe { &*data.add(data::MUTEX).cast::<AtomicUsize>() };
@@ -180,7 +180,7 @@ impl HalMutex<'_> {
     }
 }
 
-impl Drop for HalMutex<'_> {
+impl Drop for HalMutex {
     fn drop(&mut self) {
         self.0.fetch_and(!1, Ordering::Release);
     }
