@@ -209,12 +209,14 @@ impl Run {
     }
 
     /// An operator reset: a rising edge of estop-reset that the latch saw.
+    /// The overrun count is taken before the edge: a host stall during the reset itself (which
+    /// may latch the estop again at once) then counts as a disturbance after it.
     fn reset(&self) {
+        self.overruns_at_reset.set(self.pins()["servo.overruns"]);
         self.cmd(&["sets", "estop-reset", "0"]);
         self.wait_periods(3);
         self.cmd(&["sets", "estop-reset", "1"]);
         self.wait_periods(3);
-        self.overruns_at_reset.set(self.pins()["servo.overruns"]);
     }
 
     /// The estop latched although the test did not ask for it: that is allowed only if the host

@@ -370,14 +370,20 @@ fn trace_names_what_made_linuxcncs_thread_late() {
 /// README's way for an ordinary user: a copy of the master with `cap_sys_nice,cap_ipc_lock=ep`, run
 /// as nobody (no root anywhere in the process): its thread is SCHED_FIFO, its memory and LinuxCNC's
 /// segments locked.
-#[test]
-fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory() {
+/// README's `setcap` line on a copy of the master, run as nobody (no supplementary group) in the
+/// test's namespaces; `grant_dma_latency`: first, in the test's mount namespace, a node of
+/// `/dev/cpu_dma_latency`'s number with group nogroup and mode 0660 bound over it — what
+/// `packaging/udev/60-rtapi.rules` does for its group. Runs a servo thread, checks it, unloads.
+/// Returns the master's standard error and whether its process held `/dev/cpu_dma_latency` open.
+fn nobody_master_with_capabilities(grant_dma_latency: bool) -> Option<(String, bool)> {
     if let Some(why) = missing() {
-        return skip!(Ci, "{why}");
+        skip!(Ci, "{why}");
+        return None;
     }
-    for p in ["/usr/sbin/setcap", "/usr/bin/setpriv"] {
+    for p in ["/usr/sbin/setcap", "/usr/bin/setpriv", "/usr/bin/mknod"] {
         if !Path::new(p).exists() {
-            return skip!(Ci, "{p} is missing (libcap2-bin, util-linux)");
+            skip!(Ci, "{p} is missing (libcap2-bin, util-linux, coreutils)");
+            return None;
         }
     }
     let ns = Ipc::new();
@@ -389,6 +395,22 @@ fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory()
         .output()
         .unwrap();
     assert!(o.status.success(), "setcap: {:?}", common::text(&o));
+    if grant_dma_latency {
+        use std::os::unix::fs::MetadataExt;
+        let rdev = std::fs::metadata("/dev/cpu_dma_latency").unwrap().rdev();
+        let dev = ns.dir.path().join("dev");
+        std::fs::create_dir(&dev).unwrap();
+        let sh = format!(
+            "set -e; mount -t tmpfs -o mode=0755 lcnc-test-dev {d}; \
+             mknod -m 0660 {d}/cpu_dma_latency c {} {}; chgrp {NOBODY} {d}/cpu_dma_latency; \
+             mount --bind {d}/cpu_dma_latency /dev/cpu_dma_latency",
+            libc::major(rdev),
+            libc::minor(rdev),
+            d = dev.display()
+        );
+        let o = ns.enter().args(["sh", "-c", &sh]).output().unwrap();
+        assert!(o.status.success(), "granting: {:?}", common::text(&o));
+    }
     let log = ns.dir.path().join("master.1.err");
     // setpriv execs the master itself (its pid is the child's): nobody, no supplementary group.
     let mut m = Master(
@@ -451,6 +473,12 @@ fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory()
         .parse()
         .unwrap();
     assert!(locked > 0, "mlockall: {status}");
+    let held = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t == Path::new("/dev/cpu_dma_latency"))
+        });
     let ts = threads(pid);
     let task: Vec<_> = ts.iter().filter(|t| t.0 == "rtapi-servo").collect();
     assert_eq!(task.len(), 1, "{ts:?}");
@@ -473,6 +501,34 @@ fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory()
     assert!(st.success(), "{st}\n{log}");
     assert!(log.contains("SCHED_FIFO granted"), "{log}");
     assert_eq!(ns.segments(), vec![]);
+    Some((log, held))
+}
+
+/// README's `setcap` line alone: SCHED_FIFO, locked memory, `SHM_LOCK`ed segments. The idle-state
+/// hold (`/dev/cpu_dma_latency`, root's) is not granted by it: the master says so, and what to do.
+#[test]
+fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory() {
+    let Some((log, held)) = nobody_master_with_capabilities(false) else {
+        return;
+    };
+    assert!(!held, "/dev/cpu_dma_latency is root's here: {log}");
+    assert!(
+        log.contains("cpu_dma_latency: opening /dev/cpu_dma_latency: Permission denied")
+            && log.contains("packaging/udev/60-rtapi.rules"),
+        "the master names the missing hold and its remedy: {log}"
+    );
+}
+
+/// With the device given to the user's group (the udev rule's effect), the master holds
+/// `/dev/cpu_dma_latency` at 0 as stock 2.9's setuid `rtapi_app` does: an idle CPU then wakes the
+/// servo thread without leaving a slow idle state (README, "Idle states": the median it moves).
+#[test]
+fn a_master_whose_group_may_open_cpu_dma_latency_holds_it() {
+    let Some((log, held)) = nobody_master_with_capabilities(true) else {
+        return;
+    };
+    assert!(held, "the master holds /dev/cpu_dma_latency: {log}");
+    assert!(!log.contains("cpu_dma_latency"), "no warning: {log}");
 }
 
 /// A LinuxCNC module that writes through a null pointer on the servo thread kills the master (C code

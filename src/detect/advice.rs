@@ -254,7 +254,12 @@ fn privileges(r: &SystemReport, out: &mut Vec<Finding>) {
             "no-dma-latency",
             "/dev/cpu_dma_latency is not writable: CPUs may enter deep idle states with slow exits"
                 .into(),
-            Some("run as root, or boot with processor.max_cstate=1 intel_idle.max_cstate=0".into()),
+            Some(
+                "let your group open it with rtapi's udev rule (packaging/udev/60-rtapi.rules, \
+                 README \"Idle states\"), run as root, or boot with processor.max_cstate=1 \
+                 intel_idle.max_cstate=0"
+                    .into(),
+            ),
         ));
     }
 }

@@ -15,7 +15,7 @@
 //!
 //! | pin | type | value |
 //! |-----|------|-------|
-//! | `rtapi.<thread>.latency` | s32 | ns this period's wake came after its deadline (`<thread>.latency`) |
+//! | `rtapi.<thread>.latency` | s32 | ns the last finished period's wake came after its deadline (`<thread>.latency`) |
 //! | `rtapi.<thread>.latency-max` | s32 | the most it has been |
 //! | `rtapi.<thread>.missed` | u32 | deadlines missed (skipped periods) in all |
 //! | `rtapi.<thread>.late` | bit | TRUE when `missed` grew since the last update, or the thread's own `late` is TRUE |
@@ -563,8 +563,8 @@ mod tests {
             ]
         );
 
-        // A late wake with 2 missed periods before it.
-        writer.wake(1500, 2);
+        // A period whose wake was 1.5 µs late ended with 2 deadlines gone by.
+        writer.period_end(10_000, 1500, 2);
         hal.pin(keys.stalled).set(true);
         run_update();
         assert_eq!(cell("rtapi.servo-thread.latency") as u32, 1500);
@@ -572,9 +572,9 @@ mod tests {
         assert_eq!(cell("rtapi.servo-thread.missed") as u32, 2);
         assert_eq!(cell("rtapi.servo-thread.late") as u8, 1);
         assert_eq!(cell("rtapi.servo-thread.stalled") as u8, 1);
-        // Two more periods woke on time: the thread's late is FALSE again, and no new miss.
-        writer.wake(200, 0);
-        writer.wake(300, 0);
+        // Two more periods on time: the thread's late is FALSE again, and no new miss.
+        writer.period_end(10_000, 200, 0);
+        writer.period_end(10_000, 300, 0);
         hal.pin(keys.stalled).set(false);
         run_update();
         assert_eq!(cell("rtapi.servo-thread.latency") as u32, 300);
@@ -582,8 +582,8 @@ mod tests {
         assert_eq!(cell("rtapi.servo-thread.late") as u8, 0);
         assert_eq!(cell("rtapi.servo-thread.stalled") as u8, 0);
         // A miss whose one-period `late` is over by the update: still seen, from the count.
-        writer.wake(100, 1);
-        writer.wake(100, 0);
+        writer.period_end(10_000, 100, 1);
+        writer.period_end(10_000, 100, 0);
         run_update();
         assert_eq!(cell("rtapi.servo-thread.missed") as u32, 3);
         assert_eq!(

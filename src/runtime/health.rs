@@ -5,7 +5,7 @@
 //! |------------------------|-------|------|------------|-------------------------------------------------|
 //! | `<thread>.time`        | pin   | s32  | OUT        | ns its functions took last period (LinuxCNC's)  |
 //! | `<thread>.tmax`        | param | s32  | rw         | the most `time` has been; `setp … 0` resets it  |
-//! | `<thread>.latency`     | pin   | s32  | OUT        | ns this period's wake came after its deadline   |
+//! | `<thread>.latency`     | pin   | s32  | OUT        | ns the last period's wake came after its deadline |
 //! | `<thread>.latency-max` | pin   | s32  | OUT        | the most `latency` has been                     |
 //! | `<thread>.overruns`    | pin   | u32  | OUT        | periods after which deadlines were missed       |
 //! | `<thread>.missed`      | pin   | u32  | OUT        | deadlines missed (skipped periods) in all       |
@@ -23,10 +23,13 @@
 //! function's belong to the function's component. LinuxCNC counts `time`/`tmax` in CPU clocks;
 //! rtapi in nanoseconds. Values saturate at the type's maximum.
 //!
-//! The thread writes its pins at the start of each period, right after it woke and before its
-//! functions run — so a function of the same thread (an `estop_latch` fed by `<thread>.late`) acts in
-//! that same period — and `time`/`tmax` after its functions. They are ordinary HAL cells: one relaxed
-//! store each, no lock, no syscall. They come from the same measurements as the stats block (which
+//! The thread writes its pins at the end of each period, after its functions and before it sleeps:
+//! then everything is known that the next period's functions must see — `late` for the deadlines
+//! that went by during the work, so a function of the same thread (an `estop_latch` fed by
+//! `<thread>.late`) acts in the very next period, as it did when the pins were written at the wake —
+//! and nothing but the clock read stands between the wake and the work (issue 46: that path is the
+//! median's). `latency` is therefore the last finished period's wake, one period behind. They are
+//! ordinary HAL cells: one relaxed store each, no lock, no syscall. They come from the same measurements as the stats block (which
 //! keeps more: sums, histogram, spikes) and can be reset without touching it.
 
 use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, Pin, PinKey};
@@ -140,7 +143,7 @@ pub(crate) fn add_thread(
 /// What a thread's health pins say now, read from another thread (see [`HealthReader`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HealthValues {
-    /// `<thread>.latency`: ns this period's wake came after its deadline.
+    /// `<thread>.latency`: ns the last finished period's wake came after its deadline.
     pub latency: i32,
     /// `<thread>.latency-max`.
     pub latency_max: i32,
@@ -292,22 +295,30 @@ impl ThreadHealth {
         }
     }
 
-    /// At the wake: this period's latency, and the periods missed just before it.
+    /// At a period's end, before the sleep: the work's time (`time`, `tmax`), the latency of the
+    /// wake that began the period (`latency`, `latency-max`) and the deadlines that went by during
+    /// it (`late`, `overruns`, `missed`). Everything the next period's functions see is written
+    /// here, so that nothing but the clock read stands between the next wake and the work.
     #[inline]
-    pub fn wake(&mut self, latency_ns: i64, missed_before: u64) {
+    pub fn period_end(&mut self, exec_ns: u64, latency_ns: i64, missed: u64) {
+        let t = sat_i32(exec_ns);
+        self.time.set(t);
+        if t > self.tmax.get() {
+            self.tmax.set(t);
+        }
         let l = sat_i32(latency_ns.max(0) as u64);
         self.max = self.max.max(l);
         self.latency.set(l);
         self.latency_max.set(self.max);
-        if missed_before > 0 {
+        if missed > 0 {
             self.overrun_count = self.overrun_count.saturating_add(1);
             self.missed_count = self
                 .missed_count
-                .saturating_add(u32::try_from(missed_before).unwrap_or(u32::MAX));
+                .saturating_add(u32::try_from(missed).unwrap_or(u32::MAX));
             self.overruns.set(self.overrun_count);
             self.missed.set(self.missed_count);
         }
-        self.late.set(missed_before > 0);
+        self.late.set(missed > 0);
     }
 
     /// A function of the thread panicked just now (it is disabled from here on): counted in
@@ -318,15 +329,5 @@ impl ThreadHealth {
         self.fault_count = self.fault_count.saturating_add(1);
         self.faults.set(self.fault_count);
         self.faulted.set(true);
-    }
-
-    /// After all functions: the thread's time this period.
-    #[inline]
-    pub fn done(&self, ns: u64) {
-        let t = sat_i32(ns);
-        self.time.set(t);
-        if t > self.tmax.get() {
-            self.tmax.set(t);
-        }
     }
 }

@@ -112,6 +112,13 @@ impl Heartbeat {
         self.waiting.store(on, Ordering::SeqCst);
     }
 
+    /// `waiting` back to false after the wake, with release ordering: no fence on the wake path
+    /// (the Dekker pair is the SeqCst store of `true` and the stop flag's SeqCst load after it).
+    #[inline]
+    pub(crate) fn set_waiting_released(&self) {
+        self.waiting.store(false, Ordering::Release);
+    }
+
     /// The thread's kernel tid, published by the thread itself once it runs.
     pub(crate) fn set_tid(&self, tid: i32) {
         self.tid.store(tid, Ordering::Relaxed);
@@ -386,15 +393,12 @@ impl Ledger {
         passed
     }
 
-    /// The thread woke at `now` for [`deadline`](Self::deadline): writes the health pins (so the
-    /// period's work already sees a late wake) and returns the wake latency.
+    /// The thread woke at `now` for [`deadline`](Self::deadline): the wake latency. Nothing is
+    /// written here — the health pins the period's work sees were written at the previous period's
+    /// end ([`finished`](Self::finished)), so the wake goes straight to the work.
     #[inline]
-    pub(crate) fn woke(&mut self, now: Nanos) -> i64 {
-        let latency = (now - self.deadline()).as_nanos();
-        if let Some(h) = &mut self.health {
-            h.wake(latency, self.missed_before);
-        }
-        latency
+    pub(crate) fn woke(&self, now: Nanos) -> i64 {
+        (now - self.deadline()).as_nanos()
     }
 
     /// A function of the thread faulted in this period (counted in the health pins).
@@ -420,10 +424,11 @@ impl Ledger {
         stats: &StatsWriter,
     ) -> Nanos {
         let exec = (end - now).as_nanos().max(0) as u64;
-        if let Some(h) = &self.health {
-            h.done(exec);
-        }
         let missed = clock::missed_periods(self.deadline(), end, self.period).max(kernel_overruns);
+        // Before the sleep: what the next period's functions must see (`late` among it).
+        if let Some(h) = &mut self.health {
+            h.period_end(exec, latency, missed);
+        }
         self.recent[(self.k % DRIFT_WINDOW as u64) as usize] = latency;
         let drift = self.recent.iter().copied().min().unwrap_or(latency);
         // A spike's preemptions and page faults: counted since the previous spike sample (or the
@@ -576,7 +581,7 @@ impl Cycler {
             now_ns: now.as_nanos(),
         };
 
-        // Health first, so that this period's functions already see a late wake.
+        // The wake's latency (its health pins are written at the period's end, with `late`).
         let latency = self.ledger.woke(now);
         // One interval-clock read per function (the TSC where the kernel keeps time with it):
         // each function's end is the next one's start.

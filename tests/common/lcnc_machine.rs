@@ -1337,20 +1337,31 @@ pub(crate) struct ThreadInfo {
     pub rt_priority: u32,
     /// Wake-ups per second counted over the probe.
     pub wakeups_per_s: f64,
+    /// The CPUs the thread may run on (`Cpus_allowed_list`).
+    pub cpus: String,
+    /// Whether its process holds `/dev/cpu_dma_latency` open (keeping the CPUs out of idle states
+    /// with slow exits while it lives, as both runtimes try to).
+    pub dma_latency_held: bool,
 }
 
 impl fmt::Display for ThreadInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} pid {} thread {} '{}': {} priority {}, {:.0} wake-ups/s",
+            "{} pid {} thread {} '{}': {} priority {}, CPUs {}, {:.0} wake-ups/s, cpu_dma_latency {}",
             self.process,
             self.pid,
             self.tid,
             self.thread,
             self.policy,
             self.rt_priority,
-            self.wakeups_per_s
+            self.cpus,
+            self.wakeups_per_s,
+            if self.dma_latency_held {
+                "held"
+            } else {
+                "NOT held"
+            }
         )
     }
 }
@@ -1437,6 +1448,18 @@ pub(crate) fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
         .filter_map(|(t, n)| Some((*t, n - a.iter().find(|(u, _)| u == t)?.1)))
         .max_by_key(|(_, d)| *d)?;
     let (thread, policy, rt_priority) = proc_sched(&format!("{}/task/{tid}", host.pid))?;
+    let cpus = fs::read_to_string(format!("/proc/{}/task/{tid}/status", host.pid))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())?;
+    let dma_latency_held = fs::read_dir(format!("/proc/{}/fd", host.pid))
+        .map(|d| {
+            d.flatten().any(|e| {
+                fs::read_link(e.path()).is_ok_and(|t| t == Path::new("/dev/cpu_dma_latency"))
+            })
+        })
+        .unwrap_or(false);
     Some(ThreadInfo {
         pid: host.pid,
         tid,
@@ -1445,6 +1468,8 @@ pub(crate) fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
         policy,
         rt_priority,
         wakeups_per_s: delta as f64 / probe.as_secs_f64(),
+        cpus,
+        dma_latency_held,
     })
 }
 

@@ -75,7 +75,11 @@ impl Period {
         } else {
             self.timer.wait_until(deadline)
         };
-        self.heartbeat.set_waiting(false);
+        // Release, not SeqCst: only the store of `true` above pairs with the stopper's reads. A
+        // stopper can read `true` just after the wake under any ordering (before this store runs);
+        // release ordering widens that window by the store buffer's drain, and keeps a fence off
+        // the wake path.
+        self.heartbeat.set_waiting_released();
         match result {
             Ok(info) => {
                 let now = clock::now();
