@@ -123,7 +123,86 @@ fn write_list(path: &std::path::Path, symbols: &[&str]) {
     std::fs::write(path, text).expect("write the dynamic symbol list");
 }
 
+/// `git ARGS` in the package's directory: its output, trimmed, or `None` when git is missing or
+/// fails (not a checkout: a source tarball, a vendored copy).
+fn git(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        // Never write the index (a refresh would change it, and so rerun this script next build).
+        .arg("--no-optional-locks")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A day count since 1970-01-01 as `YYYY-MM-DD` (the proleptic Gregorian calendar).
+fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// What `rtapi --version` says of the build: `RTAPI_GIT` (the commit's short hash, `-dirty` when
+/// tracked files differed from it, `unknown` outside a git checkout) and `RTAPI_BUILD_DATE` (UTC;
+/// `SOURCE_DATE_EPOCH` when set, as reproducible package builds set it). Both are as of this script's
+/// last run: a commit, a checkout or a `git add` reruns it, an edit alone does not.
+fn build_info() {
+    let hash = git(&["rev-parse", "--short", "HEAD"]).filter(|h| !h.is_empty());
+    let described = match hash {
+        Some(hash) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            format!("{hash}{}", if dirty { "-dirty" } else { "" })
+        }
+        None => "unknown".to_string(),
+    };
+    println!("cargo:rustc-env=RTAPI_GIT={described}");
+    // Rerun when HEAD moves (a commit, a checkout) or the index changes.
+    let mut watched = vec![
+        "HEAD".to_string(),
+        "index".to_string(),
+        "packed-refs".to_string(),
+    ];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(branch);
+    }
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+    }
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let seconds = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0)
+        });
+    println!(
+        "cargo:rustc-env=RTAPI_BUILD_DATE={}",
+        civil_date(seconds.div_euclid(86_400))
+    );
+}
+
 fn main() {
+    build_info();
     println!("cargo:rerun-if-changed=src/components/linuxcnc/shim.c");
     println!("cargo:rerun-if-changed=build.rs");
     cc::Build::new()

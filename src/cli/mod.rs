@@ -3,6 +3,7 @@
 mod compare_timers;
 mod detect;
 mod export;
+mod generate_docs;
 mod getp;
 mod halcmd;
 mod halrun;
@@ -124,10 +125,37 @@ impl From<crate::flavor::FlavorError> for Failure {
     }
 }
 
+/// `rtapi -V`: the package version and the build (commit, `-dirty` when the tree differed from it,
+/// `unknown` outside a git checkout; build date), from build.rs.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("RTAPI_GIT"),
+    ", built ",
+    env!("RTAPI_BUILD_DATE"),
+    ")"
+);
+
+/// The LinuxCNC releases rtapi was verified with, from [`crate::detect::linuxcnc::VERIFIED`]:
+/// `verified with LinuxCNC 2.9.0~pre1 on Debian 12 (bookworm); 2.9.4 on …`.
+fn verified_line() -> String {
+    let releases: Vec<String> = crate::detect::linuxcnc::VERIFIED
+        .iter()
+        .map(|(release, systems)| format!("{release} on {systems}"))
+        .collect();
+    format!("verified with LinuxCNC {}", releases.join("; "))
+}
+
+/// `rtapi --version`: [`VERSION`], then the verified LinuxCNC releases.
+fn long_version() -> String {
+    format!("{VERSION}\n{}", verified_line())
+}
+
 #[derive(Parser)]
 #[command(
     name = "rtapi",
-    version,
+    version = VERSION,
+    long_version = long_version(),
     about = "Real-time thread runtime for CNC motion control on Linux"
 )]
 struct Cli {
@@ -183,6 +211,16 @@ enum Command {
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
 pub fn main() -> ExitCode {
+    // Packaging's `rtapi generate-docs`: parsed on its own, outside `Cli`, so that the pages and
+    // completions it makes from `Cli` do not offer it to users.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "generate-docs")
+    {
+        return finish(generate_docs::run(generate_docs::Args::parse_from(
+            std::env::args_os().skip(1),
+        )));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -258,6 +296,11 @@ pub fn main() -> ExitCode {
         Command::Recorder(args) => recorder::run(args),
         Command::MesaSim(args) => mesa_sim::run(args),
     };
+    finish(result)
+}
+
+/// A command's result as the exit code, a failure's message printed first.
+fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(f) => {
