@@ -1,6 +1,9 @@
 //! Builds the C half of the LinuxCNC module host (src/components/linuxcnc/shim.c: the printf-style
 //! entry points) and makes the `rtapi` binary export the C API to the modules it `dlopen`s.
 
+#[path = "src/civil_date.rs"]
+mod civil;
+
 use std::path::PathBuf;
 
 /// Every symbol of the C API rtapi offers LinuxCNC modules (shim.c and capi/). A module that needs
@@ -139,17 +142,9 @@ fn git(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// A day count since 1970-01-01 as `YYYY-MM-DD` (the proleptic Gregorian calendar).
+/// A day count since 1970-01-01 as `YYYY-MM-DD`.
 fn civil_date(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = civil::from_days(days);
     format!("{year:04}-{month:02}-{day:02}")
 }
 

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo bench --bench linuxcnc_servo -- --rtapi [PATH] [--rounds 5] [--seconds 20] [--load idle|stress|both]
-//!                                        [--wake-path] [--with-other] [--no-dma-grant]
+//!                                        [--wake-path] [--with-other] [--no-dma-grant] [--against PATH]
 //! ```
 //!
 //! What is measured: LinuxCNC's `timedelta` component, added *first* to the machine's `servo-thread`
@@ -32,6 +32,9 @@
 //! "Idle states"): the bench gives it to `nobody`'s group in a mount namespace of its own, as
 //! `packaging/udev/60-rtapi.rules` does for group `rtapi` (`--no-dma-grant`: not, to see what the
 //! hold is worth — those rounds are refused a ratio, and say why).
+//!
+//! `--against PATH` puts another build of rtapi (its `rtapi`; `rtapi-lcnc-master` beside it) in
+//! stock's place: a change to rtapi measured against the code before it, in the same rounds.
 //!
 //! `--wake-path` (tracefs, uprobes): in each run, for up to 8 s of the hold, the time from the servo
 //! thread's wake (`sched_switch` to it) to its `rtapi_wait` returning and to the first
@@ -332,6 +335,7 @@ fn main() {
     let mut with_other = false;
     let mut grant = true;
     let mut trace_wake = false;
+    let mut against: Option<std::path::PathBuf> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--rtapi" => {
@@ -371,6 +375,13 @@ fn main() {
             "--with-other" => with_other = true,
             "--no-dma-grant" => grant = false,
             "--wake-path" => trace_wake = true,
+            "--against" => {
+                against = Some(
+                    args.next()
+                        .expect("--against PATH (an rtapi binary)")
+                        .into(),
+                )
+            }
             _ => {}
         }
     }
@@ -391,8 +402,13 @@ fn main() {
     if grant {
         grant_dma_latency();
     }
-    let stock = Launcher::StockRealtime;
-    let ours = Launcher::Rtapi(with_capabilities(&rtapi));
+    // `--against PATH`: the reference side is another build of rtapi (a change measured against
+    // the code before it), not stock.
+    let stock = match &against {
+        Some(p) => Launcher::Rtapi(with_capabilities(p, "reference")),
+        None => Launcher::StockRealtime,
+    };
+    let ours = Launcher::Rtapi(with_capabilities(&rtapi, "measured"));
     println!(
         "LinuxCNC servo-thread timing, sim/axis (1 ms), timedelta first in servo-thread; error = |interval − 1 ms|"
     );
@@ -567,11 +583,13 @@ fn grant_dma_latency() {
 /// LinuxCNC runs as `nobody` here (its `rtapi_app` refuses root), so rtapi's master gets its
 /// privileges as README tells an ordinary user: a copy of `rtapi` and `rtapi-lcnc-master` side by
 /// side, the master with `cap_sys_nice,cap_ipc_lock=ep`. Not root: the binaries as they are.
-fn with_capabilities(rtapi: &std::path::Path) -> std::path::PathBuf {
+fn with_capabilities(rtapi: &std::path::Path, sub: &str) -> std::path::PathBuf {
     if !common::is_root() {
         return rtapi.to_path_buf();
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-lcnc-caps");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/bench-lcnc-caps")
+        .join(sub);
     std::fs::create_dir_all(&dir).unwrap();
     lcnc_machine::master_with_capabilities(rtapi, &dir, "cap_sys_nice,cap_ipc_lock=ep")
 }
@@ -580,6 +598,9 @@ fn label(l: &Launcher) -> &'static str {
     match l {
         Launcher::Stock => "stock rtapi_app",
         Launcher::StockRealtime => "stock rtapi_app, forced RT",
+        Launcher::Rtapi(p) if p.parent().is_some_and(|d| d.ends_with("reference")) => {
+            "rtapi linuxcnc, --against"
+        }
         Launcher::Rtapi(_) => "rtapi linuxcnc",
     }
 }

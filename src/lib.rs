@@ -68,6 +68,7 @@
 
 #![warn(missing_docs)]
 
+pub(crate) mod civil_date;
 pub mod cli;
 pub mod components;
 pub mod config;

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{commands_of, help_text};
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -13,32 +15,12 @@ fn rtapi() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rtapi"))
 }
 
-fn help(path: &[&str]) -> String {
-    let out = rtapi().args(path).arg("--help").output().unwrap();
-    assert!(out.status.success(), "rtapi {path:?} --help: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The subcommands a help text lists (clap: "Commands:", then two spaces, the name, the summary).
-fn commands_of(help_text: &str) -> Vec<String> {
-    let Some(list) = help_text.split("Commands:").nth(1) else {
-        return Vec::new();
-    };
-    list.lines()
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next())
-        .filter(|n| *n != "help")
-        .map(str::to_string)
-        .collect()
-}
-
 /// Every subcommand path `--help` shows, nested ones included: `["latency-test"]`,
 /// `["recorder", "dump"]`.
 fn subcommand_paths() -> Vec<Vec<String>> {
     let mut paths = Vec::new();
-    for sub in commands_of(&help(&[])) {
-        for nested in commands_of(&help(&[&sub])) {
+    for sub in commands_of(&help_text(&[])) {
+        for nested in commands_of(&help_text(&[&sub])) {
             paths.push(vec![sub.clone(), nested]);
         }
         paths.push(vec![sub]);
@@ -148,7 +130,7 @@ fn every_subcommand_has_a_man_page_that_renders_and_names_its_options() {
         );
         // The page's OPTIONS entries (`       --duration <DURATION> [default: 60s]`, `-q, --quiet`),
         // not options its prose mentions, are those of the subcommand's --help.
-        let options: BTreeSet<String> = long_options(&help(&args)).into_iter().collect();
+        let options: BTreeSet<String> = long_options(&help_text(&args)).into_iter().collect();
         assert!(!options.is_empty(), "rtapi {args:?} --help lists no option");
         let listed: BTreeSet<String> = long_options(&section(&text, "OPTIONS").join("\n"))
             .into_iter()
@@ -217,7 +199,7 @@ fn bash_completes_subcommands_and_their_options() {
     let subs = bash_completions(&script, &["rtapi", "lat"]);
     assert_eq!(subs, ["latency-test"], "rtapi lat<TAB>");
     let all = bash_completions(&script, &["rtapi", ""]);
-    for sub in commands_of(&help(&[])) {
+    for sub in commands_of(&help_text(&[])) {
         assert!(
             all.contains(&sub),
             "rtapi <TAB> does not offer {sub}: {all:?}"
@@ -241,7 +223,7 @@ fn zsh_and_fish_completions_name_every_subcommand() {
     let dir = generate();
     for file in ["_rtapi", "rtapi.fish"] {
         let text = std::fs::read_to_string(dir.path().join("completions").join(file)).unwrap();
-        for sub in commands_of(&help(&[])) {
+        for sub in commands_of(&help_text(&[])) {
             assert!(text.contains(&sub), "{file} does not name {sub}");
         }
         assert!(

@@ -3,35 +3,13 @@
 //! every `--option` written after it is one that subcommand's `--help` lists. A renamed or dropped
 //! option fails here instead of in a user's terminal.
 
+mod common;
+
+use common::{commands_of, help_text};
 use std::collections::BTreeMap;
-use std::process::Command;
-
-fn help(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_rtapi"))
-        .args(args)
-        .arg("--help")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "rtapi {args:?} --help: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The subcommands a help text lists (clap: "Commands:", then two spaces, the name, the summary).
-fn commands_of(help_text: &str) -> Vec<String> {
-    let Some(list) = help_text.split("Commands:").nth(1) else {
-        return Vec::new();
-    };
-    list.lines()
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next())
-        .filter(|n| *n != "help")
-        .map(str::to_string)
-        .collect()
-}
 
 fn subcommands() -> Vec<String> {
-    commands_of(&help(&[]))
+    commands_of(&help_text(&[]))
 }
 
 /// The options a help text defines: the `--name`s on its option lines (`  -q, --quiet`,
@@ -101,7 +79,7 @@ fn unknown_options(text: &str, subs: &[String]) -> (usize, Vec<(usize, String, S
         let mut path = vec![sub.to_string()];
         let nested = nested_of
             .entry(sub)
-            .or_insert_with(|| commands_of(&help(&[sub])));
+            .or_insert_with(|| commands_of(&help_text(&[sub])));
         if let Some(first) = tail.split_whitespace().next() {
             if nested.iter().any(|n| n == first) {
                 path.push(first.to_string());
@@ -109,7 +87,7 @@ fn unknown_options(text: &str, subs: &[String]) -> (usize, Vec<(usize, String, S
         }
         let known = defined.entry(path.clone()).or_insert_with(|| {
             let args: Vec<&str> = path.iter().map(String::as_str).collect();
-            defined_options(&help(&args))
+            defined_options(&help_text(&args))
         });
         for opt in options(tail) {
             checked += 1;

@@ -204,3 +204,24 @@ pub(crate) fn processes_running(argv: &[&str]) -> Vec<u32> {
         .filter(|&pid| !ended(pid))
         .collect()
 }
+
+/// `rtapi ARGS --help`'s text (it must succeed).
+pub(crate) fn help_text(args: &[&str]) -> String {
+    let out = rtapi_command(args).arg("--help").output().unwrap();
+    assert!(out.status.success(), "rtapi {args:?} --help: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The subcommands a help text lists (clap: "Commands:", then two spaces, the name, the summary).
+pub(crate) fn commands_of(help_text: &str) -> Vec<String> {
+    let Some(list) = help_text.split("Commands:").nth(1) else {
+        return Vec::new();
+    };
+    list.lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .map(str::to_string)
+        .collect()
+}
