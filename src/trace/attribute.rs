@@ -8,6 +8,11 @@
 //! was running at its end when no switch was logged. Every duration is clipped to the window. Causes may overlap in time (a late timer is usually late
 //! *because of* something else in the list); within the CPU's own time, hard interrupts are not
 //! counted again in the softirq or task they interrupted, and neither is counted in a task's time.
+//!
+//! A session that skips the RT threads' own wakes (`TraceSession::skip_own_wakes`) records the RT
+//! thread's expiry and wakeup only when another task was current: without them, the window's time
+//! that no recorded interrupt, softirq or task accounts for is named outside the kernel, as the late
+//! expiry would have shown it.
 
 use std::collections::BTreeMap;
 use std::fmt;
