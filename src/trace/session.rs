@@ -794,6 +794,28 @@ mod tests {
         );
     }
 
+    /// A quiet CPU's reader: coverage is the session's start, then what was forgotten, whatever the
+    /// oldest event kept.
+    #[test]
+    fn coverage_does_not_wait_for_an_event() {
+        let mut s = Stretches::since(100);
+        assert_eq!((s.covered_from_ns(), s.oldest_ns()), (100, None));
+        s.push(5_000, 6_000, vec![1]);
+        assert_eq!((s.covered_from_ns(), s.oldest_ns()), (100, Some(5_000)));
+        s.forget_before(3_000);
+        assert_eq!(
+            s.covered_from_ns(),
+            3_000,
+            "forgetting nothing still moves coverage"
+        );
+        assert_eq!(s.oldest_ns(), Some(5_000));
+        s.forget_before(7_000);
+        assert_eq!((s.covered_from_ns(), s.oldest_ns()), (7_000, None));
+        assert_eq!(s.drained_at_ns(), None);
+        s.drained_at(8_000);
+        assert_eq!(s.drained_at_ns(), Some(8_000));
+    }
+
     #[test]
     fn no_tracefs_is_refused_with_the_fix() {
         let d = tempfile::tempdir().unwrap();
