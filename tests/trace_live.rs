@@ -15,6 +15,9 @@ use rtapi::trace::{attribute, CauseKind, TraceSession};
 
 const CPU: usize = 1;
 
+/// The tests of this file trace and load the same CPU: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Why the test cannot run here (and whether `.ci/run` provides what is missing), or `None`.
 fn skip_reason() -> Option<(Prereq, String)> {
     if !nix::unistd::geteuid().is_root() {
@@ -38,6 +41,7 @@ fn a_spinning_fifo_thread_is_named_with_its_time() {
     if let Some((prereq, why)) = skip_reason() {
         return common::skip(test_name!(), &why, prereq);
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let session = TraceSession::start(&[CPU], &TraceSession::default_name()).unwrap();
     let dir = session.dir().to_path_buf();
     assert!(dir.is_dir());
@@ -104,6 +108,116 @@ fn a_spinning_fifo_thread_is_named_with_its_time() {
 
     drop(session);
     assert!(!dir.exists(), "{} removed on drop", dir.display());
+}
+
+/// Issue 46: with the RT thread's own wakes skipped in the kernel (`skip_own_wakes`), a periodic
+/// SCHED_FIFO thread on CPU 1 leaves none of its wakes from idle in the ring — no wakeup, no
+/// switch between it and the idle task, no timer expiry in idle context — while a SCHED_FIFO 99
+/// spinner that delays it is still recorded and named.
+#[test]
+fn an_rt_threads_own_wakes_are_not_recorded_but_what_delays_it_is() {
+    use rtapi::trace::EventKind;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    if let Some((prereq, why)) = skip_reason() {
+        return common::skip(test_name!(), &why, prereq);
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("rtapi-own-{}", std::process::id());
+    let mut session = TraceSession::start(&[CPU], &name).unwrap();
+
+    // The "RT thread": 200 µs periods for 400 ms once told to start.
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let go = Arc::new(AtomicBool::new(false));
+    let g = go.clone();
+    let periodic = std::thread::Builder::new()
+        .name("periodic".into())
+        .spawn(move || {
+            set_current_policy(Policy::Fifo { priority: 90 }).expect("SCHED_FIFO 90");
+            pin_current_thread(CPU).expect("pin to CPU 1");
+            tid_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            while !g.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let start = now();
+            let mut wakes = 0u32;
+            while now() - start < Nanos::from_millis(400) {
+                std::thread::sleep(Duration::from_micros(200));
+                wakes += 1;
+            }
+            (start.as_nanos() as u64, now().as_nanos() as u64, wakes)
+        })
+        .unwrap();
+    let rt = tid_rx.recv().unwrap();
+    session.skip_own_wakes(&[rt]).unwrap();
+    assert_eq!(session.own_threads(), [rt]);
+    go.store(true, Ordering::Release);
+
+    std::thread::sleep(Duration::from_millis(150));
+    let spinner = std::thread::Builder::new()
+        .name("spinner".into())
+        .spawn(|| {
+            set_current_policy(Policy::Fifo { priority: 99 }).expect("SCHED_FIFO 99");
+            pin_current_thread(CPU).expect("pin to CPU 1");
+            std::thread::sleep(Duration::from_millis(2));
+            let t0 = now();
+            while now() - t0 < Nanos::from_micros(500) {
+                std::hint::spin_loop();
+            }
+            (
+                nix::unistd::gettid().as_raw() as u32,
+                t0.as_nanos() as u64,
+                now().as_nanos() as u64,
+            )
+        })
+        .unwrap();
+    let (spin_tid, t0, t1) = spinner.join().unwrap();
+    let (from, to, wakes) = periodic.join().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    session.stop().unwrap();
+
+    let w = session.read_window(CPU, from, to).unwrap();
+    let own_ctx = |pid: u32| pid == 0 || pid == rt;
+    let mut own_wakeups = 0;
+    let mut idle_switches = 0;
+    let mut own_expiries = 0;
+    for e in &w.events {
+        match &e.kind {
+            EventKind::Wakeup { task, .. } if task.pid == rt && own_ctx(e.pid) => own_wakeups += 1,
+            EventKind::Switch { prev, next, .. }
+                if (prev.pid == 0 && next.pid == rt) || (prev.pid == rt && next.pid == 0) =>
+            {
+                idle_switches += 1
+            }
+            EventKind::HrtimerEntry { .. } if own_ctx(e.pid) => own_expiries += 1,
+            _ => {}
+        }
+    }
+    eprintln!(
+        "{wakes} periods, {} events in the ring: own wakeups {own_wakeups}, idle switches \
+         {idle_switches}, expiries in idle/own context {own_expiries}",
+        w.events.len()
+    );
+    assert!(wakes > 100, "the periodic thread ran: {wakes}");
+    assert_eq!(
+        (own_wakeups, idle_switches, own_expiries),
+        (0, 0, 0),
+        "the RT thread's own wakes are not recorded"
+    );
+    // What delayed it is: the spinner's switches, and the attribution of its window.
+    assert!(
+        w.events.iter().any(|e| matches!(&e.kind,
+            EventKind::Switch { prev, .. } if prev.pid == spin_tid)),
+        "the spinner's switch out is recorded"
+    );
+    let causes = attribute(&w.events, t0, t1, rt);
+    let text: Vec<String> = causes.iter().map(ToString::to_string).collect();
+    eprintln!("causes of [{t0}, {t1}]: {text:?}");
+    assert!(
+        matches!(&causes[0].kind, CauseKind::Task { task } if task.pid == spin_tid
+            && task.comm == "spinner"),
+        "the spinner is the largest cause: {text:?}"
+    );
 }
 
 /// Run again as user `nobody` by [`without_root_the_refusal_says_what_is_missing`].

@@ -338,6 +338,14 @@ impl State {
                 tallies: BTreeMap::new(),
             });
         }
+        // The RT threads' own wakes are not recorded (the cost of `--trace` on the latency it
+        // measures); the filters name every thread followed so far.
+        if let Some(s) = &mut self.session {
+            let tids: Vec<u32> = self.fix.own_threads.keys().copied().collect();
+            if let Err(e) = s.skip_own_wakes(&tids) {
+                log::warn!("--trace: the RT threads' own wakes stay recorded: {e}");
+            }
+        }
     }
 
     fn run(&mut self, stop: &AtomicBool) {
@@ -423,7 +431,10 @@ impl State {
         }
         let cpu = self.threads[i].spec.cpu;
         if let Some(p) = self.pipes.iter().find(|p| p.cpu() == cpu) {
-            return p.latest_ns().is_some_and(|l| l >= end);
+            // An event after the window, or a read that emptied the ring after it (a CPU whose RT
+            // threads' own wakes are not recorded may have no newer event to show).
+            return p.latest_ns().is_some_and(|l| l >= end)
+                || p.drained_at_ns().is_some_and(|d| d >= end);
         }
         if self.counters {
             return self.samples.back().is_some_and(|s| s.ts_ns >= end);
@@ -439,7 +450,7 @@ impl State {
         let mut causes = None;
         if let (Some(p), Some(events)) = (self.pipes.iter().find(|p| p.cpu() == spec.cpu), events) {
             let (from, _) = window_of(&sp);
-            if p.oldest_ns().is_some_and(|o| o <= from) {
+            if p.covered_from_ns() <= from {
                 causes = Some(attribute(events, deadline, sp.time_ns, spec.tid));
             }
         }

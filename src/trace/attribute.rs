@@ -8,6 +8,11 @@
 //! was running at its end when no switch was logged. Every duration is clipped to the window. Causes may overlap in time (a late timer is usually late
 //! *because of* something else in the list); within the CPU's own time, hard interrupts are not
 //! counted again in the softirq or task they interrupted, and neither is counted in a task's time.
+//!
+//! A session that skips the RT threads' own wakes (`TraceSession::skip_own_wakes`) records the RT
+//! thread's expiry and wakeup only when another task was current: without them, the window's time
+//! that no recorded interrupt, softirq or task accounts for is named outside the kernel, as the late
+//! expiry would have shown it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -169,6 +174,21 @@ fn overlap(a: u64, b: u64, with: &[(u64, u64)]) -> u64 {
         .sum()
 }
 
+/// Total length of the union of `iv` (sorted in place).
+fn union_len(iv: &mut [(u64, u64)]) -> u64 {
+    iv.sort_unstable();
+    let mut total = 0;
+    let mut end = 0;
+    for &(a, b) in iv.iter() {
+        let a = a.max(end);
+        if b > a {
+            total += b - a;
+            end = b;
+        }
+    }
+    total
+}
+
 #[derive(Default)]
 struct Acc {
     by: BTreeMap<CauseKind, (u64, u32)>,
@@ -204,6 +224,9 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
     let mut work: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     let mut last_wakeup_timer: Option<(String, u64)> = None;
     let mut timer_late: Option<(String, u64)> = None;
+    // Whether the RT thread's wakeup is in the window: a session that skips its own wakes
+    // (`TraceSession::skip_own_wakes`) records it only when another task was current.
+    let mut own_wakeup_seen = false;
     let mut prev_ts = first_ts;
     // Priorities as switches and wakeups report them, for runs whose start was not logged.
     let mut prios: BTreeMap<u32, i32> = BTreeMap::new();
@@ -305,6 +328,7 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
                 waking: false,
             } => {
                 if task.pid == rt_pid {
+                    own_wakeup_seen |= e.ts_ns >= lo;
                     if let Some((function, now)) = last_wakeup_timer.take() {
                         if now > lo && now <= hi {
                             timer_late = Some((function, now - lo));
@@ -362,6 +386,7 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
     }
     // When the RT thread's own timer expired (the deadline itself if no late expiry was seen).
     let expiry = lo + timer_late.as_ref().map_or(0, |(_, late)| *late);
+    let mut task_iv: Vec<(u64, u64)> = Vec::new();
     for (a, b, mut task) in runs {
         if task.pid == 0 || task.pid == rt_pid {
             continue;
@@ -377,6 +402,7 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
         let Some((a, b)) = clip(a, b, expiry, hi) else {
             continue;
         };
+        task_iv.push((a, b));
         let dur = (b - a)
             .saturating_sub(overlap(a, b, &hard_iv))
             .saturating_sub(overlap(a, b, &soft_iv));
@@ -412,6 +438,16 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
     // Only interrupts (IRQs off) can hold a timer expiry back inside the guest.
     let late = expiry - lo;
     let stolen = late.saturating_sub(overlap(lo, expiry, &hard_iv));
+    // Without the RT thread's wakeup (not recorded while the CPU was idle or running an RT thread)
+    // the expiry is not known: the time nothing in the guest accounts for — no interrupt, softirq
+    // or other task — is what the expiry's lateness would have shown.
+    let unaccounted = if own_wakeup_seen {
+        0
+    } else {
+        let mut busy: Vec<(u64, u64)> = hard_iv.iter().chain(&soft_iv).copied().collect();
+        busy.extend(task_iv.iter().copied());
+        (hi - lo).saturating_sub(union_len(&mut busy))
+    };
     if causes.is_empty() {
         causes.push(Cause {
             kind: CauseKind::Outside,
@@ -422,6 +458,12 @@ pub fn attribute(events: &[Event], window_start_ns: u64, wake_ns: u64, rt_pid: u
         causes.push(Cause {
             kind: CauseKind::Outside,
             dur_ns: stolen,
+            count: 1,
+        });
+    } else if unaccounted * 2 > hi - lo && unaccounted >= OUTSIDE_MIN_NS {
+        causes.push(Cause {
+            kind: CauseKind::Outside,
+            dur_ns: unaccounted,
             count: 1,
         });
     }
@@ -631,6 +673,52 @@ mod tests {
                 .any(|c| matches!(c.kind, CauseKind::TimerLate { .. })),
             "the late expiry is still named: {causes:?}"
         );
+    }
+
+    #[test]
+    fn without_the_rt_threads_own_wake_unaccounted_time_is_outside() {
+        // As a session that skips the RT thread's own wakes (pid 77) records an idle CPU: an IRQ of
+        // 100 µs, then nothing for 5.9 ms — the timer interrupt, its expiry and the wakeup were idle
+        // context, not recorded.
+        let text = "\
+          <idle>-0       [001] d.h1.  8000.000010: irq_handler_entry: irq=36 name=virtio1-req.0
+          <idle>-0       [001] d.h1.  8000.000110: irq_handler_exit: irq=36 ret=handled
+";
+        let ev = parse_text(text).events;
+        let causes = attribute(&ev, 8_000_000_000_000, 8_000_006_015_000, 77);
+        let text: Vec<String> = causes.iter().map(ToString::to_string).collect();
+        assert!(
+            matches!(&causes[0].kind, CauseKind::Outside) && causes[0].dur_ns == 5_915 * US,
+            "{text:?}"
+        );
+        assert!(
+            causes
+                .iter()
+                .any(|c| matches!(c.kind, CauseKind::Irq { irq: 36, .. }) && c.dur_ns == 100 * US),
+            "{text:?}"
+        );
+        // With the wakeup recorded on time, the timer proves the CPU was in the guest: nothing more
+        // is claimed than the events show.
+        let on_time = format!(
+            "{text0}\
+          <idle>-0       [001] dNh2.  8000.000001: sched_wakeup: comm=rtapi-servo pid=77 prio=1 target_cpu=001
+",
+            text0 = "          <idle>-0       [001] d.h1.  8000.000000: hrtimer_expire_entry: hrtimer=00000000a1b2c3d4 function=hrtimer_wakeup now=8000000000000\n"
+        );
+        let mut ev2 = parse_text(&on_time).events;
+        ev2.extend(ev);
+        let causes = attribute(&ev2, 8_000_000_000_000, 8_000_006_015_000, 77);
+        assert!(
+            causes.iter().all(|c| c.kind != CauseKind::Outside),
+            "{causes:?}"
+        );
+    }
+
+    #[test]
+    fn union_of_intervals() {
+        assert_eq!(union_len(&mut [(5, 10), (0, 3), (2, 6), (20, 21)]), 11);
+        assert_eq!(union_len(&mut [(0, 10), (2, 4)]), 10);
+        assert_eq!(union_len(&mut []), 0);
     }
 
     #[test]

@@ -457,7 +457,7 @@ impl RawReader {
             path,
             file,
             formats,
-            pages: Stretches::default(),
+            pages: Stretches::since(session.started_ns()),
             comms: Default::default(),
             lost_pages: 0,
             bytes: 0,
@@ -475,12 +475,19 @@ impl CpuReader for RawReader {
     /// Reads the pages the kernel has for this CPU now (at most `max_bytes`); returns the bytes.
     fn pump(&mut self, max_bytes: usize) -> Result<usize, TraceError> {
         let mut got = 0;
+        let began = crate::rt::clock::now().as_nanos().max(0) as u64;
         while got < max_bytes {
             let mut buf = vec![0u8; self.page_size];
             let n = match self.file.read(&mut buf) {
-                Ok(0) => break,
+                Ok(0) => {
+                    self.pages.drained_at(began);
+                    break;
+                }
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.pages.drained_at(began);
+                    break;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(TraceError::Io(self.path.clone(), e)),
             };

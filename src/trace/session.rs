@@ -35,6 +35,68 @@ pub const EVENTS: [&str; 17] = [
     "workqueue/workqueue_execute_start",
 ];
 
+/// The in-kernel filters [`TraceSession::skip_own_wakes`] puts on [`EVENTS`]: what the RT threads'
+/// own periodic wake records on their CPU, dropped before it reaches the ring. Each `(event,
+/// filter)`, for the idle task (pid 0) and the RT threads:
+///
+/// - `sched_switch` between the idle task and an RT thread (a switch between two RT threads, one
+///   delaying the other, is kept);
+/// - `sched_wakeup` of an RT thread while the CPU is idle or running an RT thread;
+/// - `hrtimer_expire_entry` while the CPU is idle or running an RT thread (attribution reads only
+///   the expiry that wakes the RT thread, to say how late it was; see below).
+///
+/// Kept, unfiltered: everything while another task is current (its switches, the RT thread's
+/// timer expiring under it and the wakeup that follows: a late timer is still named there), device
+/// IRQs, softirqs, workqueue items and every system vector — `local_timer_entry/exit` too, although
+/// two of them lie on each wake path: the same interrupt is the tick, a cause of its own, and no
+/// filter on it can tell the tick from the RT thread's timer.
+pub const OWN_WAKE_FILTERS: [(&str, OwnFilter); 3] = [
+    ("sched/sched_switch", OwnFilter::SwitchNotIdleToOwn),
+    ("sched/sched_wakeup", OwnFilter::WakeupOfOwnInOwnContext),
+    ("timer/hrtimer_expire_entry", OwnFilter::InOwnContext),
+];
+
+/// The shapes of [`OWN_WAKE_FILTERS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnFilter {
+    /// Keep unless one side is idle and the other is idle or an RT thread.
+    SwitchNotIdleToOwn,
+    /// Keep unless the woken task is an RT thread and the current one is idle or an RT thread.
+    WakeupOfOwnInOwnContext,
+    /// Keep unless the current task is idle or an RT thread.
+    InOwnContext,
+}
+
+impl OwnFilter {
+    /// The filter text for RT threads `tids` (none: `0`, i.e. clear the filter).
+    pub fn text(self, tids: &[u32]) -> String {
+        if tids.is_empty() {
+            return "0".into();
+        }
+        let not_in = |field: &str, with_idle: bool| {
+            let idle = with_idle.then_some(0u32);
+            idle.into_iter()
+                .chain(tids.iter().copied())
+                .map(|p| format!("{field} != {p}"))
+                .collect::<Vec<_>>()
+                .join(" && ")
+        };
+        match self {
+            OwnFilter::SwitchNotIdleToOwn => format!(
+                "(prev_pid != 0 && next_pid != 0) || ({}) || ({})",
+                not_in("prev_pid", true),
+                not_in("next_pid", true)
+            ),
+            OwnFilter::WakeupOfOwnInOwnContext => format!(
+                "({}) || ({})",
+                not_in("pid", false),
+                not_in("common_pid", true)
+            ),
+            OwnFilter::InOwnContext => not_in("common_pid", true),
+        }
+    }
+}
+
 /// The events of a network session ([`TraceSession::start_network`]), each with the in-kernel filter
 /// that keeps only the network path's share (`None`: all of it): device interrupts, the `NET_TX` (2)
 /// and `NET_RX` (3) softirqs, and switches to or from `ksoftirqd`.
@@ -172,6 +234,10 @@ pub struct TraceSession {
     dir: PathBuf,
     cpus: Vec<usize>,
     missing: Vec<&'static str>,
+    /// CLOCK_MONOTONIC ns when recording started.
+    started_ns: u64,
+    /// The RT threads whose own wakes are filtered out ([`TraceSession::skip_own_wakes`]).
+    own: Vec<u32>,
 }
 
 impl TraceSession {
@@ -272,6 +338,8 @@ impl TraceSession {
             dir,
             cpus: cpus.to_vec(),
             missing: Vec::new(),
+            started_ns: 0,
+            own: Vec::new(),
         };
         s.write("tracing_on", "0")?;
         s.write("trace_clock", "mono")?;
@@ -298,7 +366,46 @@ impl TraceSession {
         }
         s.write("trace", "")?;
         s.write("tracing_on", "1")?;
+        s.started_ns = crate::rt::clock::now().as_nanos().max(0) as u64;
         Ok(s)
+    }
+
+    /// Drops the RT threads `tids`' own periodic wakes in the kernel ([`OWN_WAKE_FILTERS`]): with a
+    /// short period they are most of what the RT CPU records, and each event recorded on the path
+    /// from the timer interrupt to the thread running adds to the latency measured. What attribution
+    /// needs to name a cause other than these threads' own wake stays recorded. Call again with
+    /// every RT thread when one more starts (the filters are replaced, atomically for each event);
+    /// threads already given are kept. Not for a network session.
+    pub fn skip_own_wakes(&mut self, tids: &[u32]) -> Result<(), TraceError> {
+        let mut own = self.own.clone();
+        for &t in tids {
+            if t != 0 && !own.contains(&t) {
+                own.push(t);
+            }
+        }
+        if own == self.own {
+            return Ok(());
+        }
+        own.sort_unstable();
+        for (ev, f) in OWN_WAKE_FILTERS {
+            if self.missing.contains(&ev) || !self.dir.join("events").join(ev).is_dir() {
+                continue;
+            }
+            self.write(&format!("events/{ev}/filter"), &f.text(&own))?;
+        }
+        self.own = own;
+        Ok(())
+    }
+
+    /// The RT threads whose own wakes are not recorded ([`skip_own_wakes`](Self::skip_own_wakes)).
+    pub fn own_threads(&self) -> &[u32] {
+        &self.own
+    }
+
+    /// CLOCK_MONOTONIC ns when recording started: the ring holds every event since (unless it
+    /// overwrote some, see [`overruns`](Self::overruns)).
+    pub fn started_ns(&self) -> u64 {
+        self.started_ns
     }
 
     fn write(&self, file: &str, value: &str) -> Result<(), TraceError> {
@@ -381,6 +488,17 @@ pub trait CpuReader: Send {
     fn oldest_ns(&self) -> Option<u64> {
         self.kept().oldest_ns()
     }
+    /// Since when every event the kernel recorded is kept (CLOCK_MONOTONIC ns): the session's start,
+    /// or the last [`forget_before`](Self::forget_before). With the RT threads' own wakes filtered
+    /// out a quiet CPU records little, so the oldest event kept says nothing of this.
+    fn covered_from_ns(&self) -> u64 {
+        self.kept().covered_from_ns()
+    }
+    /// When the last [`pump`](Self::pump) that emptied the kernel's ring began: every event
+    /// recorded before then has been read (a quiet CPU may have nothing newer to show it).
+    fn drained_at_ns(&self) -> Option<u64> {
+        self.kept().drained_at_ns()
+    }
 }
 
 /// Time-ordered stretches of raw trace data (text chunks, binary pages), each with the time of its
@@ -388,9 +506,31 @@ pub trait CpuReader: Send {
 #[derive(Debug, Default)]
 pub struct Stretches {
     items: std::collections::VecDeque<(u64, u64, Vec<u8>)>,
+    covered_from_ns: u64,
+    drained_at_ns: Option<u64>,
 }
 
 impl Stretches {
+    /// An empty store of what a reader reads from a session that started recording at
+    /// `started_ns`.
+    pub fn since(started_ns: u64) -> Stretches {
+        Stretches {
+            covered_from_ns: started_ns,
+            ..Stretches::default()
+        }
+    }
+    /// Since when every event is kept (see [`CpuReader::covered_from_ns`]).
+    pub fn covered_from_ns(&self) -> u64 {
+        self.covered_from_ns
+    }
+    /// When the last read that emptied the kernel's ring began (see [`CpuReader::drained_at_ns`]).
+    pub fn drained_at_ns(&self) -> Option<u64> {
+        self.drained_at_ns
+    }
+    /// Notes that a read begun at `ts_ns` emptied the kernel's ring.
+    pub fn drained_at(&mut self, ts_ns: u64) {
+        self.drained_at_ns = Some(ts_ns);
+    }
     /// Appends a stretch whose events run from `first_ns` to `last_ns`.
     pub fn push(&mut self, first_ns: u64, last_ns: u64, data: Vec<u8>) {
         self.items.push_back((first_ns, last_ns, data));
@@ -408,6 +548,7 @@ impl Stretches {
         while self.items.front().is_some_and(|s| s.1 < ts_ns) {
             self.items.pop_front();
         }
+        self.covered_from_ns = self.covered_from_ns.max(ts_ns);
     }
     /// The stretches with an event in `[from_ns, to_ns]`, oldest first.
     pub fn overlapping(&self, from_ns: u64, to_ns: u64) -> impl Iterator<Item = &[u8]> {
@@ -474,7 +615,7 @@ impl PipeReader {
             path,
             file,
             partial: Vec::new(),
-            chunks: Stretches::default(),
+            chunks: Stretches::since(session.started_ns()),
             lost_events: 0,
             bytes: 0,
         })
@@ -492,11 +633,18 @@ impl CpuReader for PipeReader {
         use std::io::Read;
         let mut buf = vec![0u8; 1 << 20];
         let mut got = 0;
+        let began = crate::rt::clock::now().as_nanos().max(0) as u64;
         while got < max_bytes {
             let n = match self.file.read(&mut buf) {
-                Ok(0) => break,
+                Ok(0) => {
+                    self.chunks.drained_at(began);
+                    break;
+                }
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.chunks.drained_at(began);
+                    break;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(TraceError::Io(self.path.clone(), e)),
             };
@@ -626,6 +774,46 @@ mod tests {
         assert_eq!(cpumask(&[1]), "00000002");
         assert_eq!(cpumask(&[0, 3]), "00000009");
         assert_eq!(cpumask(&[33]), "00000002,00000000");
+    }
+
+    #[test]
+    fn own_wake_filters_name_the_idle_task_and_every_rt_thread() {
+        assert_eq!(OwnFilter::InOwnContext.text(&[]), "0");
+        assert_eq!(
+            OwnFilter::InOwnContext.text(&[7, 9]),
+            "common_pid != 0 && common_pid != 7 && common_pid != 9"
+        );
+        assert_eq!(
+            OwnFilter::WakeupOfOwnInOwnContext.text(&[7]),
+            "(pid != 7) || (common_pid != 0 && common_pid != 7)"
+        );
+        assert_eq!(
+            OwnFilter::SwitchNotIdleToOwn.text(&[7]),
+            "(prev_pid != 0 && next_pid != 0) || (prev_pid != 0 && prev_pid != 7) || \
+             (next_pid != 0 && next_pid != 7)"
+        );
+    }
+
+    /// A quiet CPU's reader: coverage is the session's start, then what was forgotten, whatever the
+    /// oldest event kept.
+    #[test]
+    fn coverage_does_not_wait_for_an_event() {
+        let mut s = Stretches::since(100);
+        assert_eq!((s.covered_from_ns(), s.oldest_ns()), (100, None));
+        s.push(5_000, 6_000, vec![1]);
+        assert_eq!((s.covered_from_ns(), s.oldest_ns()), (100, Some(5_000)));
+        s.forget_before(3_000);
+        assert_eq!(
+            s.covered_from_ns(),
+            3_000,
+            "forgetting nothing still moves coverage"
+        );
+        assert_eq!(s.oldest_ns(), Some(5_000));
+        s.forget_before(7_000);
+        assert_eq!((s.covered_from_ns(), s.oldest_ns()), (7_000, None));
+        assert_eq!(s.drained_at_ns(), None);
+        s.drained_at(8_000);
+        assert_eq!(s.drained_at_ns(), Some(8_000));
     }
 
     #[test]
