@@ -1,7 +1,7 @@
 //! Builds the C half of the LinuxCNC module host (src/components/linuxcnc/shim.c: the printf-style
 //! entry points) and makes the `rtapi` binary export the C API to the modules it `dlopen`s.
 
-#[path = "src/civil_date.rs"]
+#[path = "src/rt/civil_date.rs"]
 mod civil;
 
 use std::path::PathBuf;

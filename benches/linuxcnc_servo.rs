@@ -316,7 +316,12 @@ fn verdict(rtapi: &[f64], control: &[f64]) -> &'static str {
         return "undecided";
     }
     let m = median(rtapi);
-    let hi = control.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // A NaN in the control (a percentile of 0 µs) leaves its spread unknown: never "inside" it.
+    let hi = if control.iter().any(|x| x.is_nan()) {
+        f64::NEG_INFINITY
+    } else {
+        control.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    };
     if m <= 1.0 {
         "≤ 1.0"
     } else if !control.is_empty() && m <= hi {

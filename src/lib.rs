@@ -68,7 +68,6 @@
 
 #![warn(missing_docs)]
 
-pub(crate) mod civil_date;
 pub mod cli;
 pub mod components;
 pub mod config;

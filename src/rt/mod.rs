@@ -15,6 +15,7 @@
 //! * **Report, don't decide.** Hardening and scheduling return what worked and what did not;
 //!   whether a failure is fatal depends on the flavor, which the caller knows and we do not.
 
+pub(crate) mod civil_date;
 pub mod clock;
 pub mod cpulist;
 pub mod harden;

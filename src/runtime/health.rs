@@ -29,8 +29,9 @@
 //! `<thread>.late`) acts in the very next period, as it did when the pins were written at the wake —
 //! and nothing but the clock read stands between the wake and the work (issue 46: that path is the
 //! median's). `latency` is therefore the last finished period's wake, one period behind. They are
-//! ordinary HAL cells: one relaxed store each, no lock, no syscall. They come from the same measurements as the stats block (which
-//! keeps more: sums, histogram, spikes) and can be reset without touching it.
+//! ordinary HAL cells: one relaxed store each, no lock, no syscall. They come from the same
+//! measurements as the stats block (which keeps more: sums, histogram, spikes) and can be reset
+//! without touching it.
 
 use rtapi_hal::{ComponentKey, HalBuilder, HalError, Out, ParamAccess, ParamKey, Pin, PinKey};
 

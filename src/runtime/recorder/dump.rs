@@ -368,7 +368,7 @@ fn utc_stamp(t: std::time::SystemTime) -> String {
     let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = crate::civil_date::from_days(days);
+    let (year, month, day) = crate::rt::civil_date::from_days(days);
     format!(
         "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z",
         rem / 3600,
