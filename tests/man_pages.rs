@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{commands_of, help_text};
+use common::{commands_of, help_text, long_options_of};
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -26,23 +26,6 @@ fn subcommand_paths() -> Vec<Vec<String>> {
         paths.push(vec![sub]);
     }
     paths
-}
-
-/// The long options a help text defines (`  -q, --quiet`, `      --duration <DURATION>`).
-fn long_options(help_text: &str) -> Vec<String> {
-    help_text
-        .lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with('-'))
-        .flat_map(|l| {
-            l.split(|c: char| c.is_whitespace() || ",=[".contains(c))
-                .filter(|w| !w.is_empty())
-                .take_while(|w| w.starts_with('-') || w.starts_with('<'))
-                .filter(|w| w.starts_with("--"))
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 /// Runs `rtapi generate-docs --out DIR` into a new temporary directory.
@@ -130,9 +113,9 @@ fn every_subcommand_has_a_man_page_that_renders_and_names_its_options() {
         );
         // The page's OPTIONS entries (`       --duration <DURATION> [default: 60s]`, `-q, --quiet`),
         // not options its prose mentions, are those of the subcommand's --help.
-        let options: BTreeSet<String> = long_options(&help_text(&args)).into_iter().collect();
+        let options: BTreeSet<String> = long_options_of(&help_text(&args)).into_iter().collect();
         assert!(!options.is_empty(), "rtapi {args:?} --help lists no option");
-        let listed: BTreeSet<String> = long_options(&section(&text, "OPTIONS").join("\n"))
+        let listed: BTreeSet<String> = long_options_of(&section(&text, "OPTIONS").join("\n"))
             .into_iter()
             .collect();
         assert_eq!(

@@ -5,29 +5,11 @@
 
 mod common;
 
-use common::{commands_of, help_text};
+use common::{commands_of, help_text, long_options_of};
 use std::collections::BTreeMap;
 
 fn subcommands() -> Vec<String> {
     commands_of(&help_text(&[]))
-}
-
-/// The options a help text defines: the `--name`s on its option lines (`  -q, --quiet`,
-/// `      --duration <DURATION>`), not those its prose mentions.
-fn defined_options(help_text: &str) -> Vec<String> {
-    help_text
-        .lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with('-'))
-        .flat_map(|l| {
-            l.split(|c: char| c.is_whitespace() || ",=[".contains(c))
-                .filter(|w| !w.is_empty())
-                .take_while(|w| w.starts_with('-') || w.starts_with('<'))
-                .filter(|w| w.starts_with("--"))
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 /// Each `rtapi SUB REST` in `text`, REST running to the end of the line or the closing backtick,
@@ -87,7 +69,7 @@ fn unknown_options(text: &str, subs: &[String]) -> (usize, Vec<(usize, String, S
         }
         let known = defined.entry(path.clone()).or_insert_with(|| {
             let args: Vec<&str> = path.iter().map(String::as_str).collect();
-            defined_options(&help_text(&args))
+            long_options_of(&help_text(&args))
         });
         for opt in options(tail) {
             checked += 1;

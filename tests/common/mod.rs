@@ -225,3 +225,21 @@ pub(crate) fn commands_of(help_text: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The long options a help text defines: the `--name`s on its option lines (`  -q, --quiet`,
+/// `      --duration <DURATION>`), not those its prose mentions.
+pub(crate) fn long_options_of(help_text: &str) -> Vec<String> {
+    help_text
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .flat_map(|l| {
+            l.split(|c: char| c.is_whitespace() || ",=[".contains(c))
+                .filter(|w| !w.is_empty())
+                .take_while(|w| w.starts_with('-') || w.starts_with('<'))
+                .filter(|w| w.starts_with("--"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
