@@ -12,6 +12,7 @@ use std::process::Command;
 struct Figures {
     cycles: u64,
     p50_us: f64,
+    p90_us: f64,
     p99_us: f64,
     p999_us: f64,
     max_us: f64,
@@ -71,6 +72,7 @@ fn cyclictest(cpu: usize, secs: u64, file: &str) -> Option<Figures> {
     Some(Figures {
         cycles: t["cycles"].as_u64()?,
         p50_us: quantile(&bins, total, 0.5),
+        p90_us: quantile(&bins, total, 0.9),
         p99_us: quantile(&bins, total, 0.99),
         p999_us: quantile(&bins, total, 0.999),
         max_us: t["max"].as_f64()?,
@@ -123,8 +125,29 @@ fn rtapi(cpu: usize, secs: u64, file: &str, wake: &str) -> Option<Figures> {
         return None;
     }
     let l = &t["latency_ns"];
+    // p90 from the report's histogram, by the same rule as cyclictest's (upper edge of 1 µs bins).
+    let h = &t["histogram"];
+    let bin_ns = h["bin_ns"].as_u64()?;
+    if bin_ns != 1000 {
+        eprintln!("rtapi's histogram has {bin_ns} ns bins, not cyclictest's 1 µs");
+        return None;
+    }
+    let mut bins: Vec<(u64, u64)> = h["counts"]
+        .as_array()?
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((i as u64, c.as_u64()?)))
+        .filter(|b| b.1 > 0)
+        .collect();
+    let overflow = h["overflow"].as_u64()?;
+    let n = h["counts"].as_array()?.len() as u64;
+    if overflow > 0 {
+        bins.push((n, overflow));
+    }
+    let total: u64 = bins.iter().map(|b| b.1).sum();
     Some(Figures {
         cycles: t["cycles"].as_u64()?,
+        p90_us: quantile(&bins, total, 0.9),
         p50_us: l["p50"].as_f64()? / 1000.0,
         p99_us: l["p99"].as_f64()? / 1000.0,
         p999_us: l["p999"].as_f64()? / 1000.0,
@@ -135,6 +158,22 @@ fn rtapi(cpu: usize, secs: u64, file: &str, wake: &str) -> Option<Figures> {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// `median (min–max)` of a list of ratios; NaN when a ratio is NaN (never dropped).
+fn spread(v: &[f64]) -> (f64, f64, f64) {
+    if v.iter().any(|r| r.is_nan()) {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (median(v.to_vec()), lo, hi)
+}
+
+const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "max"];
+
+fn figures(f: &Figures) -> [f64; 4] {
+    [f.p50_us, f.p90_us, f.p99_us, f.max_us]
 }
 
 fn main() {
@@ -152,16 +191,28 @@ fn main() {
         dir.join("rtapi-bench-ct.json"),
         dir.join("rtapi-bench-rt.json"),
     );
-    println!("servo 1 ms on CPU {cpu}, SCHED_FIFO 98, {rounds} × {secs} s each, alternating\n");
     println!(
-        "{:<6}{:<14}{:>8}{:>10}{:>10}{:>10}{:>10}",
-        "round", "tool", "cycles", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+        "servo 1 ms on CPU {cpu}, SCHED_FIFO 98, {rounds} × {secs} s each, alternating (the order swapped every round)\n"
     );
-    let mut ratios = (Vec::new(), Vec::new(), Vec::new());
+    println!(
+        "{:<6}{:<14}{:>8}{:>9}{:>9}{:>9}{:>10}{:>10}",
+        "round", "tool", "cycles", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"
+    );
+    let mut ratios: Vec<[f64; 4]> = Vec::new();
+    let mut cyclictests: Vec<Option<[f64; 4]>> = Vec::new();
     let mut hybrid_p50 = Vec::new();
     for round in 1..=rounds {
-        let ct = cyclictest(cpu, secs, ct_file.to_str().unwrap());
-        let rt = rtapi(cpu, secs, rt_file.to_str().unwrap(), "sleep");
+        let ct_run = || cyclictest(cpu, secs, ct_file.to_str().unwrap());
+        let rt_run = || rtapi(cpu, secs, rt_file.to_str().unwrap(), "sleep");
+        // Alternated: cyclictest first in odd rounds, rtapi first in even ones, so that a drift of
+        // the host over a round weighs on both alike.
+        let (ct, rt) = if round % 2 == 1 {
+            let c = ct_run();
+            (c, rt_run())
+        } else {
+            let r = rt_run();
+            (ct_run(), r)
+        };
         let hy = rtapi(cpu, secs, rt_file.to_str().unwrap(), "hybrid");
         for (tool, f) in [
             ("cyclictest", ct),
@@ -170,8 +221,8 @@ fn main() {
         ] {
             match f {
                 Some(f) => println!(
-                    "{round:<6}{tool:<14}{:>8}{:>10.1}{:>10.1}{:>10.1}{:>10.1}",
-                    f.cycles, f.p50_us, f.p99_us, f.p999_us, f.max_us
+                    "{round:<6}{tool:<14}{:>8}{:>9.1}{:>9.1}{:>9.1}{:>10.1}{:>10.1}",
+                    f.cycles, f.p50_us, f.p90_us, f.p99_us, f.p999_us, f.max_us
                 ),
                 None => println!("{round:<6}{tool:<14} failed"),
             }
@@ -180,18 +231,53 @@ fn main() {
             hybrid_p50.push(h.p50_us);
         }
         if let (Some(c), Some(r)) = (ct, rt) {
-            ratios.0.push(r.p50_us / c.p50_us.max(0.1));
-            ratios.1.push(r.p99_us / c.p99_us.max(0.1));
-            ratios.2.push(r.max_us / c.max_us.max(0.1));
+            let (c, r) = (figures(&c), figures(&r));
+            ratios.push(std::array::from_fn(|i| r[i] / c[i].max(0.1)));
         }
+        cyclictests.push(ct.as_ref().map(figures));
     }
-    if !ratios.0.is_empty() {
-        println!(
-            "\nrtapi / cyclictest (median of rounds): p50 {:.2}, p99 {:.2}, max {:.2}",
-            median(ratios.0),
-            median(ratios.1),
-            median(ratios.2)
-        );
+    if ratios.is_empty() {
+        println!("\nno round gave a ratio");
+        return;
+    }
+    // The control: cyclictest against itself a round apart, the spread the host alone makes.
+    let control: Vec<[f64; 4]> = cyclictests
+        .windows(2)
+        .filter_map(|w| match (w[0], w[1]) {
+            (Some(a), Some(b)) => Some(std::array::from_fn(|i| b[i] / a[i].max(0.1))),
+            _ => None,
+        })
+        .collect();
+    println!(
+        "\nrtapi sleep / cyclictest, median (range) of {} rounds, and cyclictest / cyclictest a round apart ({} pairs):",
+        ratios.len(),
+        control.len()
+    );
+    for (i, name) in PERCENTILES.iter().enumerate() {
+        let (m, lo, hi) = spread(&ratios.iter().map(|r| r[i]).collect::<Vec<_>>());
+        let mut line = format!("  {name:<4} {m:.2} ({lo:.2}–{hi:.2})");
+        let verdict = if control.is_empty() {
+            line.push_str("   control: none (one round)");
+            if m <= 1.05 {
+                "≤ 1.05"
+            } else {
+                "ABOVE 1.05 (no control to judge the host's spread)"
+            }
+        } else {
+            let (cm, clo, chi) = spread(&control.iter().map(|r| r[i]).collect::<Vec<_>>());
+            line.push_str(&format!("   control {cm:.2} ({clo:.2}–{chi:.2})"));
+            if m <= 1.05 {
+                "≤ 1.05"
+            } else if m <= chi {
+                "inside the control's spread"
+            } else {
+                "ABOVE 1.05 and the control's spread"
+            }
+        };
+        if *name != "max" {
+            line.push_str(&format!("   {verdict}"));
+        }
+        println!("{line}");
     }
     if !hybrid_p50.is_empty() {
         println!(
