@@ -269,7 +269,7 @@ fn known_and_unknown(docs: &[(String, String)]) -> (Vec<String>, Vec<(String, us
             if subs.contains(&word) {
                 continue;
             }
-            if !refused.contains(&word) && help_text_if(&[&word]).is_some() {
+            if !refused.contains(&word) && help_text_if(&[word.as_str()]).is_some() {
                 subs.push(word);
                 continue;
             }
@@ -559,8 +559,8 @@ fn the_check_catches_an_option_a_subcommand_does_not_take() {
 fn the_check_catches_a_command_the_binary_does_not_have() {
     let text = "Run `rtapi detcet --json`, or:\n\n```sh\nsudo rtapi tnue --dry-run   # rtapi fixes it\n\
                 rtapi generate-docs --out d\n```\n\n\
-                A message `rtapi refuses …` and prose where rtapi explains are not commands; \
-                `sudo rtapi divert on` is pending.\n";
+                A quoted message `… 2.9 has it; rtapi refuses …` and prose where rtapi explains are not \
+                commands; `sudo rtapi divert on` is pending.\n";
     let docs = vec![("x.md".to_string(), text.to_string())];
     let (subs, unknown) = known_and_unknown(&docs);
     assert_eq!(
