@@ -69,11 +69,7 @@ fn split_code(text: &str) -> (String, Vec<(usize, String)>) {
     let mut fenced = false;
     // The paragraph being gathered: its first line's number and its text.
     let mut para: Vec<(usize, String)> = Vec::new();
-    fn flush(
-        para: &mut Vec<(usize, String)>,
-        prose: &mut String,
-        code: &mut Vec<(usize, String)>,
-    ) {
+    fn flush(para: &mut Vec<(usize, String)>, prose: &mut String, code: &mut Vec<(usize, String)>) {
         let text: String = para.iter().map(|(_, l)| l.as_str()).collect();
         let chars: Vec<char> = text.chars().collect();
         // The line number of each char.
@@ -389,7 +385,11 @@ fn broken_links(root: &Path, path: &str, text: &str) -> Vec<(usize, String, Stri
         }
         let Some(anchor) = anchor else { continue };
         if !file.is_empty() && !file.ends_with(".md") {
-            wrong.push((line, target.clone(), "an anchor into a file that is not Markdown".into()));
+            wrong.push((
+                line,
+                target.clone(),
+                "an anchor into a file that is not Markdown".into(),
+            ));
             continue;
         }
         let headings = anchors(&std::fs::read_to_string(&full).unwrap());
@@ -477,14 +477,20 @@ fn every_link_of_the_documents_points_at_a_file_and_heading_that_exist() {
         );
     }
     assert!(count >= 60, "only {count} links found");
-    assert!(wrong.is_empty(), "broken links (where, target, why): {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "broken links (where, target, why): {wrong:#?}"
+    );
 }
 
 #[test]
 fn readme_is_a_front_page_with_the_quick_start_first() {
     let readme = read("README.md");
     let lines = readme.lines().count();
-    assert!(lines <= 250, "README.md has {lines} lines; a front page has at most 250");
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; a front page has at most 250"
+    );
     // The first code block is the quick start's two commands, under the first section.
     let mut blocks = readme.split("```").skip(1).step_by(2);
     let first = blocks.next().expect("README has no code block");
@@ -588,7 +594,10 @@ fn anchors_follow_githubs_rule() {
             "Which LinuxCNC: the releases verified, and what happens with others",
             "which-linuxcnc-the-releases-verified-and-what-happens-with-others",
         ),
-        ("Why is it late? (spike causes)", "why-is-it-late-spike-causes"),
+        (
+            "Why is it late? (spike causes)",
+            "why-is-it-late-spike-causes",
+        ),
         ("JSON (`--json`)", "json---json"),
         (
             "LinuxCNC's servo thread on rtapi and on its own `rtapi_app`",
@@ -640,7 +649,10 @@ fn the_check_catches_a_broken_link() {
         ]
     );
     assert_eq!(
-        unlinked_chapters("[a](a.md) [b](b.md#x)", &["a.md".into(), "b.md".into(), "c.md".into()]),
+        unlinked_chapters(
+            "[a](a.md) [b](b.md#x)",
+            &["a.md".into(), "b.md".into(), "c.md".into()]
+        ),
         vec!["c.md".to_string()]
     );
 }
