@@ -552,7 +552,7 @@ fn report(load: &str, stock: &Launcher, ours: &Launcher, pairs: &[(Option<Stats>
 /// Lets LinuxCNC's user (nobody, group nogroup) open `/dev/cpu_dma_latency`, as
 /// `packaging/udev/60-rtapi.rules` does for group `rtapi`: stock 2.9's `rtapi_app` holds it at 0
 /// (it is setuid root), and so does rtapi's master when it may — without it the CPUs sleep in idle
-/// states between periods and the median moves (README, "Idle states"). Done in a mount namespace of
+/// states between periods and the median moves (docs/guide/commission-pc.md, "Idle states"). Done in a mount namespace of
 /// the bench's own (a device node of the same number, group nogroup, 0660, bound over the path), so
 /// the machine's `/dev` is never changed.
 fn grant_dma_latency() {

@@ -53,7 +53,7 @@ export DISPLAY=":$(cat "$work/display")"
 
 cd "$work/configs/axis"
 # As root the launcher keeps root for the master (SCHED_FIFO) and runs LinuxCNC as nobody
-# (README: RTAPI_UID); otherwise as the caller, with whatever privileges the master has.
+# (docs/guide/linuxcnc.md: RTAPI_UID); otherwise as the caller, with whatever privileges the master has.
 launch=(env HOME="$work" DISPLAY="$DISPLAY")
 [ "$(id -u)" = 0 ] && launch+=(RTAPI_UID="$(id -u nobody)")
 "${launch[@]}" "$rtapi" linuxcnc axis.ini > "$work/linuxcnc.log" 2>&1 &

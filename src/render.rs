@@ -153,7 +153,8 @@ fn width(s: &str) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 ///
 /// Each variant's doc gives its heading and the JSON key of the same figure (in ns there) in a
-/// thread's object (`threads[]` of the `--json` report, see README.md "JSON (`--json`)").
+/// thread's object (`threads[]` of the `--json` report, see docs/guide/reference.md, "JSON
+/// (`--json`)").
 pub enum Col {
     /// `name`: the thread's name (`base`, `servo`, …), left-aligned. JSON `name`.
     Name,

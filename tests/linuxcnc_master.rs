@@ -521,7 +521,8 @@ fn an_ordinary_user_with_file_capabilities_gets_fifo_threads_and_locked_memory()
 
 /// With the device given to the user's group (the udev rule's effect), the master holds
 /// `/dev/cpu_dma_latency` at 0 as stock 2.9's setuid `rtapi_app` does: an idle CPU then wakes the
-/// servo thread without leaving a slow idle state (README, "Idle states": the median it moves).
+/// servo thread without leaving a slow idle state (docs/guide/commission-pc.md, "Idle states": the
+/// median it moves).
 #[test]
 fn a_master_whose_group_may_open_cpu_dma_latency_holds_it() {
     let Some((log, held)) = nobody_master_with_capabilities(true) else {

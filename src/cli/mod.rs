@@ -26,7 +26,7 @@ mod watch;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-/// Exit codes of the CLI contract (README "Exit codes").
+/// Exit codes of the CLI contract (docs/guide/reference.md, "Exit codes").
 pub(crate) mod exit {
     /// Done.
     pub(crate) const OK: u8 = 0;

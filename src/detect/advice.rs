@@ -256,7 +256,8 @@ fn privileges(r: &SystemReport, out: &mut Vec<Finding>) {
                 .into(),
             Some(
                 "let your group open it with rtapi's udev rule (packaging/udev/60-rtapi.rules, \
-                 README \"Idle states\"), run as root, or boot with processor.max_cstate=1 \
+                 docs/guide/commission-pc.md, \"Idle states\"), run as root, or boot with \
+                 processor.max_cstate=1 \
                  intel_idle.max_cstate=0"
                     .into(),
             ),

@@ -206,9 +206,10 @@ fn remedy(step: Step) -> &'static str {
         Step::DmaLatency => {
             "; the CPUs may sleep in idle states between periods and wake late (the device is \
              root's: let your group open it with rtapi's udev rule, packaging/udev/60-rtapi.rules, \
-             see README \"Idle states\"; or run as root, or disable the deep states in the BIOS or \
-             with intel_idle.max_cstate=1); to run without the hold: --no-dma-latency (latency-test, \
-             run, halrun) or `dma_latency = false` under [runtime] in a machine TOML"
+             see docs/guide/commission-pc.md, \"Idle states\"; or run as root, or disable the deep \
+             states in the BIOS or with intel_idle.max_cstate=1); to run without the hold: \
+             --no-dma-latency (latency-test, run, halrun) or `dma_latency = false` under [runtime] in \
+             a machine TOML"
         }
         Step::MallocTuning | Step::StackPrefault => "",
     }

@@ -6,7 +6,7 @@
 //! reads every other live instance's thread records (read-only, through the reader's trust rule, as
 //! `rtapi show` does) and warns, naming both sides and the way out. It only warns: running two
 //! instances on one CPU can be meant (a test bench, a simulation beside a machine), and the user
-//! decides; README ("Several instances") says so.
+//! decides; docs/guide/standalone.md ("Several instances") says so.
 
 use rtapi_hal::{Access, HalReader, Trust};
 
