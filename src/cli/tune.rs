@@ -281,6 +281,10 @@ fn unit_for(args: &Args, network: bool) -> Result<String, Failure> {
         start.extend(rf.clone());
         stop.extend(rf);
     }
+    if args.unit_dir != std::path::Path::new(persist::DEFAULT_UNIT_DIR) {
+        // Where the unit is, for its stop (which must find and keep it); the default needs no word.
+        stop.extend(["--unit-dir".to_string(), absolute(&args.unit_dir)?]);
+    }
     let exe = std::env::current_exe()
         .map_err(|e| Failure::runtime(format!("--persist: where is this rtapi? {e}")))?;
     persist::unit_text(&exe, &start, &stop, network).map_err(|e| Failure::usage(e.to_string()))
