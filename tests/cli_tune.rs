@@ -504,3 +504,165 @@ fn bad_cpu_lists_and_a_missing_revert_file_are_usage_errors() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("nothing to revert"), "{err}");
 }
+
+/// The words of a unit's `KEY=` line as systemd reads them: double quotes group, a backslash escapes
+/// the next character inside them, `%%` is `%` and `$$` is `$`.
+fn unit_command(unit: &str, key: &str) -> Vec<String> {
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in\n{unit}"));
+    let line = line.replace("%%", "%").replace("$$", "$");
+    let mut words = Vec::new();
+    let mut chars = line.chars();
+    let mut word: Option<String> = None;
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => words.extend(word.take()),
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') | None => break,
+                        Some('\\') => w.extend(chars.next()),
+                        Some(c) => w.push(c),
+                    }
+                }
+            }
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// The (path, value written) pairs of a revert file: the plan that was applied.
+fn applied(rf: &Path) -> Vec<(String, String)> {
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(rf).expect("a revert file")).unwrap();
+    record["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_string(),
+                e["written"].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn persist_installs_a_boot_unit_that_applies_the_same_plan_and_revert_removes_it() {
+    if !is_root() {
+        return skip!(
+            Ci,
+            "tune writes kernel settings; only root can run this test"
+        );
+    }
+    let (rt, online) = rt_and_online();
+    // A CPU other than detect's default, so that a unit which lost `--cpu` would plan differently.
+    let Some(cpu) = online.iter().copied().find(|c| !rt.contains(c)) else {
+        return skip!(Machine, "one CPU only: no choice of RT CPU to persist");
+    };
+    if online.len() < 2 {
+        return skip!(Machine, "one CPU only");
+    }
+    let _l = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let (rf, rf_s) = revert_file(dir.path());
+    let _undo = Undo(rf.clone());
+    let units = dir.path().join("systemd");
+    let units_s = units.display().to_string();
+    let unit_file = units.join("rtapi-tune.service");
+    let link = units.join("multi-user.target.wants/rtapi-tune.service");
+    let before = snapshot();
+
+    // The dry run shows the unit and writes nothing.
+    let cpu_s = cpu.to_string();
+    let tune_args = [
+        "--cpu",
+        &cpu_s,
+        "--revert-file",
+        &rf_s,
+        "--unit-dir",
+        &units_s,
+    ];
+    let mut dry = vec!["tune", "--persist", "--dry-run"];
+    dry.extend(tune_args);
+    let (code, out, err) = run(&mut rtapi(&dry));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("#   ExecStart="), "{out}");
+    assert!(!unit_file.exists() && !rf.exists());
+
+    // --persist applies now and installs the unit, enabled.
+    let mut persist = vec!["tune", "--persist"];
+    persist.extend(tune_args);
+    let (code, out, err) = run(&mut rtapi(&persist));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("installed {}", unit_file.display())),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_link(&link).unwrap(), unit_file);
+    let now = applied(&rf);
+    assert!(!now.is_empty(), "tune changed nothing here:\n{out}");
+    let unit = std::fs::read_to_string(&unit_file).unwrap();
+
+    // systemd reads it as it is meant (the executable exists, every key is known).
+    match std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit_file)
+        .output()
+    {
+        Ok(o) => assert!(
+            o.status.success(),
+            "systemd-analyze verify: {}{}\n{unit}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => skip!(Ci, "systemd-analyze: {e}: the unit's syntax is not checked"),
+    }
+
+    // A reboot, by hand: the unit's stop puts the values back and keeps the unit; its start at the
+    // next boot applies the same plan.
+    let stop = unit_command(&unit, "ExecStop=");
+    let (code, out, err) = run(std::process::Command::new(&stop[0]).args(&stop[1..]));
+    assert_eq!(code, 0, "{stop:?}: {out}{err}");
+    assert!(
+        diff(&before, &snapshot()).is_empty(),
+        "{:?}",
+        diff(&before, &snapshot())
+    );
+    assert!(
+        unit_file.exists() && link.exists(),
+        "the stop removed the unit"
+    );
+    let start = unit_command(&unit, "ExecStart=");
+    let (code, out, err) = run(std::process::Command::new(&start[0]).args(&start[1..]));
+    assert_eq!(code, 0, "{start:?}: {out}{err}");
+    assert_eq!(applied(&rf), now, "the boot applied another plan");
+
+    // --revert puts the values back and removes the unit.
+    let (code, out, err) = run(&mut rtapi(&[
+        "tune",
+        "--revert",
+        "--revert-file",
+        &rf_s,
+        "--unit-dir",
+        &units_s,
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("removed {}", unit_file.display())),
+        "{out}"
+    );
+    assert!(!unit_file.exists() && std::fs::symlink_metadata(&link).is_err());
+    assert!(!rf.exists());
+    assert!(
+        diff(&before, &snapshot()).is_empty(),
+        "{:?}",
+        diff(&before, &snapshot())
+    );
+}

@@ -1,9 +1,10 @@
 //! `rtapi tune [--dry-run] [--cpu LIST] [--board ADDR [--only nic]] [--revert-file PATH] [--sysroot DIR]` and
-//! `rtapi tune --revert [--force] [--revert-file PATH]`
+//! `rtapi tune --revert [--force] [--revert-file PATH]`; `--persist` also installs the boot unit
+//! (`tune::persist`), which `--revert` removes.
 
 use super::{out, Failure};
 use crate::detect::{ethtool, LiveProbe, SystemReport};
-use crate::tune::{self, Change};
+use crate::tune::{self, persist, Change};
 use std::path::PathBuf;
 
 use crate::tune::DEFAULT_REVERT_FILE;
@@ -16,9 +17,22 @@ pub(super) struct Args {
     /// The RT CPUs to keep clear (default: detect's RT CPU and the isolated CPUs), e.g. 3 or 2-3.
     #[arg(long, value_name = "LIST", conflicts_with = "revert")]
     cpu: Option<String>,
-    /// Put back every value an earlier `rtapi tune` recorded, last first.
+    /// Put back every value an earlier `rtapi tune` recorded, last first; also removes the boot unit
+    /// `--persist` installed.
     #[arg(long)]
     revert: bool,
+    /// Also apply the same settings at every boot: installs and enables the systemd unit
+    /// rtapi-tune.service, which runs this same command (these options) at boot. With --dry-run: shows
+    /// the unit.
+    #[arg(long, conflicts_with = "revert")]
+    persist: bool,
+    /// Where --persist writes the unit and --revert looks for it (an image's or a test's unit directory;
+    /// systemd itself is told only for the default).
+    #[arg(long, value_name = "DIR", default_value = persist::DEFAULT_UNIT_DIR, hide = true)]
+    unit_dir: PathBuf,
+    /// Run by the boot unit: with --revert, the values only (the unit stays installed).
+    #[arg(long, hide = true, conflicts_with = "persist")]
+    from_unit: bool,
     /// With --revert: also restore files whose value someone else changed since tune.
     #[arg(long, requires = "revert")]
     force: bool,
@@ -70,6 +84,14 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     }
     let revert_file = args.revert_file.display().to_string();
     if args.revert {
+        let had_unit = remove_unit(&args)?;
+        // The unit's stop at shutdown after a manual revert, or a revert that removed the unit:
+        // nothing else to do.
+        if (had_unit || args.from_unit) && !args.revert_file.exists() {
+            return out::println(&format!(
+                "rtapi tune --revert: no values to put back ({revert_file} does not exist)"
+            ));
+        }
         return revert(&args, &revert_file);
     }
     if !args.dry_run && args.revert_file.exists() {
@@ -91,12 +113,30 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         args.only.map(|OnlyArg::Nic| tune::Only::Nic),
     )
     .map_err(|e| Failure::usage(e.to_string()))?;
+    let unit = if args.persist {
+        Some(unit_for(&args, board.is_some())?)
+    } else {
+        None
+    };
     if args.dry_run {
         let mut text = plan.render(&revert_file);
         if args.revert_file.exists() {
             text.push_str(&format!(
                 "\n# {revert_file} exists: `rtapi tune` would refuse until `rtapi tune --revert` has put the recorded values back\n"
             ));
+        }
+        if let Some(unit) = &unit {
+            text.push_str(&format!(
+                "\n# --persist writes {} and links it in {}:\n",
+                persist::unit_path(&args.unit_dir).display(),
+                persist::wants_link(&args.unit_dir)
+                    .parent()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+            for line in unit.lines() {
+                text.push_str(&format!("#   {line}\n"));
+            }
         }
         return out::print(&text);
     }
@@ -161,8 +201,13 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             }
         ))?;
     }
+    let not_persisted = if args.persist {
+        "; --persist: no boot unit installed"
+    } else {
+        ""
+    };
     if let Some(why) = outcome.stopped {
-        return Err(Failure::runtime(why));
+        return Err(Failure::runtime(format!("{why}{not_persisted}")));
     }
     if !outcome.failed.is_empty() {
         let list: Vec<String> = outcome
@@ -171,13 +216,127 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             .map(|f| format!("{} ({})", f.path, f.error))
             .collect();
         return Err(Failure::runtime(format!(
-            "{} of {} write(s) failed: {}; everything else is applied and recorded in {revert_file}",
+            "{} of {} write(s) failed: {}; everything else is applied and recorded in {revert_file}{not_persisted}",
             outcome.failed.len(),
             plan.changes.len() + plan.nic.len(),
             list.join(", ")
         )));
     }
+    if let Some(unit) = unit {
+        install_unit(&args, &unit)?;
+    }
     Ok(())
+}
+
+/// Whether a running systemd is told about the unit: only for the system's unit directory.
+fn systemd_told(args: &Args) -> bool {
+    args.unit_dir == std::path::Path::new(persist::DEFAULT_UNIT_DIR)
+        && std::path::Path::new("/run/systemd/system").is_dir()
+}
+
+fn systemctl(words: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new("systemctl")
+        .args(words)
+        .output()
+        .map_err(|e| format!("systemctl {}: {e}", words.join(" ")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "systemctl {}: {} {}",
+        words.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
+
+/// The boot unit for this command line: the same options (paths made absolute: a unit runs in `/`).
+fn unit_for(args: &Args, network: bool) -> Result<String, Failure> {
+    let absolute = |p: &std::path::Path| -> Result<String, Failure> {
+        let p =
+            std::path::absolute(p).map_err(|e| Failure::usage(format!("{}: {e}", p.display())))?;
+        p.to_str().map(str::to_string).ok_or_else(|| {
+            Failure::usage(format!(
+                "{}: not UTF-8, which a unit file cannot hold",
+                p.display()
+            ))
+        })
+    };
+    let mut start: Vec<String> = Vec::new();
+    let mut stop: Vec<String> = Vec::new();
+    if let Some(cpu) = &args.cpu {
+        start.extend(["--cpu".to_string(), cpu.clone()]);
+    }
+    if let Some(board) = &args.board {
+        start.extend(["--board".to_string(), board.clone()]);
+    }
+    if args.only.is_some() {
+        start.extend(["--only".to_string(), "nic".to_string()]);
+    }
+    if let Some(root) = &args.sysroot {
+        start.extend(["--sysroot".to_string(), absolute(root)?]);
+    }
+    if args.revert_file != std::path::Path::new(DEFAULT_REVERT_FILE) {
+        let rf = ["--revert-file".to_string(), absolute(&args.revert_file)?];
+        start.extend(rf.clone());
+        stop.extend(rf);
+    }
+    if args.unit_dir != std::path::Path::new(persist::DEFAULT_UNIT_DIR) {
+        // Where the unit is, for its stop (which must find and keep it); the default needs no word.
+        stop.extend(["--unit-dir".to_string(), absolute(&args.unit_dir)?]);
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::runtime(format!("--persist: where is this rtapi? {e}")))?;
+    persist::unit_text(&exe, &start, &stop, network).map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn install_unit(args: &Args, unit: &str) -> Result<(), Failure> {
+    let path = persist::install(&args.unit_dir, unit).map_err(|e| {
+        Failure::runtime(format!(
+            "--persist: writing {}: {e}; the settings are applied now, but not at boot",
+            persist::unit_path(&args.unit_dir).display()
+        ))
+    })?;
+    out::println(&format!(
+        "installed {} and enabled it ({}): every boot applies the same settings; `rtapi tune --revert` removes it",
+        path.display(),
+        persist::wants_link(&args.unit_dir).display()
+    ))?;
+    if systemd_told(args) {
+        systemctl(&["daemon-reload"]).map_err(Failure::runtime)?;
+    } else if args.unit_dir == std::path::Path::new(persist::DEFAULT_UNIT_DIR) {
+        out::println(
+            "  (systemd is not running here: the unit takes effect at the next boot under systemd)",
+        )?;
+    }
+    Ok(())
+}
+
+/// `--revert`'s first part: the boot unit stopped (its stop reverts what it applied), disabled and
+/// removed. `Ok(true)` when there was one.
+fn remove_unit(args: &Args) -> Result<bool, Failure> {
+    if args.from_unit || !persist::installed(&args.unit_dir) {
+        return Ok(false);
+    }
+    let told = systemd_told(args);
+    if told {
+        if let Err(e) = systemctl(&["stop", persist::UNIT_NAME]) {
+            out::println(&format!(
+                "  stopping {}: {e}; its values are reverted below instead",
+                persist::UNIT_NAME
+            ))?;
+        }
+    }
+    persist::remove(&args.unit_dir).map_err(|e| Failure::runtime(format!("--revert: {e}")))?;
+    out::println(&format!(
+        "removed {} and its link {}: nothing is applied at boot any more",
+        persist::unit_path(&args.unit_dir).display(),
+        persist::wants_link(&args.unit_dir).display()
+    ))?;
+    if told {
+        systemctl(&["daemon-reload"]).map_err(Failure::runtime)?;
+    }
+    Ok(true)
 }
 
 fn revert(args: &Args, revert_file: &str) -> Result<(), Failure> {

@@ -13,6 +13,7 @@
 
 mod apply;
 mod nic;
+pub mod persist;
 
 pub use apply::{
     apply, load, revert, ApplyError, ApplyOutcome, Failed, RevertEntry, RevertError, RevertFile,
