@@ -151,24 +151,28 @@ fn civil_date(days: i64) -> String {
 /// What `rtapi --version` says of the build: `RTAPI_GIT` (the commit's short hash, `-dirty` when
 /// tracked files differed from it, `unknown` outside a git checkout) and `RTAPI_BUILD_DATE` (UTC;
 /// `SOURCE_DATE_EPOCH` when set, as reproducible package builds set it). Both are as of this script's
-/// last run: a commit, a checkout or a `git add` reruns it, an edit alone does not.
+/// last run: a commit or a checkout reruns it, an edit or a `git add` alone does not.
 fn build_info() {
     let hash = git(&["rev-parse", "--short", "HEAD"]).filter(|h| !h.is_empty());
     let described = match hash {
         Some(hash) => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+            // --no-optional-locks: a plain `git status` rewrites the index's stat cache, which
+            // would make every later build see a changed index and rebuild the crate.
+            let dirty = git(&[
+                "--no-optional-locks",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+            ])
                 .is_some_and(|s| !s.is_empty());
             format!("{hash}{}", if dirty { "-dirty" } else { "" })
         }
         None => "unknown".to_string(),
     };
     println!("cargo:rustc-env=RTAPI_GIT={described}");
-    // Rerun when HEAD moves (a commit, a checkout) or the index changes.
-    let mut watched = vec![
-        "HEAD".to_string(),
-        "index".to_string(),
-        "packed-refs".to_string(),
-    ];
+    // Rerun when HEAD moves (a commit, a checkout). Not on the index: every `git status` (an
+    // editor's, a prompt's) rewrites it, and each rerun recompiles the whole crate (minutes here).
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
         watched.push(branch);
     }
