@@ -52,7 +52,11 @@ fn deb(test: &str) -> Option<PathBuf> {
                 Err(format!("RTAPI_DEB={}: no such file", p.display()))
             };
         }
-        if Command::new("dpkg-shlibdeps").arg("--version").output().is_err() {
+        if Command::new("dpkg-shlibdeps")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             return Err("dpkg-shlibdeps (Debian dpkg-dev) is not installed".into());
         }
         let bin = Path::new(env!("CARGO_BIN_EXE_rtapi"));
@@ -194,7 +198,11 @@ fn the_package_holds_what_the_binary_documents() {
 
     // Every entry root's (dpkg-deb --root-owner-group).
     let listing = ok(
-        &Command::new("dpkg-deb").arg("-c").arg(&deb).output().unwrap(),
+        &Command::new("dpkg-deb")
+            .arg("-c")
+            .arg(&deb)
+            .output()
+            .unwrap(),
         "dpkg-deb -c",
     );
     for l in listing.lines() {
@@ -212,7 +220,12 @@ fn the_package_holds_what_the_binary_documents() {
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(m.permissions().mode() & 0o7777, 0o755, "{}", p.display());
     }
-    let version = |bin: &Path| ok(&Command::new(bin).arg("--version").output().unwrap(), "--version");
+    let version = |bin: &Path| {
+        ok(
+            &Command::new(bin).arg("--version").output().unwrap(),
+            "--version",
+        )
+    };
     assert_eq!(
         version(&root.join("usr/bin/rtapi")),
         version(Path::new(env!("CARGO_BIN_EXE_rtapi")))
@@ -229,7 +242,10 @@ fn the_package_holds_what_the_binary_documents() {
         .into_iter()
         .map(|n| format!("{n}.1.gz"))
         .collect();
-    assert_eq!(pages, want, "man pages in the package vs subcommands of --help");
+    assert_eq!(
+        pages, want,
+        "man pages in the package vs subcommands of --help"
+    );
     assert!(want.contains("rtapi-latency-test.1.gz"));
     for p in &pages {
         let text = ok(
@@ -247,7 +263,10 @@ fn the_package_holds_what_the_binary_documents() {
     for (path, marker) in [
         ("usr/share/bash-completion/completions/rtapi", "complete -F"),
         ("usr/share/zsh/vendor-completions/_rtapi", "#compdef rtapi"),
-        ("usr/share/fish/vendor_completions.d/rtapi.fish", "complete -c rtapi"),
+        (
+            "usr/share/fish/vendor_completions.d/rtapi.fish",
+            "complete -c rtapi",
+        ),
     ] {
         let text = fs::read_to_string(root.join(path)).unwrap();
         assert!(text.contains(marker), "{path}: no '{marker}'");
@@ -272,7 +291,11 @@ fn the_package_holds_what_the_binary_documents() {
     assert!(copyright
         .starts_with("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"));
     assert_eq!(env!("CARGO_PKG_LICENSE"), "MIT OR Apache-2.0");
-    for l in ["License: MIT or Apache-2.0", "License: MIT\n", "License: Apache-2.0\n"] {
+    for l in [
+        "License: MIT or Apache-2.0",
+        "License: MIT\n",
+        "License: Apache-2.0\n",
+    ] {
         assert!(copyright.contains(l), "copyright lacks {l:?}");
     }
     for d in ["config", "examples"] {
@@ -572,7 +595,14 @@ fn latency_test_as_nobody(seconds: u32) -> (serde_json::Value, BTreeSet<String>)
     let report = format!("/tmp/latency-{seconds}.json");
     let _ = fs::remove_file(&report);
     let mut child = Command::new("runuser")
-        .args(["-u", "nobody", "--", "/usr/bin/rtapi", "latency-test", "--quiet"])
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            "/usr/bin/rtapi",
+            "latency-test",
+            "--quiet",
+        ])
         .args(["--duration", &format!("{seconds}s"), "--json", &report])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -614,13 +644,19 @@ fn inside_root_install_use_remove() {
     };
     let before = system_files();
     let group_before = fs::read_to_string("/etc/group").unwrap();
-    assert!(!group_before.contains("\nrtapi:"), "the root has a group rtapi already");
+    assert!(
+        !group_before.contains("\nrtapi:"),
+        "the root has a group rtapi already"
+    );
 
     // Install, as the user guide says (`apt install ./rtapi_*.deb`), with no network: its
     // dependencies are in a minimal Debian.
     let t0 = Instant::now();
     let out = sh_ok(&format!("apt-get install -y {}", deb.display()));
-    eprintln!("apt-get install: {:.1} s\n{out}", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "apt-get install: {:.1} s\n{out}",
+        t0.elapsed().as_secs_f64()
+    );
     assert!(
         out.contains("rtapi: /usr/bin/rtapi: file capabilities cap_sys_nice,cap_ipc_lock set"),
         "{out}"
@@ -731,7 +767,10 @@ fn inside_root_install_use_remove() {
         "sudo setcap cap_sys_nice,cap_ipc_lock=ep /usr/bin/rtapi",
         "/etc/security/limits.d/rtapi.conf",
     ] {
-        assert!(out.contains(said), "the postinst did not say {said:?}:\n{out}");
+        assert!(
+            out.contains(said),
+            "the postinst did not say {said:?}:\n{out}"
+        );
     }
     assert_eq!(
         sh_ok("dpkg-query -W -f '${Status}' rtapi"),
@@ -773,7 +812,9 @@ fn sim_axis_on_rtapis_master(launcher: &Launcher, name: &str) -> String {
         "{launcher}: the servo thread ran in {} ({t}), not rtapi's master",
         t.process
     );
-    format!("{launcher}: {t} (executable {:?})", t.exe)
+    let said = format!("{launcher}: {t} (executable {:?})", t.exe);
+    eprintln!("NEW-USER-FLOW: {said}");
+    said
 }
 
 #[test]
@@ -814,11 +855,13 @@ fn inside_root_new_user_flow() {
     let out = sh_ok("apt-get remove -y rtapi");
     eprintln!("apt-get remove: {out}");
     nothing_of_rtapi_installed();
-    assert_eq!(sha256("/usr/bin/rtapi_app"), stock_sum, "rtapi_app is not LinuxCNC's");
+    assert_eq!(
+        sha256("/usr/bin/rtapi_app"),
+        stock_sum,
+        "rtapi_app is not LinuxCNC's"
+    );
     assert_eq!(sh_ok("stat -c '%U %a' /usr/bin/rtapi_app"), stock_mode);
     sh_ok("dpkg -P rtapi");
     nothing_of_rtapi_installed();
-    for r in record {
-        eprintln!("NEW-USER-FLOW: {r}");
-    }
+    eprintln!("NEW-USER-FLOW: passed: {record:?}");
 }
