@@ -863,5 +863,19 @@ fn inside_root_new_user_flow() {
     assert_eq!(sh_ok("stat -c '%U %a' /usr/bin/rtapi_app"), stock_mode);
     sh_ok("dpkg -P rtapi");
     nothing_of_rtapi_installed();
+
+    // Removed while diverted: the package's prerm puts LinuxCNC's own back first.
+    sh_ok(&format!("apt-get install -y {}", deb.display()));
+    sh_ok("rtapi divert on");
+    let out = sh_ok("apt-get remove -y rtapi");
+    eprintln!("apt-get remove while diverted: {out}");
+    nothing_of_rtapi_installed();
+    assert_eq!(
+        sha256("/usr/bin/rtapi_app"),
+        stock_sum,
+        "removed while diverted: rtapi_app is not LinuxCNC's"
+    );
+    assert_eq!(sh_ok("stat -c '%U %a' /usr/bin/rtapi_app"), stock_mode);
+    sh_ok("dpkg -P rtapi");
     eprintln!("NEW-USER-FLOW: passed: {record:?}");
 }
