@@ -1331,6 +1331,9 @@ pub(crate) struct ThreadInfo {
     pub pid: i32,
     pub tid: i32,
     pub process: String,
+    /// The process's executable (`/proc/PID/exe`, read while it ran): a symbolic link's target,
+    /// so a diverted `rtapi_app` shows as the program it points to.
+    pub exe: Option<PathBuf>,
     pub thread: String,
     /// `SCHED_OTHER`, `SCHED_FIFO`, … (from `/proc/PID/task/TID/stat`).
     pub policy: String,
@@ -1463,6 +1466,7 @@ pub(crate) fn find_servo_thread(probe: Duration) -> Option<ThreadInfo> {
     Some(ThreadInfo {
         pid: host.pid,
         tid,
+        exe: fs::read_link(format!("/proc/{}/exe", host.pid)).ok(),
         process: host.comm,
         thread,
         policy,

@@ -1,5 +1,6 @@
 //! This repository's own test binaries run inside a reference root of another LinuxCNC release
-//! (issue 45): `scripts/lcnc-root build SUITE` makes (or finds cached) a debootstrap root of Debian
+//! (issue 45), or of a clean Debian release (issue 47: tests/package.rs installs the package into a
+//! writable overlay of one, [`Job::overlay`]): `scripts/lcnc-root build SUITE` makes (or finds cached) a debootstrap root of Debian
 //! SUITE with its `linuxcnc-uspace` and `-dev`; [`run_in_root`] runs a sibling test binary (one
 //! `cargo build --release --tests` built beside the running one) inside it, so the tests meet that
 //! release's `/usr/bin/rtapi_app`, `halcmd`, `linuxcnc` script, modules, headers, `halcompile` and
@@ -57,7 +58,13 @@ pub(crate) const SID: Release = Release {
     suite: "sid",
     version: "2.9.9",
 };
-/// Every release the tests know.
+/// Debian 12 (bookworm): LinuxCNC 2.9.0~pre1 (`2.9.0~pre1+git20230208.f1270d6ed7`), the host's
+/// release here; its root is a clean Debian 12 for tests/package.rs.
+pub(crate) const BOOKWORM: Release = Release {
+    suite: "bookworm",
+    version: "2.9.0~pre1",
+};
+/// Every release tests/linuxcnc_releases.rs runs against (not bookworm: the host has it).
 pub(crate) const RELEASES: [Release; 2] = [TRIXIE, SID];
 
 /// The root of `release`, built if it is not cached yet (`scripts/lcnc-root build SUITE`: a couple of
@@ -214,6 +221,12 @@ pub(crate) struct Job {
     pub(crate) env: Vec<(&'static str, String)>,
     /// The run is killed (the whole namespace) after this long.
     pub(crate) deadline: Duration,
+    /// Run in a writable copy of the root instead of the root itself: an overlay whose lower layer
+    /// is the cached root and whose upper layer (`DIR/upper`, with `DIR/work`, mounted on
+    /// `DIR/root`) is this directory's, mounted inside the run's mount namespace only. What the run
+    /// changes (a package installed, a group made) stays in `DIR/upper`; the cached root is never
+    /// written. `DIR` must be on a filesystem an overlay's upper layer can be (not another overlay).
+    pub(crate) overlay: Option<PathBuf>,
 }
 
 impl Job {
@@ -226,6 +239,7 @@ impl Job {
             nocapture: true,
             env: Vec::new(),
             deadline: Duration::from_secs(900),
+            overlay: None,
         }
     }
 }
@@ -325,10 +339,16 @@ pub(crate) fn run_in_root(root: &Path, suite: &str, job: &Job) -> RootRun {
         job.tests.first().copied().unwrap_or("all")
     )));
     let out = fs::File::create(&log).unwrap();
-    // $1 root, $2 working directory, $3 number of binds, then the binds, then the command.
+    // $1 root, $2 working directory, $3 the overlay directory or "", $4 number of binds, then the
+    // binds, then the command.
     let script = r#"
-R=$1; cwd=$2; n=$3; shift 3
+R=$1; cwd=$2; ov=$3; n=$4; shift 4
 ip link set lo up
+if [ -n "$ov" ]; then
+    mkdir -p "$ov/upper" "$ov/work" "$ov/root"
+    mount -t overlay overlay -o "lowerdir=$R,upperdir=$ov/upper,workdir=$ov/work" "$ov/root"
+    R=$ov/root
+fi
 mount --bind "$R" "$R"
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
@@ -368,6 +388,7 @@ echo "RTAPI-ROOT-VERSION=$(linuxcnc_var LINUXCNCVERSION)"
     ])
     .arg(root)
     .arg(env!("CARGO_MANIFEST_DIR"))
+    .arg(job.overlay.as_deref().unwrap_or(Path::new("")))
     .arg(binds.len().to_string())
     .args(&binds)
     .arg(&bin)
