@@ -23,6 +23,9 @@ const THREAD: &str = "divert-thread";
 /// A test's namespaces with rtapi's master bound over `/usr/bin/rtapi_app` (`None`: the machine's
 /// own LinuxCNC `rtapi_app`, the reference); every `rtapi_app` of the session ended when dropped.
 struct Session {
+    /// LinuxCNC's scripts refuse to start while any `rtapi_app` runs (`ps -C`): the machine's one
+    /// LinuxCNC session is this test's while it lives.
+    _lock: common::linuxcnc::SessionLock,
     ipc: Ipc,
     _copy: Option<tempfile::TempDir>,
     n: std::cell::Cell<u32>,
@@ -37,21 +40,10 @@ struct Ran {
 
 impl Session {
     fn new(diverted: bool) -> Session {
+        let lock = common::linuxcnc::SessionLock::take();
         let ipc = Ipc::new();
         let copy = diverted.then(|| {
-            let d = tempfile::Builder::new()
-                .prefix("rtapi-app-")
-                .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-                .unwrap();
-            let bin = d.path().join("rtapi-lcnc-master");
-            std::fs::copy(master_ns::master_bin(), &bin).unwrap();
-            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let o = Command::new("setcap")
-                .args(["cap_sys_nice,cap_ipc_lock=ep"])
-                .arg(&bin)
-                .output()
-                .expect("setcap (libcap2-bin)");
-            assert!(o.status.success(), "setcap: {}", common::text(&o).1);
+            let (d, bin) = master_copy();
             let o = ipc
                 .enter()
                 .args(["mount", "--bind"])
@@ -63,6 +55,7 @@ impl Session {
             d
         });
         Session {
+            _lock: lock,
             ipc,
             _copy: copy,
             n: std::cell::Cell::new(0),
@@ -162,6 +155,26 @@ impl Drop for Session {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
     }
+}
+
+/// A copy of this build's master with the file capabilities rtapi's package gives it, in a
+/// directory of its own (removed with the guard).
+fn master_copy() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::Builder::new()
+        .prefix("rtapi-app-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = d.path().join("rtapi-lcnc-master");
+    std::fs::copy(master_ns::master_bin(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new("setcap")
+        .args(["cap_sys_nice,cap_ipc_lock=ep"])
+        .arg(&bin)
+        .output()
+        .expect("setcap (libcap2-bin)");
+    assert!(o.status.success(), "setcap: {}", common::text(&o).1);
+    (d, bin)
 }
 
 /// Why these tests cannot run here, if they cannot.
@@ -394,6 +407,36 @@ fn hal_is_rt_sees_a_non_setuid_rtapi_app_as_not_realtime() {
         assert!(r.status.success(), "{}", r.err);
         assert_eq!(r.out.trim(), want, "diverted {diverted}");
     }
+}
+
+/// LinuxCNC's unchanged `linuxcnc` script runs sim/axis (estop reset, machine on, homed, held;
+/// its display on Xvfb) with rtapi's master as `/usr/bin/rtapi_app`: the servo thread runs SCHED_FIFO in the
+/// process named `rtapi_app` that maps motmod, and the script's shutdown leaves nothing.
+#[test]
+fn linuxcnc_sim_axis_runs_on_the_diverted_rtapi_app() {
+    use common::lcnc_machine::{self, Launcher, Machine};
+    if !lcnc_machine::ready("rtapi_app_divert") {
+        return;
+    }
+    if let Some(why) = missing() {
+        return skip!(Ci, "{why}");
+    }
+    let (_dir, bin) = master_copy();
+    let mut m = Machine::sim_axis("diverted", Vec::new());
+    m.hold_seconds = 2.0;
+    let run = lcnc_machine::run(&Launcher::Diverted(bin), &m)
+        .unwrap_or_else(|e| panic!("{e}\n{}", e.log));
+    assert!(
+        run.log.contains("rtapi: LinuxCNC realtime master"),
+        "LinuxCNC's realtime was rtapi's: {}",
+        run.log
+    );
+    let t = run
+        .servo_thread
+        .as_ref()
+        .unwrap_or_else(|| panic!("no servo thread found: {}", run.log));
+    assert_eq!(t.process, "rtapi_app", "{t}");
+    t.check(true, 1e6).unwrap_or_else(|e| panic!("{e}"));
 }
 
 // ---- rtapi divert on|off|status in a throwaway copy of a reference root ---------------------------
