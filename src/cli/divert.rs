@@ -17,11 +17,11 @@ use super::{out, Failure};
 use crate::master::launcher::MASTER_BIN;
 
 /// What LinuxCNC runs as its realtime.
-pub const RTAPI_APP: &str = "/usr/bin/rtapi_app";
+const RTAPI_APP: &str = "/usr/bin/rtapi_app";
 /// Where LinuxCNC's own `rtapi_app` goes while diverted.
-pub const DIVERTED: &str = "/usr/bin/rtapi_app.linuxcnc";
+const DIVERTED: &str = "/usr/bin/rtapi_app.linuxcnc";
 /// The package the diversion belongs to.
-pub const PACKAGE: &str = "rtapi";
+const PACKAGE: &str = "rtapi";
 
 /// What to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -156,8 +156,21 @@ fn app_file(sys: &Sys) -> AppFile {
 
 /// The master next to this `rtapi`, as the system acted on sees it.
 fn master_path(sys: &Sys) -> Result<PathBuf, Failure> {
+    // /proc/self/exe, else an absolute argv[0] (a chroot without /proc).
     let me = std::env::current_exe()
-        .map_err(|e| Failure::runtime(format!("where is this rtapi? {e}")))?;
+        .ok()
+        .or_else(|| {
+            std::env::args_os()
+                .next()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+        })
+        .ok_or_else(|| {
+            Failure::runtime(
+                "where is this rtapi? /proc is not mounted: mount it, or run rtapi by its absolute \
+                 path (/usr/bin/rtapi divert …)",
+            )
+        })?;
     let here = me.with_file_name(MASTER_BIN);
     if !here.is_file() {
         return Err(Failure::runtime(format!(

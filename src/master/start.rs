@@ -158,7 +158,10 @@ fn run_with(
         .map_err(StartError::Flavor)?;
     print_findings(&report, &sel);
     let keys = [shmem::HAL_KEY, shmem::RTAPI_KEY, args.motion_key];
-    for m in shmem::reclaim_stale(&keys, user.uid).map_err(StartError::Failed)? {
+    // As rtapi_app the socket was free, so no master runs; LinuxCNC's halcmd may hold the HAL
+    // segment it made before it started this one.
+    let in_use_ok = bound.is_some();
+    for m in shmem::reclaim_stale_of(&keys, user.uid, in_use_ok).map_err(StartError::Failed)? {
         super::say(&format!("rtapi: {m}"));
     }
     let owner = super::socket::SocketOwner {
