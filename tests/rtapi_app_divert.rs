@@ -79,7 +79,10 @@ impl Session {
         let n = self.n.get();
         self.n.set(n + 1);
         let dir = self.ipc.dir.path();
-        let (o, e) = (dir.join(format!("run.{n}.out")), dir.join(format!("run.{n}.err")));
+        let (o, e) = (
+            dir.join(format!("run.{n}.out")),
+            dir.join(format!("run.{n}.err")),
+        );
         let mut c = self.ipc.enter();
         if alone {
             c.args(["unshare", "--pid", "--fork", "--mount-proc"]);
@@ -193,10 +196,8 @@ fn thread_policies(pid: u32) -> Vec<(String, String)> {
         .map(|d| {
             d.flatten()
                 .filter_map(|t| {
-                    let (name, policy, _) = proc_sched(&format!(
-                        "{pid}/task/{}",
-                        t.file_name().to_string_lossy()
-                    ))?;
+                    let (name, policy, _) =
+                        proc_sched(&format!("{pid}/task/{}", t.file_name().to_string_lossy()))?;
                     Some((name, policy))
                 })
                 .collect()
@@ -263,7 +264,11 @@ fn halcmd_drives_rtapi_as_rtapi_app_master_and_forwarder() {
     // A second rtapi_app forwards, prints nothing, and exits with the master's answer (-1 → 255).
     let r = s.nobody("/usr/bin/rtapi_app", &["load", "nosuchmodule"]);
     assert_eq!(r.status.code(), Some(255), "{}{}", r.out, r.err);
-    assert_eq!((r.out.as_str(), r.err.as_str()), ("", ""), "the forwarder is silent");
+    assert_eq!(
+        (r.out.as_str(), r.err.as_str()),
+        ("", ""),
+        "the forwarder is silent"
+    );
     let r = s.nobody("/usr/bin/rtapi_app", &["unload", "siggen"]);
     assert_eq!(r.status.code(), Some(0), "{}", r.err);
     let r = s.nobody("/usr/bin/halcmd", &["loadrt", "nosuchmodule"]);
@@ -363,7 +368,10 @@ fn a_stale_socket_is_replaced_after_three_seconds_as_2_9_does() {
         r.err
     );
     assert!(t0.elapsed() >= std::time::Duration::from_secs(3));
-    assert!(!s.fifo().exists(), "the master it became removed its socket");
+    assert!(
+        !s.fifo().exists(),
+        "the master it became removed its socket"
+    );
 }
 
 #[test]
@@ -509,7 +517,10 @@ impl Overlay {
         };
         for (from, to) in [
             (env!("CARGO_BIN_EXE_rtapi"), "usr/bin/rtapi"),
-            (env!("CARGO_BIN_EXE_rtapi-lcnc-master"), "usr/bin/rtapi-lcnc-master"),
+            (
+                env!("CARGO_BIN_EXE_rtapi-lcnc-master"),
+                "usr/bin/rtapi-lcnc-master",
+            ),
         ] {
             let o = ov
                 .ipc
@@ -550,7 +561,10 @@ impl Overlay {
     }
 
     fn link(&self) -> Option<PathBuf> {
-        let (st, out, _) = self.ns(&["readlink", &self.here("/usr/bin/rtapi_app").to_string_lossy()]);
+        let (st, out, _) = self.ns(&[
+            "readlink",
+            &self.here("/usr/bin/rtapi_app").to_string_lossy(),
+        ]);
         st.success().then(|| PathBuf::from(out.trim()))
     }
 }
@@ -570,7 +584,10 @@ fn divert_cycle(ov: &Overlay, divert: &dyn Fn(&str) -> (ExitStatus, String, Stri
         Some(PathBuf::from("/usr/bin/rtapi-lcnc-master")),
         "{out}{err}"
     );
-    assert_eq!(sha256(&ov.here("/usr/bin/rtapi_app.linuxcnc"), &ov.ipc), original);
+    assert_eq!(
+        sha256(&ov.here("/usr/bin/rtapi_app.linuxcnc"), &ov.ipc),
+        original
+    );
     let l = listed(ov);
     assert!(
         l.contains("diversion of /usr/bin/rtapi_app to /usr/bin/rtapi_app.linuxcnc by rtapi"),
@@ -584,17 +601,26 @@ fn divert_cycle(ov: &Overlay, divert: &dyn Fn(&str) -> (ExitStatus, String, Stri
     // Idempotent.
     let (st, out, err) = divert("on");
     assert!(st.success() && out.contains("already on"), "{out}{err}");
-    assert_eq!(listed(ov).matches("rtapi_app").count(), l.matches("rtapi_app").count());
+    assert_eq!(
+        listed(ov).matches("rtapi_app").count(),
+        l.matches("rtapi_app").count()
+    );
 
     let (st, out, err) = divert("off");
     assert!(st.success(), "off: {out}{err}");
     assert_eq!(ov.link(), None, "the link is gone");
     assert_eq!(sha256(&app, &ov.ipc), original, "LinuxCNC's own is back");
     let (st, out, _) = ov.ns(&["stat", "-c", "%U %a", &app.to_string_lossy()]);
-    assert!(st.success() && out.trim() == "root 4755", "still setuid root: {out}");
+    assert!(
+        st.success() && out.trim() == "root 4755",
+        "still setuid root: {out}"
+    );
     assert!(!listed(ov).contains("rtapi"), "{}", listed(ov));
     let diverted = ov.here("/usr/bin/rtapi_app.linuxcnc");
-    assert!(!ov.ns(&["test", "-e", &diverted.to_string_lossy()]).0.success());
+    assert!(!ov
+        .ns(&["test", "-e", &diverted.to_string_lossy()])
+        .0
+        .success());
     let (st, out, err) = divert("off");
     assert!(st.success() && out.contains("already off"), "{out}{err}");
     let (st, out, _) = divert("status");
@@ -627,6 +653,8 @@ fn divert_refuses_what_is_not_linuxcncs_or_its_own() {
     let app = ov.here("/usr/bin/rtapi_app");
     let app_s = app.to_string_lossy().into_owned();
     // A file of someone else's in rtapi_app's place (not setuid root): refused, left as it was.
+    let (st, ..) = ov.ns(&["rm", &app_s]);
+    assert!(st.success());
     let (st, ..) = ov.ns(&["cp", "/bin/true", &app_s]);
     assert!(st.success());
     let before = sha256(&app, &ov.ipc);
@@ -650,7 +678,15 @@ fn divert_refuses_what_is_not_linuxcncs_or_its_own() {
         assert_eq!(ov.link(), Some(PathBuf::from("/bin/true")));
     }
     // Not root: on and off refused with the sudo line; status answers.
-    let (st, out, err) = ov.chroot(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/rtapi", "divert", "on"]);
+    let (st, out, err) = ov.chroot(&[
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "/usr/bin/rtapi",
+        "divert",
+        "on",
+    ]);
     assert_eq!(st.code(), Some(1), "{out}{err}");
     assert!(err.contains("sudo rtapi divert on"), "{err}");
 }

@@ -86,7 +86,9 @@ enum AppFile {
     /// A symlink to a file named `rtapi-lcnc-master`: rtapi's (its target).
     OurLink(PathBuf),
     /// A regular file: LinuxCNC's, or someone's.
-    File { setuid_root: bool },
+    File {
+        setuid_root: bool,
+    },
     /// Anything else (a symlink elsewhere, a directory): what it is.
     Foreign(String),
 }
