@@ -607,6 +607,7 @@ fn label(l: &Launcher) -> &'static str {
             "rtapi linuxcnc, --against"
         }
         Launcher::Rtapi(_) => "rtapi linuxcnc",
+        Launcher::Diverted(_) => "linuxcnc, rtapi_app diverted to rtapi",
     }
 }
 

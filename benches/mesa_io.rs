@@ -528,6 +528,7 @@ fn label(l: &Launcher) -> &'static str {
         Launcher::Stock => "stock rtapi_app",
         Launcher::StockRealtime => "stock rtapi_app, forced FIFO",
         Launcher::Rtapi(_) => "rtapi linuxcnc",
+        Launcher::Diverted(_) => "linuxcnc, rtapi_app diverted to rtapi",
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod compare_timers;
 mod detect;
+mod divert;
 mod export;
 mod generate_docs;
 mod getp;
@@ -207,6 +208,9 @@ enum Command {
     /// Serve a simulated Mesa HostMot2 Ethernet card (7I96S- or 7I76E-like) that LinuxCNC's hm2_eth
     /// drives, until Ctrl-C: rehearse a Mesa config before the card arrives.
     MesaSim(mesa_sim::Args),
+    /// Make LinuxCNC's own `linuxcnc`, `halrun` and icons run on rtapi: `on` puts rtapi's master in
+    /// /usr/bin/rtapi_app's place (a dpkg diversion), `off` puts LinuxCNC's own back, `status` says which.
+    Divert(divert::Args),
 }
 
 /// Parses the command line, runs the subcommand, and maps failures to the contract's exit codes.
@@ -295,6 +299,7 @@ pub fn main() -> ExitCode {
         Command::Linuxcnc(args) => linuxcnc::run(args),
         Command::Recorder(args) => recorder::run(args),
         Command::MesaSim(args) => mesa_sim::run(args),
+        Command::Divert(args) => divert::run(args),
     };
     finish(result)
 }

@@ -18,6 +18,7 @@
 //! module). As 2.9, the master ends after a command that leaves no module loaded, unless told to stay (the launcher keeps it
 //! until `exit`, so LinuxCNC's own `realtime stop` finds rtapi, not a new `rtapi_app`).
 
+pub mod app;
 pub mod capi;
 pub mod io_time;
 pub mod launcher;
@@ -422,6 +423,9 @@ pub enum End {
     Signal,
     /// The launcher that reads the report is gone (killed: it can no longer end the session).
     LauncherGone,
+    /// As `rtapi_app`: the command it was started with failed, was `exit`, or left no module
+    /// loaded, so the socket was never served (2.9's `master()`).
+    Command,
 }
 
 /// What the master tells its launcher, one line each (`--report-fd`).

@@ -409,6 +409,13 @@ pub fn alive(pid: i32) -> bool {
 /// Removes the stale segments of `keys` (no process attached, last user gone, owned by `user` or by
 /// root) and says which; refuses (an error naming the segment) one still in use or of another user.
 pub fn reclaim_stale(keys: &[i32], user: u32) -> Result<Vec<String>, String> {
+    reclaim_stale_of(keys, user, false)
+}
+
+/// [`reclaim_stale`]; with `in_use_ok` (the master as `rtapi_app`, which LinuxCNC's `halcmd`
+/// starts after making the HAL segment itself, as 2.9's does) a segment in use — attached, or its
+/// last user alive — is left alone for `rtapi_shmem_new`'s own checks instead of refused.
+pub fn reclaim_stale_of(keys: &[i32], user: u32, in_use_ok: bool) -> Result<Vec<String>, String> {
     let mut said = Vec::new();
     for &key in keys {
         // SAFETY: shmget without IPC_CREAT only looks the key up.
@@ -419,6 +426,10 @@ pub fn reclaim_stale(keys: &[i32], user: u32) -> Result<Vec<String>, String> {
         let Ok(ds) = stat(id) else { continue };
         let (nattch, lpid, cpid, owner) =
             (ds.shm_nattch, ds.shm_lpid, ds.shm_cpid, ds.shm_perm.uid);
+        let in_use = nattch > 0 || (alive(lpid) && lpid != std::process::id() as i32);
+        if in_use && in_use_ok {
+            continue;
+        }
         if nattch > 0 {
             return Err(format!(
                 "LinuxCNC's shared memory segment 0x{key:08x} (id {id}) is attached by {nattch} \

@@ -113,6 +113,49 @@ pub fn bind(path: &Path, owner: &SocketOwner) -> Result<UnixListener, String> {
     finish(l, path, owner)
 }
 
+/// Binds LinuxCNC's socket at `path` for `owner` as 2.9's `rtapi_app` does: `Ok(None)` when the
+/// address is in use (a master may listen there: the caller connects, and removes the file only
+/// when nobody answers, as 2.9). The directory is checked as [`bind`] checks it.
+pub fn bind_new(path: &Path, owner: &SocketOwner) -> Result<Option<UnixListener>, String> {
+    if path.as_os_str().len() >= 108 {
+        return Err(format!(
+            "the socket path {} is too long for a Unix socket (at most 107 bytes): set \
+             RTAPI_FIFO_PATH to a shorter path",
+            path.display()
+        ));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Some(why) = refuse_directory(dir, owner) {
+        return Err(format!(
+            "not making the master's socket {}: {why}; set RTAPI_FIFO_PATH to a path in a directory \
+             only you can write (LinuxCNC's default is $HOME/.rtapi_fifo)",
+            path.display()
+        ));
+    }
+    match bind_private(path) {
+        Ok(l) => finish(l, path, owner).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
+        Err(e) => Err(format!("cannot bind the socket {}: {e}", path.display())),
+    }
+}
+
+/// Removes a socket nobody answers on, if it is a socket of `owner`'s or root's (2.9's
+/// `rtapi_app` unlinks whatever is there; rtapi leaves another user's file, and anything but a socket, alone).
+pub fn remove_stale(path: &Path, owner: &SocketOwner) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.file_type().is_socket() || (meta.uid() != owner.uid && meta.uid() != 0) {
+        return Err(format!(
+            "{} exists and is not a stale socket of this user's: not replacing it (remove it, or set \
+             RTAPI_FIFO_PATH elsewhere)",
+            path.display()
+        ));
+    }
+    std::fs::remove_file(path).map_err(|e| format!("removing {}: {e}", path.display()))
+}
+
 /// `bind` with umask 0177: the socket file is never, even for a moment, open to others. The
 /// master is single-threaded here (its socket is the first thing it makes), so the process-wide
 /// umask changes for nobody else.

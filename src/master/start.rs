@@ -113,6 +113,31 @@ fn print_findings(report: &SystemReport, sel: &flavor::Selection) {
 /// Runs the master until `exit`, a signal, its launcher's end or (without `stay`) its last
 /// module's unload; everything it made is gone when it returns, an error included.
 pub fn run(args: Options) -> Result<(), StartError> {
+    run_with(args, None, &[]).map(|_| ())
+}
+
+/// The master as LinuxCNC 2.9's `rtapi_app` ([`super::app`]): on `listener`, already bound at
+/// [`super::socket_path`], it runs `first` (its own command line) before serving, and does not
+/// serve when that fails, was `exit`, or left no module loaded (2.9's `master()`). Its status:
+/// `first`'s answer. The socket goes when it returns, an error included.
+pub fn run_as_app(
+    args: Options,
+    listener: std::os::unix::net::UnixListener,
+    first: &[String],
+) -> Result<i32, StartError> {
+    let path = super::socket_path().map_err(StartError::Usage)?;
+    let r = run_with(args, Some(listener), first);
+    if r.is_err() {
+        super::socket::remove(&path);
+    }
+    r
+}
+
+fn run_with(
+    args: Options,
+    bound: Option<std::os::unix::net::UnixListener>,
+    first: &[String],
+) -> Result<i32, StartError> {
     // First: from now on SIGINT/SIGTERM are requests the serve loop answers (unload, remove the
     // segments and the socket), never the default action that would leave them behind.
     let stop = crate::rt::signals::shutdown_flag().clone();
@@ -133,7 +158,10 @@ pub fn run(args: Options) -> Result<(), StartError> {
         .map_err(StartError::Flavor)?;
     print_findings(&report, &sel);
     let keys = [shmem::HAL_KEY, shmem::RTAPI_KEY, args.motion_key];
-    for m in shmem::reclaim_stale(&keys, user.uid).map_err(StartError::Failed)? {
+    // As rtapi_app the socket was free, so no master runs; LinuxCNC's halcmd may hold the HAL
+    // segment it made before it started this one.
+    let in_use_ok = bound.is_some();
+    for m in shmem::reclaim_stale_of(&keys, user.uid, in_use_ok).map_err(StartError::Failed)? {
         super::say(&format!("rtapi: {m}"));
     }
     let owner = super::socket::SocketOwner {
@@ -141,7 +169,10 @@ pub fn run(args: Options) -> Result<(), StartError> {
         gid: user.gid,
         as_root: user.as_root,
     };
-    let listener = super::socket::bind(&path, &owner).map_err(StartError::Failed)?;
+    let listener = match bound {
+        Some(l) => l,
+        None => super::socket::bind(&path, &owner).map_err(StartError::Failed)?,
+    };
     // A module's crash (C in this process) ends the process: the socket goes with it, as do the
     // SysV segments (shmem.rs registers each) and the instance's segment.
     crate::runtime::crash::remove_on_crash(&path.to_string_lossy());
@@ -200,9 +231,19 @@ pub fn run(args: Options) -> Result<(), StartError> {
         "rtapi: listening on {} (hal_lib loaded)",
         path.display()
     ));
-    let end = super::serve(&listener, user.uid, args.stay, &mut reporter, &|| {
-        stop.load(std::sync::atomic::Ordering::Relaxed)
-    });
+    // As rtapi_app: its own command first; the socket is served only if that leaves work.
+    let mut status = 0;
+    let mut told_exit = false;
+    if !first.is_empty() {
+        status = super::handle(first, &mut told_exit);
+    }
+    let end = if status != 0 || told_exit || (!first.is_empty() && super::module_count() == 0) {
+        End::Command
+    } else {
+        super::serve(&listener, user.uid, args.stay, &mut reporter, &|| {
+            stop.load(std::sync::atomic::Ordering::Relaxed)
+        })
+    };
     drop(listener);
     super::socket::remove(&path);
     let left: Vec<String> = super::module_names()
@@ -239,11 +280,12 @@ pub fn run(args: Options) -> Result<(), StartError> {
             End::NoModules => "no module left",
             End::Signal => "signal",
             End::LauncherGone => "its launcher is gone",
+            End::Command => "its own command left nothing to serve",
         },
         left.len(),
     ));
     reporter.line("done");
-    Ok(())
+    Ok(status)
 }
 
 /// What rtapi knows of LinuxCNC release `v`, for the line the master starts with.

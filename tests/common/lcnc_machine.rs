@@ -90,13 +90,19 @@ pub(crate) enum Launcher {
     StockRealtime,
     /// `<path> linuxcnc [OPTIONS] INI`: rtapi as the master (issue 24).
     Rtapi(PathBuf),
+    /// LinuxCNC's own `linuxcnc` script with this master (a copy with its file capabilities) bound
+    /// over `/usr/bin/rtapi_app` in a private mount namespace: what `rtapi divert on` makes of the
+    /// machine (issue 47). Root only.
+    Diverted(PathBuf),
 }
 
 impl Launcher {
     /// The command that starts the machine, before its options and the INI.
     fn program(&self) -> Vec<String> {
         match self {
-            Launcher::Stock | Launcher::StockRealtime => vec!["linuxcnc".into()],
+            Launcher::Stock | Launcher::StockRealtime | Launcher::Diverted(_) => {
+                vec!["linuxcnc".into()]
+            }
             Launcher::Rtapi(p) => vec![p.display().to_string(), "linuxcnc".into()],
         }
     }
@@ -110,6 +116,7 @@ impl fmt::Display for Launcher {
                 write!(f, "stock LinuxCNC (rtapi_app, LINUXCNC_FORCE_REALTIME=1)")
             }
             Launcher::Rtapi(p) => write!(f, "rtapi linuxcnc ({})", p.display()),
+            Launcher::Diverted(p) => write!(f, "linuxcnc, rtapi_app diverted to {}", p.display()),
         }
     }
 }
@@ -764,6 +771,25 @@ fn run_kept(launcher: &Launcher, machine: &Machine) -> Result<Run, RunError> {
         (None, Some(ns)) => {
             let mut c = in_namespaces(ns);
             c.arg(if super::is_root() { "runuser" } else { "env" });
+            c
+        }
+        (None, None) if matches!(launcher, Launcher::Diverted(_)) => {
+            let Launcher::Diverted(master) = launcher else {
+                unreachable!()
+            };
+            if !super::is_root() {
+                return Err(fail(
+                    "the diverted launcher needs root (a mount namespace)".into(),
+                    "".into(),
+                ));
+            }
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(format!(
+                    "mount --bind '{}' /usr/bin/rtapi_app && exec \"$@\"",
+                    master.display()
+                ))
+                .args(["sh", "runuser"]);
             c
         }
         (None, None) if super::is_root() => Command::new("runuser"),
