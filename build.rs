@@ -164,7 +164,7 @@ fn build_info() {
                 "--porcelain",
                 "--untracked-files=no",
             ])
-                .is_some_and(|s| !s.is_empty());
+            .is_some_and(|s| !s.is_empty());
             format!("{hash}{}", if dirty { "-dirty" } else { "" })
         }
         None => "unknown".to_string(),
