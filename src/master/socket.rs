@@ -62,9 +62,9 @@ fn refuse_directory(dir: &Path, owner: &SocketOwner) -> Option<String> {
     None
 }
 
-/// Binds LinuxCNC's socket at `path` for `owner`; a stale socket file (nobody listening) of the
-/// session's user or root is replaced.
-pub fn bind(path: &Path, owner: &SocketOwner) -> Result<UnixListener, String> {
+/// What both binds check first: a path a Unix socket can have, in a directory only the session's
+/// user (or root) can write.
+fn check_path(path: &Path, owner: &SocketOwner) -> Result<(), String> {
     if path.as_os_str().len() >= 108 {
         return Err(format!(
             "the socket path {} is too long for a Unix socket (at most 107 bytes): set RTAPI_FIFO_PATH \
@@ -83,6 +83,13 @@ pub fn bind(path: &Path, owner: &SocketOwner) -> Result<UnixListener, String> {
             path.display()
         ));
     }
+    Ok(())
+}
+
+/// Binds LinuxCNC's socket at `path` for `owner`; a stale socket file (nobody listening) of the
+/// session's user or root is replaced.
+pub fn bind(path: &Path, owner: &SocketOwner) -> Result<UnixListener, String> {
+    check_path(path, owner)?;
     match bind_private(path) {
         Ok(l) => return finish(l, path, owner),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
@@ -117,24 +124,7 @@ pub fn bind(path: &Path, owner: &SocketOwner) -> Result<UnixListener, String> {
 /// address is in use (a master may listen there: the caller connects, and removes the file only
 /// when nobody answers, as 2.9). The directory is checked as [`bind`] checks it.
 pub fn bind_new(path: &Path, owner: &SocketOwner) -> Result<Option<UnixListener>, String> {
-    if path.as_os_str().len() >= 108 {
-        return Err(format!(
-            "the socket path {} is too long for a Unix socket (at most 107 bytes): set \
-             RTAPI_FIFO_PATH to a shorter path",
-            path.display()
-        ));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if let Some(why) = refuse_directory(dir, owner) {
-        return Err(format!(
-            "not making the master's socket {}: {why}; set RTAPI_FIFO_PATH to a path in a directory \
-             only you can write (LinuxCNC's default is $HOME/.rtapi_fifo)",
-            path.display()
-        ));
-    }
+    check_path(path, owner)?;
     match bind_private(path) {
         Ok(l) => finish(l, path, owner).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
