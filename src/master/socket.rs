@@ -102,19 +102,11 @@ pub fn bind(path: &Path, owner: &SocketOwner) -> Result<UnixListener, String> {
             path.display()
         ));
     }
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.file_type().is_socket() || (meta.uid() != owner.uid && meta.uid() != 0) {
-        return Err(format!(
-            "{} exists and is not a stale socket of this user's: not replacing it (remove it, or set \
-             RTAPI_FIFO_PATH elsewhere)",
-            path.display()
-        ));
-    }
+    remove_stale(path, owner)?;
     say(&format!(
         "rtapi: removed the stale socket {} (nobody listened on it)",
         path.display()
     ));
-    std::fs::remove_file(path).map_err(|e| format!("removing {}: {e}", path.display()))?;
     let l = bind_private(path)
         .map_err(|e| format!("cannot bind the socket {}: {e}", path.display()))?;
     finish(l, path, owner)
