@@ -447,17 +447,34 @@ fn run_with(
     let status = child.wait().unwrap();
     own.stop().unwrap();
     assert!(status.success(), "latency-test failed: {stderr}");
-    assert!(
-        !instance.exists(),
-        "latency-test removed its trace instance {}",
-        instance.display()
-    );
+    for dir in [
+        instance.clone(),
+        instance.with_file_name(format!("rtapi-{}-wake", child.id())),
+    ] {
+        assert!(
+            !dir.exists(),
+            "latency-test removed its trace instance {}",
+            dir.display()
+        );
+    }
     let last = injections.last().map_or(0, |i| i.end_ns);
     assert!(last < mono_ns(), "the injections ended before the run did");
     let report: serde_json::Value = serde_json::from_slice(&stdout)
         .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", String::from_utf8_lossy(&stdout)));
-    let own_trace =
-        fs::read_to_string(own.dir().join(format!("per_cpu/cpu{}/trace", cpus.rt))).unwrap();
+    // Both of the session's instances (the wake path's events are in the second), in time order.
+    let mut lines: Vec<(u64, String)> = Vec::new();
+    for dir in std::iter::once(own.dir()).chain(own.wake().map(|w| w.dir())) {
+        let text = fs::read_to_string(dir.join(format!("per_cpu/cpu{}/trace", cpus.rt))).unwrap();
+        lines.extend(
+            text.lines()
+                .filter_map(|l| match rtapi::trace::parse::parse_line(l) {
+                    rtapi::trace::parse::Line::Event(e) => Some((e.ts_ns, l.to_string())),
+                    _ => None,
+                }),
+        );
+    }
+    lines.sort_by_key(|l| l.0);
+    let own_trace: String = lines.into_iter().map(|(_, l)| l + "\n").collect();
     drop(own);
     let spikes = servo_spikes(&report);
     (

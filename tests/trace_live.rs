@@ -45,6 +45,12 @@ fn a_spinning_fifo_thread_is_named_with_its_time() {
     let session = TraceSession::start(&[CPU], &TraceSession::default_name()).unwrap();
     let dir = session.dir().to_path_buf();
     assert!(dir.is_dir());
+    let wake_dir = session
+        .wake()
+        .expect("this kernel has per-instance pid lists")
+        .dir()
+        .to_path_buf();
+    assert!(wake_dir.is_dir());
     eprintln!(
         "trace instance {} (missing events: {:?})",
         dir.display(),
@@ -108,6 +114,7 @@ fn a_spinning_fifo_thread_is_named_with_its_time() {
 
     drop(session);
     assert!(!dir.exists(), "{} removed on drop", dir.display());
+    assert!(!wake_dir.exists(), "{} removed on drop", wake_dir.display());
 }
 
 /// Issue 46: with the RT thread's own wakes skipped in the kernel (`skip_own_wakes`), a periodic
@@ -181,6 +188,7 @@ fn an_rt_threads_own_wakes_are_not_recorded_but_what_delays_it_is() {
     let mut own_wakeups = 0;
     let mut idle_switches = 0;
     let mut own_expiries = 0;
+    let mut own_timer_irqs = 0;
     for e in &w.events {
         match &e.kind {
             EventKind::Wakeup { task, .. } if task.pid == rt && own_ctx(e.pid) => own_wakeups += 1,
@@ -190,19 +198,38 @@ fn an_rt_threads_own_wakes_are_not_recorded_but_what_delays_it_is() {
                 idle_switches += 1
             }
             EventKind::HrtimerEntry { .. } if own_ctx(e.pid) => own_expiries += 1,
+            EventKind::VectorEntry { name, .. } if name == "local_timer" && own_ctx(e.pid) => {
+                own_timer_irqs += 1
+            }
             _ => {}
         }
     }
     eprintln!(
         "{wakes} periods, {} events in the ring: own wakeups {own_wakeups}, idle switches \
-         {idle_switches}, expiries in idle/own context {own_expiries}",
+         {idle_switches}, expiries in idle/own context {own_expiries}, timer interrupts there \
+         {own_timer_irqs}",
         w.events.len()
     );
     assert!(wakes > 100, "the periodic thread ran: {wakes}");
     assert_eq!(
-        (own_wakeups, idle_switches, own_expiries),
-        (0, 0, 0),
+        (own_wakeups, idle_switches, own_expiries, own_timer_irqs),
+        (0, 0, 0, 0),
         "the RT thread's own wakes are not recorded"
+    );
+    // Under the spinner they are (the wake instance's pid list drops only idle and own context):
+    // the periodic thread's timer expired while the spinner held the CPU, and its wakeup followed.
+    let under_spinner = |k: &dyn Fn(&EventKind) -> bool| {
+        w.events
+            .iter()
+            .any(|e| e.pid == spin_tid && e.ts_ns >= t0 && e.ts_ns <= t1 && k(&e.kind))
+    };
+    assert!(
+        under_spinner(&|k| matches!(k, EventKind::HrtimerEntry { .. })),
+        "the RT thread's timer expiring under the spinner is recorded"
+    );
+    assert!(
+        under_spinner(&|k| matches!(k, EventKind::Wakeup { task, .. } if task.pid == rt)),
+        "the RT thread's wakeup under the spinner is recorded"
     );
     // What delayed it is: the spinner's switches, and the attribution of its window.
     assert!(

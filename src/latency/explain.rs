@@ -20,7 +20,8 @@ use std::time::Duration;
 use rtapi_hal::{HalReader, Spike};
 
 use crate::trace::{
-    attribute, Cause, CauseKind, CpuReader, Formats, PipeReader, RawReader, TraceSession,
+    attribute, Cause, CauseKind, CpuReader, Formats, MergedReader, PipeReader, RawReader,
+    TraceSession,
 };
 
 /// Spikes kept per thread, the worst by latency.
@@ -289,12 +290,19 @@ impl State {
                 .map(Arc::new)
                 .map_err(|e| log::info!("--trace: reading the trace as text ({e})"))
                 .ok();
+            let open = |s: &TraceSession, cpu: usize| match &formats {
+                Some(f) => {
+                    RawReader::open(s, cpu, f.clone()).map(|r| Box::new(r) as Box<dyn CpuReader>)
+                }
+                None => PipeReader::open(s, cpu).map(|r| Box::new(r) as Box<dyn CpuReader>),
+            };
             for &cpu in s.cpus() {
-                let r = match &formats {
-                    Some(f) => RawReader::open(s, cpu, f.clone())
-                        .map(|r| Box::new(r) as Box<dyn CpuReader>),
-                    None => PipeReader::open(s, cpu).map(|r| Box::new(r) as Box<dyn CpuReader>),
-                };
+                // The CPU's wake-path events are in the session's second instance.
+                let r = open(s, cpu).and_then(|first| match s.wake() {
+                    Some(w) => Ok(Box::new(MergedReader::new(vec![first, open(w, cpu)?]))
+                        as Box<dyn CpuReader>),
+                    None => Ok(first),
+                });
                 match r {
                     Ok(p) => pipes.push(p),
                     Err(e) => log::warn!("--trace: {e}"),

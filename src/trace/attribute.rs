@@ -10,7 +10,7 @@
 //! counted again in the softirq or task they interrupted, and neither is counted in a task's time.
 //!
 //! A session that skips the RT threads' own wakes (`TraceSession::skip_own_wakes`) records the RT
-//! thread's expiry and wakeup only when another task was current: without them, the window's time
+//! thread's expiry, wakeup and timer interrupt only when another task was current: without them, the window's time
 //! that no recorded interrupt, softirq or task accounts for is named outside the kernel, as the late
 //! expiry would have shown it.
 

@@ -4,9 +4,9 @@
 //! - [`TraceSession`]: a tracefs instance of our own (`instances/rtapi-<pid>`, removed on drop;
 //!   the global buffer is never touched), trace_clock `mono` so timestamps compare with
 //!   [`crate::rt::clock::now`], tracing only the RT CPUs into an overwriting ring, with the
-//!   scheduler, IRQ, softirq, system-vector, hrtimer and workqueue events; once the RT threads'
-//!   tids are known, their own periodic wakes are filtered out in the kernel
-//!   ([`TraceSession::skip_own_wakes`]).
+//!   scheduler, IRQ, softirq, system-vector, hrtimer and workqueue events, the wake path's in a
+//!   second instance (`-wake`); once the RT threads' tids are known, their own periodic wakes are
+//!   dropped in the kernel ([`TraceSession::skip_own_wakes`]).
 //! - [`parse`]: the text format of `per_cpu/cpuN/trace` into typed [`Event`]s; garbage lines are
 //!   skipped and counted.
 //! - [`attribute()`]: the events of one window → [`Cause`]s with durations, longest first: IRQ n
@@ -31,5 +31,5 @@ pub use attribute::{attribute, Cause, CauseKind};
 pub use parse::{parse_text, Event, EventKind, TaskRef};
 pub use raw::{Formats, RawReader};
 pub use session::{
-    tracefs_root, CpuReader, PipeReader, Stretches, TraceError, TraceSession, Window,
+    tracefs_root, CpuReader, MergedReader, PipeReader, Stretches, TraceError, TraceSession, Window,
 };
