@@ -256,6 +256,21 @@ struct Sample {
     counts: BTreeMap<(String, Option<u32>, usize), u64>,
 }
 
+/// The followed threads whose own wakes the trace may drop ([`TraceSession::skip_own_wakes`]): each
+/// one no other followed thread with a higher priority shares a CPU with.
+fn skipped_wakes<'a>(threads: impl Iterator<Item = &'a Followed> + Clone) -> Vec<u32> {
+    threads
+        .clone()
+        .filter(|t| {
+            t.tid != 0
+                && !threads.clone().any(|o| {
+                    o.tid != 0 && o.tid != t.tid && o.cpu == t.cpu && o.priority > t.priority
+                })
+        })
+        .map(|t| t.tid)
+        .collect()
+}
+
 struct State {
     reader: HalReader,
     /// Who to follow, asked at every step.
@@ -347,9 +362,10 @@ impl State {
             });
         }
         // The RT threads' own wakes are not recorded (the cost of `--trace` on the latency it
-        // measures); the filters name every thread followed so far.
+        // measures), except those of a thread that a faster one of this test shares its CPU with:
+        // the switches from that one to it name the delay ("rtapi's own base thread").
         if let Some(s) = &mut self.session {
-            let tids: Vec<u32> = self.fix.own_threads.keys().copied().collect();
+            let tids = skipped_wakes(self.threads.iter().map(|t| &t.spec));
             if let Err(e) = s.skip_own_wakes(&tids) {
                 log::warn!("--trace: the RT threads' own wakes stay recorded: {e}");
             }
@@ -816,6 +832,24 @@ pub(crate) fn fix(kind: &CauseKind, ctx: &FixContext, rt_priority: i32) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_a_faster_one_shares_its_cpu_with_keeps_its_wakes_recorded() {
+        let f = |name: &str, cpu, tid, priority| Followed {
+            name: name.into(),
+            cpu,
+            tid,
+            priority,
+        };
+        let threads = [
+            f("base", 1, 10, 98),
+            f("servo", 1, 11, 97),
+            f("alone", 0, 12, 50),
+            f("not started", 0, 0, 90),
+        ];
+        assert_eq!(skipped_wakes(threads.iter()), [10, 12]);
+        assert_eq!(skipped_wakes(threads[1..2].iter()), [11]);
+    }
     use crate::trace::TaskRef;
 
     #[test]

@@ -393,8 +393,8 @@ pub(crate) struct SpikeWatch {
     follower: Follower,
     threshold: Nanos,
     system: crate::detect::SystemReport,
-    /// The trace instance's directory, removed on a crash.
-    traced: Option<String>,
+    /// The trace instances' directories, removed on a crash.
+    traced: Vec<String>,
 }
 
 impl SpikeWatch {
@@ -412,10 +412,14 @@ impl SpikeWatch {
             Ok(s) => (Some(s), None),
             Err(why) => (None, Some(why)),
         };
-        let traced = session
-            .as_ref()
-            .map(|s| s.dir().to_string_lossy().into_owned());
-        if let Some(dir) = &traced {
+        // Both of the session's instances (the wake path's is the second).
+        let traced: Vec<String> = session.as_ref().map_or(Vec::new(), |s| {
+            std::iter::once(s.dir())
+                .chain(s.wake().map(|w| w.dir()))
+                .map(|d| d.to_string_lossy().into_owned())
+                .collect()
+        });
+        for dir in &traced {
             crate::runtime::crash::remove_on_crash(dir);
         }
         let counters = session.is_none();
@@ -439,7 +443,7 @@ impl SpikeWatch {
     /// the causes text, one section per thread that had spikes.
     pub(crate) fn finish(self, summary: &Summary) -> String {
         let followed = self.follower.finish();
-        if let Some(dir) = &self.traced {
+        for dir in &self.traced {
             crate::runtime::crash::forget_path(dir);
         }
         let cfg = TestConfig {
