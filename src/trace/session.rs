@@ -251,14 +251,22 @@ impl TraceSession {
     ///
     /// The [`WAKE_EVENTS`] go to a second instance, `<instance_name>-wake` ([`wake`](Self::wake)),
     /// when the kernel has `set_event_notrace_pid` (5.8+); on an older one they stay in the first.
+    ///
+    /// `RTAPI_TRACE_RING_KB`, when set, is the ring size per CPU of both instances instead (for
+    /// tests that need the kernel's ring to overwrite what was not read).
     pub fn start(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
-        Self::start_rt_in(&tracefs_root()?, cpus, instance_name)
+        let ring_kb = std::env::var("RTAPI_TRACE_RING_KB")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&kb| kb > 0);
+        Self::start_rt_in(&tracefs_root()?, cpus, instance_name, ring_kb)
     }
 
     fn start_rt_in(
         root: &Path,
         cpus: &[usize],
         instance_name: &str,
+        ring_kb: Option<u64>,
     ) -> Result<TraceSession, TraceError> {
         let wake_events: Vec<(&str, Option<&str>)> =
             WAKE_EVENTS.iter().map(|e| (*e, None)).collect();
@@ -268,7 +276,7 @@ impl TraceSession {
             cpus,
             &format!("{instance_name}{WAKE_SUFFIX}"),
             &wake_events,
-            WAKE_BUFFER_KB_PER_CPU,
+            ring_kb.unwrap_or(WAKE_BUFFER_KB_PER_CPU),
         )?;
         let split = wake.dir.join("set_event_notrace_pid").exists();
         let wake = if split {
@@ -286,7 +294,13 @@ impl TraceSession {
             .filter(|e| wake.is_none() || !WAKE_EVENTS.contains(e))
             .map(|e| (*e, None))
             .collect();
-        let mut s = Self::start_in(root, cpus, instance_name, &events, BUFFER_KB_PER_CPU)?;
+        let mut s = Self::start_in(
+            root,
+            cpus,
+            instance_name,
+            &events,
+            ring_kb.unwrap_or(BUFFER_KB_PER_CPU),
+        )?;
         if let Some(w) = &wake {
             s.missing.extend(w.missing.iter().copied());
         }
