@@ -18,6 +18,10 @@
 //! multiplied by the queue (the bench says so). `RTAPI_BENCH_BASE` sets the base period (default
 //! `25us`, latency-test's) to measure where the CPU is not saturated.
 //!
+//! `RTAPI_BENCH_AGAINST=/path/to/rtapi` adds a fourth run to each round: that build's traced run,
+//! its ratio to this build's untraced run printed beside this build's (two trace designs compared
+//! in the same rounds).
+//!
 //! `cargo bench --bench trace_cost` (root, tracefs). `RTAPI_BENCH_ROUNDS` (default 4) and
 //! `RTAPI_BENCH_SECS` (default 5) set the size. Each run's JSON is checked for what it claims to
 //! have measured (a real-time flavor, SCHED_FIFO priorities, the pinned CPU; for the traced runs, a
@@ -62,8 +66,15 @@ fn quantile(counts: &[u64], overflow: u64, q: f64) -> f64 {
 
 /// Runs one latency test; `None` (with why on stderr) if it failed or did not measure what it
 /// claims.
-fn run(cpu: usize, secs: u64, base: &str, traced: bool, file: &str) -> Option<[Figures; 2]> {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtapi"));
+fn run(
+    exe: &str,
+    cpu: usize,
+    secs: u64,
+    base: &str,
+    traced: bool,
+    file: &str,
+) -> Option<[Figures; 2]> {
+    let mut c = Command::new(exe);
     c.args([
         "latency-test",
         "--cpu",
@@ -170,25 +181,37 @@ fn main() {
     let cpu = std::thread::available_parallelism().map_or(0, |n| n.get() - 1);
     let file = std::env::temp_dir().join(format!("rtapi-bench-trace-{}.json", std::process::id()));
     let file = file.to_str().unwrap();
+    // The runs of a round: untraced, traced, the control, and with RTAPI_BENCH_AGAINST another
+    // build's traced run (its trace against this build's, in the same rounds).
+    let this = env!("CARGO_BIN_EXE_rtapi").to_string();
+    let mut runs: Vec<(String, String, bool)> = vec![
+        ("untraced".into(), this.clone(), false),
+        ("traced".into(), this.clone(), true),
+        ("control".into(), this, false),
+    ];
+    if let Ok(other) = std::env::var("RTAPI_BENCH_AGAINST") {
+        runs.push(("against".into(), other, true));
+    }
+    let k_runs = runs.len();
     println!(
-        "base {base} + servo 1 ms on CPU {cpu}, {rounds} rounds × {secs} s; each round an untraced, a traced and a second untraced run (the control), the order rotated\n"
+        "base {base} + servo 1 ms on CPU {cpu}, {rounds} rounds × {secs} s; each round an untraced, a traced and a second untraced run (the control){}, the order rotated\n",
+        if k_runs > 3 { " and the traced run of RTAPI_BENCH_AGAINST" } else { "" }
     );
     println!(
         "{:<6}{:<10}{:>9}{:>9}{:>9}{:>8}{:>10}{:>10}{:>10}",
         "round", "run", "base p50", "p90", "mean", "missed", "servo p50", "p90", "mean"
     );
-    // Per figure (base p50, p90, mean, servo p50, p90, mean): traced ÷ untraced, control ÷ untraced.
-    let mut ratios: [Vec<f64>; 6] = Default::default();
-    let mut control: [Vec<f64>; 6] = Default::default();
+    // Per run after the first, per figure (base p50, p90, mean, servo p50, p90, mean): its ratio
+    // to the untraced run of the same round.
+    let mut per: Vec<[Vec<f64>; 6]> = (1..k_runs).map(|_| Default::default()).collect();
     let mut missed = Vec::new();
-    const RUNS: [(&str, bool); 3] = [("untraced", false), ("traced", true), ("control", false)];
     for round in 1..=rounds {
         // Rotate which goes first, so a drift of the machine's load favours none.
-        let mut got = [None, None, None];
-        for k in 0..3 {
-            let which = (k + round as usize - 1) % 3;
-            let (label, traced) = RUNS[which];
-            let f = run(cpu, secs, &base, traced, file);
+        let mut got: Vec<Option<[Figures; 2]>> = vec![None; k_runs];
+        for k in 0..k_runs {
+            let which = (k + round as usize - 1) % k_runs;
+            let (label, exe, traced) = &runs[which];
+            let f = run(exe, cpu, secs, &base, *traced, file);
             match f {
                 Some([b, s]) => println!(
                     "{round:<6}{label:<10}{:>9.2}{:>9.2}{:>9.2}{:>7.1}%{:>10.2}{:>10.2}{:>10.2}",
@@ -204,19 +227,23 @@ fn main() {
             }
             got[which] = f;
         }
-        if let [Some(u), Some(t), Some(c)] = got {
-            missed.push(u[0].missed.max(c[0].missed));
+        if got.iter().all(Option::is_some) {
+            let got: Vec<[Figures; 2]> = got.into_iter().flatten().collect();
+            missed.push(got[0][0].missed.max(got[2][0].missed));
             let fig =
                 |f: &[Figures; 2]| [f[0].p50, f[0].p90, f[0].mean, f[1].p50, f[1].p90, f[1].mean];
-            for (i, ((u, t), c)) in fig(&u).iter().zip(fig(&t)).zip(fig(&c)).enumerate() {
-                ratios[i].push(t / u);
-                control[i].push(c / u);
+            let u = fig(&got[0]);
+            for (r, g) in per.iter_mut().zip(&got[1..]) {
+                for (i, x) in fig(g).iter().enumerate() {
+                    r[i].push(x / u[i]);
+                }
             }
         }
     }
+    let (ratios, control) = (&per[0], &per[1]);
     let _ = std::fs::remove_file(file);
     if ratios[0].is_empty() {
-        println!("\nno round gave all three runs: no ratio");
+        println!("\nno round gave all its runs: no ratio");
         return;
     }
     let n = ratios[0].len();
@@ -251,6 +278,18 @@ fn main() {
             spread(&ratios[i]),
             median(control[i].clone()),
         );
+    }
+    if let Some(against) = per.get(2) {
+        println!("\nRTAPI_BENCH_AGAINST's traced run ÷ this build's untraced (median, range):");
+        for i in 0..6 {
+            println!(
+                "  {:<11}{:>6.2} ({})   this build traced {:.2}",
+                names[i],
+                median(against[i].clone()),
+                spread(&against[i]),
+                median(ratios[i].clone())
+            );
+        }
     }
     let worst = range(&missed).1;
     if worst > 0.01 {
