@@ -447,10 +447,9 @@ fn run_with(
     let status = child.wait().unwrap();
     own.stop().unwrap();
     assert!(status.success(), "latency-test failed: {stderr}");
-    for dir in [
-        instance.clone(),
-        instance.with_file_name(format!("rtapi-{}-wake", child.id())),
-    ] {
+    for dir in ["", "-wake", "-switch"]
+        .map(|suffix| instance.with_file_name(format!("rtapi-{}{suffix}", child.id())))
+    {
         assert!(
             !dir.exists(),
             "latency-test removed its trace instance {}",
@@ -463,8 +462,9 @@ fn run_with(
         .unwrap_or_else(|e| panic!("JSON report: {e}\n{}", String::from_utf8_lossy(&stdout)));
     // Both of the session's instances (the wake path's events are in the second), in time order.
     let mut lines: Vec<(u64, String)> = Vec::new();
-    for dir in std::iter::once(own.dir()).chain(own.wake().map(|w| w.dir())) {
-        let text = fs::read_to_string(dir.join(format!("per_cpu/cpu{}/trace", cpus.rt))).unwrap();
+    for part in own.parts() {
+        let text =
+            fs::read_to_string(part.dir().join(format!("per_cpu/cpu{}/trace", cpus.rt))).unwrap();
         lines.extend(
             text.lines()
                 .filter_map(|l| match rtapi::trace::parse::parse_line(l) {

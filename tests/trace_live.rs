@@ -156,7 +156,7 @@ fn an_rt_threads_own_wakes_are_not_recorded_but_what_delays_it_is() {
         })
         .unwrap();
     let rt = tid_rx.recv().unwrap();
-    session.skip_own_wakes(&[rt]).unwrap();
+    session.skip_own_wakes(&[rt], &[]).unwrap();
     assert_eq!(session.own_threads(), [rt]);
     go.store(true, Ordering::Release);
 

@@ -256,14 +256,14 @@ struct Sample {
     counts: BTreeMap<(String, Option<u32>, usize), u64>,
 }
 
-/// The followed threads whose own wakes the trace may drop ([`TraceSession::skip_own_wakes`]): each
-/// one no other followed thread with a higher priority shares a CPU with.
-fn skipped_wakes<'a>(threads: impl Iterator<Item = &'a Followed> + Clone) -> Vec<u32> {
+/// The followed threads whose switches the trace keeps ([`TraceSession::skip_own_wakes`]): each
+/// one another followed thread with a higher priority shares a CPU with.
+fn under_a_faster_thread<'a>(threads: impl Iterator<Item = &'a Followed> + Clone) -> Vec<u32> {
     threads
         .clone()
         .filter(|t| {
             t.tid != 0
-                && !threads.clone().any(|o| {
+                && threads.clone().any(|o| {
                     o.tid != 0 && o.tid != t.tid && o.cpu == t.cpu && o.priority > t.priority
                 })
         })
@@ -312,12 +312,13 @@ impl State {
                 None => PipeReader::open(s, cpu).map(|r| Box::new(r) as Box<dyn CpuReader>),
             };
             for &cpu in s.cpus() {
-                // The CPU's wake-path events are in the session's second instance.
-                let r = open(s, cpu).and_then(|first| match s.wake() {
-                    Some(w) => Ok(Box::new(MergedReader::new(vec![first, open(w, cpu)?]))
-                        as Box<dyn CpuReader>),
-                    None => Ok(first),
-                });
+                // The CPU's events are in the session's instances together.
+                let r = s
+                    .parts()
+                    .into_iter()
+                    .map(|p| open(p, cpu))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|parts| Box::new(MergedReader::new(parts)) as Box<dyn CpuReader>);
                 match r {
                     Ok(p) => pipes.push(p),
                     Err(e) => log::warn!("--trace: {e}"),
@@ -362,11 +363,12 @@ impl State {
             });
         }
         // The RT threads' own wakes are not recorded (the cost of `--trace` on the latency it
-        // measures), except those of a thread that a faster one of this test shares its CPU with:
-        // the switches from that one to it name the delay ("rtapi's own base thread").
+        // measures); the switches of a thread that a faster one of this test shares its CPU with
+        // are: the switch from that one to it names the delay ("rtapi's own base thread").
         if let Some(s) = &mut self.session {
-            let tids = skipped_wakes(self.threads.iter().map(|t| &t.spec));
-            if let Err(e) = s.skip_own_wakes(&tids) {
+            let tids: Vec<u32> = self.fix.own_threads.keys().copied().collect();
+            let watched = under_a_faster_thread(self.threads.iter().map(|t| &t.spec));
+            if let Err(e) = s.skip_own_wakes(&tids, &watched) {
                 log::warn!("--trace: the RT threads' own wakes stay recorded: {e}");
             }
         }
@@ -834,7 +836,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_thread_a_faster_one_shares_its_cpu_with_keeps_its_wakes_recorded() {
+    fn a_thread_a_faster_one_shares_its_cpu_with_keeps_its_switches_recorded() {
         let f = |name: &str, cpu, tid, priority| Followed {
             name: name.into(),
             cpu,
@@ -847,8 +849,8 @@ mod tests {
             f("alone", 0, 12, 50),
             f("not started", 0, 0, 90),
         ];
-        assert_eq!(skipped_wakes(threads.iter()), [10, 12]);
-        assert_eq!(skipped_wakes(threads[1..2].iter()), [11]);
+        assert_eq!(under_a_faster_thread(threads.iter()), [11]);
+        assert_eq!(under_a_faster_thread(threads[1..2].iter()), [] as [u32; 0]);
     }
     use crate::trace::TaskRef;
 

@@ -412,11 +412,11 @@ impl SpikeWatch {
             Ok(s) => (Some(s), None),
             Err(why) => (None, Some(why)),
         };
-        // Both of the session's instances (the wake path's is the second).
+        // All of the session's instances.
         let traced: Vec<String> = session.as_ref().map_or(Vec::new(), |s| {
-            std::iter::once(s.dir())
-                .chain(s.wake().map(|w| w.dir()))
-                .map(|d| d.to_string_lossy().into_owned())
+            s.parts()
+                .iter()
+                .map(|p| p.dir().to_string_lossy().into_owned())
                 .collect()
         });
         for dir in &traced {

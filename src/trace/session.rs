@@ -63,8 +63,25 @@ pub const WAKE_EVENTS: [&str; 5] = [
 /// What [`TraceSession::skip_own_wakes`] writes to the wake instance's `set_event_notrace_pid`:
 /// the idle task and `tids`, one line.
 pub fn notrace_pids(tids: &[u32]) -> String {
-    std::iter::once(0u32)
-        .chain(tids.iter().copied())
+    let mut all = vec![0u32];
+    all.extend_from_slice(tids);
+    pid_list(&all)
+}
+
+/// The events of a session's instances as one stream: in time order (stable: one instance's events
+/// with the same time keep theirs), each once — a switch between another task and a watched thread
+/// is in both the wake instance and the switches' (the current task's name may differ between
+/// readers, the rest does not).
+fn in_order(events: &mut Vec<Event>) {
+    events.sort_by_key(|e| e.ts_ns);
+    events.dedup_by(|a, b| {
+        a.ts_ns == b.ts_ns && a.cpu == b.cpu && a.pid == b.pid && a.kind == b.kind
+    });
+}
+
+/// A pid list as tracefs reads one: the pids, space-separated.
+fn pid_list(pids: &[u32]) -> String {
+    pids.iter()
         .map(|p| p.to_string())
         .collect::<Vec<_>>()
         .join(" ")
@@ -91,9 +108,17 @@ pub const NETWORK_BUFFER_KB_PER_CPU: u64 = 32 * 1024;
 /// The name of a session's second instance is its first's with this appended ([`WAKE_EVENTS`]).
 pub const WAKE_SUFFIX: &str = "-wake";
 
+/// The name of a session's third instance: only `sched_switch`, for the threads whose switches must
+/// stay visible ([`TraceSession::skip_own_wakes`]).
+pub const SWITCH_SUFFIX: &str = "-switch";
+
 /// Ring buffer per traced CPU of the wake instance, KiB: with the RT threads' own wakes dropped it
 /// records only what happens under other tasks, and the follower drains it as it goes.
 pub const WAKE_BUFFER_KB_PER_CPU: u64 = 8 * 1024;
+
+/// Ring buffer per traced CPU of the switches' instance, KiB: a few switches a period of the
+/// threads watched.
+pub const SWITCH_BUFFER_KB_PER_CPU: u64 = 4 * 1024;
 
 /// Ring buffer per traced CPU, KiB. An RT CPU at a 1 kHz period writes ~8 events a period
 /// (switch in/out, wakeup, local timer, hrtimer) of ~40–60 bytes: ~0.5 MB/s, so 32 MiB keeps a
@@ -169,7 +194,10 @@ fn own_pid_namespace() -> Option<u64> {
 /// initial one), if `name` is one.
 fn pid_of_instance(name: &str, namespace: Option<u64>) -> Option<i32> {
     let rest = name.strip_prefix("rtapi-")?;
-    let rest = rest.strip_suffix(WAKE_SUFFIX).unwrap_or(rest);
+    let rest = rest
+        .strip_suffix(WAKE_SUFFIX)
+        .or_else(|| rest.strip_suffix(SWITCH_SUFFIX))
+        .unwrap_or(rest);
     let pid = match namespace {
         None => rest,
         Some(ns) => rest.strip_suffix(&format!("-pidns{ns}"))?,
@@ -221,6 +249,10 @@ pub struct TraceSession {
     own: Vec<u32>,
     /// The instance of the [`WAKE_EVENTS`], when this kernel has per-instance pid lists.
     wake: Option<Box<TraceSession>>,
+    /// The instance of the switches of the threads given as watched, with the wake instance.
+    switches: Option<Box<TraceSession>>,
+    /// Those threads ([`TraceSession::skip_own_wakes`]).
+    watched: Vec<u32>,
 }
 
 impl TraceSession {
@@ -279,15 +311,23 @@ impl TraceSession {
             ring_kb.unwrap_or(WAKE_BUFFER_KB_PER_CPU),
         )?;
         let split = wake.dir.join("set_event_notrace_pid").exists();
-        let wake = if split {
-            Some(Box::new(wake))
+        let (wake, switches) = if split {
+            // No event yet: `sched_switch` is enabled once a thread is watched, after its pid list.
+            let switches = Self::start_in(
+                root,
+                cpus,
+                &format!("{instance_name}{SWITCH_SUFFIX}"),
+                &[],
+                ring_kb.unwrap_or(SWITCH_BUFFER_KB_PER_CPU),
+            )?;
+            (Some(Box::new(wake)), Some(Box::new(switches)))
         } else {
             log::info!(
                 "--trace: this kernel has no per-instance notrace pid list: the RT threads' timer \
                  interrupts and wakeups stay recorded"
             );
             drop(wake);
-            None
+            (None, None)
         };
         let events: Vec<(&str, Option<&str>)> = EVENTS
             .iter()
@@ -305,7 +345,17 @@ impl TraceSession {
             s.missing.extend(w.missing.iter().copied());
         }
         s.wake = wake;
+        s.switches = switches;
         Ok(s)
+    }
+
+    /// This instance and the session's others ([`wake`](Self::wake), then the switches' one): read
+    /// them all for a CPU's whole trace.
+    pub fn parts(&self) -> Vec<&TraceSession> {
+        std::iter::once(self)
+            .chain(self.wake.as_deref())
+            .chain(self.switches.as_deref())
+            .collect()
     }
 
     /// The second instance, holding the [`WAKE_EVENTS`] (none on a kernel without per-instance pid
@@ -379,6 +429,8 @@ impl TraceSession {
             started_ns: 0,
             own: Vec::new(),
             wake: None,
+            switches: None,
+            watched: Vec::new(),
         };
         s.write("tracing_on", "0")?;
         s.write("trace_clock", "mono")?;
@@ -412,24 +464,51 @@ impl TraceSession {
     /// Drops the RT threads `tids`' own periodic wakes in the kernel: the wake instance's
     /// `set_event_notrace_pid` becomes the idle task and `tids` ([`WAKE_EVENTS`]). With a short
     /// period these are most of what the RT CPU records, and each event on the path from the timer
-    /// interrupt to the thread running adds to the latency measured. A switch is dropped when both
-    /// sides are listed, so a thread whose delays by another RT thread must stay visible (one
-    /// sharing its CPU with a faster, higher-priority thread of the same test) is left out of
-    /// `tids`: its own wakes stay recorded, and with them the other thread's switches to it. Call
-    /// again with the whole set when it changes (the list is replaced). Not for a network session;
-    /// on a kernel without per-instance pid lists nothing is dropped.
-    pub fn skip_own_wakes(&mut self, tids: &[u32]) -> Result<(), TraceError> {
-        let mut own: Vec<u32> = tids.iter().copied().filter(|&t| t != 0).collect();
-        own.sort_unstable();
-        own.dedup();
-        if own == self.own {
-            return Ok(());
+    /// interrupt to the thread running adds to the latency measured.
+    ///
+    /// A switch is dropped there when both sides are listed, so the switches of `watched` (those of
+    /// `tids` whose delays by another RT thread must stay visible: one sharing its CPU with a
+    /// faster, higher-priority thread of the same test) are recorded in the third instance, whose
+    /// `set_event_pid` lists them: every switch to or from them — two a period, and two each time
+    /// the faster thread preempts one — and nothing else. The switch from the faster thread to the
+    /// watched one names the delay ("rtapi's own base thread").
+    ///
+    /// Call again with the whole sets when they change (the lists are replaced). Not for a network
+    /// session; on a kernel without per-instance pid lists nothing is dropped.
+    pub fn skip_own_wakes(&mut self, tids: &[u32], watched: &[u32]) -> Result<(), TraceError> {
+        let sorted = |v: &[u32]| {
+            let mut v: Vec<u32> = v.iter().copied().filter(|&t| t != 0).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let (own, watched) = (sorted(tids), sorted(watched));
+        if own != self.own {
+            if let Some(w) = &self.wake {
+                w.write("set_event_notrace_pid", &notrace_pids(&own))?;
+            }
+            self.own = own;
         }
-        if let Some(w) = &self.wake {
-            w.write("set_event_notrace_pid", &notrace_pids(&own))?;
+        if watched != self.watched {
+            if let Some(sw) = &self.switches {
+                let enable = "events/sched/sched_switch/enable";
+                if watched.is_empty() {
+                    // An empty pid list traces every task: the event goes first.
+                    sw.write(enable, "0")?;
+                    sw.write("set_event_pid", "")?;
+                } else {
+                    sw.write("set_event_pid", &pid_list(&watched))?;
+                    sw.write(enable, "1")?;
+                }
+            }
+            self.watched = watched;
         }
-        self.own = own;
         Ok(())
+    }
+
+    /// The threads whose switches stay recorded ([`skip_own_wakes`](Self::skip_own_wakes)).
+    pub fn watched_threads(&self) -> &[u32] {
+        &self.watched
     }
 
     /// The RT threads whose own wakes are not recorded ([`skip_own_wakes`](Self::skip_own_wakes)).
@@ -465,8 +544,10 @@ impl TraceSession {
 
     /// Stops recording, in both instances (the buffers stay readable until drop).
     pub fn stop(&self) -> Result<(), TraceError> {
-        self.write("tracing_on", "0")?;
-        self.wake.as_ref().map_or(Ok(()), |w| w.stop())
+        for p in self.parts() {
+            p.write("tracing_on", "0")?;
+        }
+        Ok(())
     }
 
     /// Events the ring of `cpu` overwrote (`per_cpu/cpuN/stats`, `overrun:`): 0 means it still
@@ -477,10 +558,11 @@ impl TraceSession {
             .lines()
             .find_map(|l| l.strip_prefix("overrun:"))
             .and_then(|v| v.trim().parse().ok())?;
-        match &self.wake {
-            Some(w) => Some(own + w.overruns(cpu)?),
-            None => Some(own),
+        let mut all = own;
+        for p in self.parts().into_iter().skip(1) {
+            all += p.overruns(cpu)?;
         }
+        Some(all)
     }
 
     /// The events of `cpu` with `from_ns <= ts_ns <= to_ns` (CLOCK_MONOTONIC ns), read from
@@ -489,12 +571,12 @@ impl TraceSession {
     /// Both instances' events, merged in time order.
     pub fn read_window(&self, cpu: usize, from_ns: u64, to_ns: u64) -> Result<Window, TraceError> {
         let mut out = self.read_own_window(cpu, from_ns, to_ns)?;
-        if let Some(w) = &self.wake {
-            let more = w.read_own_window(cpu, from_ns, to_ns)?;
+        for p in self.parts().into_iter().skip(1) {
+            let more = p.read_own_window(cpu, from_ns, to_ns)?;
             out.events.extend(more.events);
             out.skipped += more.skipped;
-            out.events.sort_by_key(|e| e.ts_ns);
         }
+        in_order(&mut out.events);
         Ok(out)
     }
 
@@ -789,8 +871,7 @@ impl CpuReader for MergedReader {
             out.events.extend(w.events);
             out.skipped += w.skipped;
         }
-        // Stable: the events of one instance with the same time keep their order.
-        out.events.sort_by_key(|e| e.ts_ns);
+        in_order(&mut out.events);
         out
     }
 
