@@ -358,11 +358,16 @@ fn trace_names_what_made_linuxcncs_thread_late() {
         section.contains(&format!("task lcnc-spinner (pid {tid}, SCHED_FIFO/RR 99)")),
         "the worst spikes name the spinner's pid {tid}:\n{log}"
     );
-    // The trace instance went with the master.
+    // The trace instances (`-wake`, `-switch` beside the first) went with the master.
+    let name = rtapi::trace::TraceSession::name_for(m.id());
     let left: Vec<_> = std::fs::read_dir("/sys/kernel/tracing/instances")
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name() == rtapi::trace::TraceSession::name_for(m.id()).as_str())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n == name || n.starts_with(&format!("{name}-")))
+        })
         .collect();
     assert!(left.is_empty(), "trace instance left: {left:?}");
 }

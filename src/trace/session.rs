@@ -41,11 +41,12 @@ pub const EVENTS: [&str; 17] = [
 /// [`TraceSession::skip_own_wakes`] fills with the idle task (pid 0) and the RT threads. The kernel
 /// then drops such an event while the CPU is idle or running a listed thread (a switch or a wakeup:
 /// when both tasks are listed) at the tracepoint, before it builds the record: no ring write and no
-/// filter evaluation, which is what per-event `filter`s still cost (on the test VM, with a 100 µs
-/// base thread, traced ÷ untraced base p50 1.10 with filters on these events, 1.11 with a filter on
-/// the switches only, 0.96 with the pid list on all of them, the control 1.00). A pid list is per
-/// instance, hence the second one: in the first, device interrupts while the CPU is idle must stay
-/// recorded.
+/// filter evaluation, which is what per-event `filter`s still cost (the kernel's share on the test
+/// VM, 100 µs base thread, traced ÷ untraced base p50: 1.10 with filters on these events, 1.11 with
+/// a filter on the switches only, 0.96–1.06 with the pid list on all of them; docs/guide/
+/// benchmarks.md). A pid list is per instance, hence the second one: in the first, device
+/// interrupts while the CPU is idle must stay recorded; and the third ([`SWITCH_SUFFIX`]) for the
+/// switches a listed pair would lose.
 ///
 /// What the pid list keeps: all of these while another task is current — the RT thread's timer
 /// expiring under it and the wakeup and switch that follow (a late timer is still named there), and
