@@ -443,51 +443,58 @@ fn trace_names_a_packet_flood_on_the_cards_cpu_as_the_cause_of_late_replies() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let card = Card::start("lb-storm", Inject::None);
-    // 4 KiB datagrams to the host's discard port, from CPU 0 (the card's), for the whole run.
+    // 4 KiB datagrams to the host's discard port, from CPU 0 (the card's), until killed. A send
+    // the veth refuses (ENOBUFS under the flood) is skipped, not the end of the flood.
     let script = format!(
-        "import socket,time\n\
+        "import socket\n\
          s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
-         end=time.monotonic()+6\n\
-         while time.monotonic()<end:\n\
-         \x20   s.sendto(b'x'*4096,('{}',9))\n",
+         while True:\n\
+         \x20   try: s.sendto(b'x'*4096,('{}',9))\n\
+         \x20   except OSError: pass\n",
         card.link.host_ip
     );
-    let mut flood = card
-        .link
-        .board
-        .command("taskset")
-        .args(["-c", "0", "/usr/bin/python3", "-c", &script])
-        .spawn()
-        .expect("python3 in the card's namespace");
-    let (report, _) = card.measure(&["--budget", "100us", "--trace"]);
-    let _ = flood.kill();
-    let _ = flood.wait();
-    let (_sent, _on_time, late, lost) = accounting(&report);
-    let n = &report["board"]["network_causes"];
-    eprintln!("late {late}, lost {lost}; network causes: {n:#}");
-    let misses = u(n, "misses");
-    assert_eq!(
-        misses,
-        late + lost,
-        "every missed deadline is a window: {n:#}"
-    );
-    assert!(
-        misses >= 5,
-        "the flood made only {misses} replies miss their budget"
-    );
-    let traced = u(n, "traced");
-    assert_eq!(traced, misses, "every window traced (32 MiB rings): {n:#}");
-    // The flood's receive processing on the card's CPU is the network work named most often,
-    // for tens of µs at a time (the measuring thread's own NET_RX, its request's delivery, left
-    // out). On this VM most late replies have no network work in their window at all (the card's
-    // or the VM's scheduling): without the flood the same run names CPU 0's NET_RX in at most one
-    // window, for a few µs.
-    let top = &n["causes"][0];
-    assert_eq!(
-        (top["what"].as_str(), top["cpu"].as_u64()),
-        (Some("NET_RX softirq"), Some(0)),
-        "{n:#}"
-    );
-    assert!(u(top, "windows") >= 3, "{n:#}");
-    assert!(u(top, "longest_ns") >= 20_000, "{n:#}");
+    // The flood's signature needs the late replies to coincide with its receive processing; a
+    // minute in which the host stalls the VM for milliseconds can make nearly every miss a stall
+    // instead (seen once in CI: 54 misses, 52 with no network work). So up to three runs, each
+    // checked for its accounting, and the signature asked of one of them. Without the flood no
+    // run shows it (CPU 0's NET_RX in at most one window, for a few µs).
+    let mut seen = Vec::new();
+    for attempt in 1..=3 {
+        let mut flood = card
+            .link
+            .board
+            .command("taskset")
+            .args(["-c", "0", "/usr/bin/python3", "-c", &script])
+            .spawn()
+            .expect("python3 in the card's namespace");
+        let (report, _) = card.measure(&["--budget", "100us", "--trace"]);
+        let flooding = flood.try_wait().expect("the flood's status").is_none();
+        let _ = flood.kill();
+        let _ = flood.wait();
+        assert!(flooding, "the flood ended before the measurement did");
+        let (_sent, _on_time, late, lost) = accounting(&report);
+        let n = report["board"]["network_causes"].clone();
+        eprintln!("run {attempt}: late {late}, lost {lost}; network causes: {n:#}");
+        let misses = u(&n, "misses");
+        assert_eq!(
+            misses,
+            late + lost,
+            "every missed deadline is a window: {n:#}"
+        );
+        let traced = u(&n, "traced");
+        assert_eq!(traced, misses, "every window traced (32 MiB rings): {n:#}");
+        // The flood's receive processing on the card's CPU is the network work named most often,
+        // for tens of µs at a time (the measuring thread's own NET_RX, its request's delivery,
+        // left out).
+        let top = &n["causes"][0];
+        if misses >= 5
+            && (top["what"].as_str(), top["cpu"].as_u64()) == (Some("NET_RX softirq"), Some(0))
+            && top["windows"].as_u64() >= Some(3)
+            && top["longest_ns"].as_u64() >= Some(20_000)
+        {
+            return;
+        }
+        seen.push(n);
+    }
+    panic!("no run named CPU 0's NET_RX as the flood: {seen:#?}");
 }
