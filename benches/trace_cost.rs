@@ -2,12 +2,13 @@
 //! servo 1 ms on one CPU), runs with and without `--trace` alternating on the same CPU, and the
 //! ratio traced / untraced of each thread's p50 and p90 (and exact mean). The tracing happens in the
 //! kernel on the RT CPU (a few hundred ns per event); reading and decoding happen on the other CPUs.
-//! The RT threads' own wakes are filtered out in the kernel once the follower knows their tids
-//! (`TraceSession::skip_own_wakes`); the local timer interrupt's entry and exit stay on each wake
-//! path (the same vector is the tick). A task of another process on the RT CPU is recorded whole,
-//! RT wakes under it included: run on a quiet RT CPU to see what the trace itself costs. Each
-//! latency is counted in a 1 µs histogram bin, so at a 20 µs p50 one bin is a ratio of 1.05: the
-//! percentiles are interpolated inside their bin (the bin's count taken as spread evenly over it).
+//! The RT threads' own wakes are dropped at the tracepoint once the follower knows their tids
+//! (`TraceSession::skip_own_wakes`: a pid list), but each live tracepoint still runs its probes on
+//! the wake path (ARCHITECTURE, "What the RT CPU records"). A task of another process on the RT CPU
+//! is recorded whole, RT wakes under it included: run on a quiet RT CPU to see what the trace itself
+//! costs. Each latency is counted in a 1 µs histogram bin, so at a 20 µs p50 one bin is a ratio of
+//! 1.05: the percentiles are interpolated inside their bin (the bin's count taken as spread evenly
+//! over it).
 //! Aim: p50/p90 ratio ≤ 1.05 (median of the rounds, each round's ratio printed with the spread),
 //! beside a control: a second untraced run in each round, untraced ÷ untraced, the spread the
 //! machine gives with no trace at all.

@@ -459,8 +459,9 @@ impl State {
         if let Some(p) = self.pipes.iter().find(|p| p.cpu() == cpu) {
             // An event after the window, or a read that emptied the ring after it (a CPU whose RT
             // threads' own wakes are not recorded may have no newer event to show).
-            return p.latest_ns().is_some_and(|l| l >= end)
-                || p.drained_at_ns().is_some_and(|d| d >= end);
+            let c = p.coverage();
+            return c.latest_ns.is_some_and(|l| l >= end)
+                || c.drained_at_ns.is_some_and(|d| d >= end);
         }
         if self.counters {
             return self.samples.back().is_some_and(|s| s.ts_ns >= end);
@@ -476,7 +477,7 @@ impl State {
         let mut causes = None;
         if let (Some(p), Some(events)) = (self.pipes.iter().find(|p| p.cpu() == spec.cpu), events) {
             let (from, _) = window_of(&sp);
-            if p.covered_from_ns() <= from {
+            if p.coverage().covered_from_ns <= from {
                 causes = Some(attribute(events, deadline, sp.time_ns, spec.tid));
             }
         }

@@ -31,5 +31,6 @@ pub use attribute::{attribute, Cause, CauseKind};
 pub use parse::{parse_text, Event, EventKind, TaskRef};
 pub use raw::{Formats, RawReader};
 pub use session::{
-    tracefs_root, CpuReader, MergedReader, PipeReader, Stretches, TraceError, TraceSession, Window,
+    tracefs_root, Coverage, CpuReader, MergedReader, PipeReader, Stretches, TraceError,
+    TraceSession, Window,
 };

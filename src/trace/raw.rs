@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::parse::{Event, EventKind, TaskRef};
-use super::session::{CpuReader, Stretches, TraceError, TraceSession, Window};
+use super::session::{Coverage, CpuReader, Stretches, TraceError, TraceSession, Window};
 
 const PAGE_DATA: usize = 16;
 const MISSED_EVENTS: u64 = 1 << 31;
@@ -536,8 +536,8 @@ impl CpuReader for RawReader {
         out
     }
 
-    fn kept(&self) -> &Stretches {
-        &self.pages
+    fn coverage(&self) -> Coverage {
+        self.pages.coverage()
     }
 }
 

@@ -288,10 +288,16 @@ impl TraceSession {
     /// `RTAPI_TRACE_RING_KB`, when set, is the ring size per CPU of both instances instead (for
     /// tests that need the kernel's ring to overwrite what was not read).
     pub fn start(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
-        let ring_kb = std::env::var("RTAPI_TRACE_RING_KB")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|&kb| kb > 0);
+        let ring_kb = std::env::var("RTAPI_TRACE_RING_KB").ok().and_then(|v| {
+            let kb = v.trim().parse::<u64>().ok().filter(|&kb| kb > 0);
+            if kb.is_none() {
+                log::warn!(
+                    "RTAPI_TRACE_RING_KB={v:?} is not a size in KiB (a whole number > 0): \
+                     the default rings are used; unset it or give e.g. 256"
+                );
+            }
+            kb
+        });
         Self::start_rt_in(&tracefs_root()?, cpus, instance_name, ring_kb)
     }
 
@@ -612,29 +618,24 @@ pub trait CpuReader: Send {
     fn lost_events(&self) -> u64;
     /// Bytes read so far.
     fn bytes_read(&self) -> u64;
-    /// What is kept.
-    fn kept(&self) -> &Stretches;
     /// Drops what only holds events older than `ts_ns`.
     fn forget_before(&mut self, ts_ns: u64);
-    /// The newest event's time read so far (CLOCK_MONOTONIC ns).
-    fn latest_ns(&self) -> Option<u64> {
-        self.kept().latest_ns()
-    }
-    /// The oldest event's time still kept.
-    fn oldest_ns(&self) -> Option<u64> {
-        self.kept().oldest_ns()
-    }
-    /// Since when every event the kernel recorded is kept (CLOCK_MONOTONIC ns): the session's start,
-    /// or the last [`forget_before`](Self::forget_before). With the RT threads' own wakes filtered
-    /// out a quiet CPU records little, so the oldest event kept says nothing of this.
-    fn covered_from_ns(&self) -> u64 {
-        self.kept().covered_from_ns()
-    }
-    /// When the last [`pump`](Self::pump) that emptied the kernel's ring began: every event
+    /// What the kept events cover.
+    fn coverage(&self) -> Coverage;
+}
+
+/// What a [`CpuReader`] has kept and read (CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coverage {
+    /// The newest event's time read so far.
+    pub latest_ns: Option<u64>,
+    /// Since when every event the kernel recorded is kept: the session's start, or the last
+    /// [`forget_before`](CpuReader::forget_before). With the RT threads' own wakes dropped a quiet
+    /// CPU records little, so the oldest event kept says nothing of this.
+    pub covered_from_ns: u64,
+    /// When the last [`pump`](CpuReader::pump) that emptied the kernel's ring began: every event
     /// recorded before then has been read (a quiet CPU may have nothing newer to show it).
-    fn drained_at_ns(&self) -> Option<u64> {
-        self.kept().drained_at_ns()
-    }
+    pub drained_at_ns: Option<u64>,
 }
 
 /// Time-ordered stretches of raw trace data (text chunks, binary pages), each with the time of its
@@ -655,11 +656,19 @@ impl Stretches {
             ..Stretches::default()
         }
     }
-    /// Since when every event is kept (see [`CpuReader::covered_from_ns`]).
+    /// What it covers ([`Coverage`]).
+    pub fn coverage(&self) -> Coverage {
+        Coverage {
+            latest_ns: self.latest_ns(),
+            covered_from_ns: self.covered_from_ns,
+            drained_at_ns: self.drained_at_ns,
+        }
+    }
+    /// Since when every event is kept (see [`Coverage::covered_from_ns`]).
     pub fn covered_from_ns(&self) -> u64 {
         self.covered_from_ns
     }
-    /// When the last read that emptied the kernel's ring began (see [`CpuReader::drained_at_ns`]).
+    /// When the last read that emptied the kernel's ring began (see [`Coverage::drained_at_ns`]).
     pub fn drained_at_ns(&self) -> Option<u64> {
         self.drained_at_ns
     }
@@ -833,8 +842,8 @@ impl CpuReader for PipeReader {
         out
     }
 
-    fn kept(&self) -> &Stretches {
-        &self.chunks
+    fn coverage(&self) -> Coverage {
+        self.chunks.coverage()
     }
 }
 
@@ -884,41 +893,21 @@ impl CpuReader for MergedReader {
         self.parts.iter().map(|p| p.bytes_read()).sum()
     }
 
-    fn kept(&self) -> &Stretches {
-        self.parts[0].kept()
-    }
-
     fn forget_before(&mut self, ts_ns: u64) {
         for p in &mut self.parts {
             p.forget_before(ts_ns);
         }
     }
 
-    fn latest_ns(&self) -> Option<u64> {
-        self.parts.iter().filter_map(|p| p.latest_ns()).max()
-    }
-
-    fn oldest_ns(&self) -> Option<u64> {
-        self.parts.iter().filter_map(|p| p.oldest_ns()).min()
-    }
-
-    /// Both kept everything since then.
-    fn covered_from_ns(&self) -> u64 {
-        self.parts
-            .iter()
-            .map(|p| p.covered_from_ns())
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Both had emptied their rings by then.
-    fn drained_at_ns(&self) -> Option<u64> {
-        let mut at = None;
-        for p in &self.parts {
-            let d = p.drained_at_ns()?;
-            at = Some(at.map_or(d, |a: u64| a.min(d)));
+    /// The newest event of any part; everything since the latest part's coverage start; every
+    /// part's ring emptied by the earliest of their last drains.
+    fn coverage(&self) -> Coverage {
+        let parts: Vec<Coverage> = self.parts.iter().map(|p| p.coverage()).collect();
+        Coverage {
+            latest_ns: parts.iter().filter_map(|c| c.latest_ns).max(),
+            covered_from_ns: parts.iter().map(|c| c.covered_from_ns).max().unwrap_or(0),
+            drained_at_ns: parts.iter().map(|c| c.drained_at_ns).min().flatten(),
         }
-        at
     }
 }
 
