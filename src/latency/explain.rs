@@ -124,6 +124,9 @@ pub(crate) struct Explained {
     pub(crate) causes: Option<Vec<Cause>>,
     /// Without a trace: the counters that moved around it, most unusual first.
     pub(crate) suspects: Vec<Suspect>,
+    /// Traced with the scheduler's events off (`--trace-light` before they came on): no switches,
+    /// wakeups or priorities in its causes.
+    pub(crate) without_switches: bool,
 }
 
 /// One row of the causes table: a cause over the whole run.
@@ -157,6 +160,8 @@ pub(crate) struct ThreadExplained {
     pub(crate) lost: u64,
     /// Spikes read but not covered by the trace (before it started, or its text was gone).
     pub(crate) untraced: u64,
+    /// Spikes explained from a trace with the scheduler's events off (`--trace-light`).
+    pub(crate) without_switches: u64,
     /// The worst [`KEEP_WORST`], worst first.
     pub(crate) worst: Vec<Explained>,
     /// By cause, most total time first.
@@ -179,7 +184,28 @@ pub(crate) struct FollowSummary {
     pub(crate) missing_events: Vec<&'static str>,
     /// [`FixContext::isolation_boot_line`].
     pub(crate) isolation_boot_line: String,
+    /// With `--trace-light`: how the scheduler's events were switched.
+    pub(crate) light: Option<LightSummary>,
 }
+
+/// What `--trace-light` did: the scheduler's events on from each spike read until
+/// [`LIGHT_HOLD`] passed without one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct LightSummary {
+    /// How long they stayed on after the last spike, ns.
+    pub(crate) hold_ns: u64,
+    /// Times they were turned on.
+    pub(crate) turned_on: u64,
+    /// Time they were on in all, ns.
+    pub(crate) on_ns: u64,
+    /// Time traced in all, ns.
+    pub(crate) traced_ns: u64,
+}
+
+/// `--trace-light`: how long the scheduler's events stay on after the last spike read. Spikes
+/// come in bursts (a device's interrupt storm, a task that runs now and then); the burst's later
+/// spikes are then explained whole.
+pub(crate) const LIGHT_HOLD: Duration = Duration::from_secs(10);
 
 /// The follower thread; [`finish`](Self::finish) stops it and returns what it found.
 pub(crate) struct Follower {
@@ -284,6 +310,8 @@ struct State {
     pending: Vec<(usize, Spike)>,
     fix: FixContext,
     no_trace_reason: Option<String>,
+    /// With a light session: when the last spike was read.
+    last_spike_ns: u64,
 }
 
 fn now_ns() -> u64 {
@@ -337,6 +365,7 @@ impl State {
             pending: Vec::new(),
             fix,
             no_trace_reason: None,
+            last_spike_ns: 0,
         };
         st.learn_threads();
         st
@@ -398,6 +427,9 @@ impl State {
         for (i, t) in self.threads.iter_mut().enumerate() {
             match self.reader.spikes_since(&t.spec.name, t.since) {
                 Ok(r) => {
+                    if !r.spikes.is_empty() {
+                        self.last_spike_ns = now_ns();
+                    }
                     t.since = r.total;
                     t.out.lost += r.lost;
                     t.out.seen += r.spikes.len() as u64;
@@ -407,6 +439,7 @@ impl State {
             }
         }
         let now = now_ns();
+        self.switch_sched(now);
         let pending = std::mem::take(&mut self.pending);
         let mut ready = Vec::new();
         for (i, sp) in pending {
@@ -449,6 +482,17 @@ impl State {
         }
     }
 
+    /// A light session: the scheduler's events on while spikes come, off once [`LIGHT_HOLD`] has
+    /// passed without one (a full session's stay on).
+    fn switch_sched(&mut self, now: u64) {
+        let Some(s) = &mut self.session else { return };
+        let wanted = self.last_spike_ns != 0
+            && now.saturating_sub(self.last_spike_ns) < LIGHT_HOLD.as_nanos() as u64;
+        if let Err(e) = s.set_sched_events(wanted) {
+            log::warn!("--trace-light: the scheduler's events could not be switched: {e}");
+        }
+    }
+
     /// Whether a spike's window is whole: the trace (or the counters) reach past it.
     fn ready(&self, i: usize, sp: &Spike, now: u64) -> bool {
         let end = sp.time_ns + AFTER_NS;
@@ -475,10 +519,15 @@ impl State {
         let lat = sp.latency_ns.max(0) as u64;
         let deadline = sp.time_ns.saturating_sub(lat);
         let mut causes = None;
+        let mut without_switches = false;
         if let (Some(p), Some(events)) = (self.pipes.iter().find(|p| p.cpu() == spec.cpu), events) {
-            let (from, _) = window_of(&sp);
+            let (from, to) = window_of(&sp);
             if p.coverage().covered_from_ns <= from {
                 causes = Some(attribute(events, deadline, sp.time_ns, spec.tid));
+                without_switches = self
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| !s.sched_covers(from, to));
             }
         }
         let suspects = if self.counters {
@@ -490,6 +539,7 @@ impl State {
         if !self.pipes.is_empty() && causes.is_none() {
             t.out.untraced += 1;
         }
+        t.out.without_switches += u64::from(without_switches);
         if let Some(cs) = &causes {
             let main = cs
                 .iter()
@@ -541,6 +591,7 @@ impl State {
             spike: sp,
             causes,
             suspects,
+            without_switches,
         };
         // Worst first; among equals the older stays.
         let w = &mut t.out.worst;
@@ -651,6 +702,16 @@ impl State {
             .as_ref()
             .map(|s| s.missing().to_vec())
             .unwrap_or_default();
+        let light = self.session.as_ref().filter(|s| s.is_light()).map(|s| {
+            let now = now_ns();
+            let (turned_on, on_ns) = s.sched_time(now);
+            LightSummary {
+                hold_ns: LIGHT_HOLD.as_nanos() as u64,
+                turned_on,
+                on_ns,
+                traced_ns: now.saturating_sub(s.started_ns()),
+            }
+        });
         // The pipes are open files in the instance: close them before the session removes it.
         drop(self.pipes);
         drop(self.session);
@@ -661,6 +722,7 @@ impl State {
             trace_lost_events,
             trace_bytes,
             missing_events,
+            light,
             threads: self
                 .threads
                 .into_iter()

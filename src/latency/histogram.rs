@@ -162,6 +162,7 @@ mod tests {
             wake_ns: 0,
             causes: None,
             suspects: vec![],
+            without_switches: false,
         };
         let t = [
             thread(vec![0, 3, 5], 2, 9_000, vec![spike]),

@@ -375,6 +375,7 @@ mod tests {
             page_faults: 0,
             causes: Some(causes),
             suspects: vec![],
+            without_switches: false,
         };
         let t = ThreadResult {
             name: "servo".into(),

@@ -81,6 +81,9 @@ pub(crate) struct Spike {
     /// With `--trace` but no trace: the interrupts and softirqs counted on the CPU around the spike.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) suspects: Vec<SuspectOut>,
+    /// With `--trace-light`: explained while the scheduler's events were off.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) without_switches: bool,
 }
 
 /// One cause of a spike, as the JSON has it: `kind` and the fields of that kind.
@@ -204,6 +207,21 @@ pub(crate) struct TraceInfo {
     pub(crate) missing_events: Vec<&'static str>,
     /// The kernel command line that isolates the RT CPUs (the fixes that say "isolate" mean it).
     pub(crate) isolation_boot_line: String,
+    /// With `--trace-light`: when the scheduler's events were on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) light: Option<LightOut>,
+}
+
+/// `--trace-light` in the JSON: the scheduler's events (switches, wakeups) are off until a spike
+/// is read and stay on until `hold_ns` passes without one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct LightOut {
+    pub(crate) hold_ns: u64,
+    /// Times they were turned on.
+    pub(crate) sched_turned_on: u64,
+    /// Time they were on, ns, of `traced_ns`.
+    pub(crate) sched_on_ns: u64,
+    pub(crate) traced_ns: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -235,6 +253,10 @@ pub(crate) struct ThreadResult {
     /// With `--trace`: spikes read but not covered by the trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) spikes_untraced: Option<u64>,
+    /// With `--trace-light`: spikes explained while the scheduler's events were off (no switches,
+    /// wakeups or priorities in their causes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) spikes_without_switches: Option<u64>,
     /// The worst spikes (up to 32), worst first.
     pub(crate) spikes: Vec<Spike>,
     /// With `--trace`: every cause over the whole run, most time first.
@@ -357,8 +379,15 @@ impl Report {
             return;
         };
         let us = |ns: u64| crate::rt::units::us(ns as f64);
-        let how = match tr.method {
-            "trace" => "explained from the kernel trace".to_string(),
+        let how = match (tr.method, &tr.light) {
+            ("trace", Some(l)) => format!(
+                "explained from the kernel trace (--trace-light: the scheduler's events on {} time{}, {:.1} s of {:.1} s)",
+                l.sched_turned_on,
+                if l.sched_turned_on == 1 { "" } else { "s" },
+                l.sched_on_ns as f64 / 1e9,
+                l.traced_ns as f64 / 1e9
+            ),
+            ("trace", None) => "explained from the kernel trace".to_string(),
             _ => format!(
                 "NOT traced ({}): the interrupt and softirq counters of the CPU around each spike are shown instead",
                 tr.no_trace_reason.as_deref().unwrap_or("no trace")
@@ -387,6 +416,12 @@ impl Report {
             }
             if let Some(n) = t.spikes_untraced.filter(|n| *n > 0) {
                 let _ = writeln!(s, "  ({n} spikes were not covered by the trace)");
+            }
+            if let Some(n) = t.spikes_without_switches.filter(|n| *n > 0) {
+                let _ = writeln!(
+                    s,
+                    "  ({n} spikes came while --trace-light had the scheduler's events off: their tasks are named without priorities; a late wakeup shows as time outside the kernel)"
+                );
             }
             if causes.is_empty() {
                 continue;

@@ -6,8 +6,8 @@ use super::explain::{FixContext, FollowSummary, Followed, Follower};
 use super::load::{self, Load, LoadFailure, LoadKind};
 use super::monitor::{self, Monitor};
 use super::report::{
-    CauseOut, CauseTally, ExecSummary, HistogramOut, LatencySummary, Report, Settings, Spike,
-    SuspectOut, SystemSummary, ThreadResult, TraceInfo,
+    CauseOut, CauseTally, ExecSummary, HistogramOut, LatencySummary, LightOut, Report, Settings,
+    Spike, SuspectOut, SystemSummary, ThreadResult, TraceInfo,
 };
 use super::verdict::{self, Trust};
 use crate::detect::Severity;
@@ -42,6 +42,8 @@ pub(crate) struct TestConfig {
     pub(crate) histogram_bins: usize,
     /// `--trace[=THRESHOLD]`: trace the RT CPUs and explain every spike at or over the threshold.
     pub(crate) trace: Option<Nanos>,
+    /// `--trace-light`: the scheduler's events only from a spike on ([`TraceSession::start_light`]).
+    pub(crate) trace_light: bool,
 }
 
 impl Default for TestConfig {
@@ -61,6 +63,7 @@ impl Default for TestConfig {
             live_to_stderr: false,
             histogram_bins: 10_000,
             trace: None,
+            trace_light: false,
         }
     }
 }
@@ -132,7 +135,7 @@ pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, s
 
     // Tracing starts before the threads, so the first spikes are covered too.
     let rt_cpus = trace_cpus(cfg, rt.system());
-    let session = cfg.trace.map(|_| start_trace(&rt_cpus));
+    let session = cfg.trace.map(|_| start_trace(&rt_cpus, cfg.trace_light));
     // With --board, a second session follows the network path on every CPU (filtered in the
     // kernel to IRQs, NET_RX/NET_TX and ksoftirqd: `TraceSession::start_network`).
     let net_session = (cfg.trace.is_some() && board.is_some())
@@ -408,7 +411,7 @@ impl SpikeWatch {
         reader: rtapi_hal::HalReader,
         threads: Box<dyn FnMut() -> Vec<Followed> + Send>,
     ) -> std::io::Result<SpikeWatch> {
-        let (session, no_trace) = match start_trace(cpus) {
+        let (session, no_trace) = match start_trace(cpus, false) {
             Ok(s) => (Some(s), None),
             Err(why) => (None, Some(why)),
         };
@@ -480,14 +483,19 @@ fn trace_cpus(cfg: &TestConfig, system: &crate::detect::SystemReport) -> Vec<usi
 }
 
 /// `--trace`: a tracefs session on the RT CPUs for the whole run, or why there is none.
-fn start_trace(cpus: &[usize]) -> Result<crate::trace::TraceSession, String> {
-    let s = crate::trace::TraceSession::start(cpus, &crate::trace::TraceSession::default_name())
-        .map_err(|e| {
-            log::warn!(
-                "--trace: {e}; each spike gets the interrupt counters around it instead of causes"
-            );
-            e.to_string()
-        })?;
+fn start_trace(cpus: &[usize], light: bool) -> Result<crate::trace::TraceSession, String> {
+    let name = crate::trace::TraceSession::default_name();
+    let s = if light {
+        crate::trace::TraceSession::start_light(cpus, &name)
+    } else {
+        crate::trace::TraceSession::start(cpus, &name)
+    };
+    let s = s.map_err(|e| {
+        log::warn!(
+            "--trace: {e}; each spike gets the interrupt counters around it instead of causes"
+        );
+        e.to_string()
+    })?;
     if !s.missing().is_empty() {
         log::warn!(
             "--trace: this kernel lacks the events {:?}; causes they would show stay unnamed",
@@ -564,11 +572,13 @@ fn apply_follow(report: &mut Report, f: FollowSummary, trace: Option<Nanos>) {
                             span_ns: s.span_ns,
                         })
                         .collect(),
+                    without_switches: x.without_switches,
                 })
                 .collect();
         }
         if trace.is_some() {
             t.spikes_untraced = (f.method == "trace").then_some(e.untraced);
+            t.spikes_without_switches = f.light.as_ref().map(|_| e.without_switches);
             t.causes = Some(
                 e.tallies
                     .iter()
@@ -595,6 +605,12 @@ fn apply_follow(report: &mut Report, f: FollowSummary, trace: Option<Nanos>) {
             bytes_read: f.trace_bytes,
             missing_events: f.missing_events,
             isolation_boot_line: f.isolation_boot_line,
+            light: f.light.map(|l| LightOut {
+                hold_ns: l.hold_ns,
+                sched_turned_on: l.turned_on,
+                sched_on_ns: l.on_ns,
+                traced_ns: l.traced_ns,
+            }),
         });
     }
 }
@@ -720,6 +736,7 @@ fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> Thre
         spikes_seen: 0,
         spikes_lost: 0,
         spikes_untraced: None,
+        spikes_without_switches: None,
         causes: None,
         spikes: s
             .map(|s| {
@@ -728,6 +745,7 @@ fn thread_result(t: &ThreadSummary, max_latency_per_second_ns: Vec<u64>) -> Thre
                         wake_ns: sp.time_ns,
                         causes: None,
                         suspects: Vec::new(),
+                        without_switches: false,
                         cycle: sp.cycle,
                         at_s: sp.time_ns.saturating_sub(first_wake.unwrap_or(0)) as f64 / 1e9,
                         latency_ns: sp.latency_ns.max(0) as u64,

@@ -254,6 +254,12 @@ pub struct TraceSession {
     switches: Option<Box<TraceSession>>,
     /// Those threads ([`TraceSession::skip_own_wakes`]).
     watched: Vec<u32>,
+    /// The scheduler's events this instance holds back while they are off
+    /// ([`set_sched_events`](Self::set_sched_events)).
+    sched_held: Vec<&'static str>,
+    /// When the scheduler's events were on: (from, until) CLOCK_MONOTONIC ns, the last one open
+    /// while they are on.
+    sched_on: Vec<(u64, Option<u64>)>,
 }
 
 impl TraceSession {
@@ -288,6 +294,23 @@ impl TraceSession {
     /// `RTAPI_TRACE_RING_KB`, when set, is the ring size per CPU of both instances instead (for
     /// tests that need the kernel's ring to overwrite what was not read).
     pub fn start(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
+        Self::start_rt(cpus, instance_name, false)
+    }
+
+    /// As [`start`](Self::start), with the scheduler's events (`sched/*`: the switches and
+    /// wakeups) off until [`set_sched_events`](Self::set_sched_events) turns them on. Each live
+    /// scheduler tracepoint runs its probes on every switch and wakeup of the RT CPU, recorded or
+    /// not; without them the trace costs the RT threads' wake little more than no trace
+    /// (ARCHITECTURE, "What the RT CPU records").
+    pub fn start_light(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
+        Self::start_rt(cpus, instance_name, true)
+    }
+
+    fn start_rt(
+        cpus: &[usize],
+        instance_name: &str,
+        light: bool,
+    ) -> Result<TraceSession, TraceError> {
         let ring_kb = std::env::var("RTAPI_TRACE_RING_KB").ok().and_then(|v| {
             let kb = v.trim().parse::<u64>().ok().filter(|&kb| kb > 0);
             if kb.is_none() {
@@ -298,7 +321,7 @@ impl TraceSession {
             }
             kb
         });
-        Self::start_rt_in(&tracefs_root()?, cpus, instance_name, ring_kb)
+        Self::start_rt_in(&tracefs_root()?, cpus, instance_name, ring_kb, light)
     }
 
     fn start_rt_in(
@@ -306,9 +329,14 @@ impl TraceSession {
         cpus: &[usize],
         instance_name: &str,
         ring_kb: Option<u64>,
+        light: bool,
     ) -> Result<TraceSession, TraceError> {
-        let wake_events: Vec<(&str, Option<&str>)> =
-            WAKE_EVENTS.iter().map(|e| (*e, None)).collect();
+        let held = |e: &&str| light && e.starts_with("sched/");
+        let wake_events: Vec<(&str, Option<&str>)> = WAKE_EVENTS
+            .iter()
+            .filter(|e| !held(e))
+            .map(|e| (*e, None))
+            .collect();
         // The wake instance first: the first's start is then the later, and both cover from it.
         let wake = Self::start_in(
             root,
@@ -318,6 +346,8 @@ impl TraceSession {
             ring_kb.unwrap_or(WAKE_BUFFER_KB_PER_CPU),
         )?;
         let split = wake.dir.join("set_event_notrace_pid").exists();
+        let mut wake = wake;
+        wake.hold(WAKE_EVENTS.iter().copied().filter(|e| held(e)));
         let (wake, switches) = if split {
             // No event yet: `sched_switch` is enabled once a thread is watched, after its pid list.
             let switches = Self::start_in(
@@ -336,9 +366,10 @@ impl TraceSession {
             drop(wake);
             (None, None)
         };
+        let mine = |e: &&str| wake.is_none() || !WAKE_EVENTS.contains(e);
         let events: Vec<(&str, Option<&str>)> = EVENTS
             .iter()
-            .filter(|e| wake.is_none() || !WAKE_EVENTS.contains(e))
+            .filter(|e| mine(e) && !held(e))
             .map(|e| (*e, None))
             .collect();
         let mut s = Self::start_in(
@@ -348,12 +379,91 @@ impl TraceSession {
             &events,
             ring_kb.unwrap_or(BUFFER_KB_PER_CPU),
         )?;
+        s.hold(EVENTS.iter().copied().filter(|e| mine(e) && held(e)));
         if let Some(w) = &wake {
             s.missing.extend(w.missing.iter().copied());
+        }
+        if !light {
+            s.sched_on.push((s.started_ns, None));
         }
         s.wake = wake;
         s.switches = switches;
         Ok(s)
+    }
+
+    /// Notes `events` as held back in this instance (those this kernel lacks: as missing).
+    fn hold(&mut self, events: impl Iterator<Item = &'static str>) {
+        for ev in events {
+            if self.dir.join(format!("events/{ev}/enable")).exists() {
+                self.sched_held.push(ev);
+            } else {
+                self.missing.push(ev);
+            }
+        }
+    }
+
+    /// Turns the scheduler's events of a [`start_light`](Self::start_light) session on or off, in
+    /// every instance (the switch instance's only while a thread is watched); nothing changes when
+    /// they already are so. Spikes in a time they were on throughout are explained with the
+    /// switches and priorities ([`sched_covers`](Self::sched_covers)).
+    pub fn set_sched_events(&mut self, on: bool) -> Result<(), TraceError> {
+        fn parts(s: &TraceSession) -> Vec<&TraceSession> {
+            std::iter::once(s).chain(s.wake.as_deref()).collect()
+        }
+        if self.sched_events_on() == on || parts(self).iter().all(|p| p.sched_held.is_empty()) {
+            // Already so, or not a light session (its scheduler's events stay on).
+            return Ok(());
+        }
+        let value = if on { "1" } else { "0" };
+        if !on {
+            // Closed before the first write: nothing after this is taken as traced.
+            if let Some(last) = self.sched_on.last_mut() {
+                last.1 = Some(crate::rt::clock::now().as_nanos().max(0) as u64);
+            }
+        }
+        let switch_too = !self.watched.is_empty();
+        for p in parts(self) {
+            for ev in &p.sched_held {
+                p.write(&format!("events/{ev}/enable"), value)?;
+            }
+        }
+        if let (Some(sw), true) = (&self.switches, switch_too) {
+            sw.write("events/sched/sched_switch/enable", value)?;
+        }
+        if on {
+            let now = crate::rt::clock::now().as_nanos().max(0) as u64;
+            self.sched_on.push((now, None));
+        }
+        Ok(())
+    }
+
+    /// Whether it was started [`light`](Self::start_light) (and this kernel has scheduler events).
+    pub fn is_light(&self) -> bool {
+        std::iter::once(self)
+            .chain(self.wake.as_deref())
+            .any(|p| !p.sched_held.is_empty())
+    }
+
+    /// Whether the scheduler's events are being recorded now.
+    pub fn sched_events_on(&self) -> bool {
+        self.sched_on.last().is_some_and(|r| r.1.is_none())
+    }
+
+    /// Whether the scheduler's events were on for the whole of `[from_ns, to_ns]`.
+    pub fn sched_covers(&self, from_ns: u64, to_ns: u64) -> bool {
+        self.sched_on
+            .iter()
+            .any(|&(a, b)| a <= from_ns && b.is_none_or(|b| to_ns <= b))
+    }
+
+    /// How often the scheduler's events were turned on, and for how long in all up to `now_ns`.
+    pub fn sched_time(&self, now_ns: u64) -> (u64, u64) {
+        let on_ns = self
+            .sched_on
+            .iter()
+            .map(|&(a, b)| b.unwrap_or(now_ns).saturating_sub(a))
+            .sum();
+        (self.sched_on.len() as u64, on_ns)
     }
 
     /// This instance and the session's others ([`wake`](Self::wake), then the switches' one): read
@@ -438,6 +548,8 @@ impl TraceSession {
             wake: None,
             switches: None,
             watched: Vec::new(),
+            sched_held: Vec::new(),
+            sched_on: Vec::new(),
         };
         s.write("tracing_on", "0")?;
         s.write("trace_clock", "mono")?;
@@ -505,7 +617,9 @@ impl TraceSession {
                     sw.write("set_event_pid", "")?;
                 } else {
                     sw.write("set_event_pid", &pid_list(&watched))?;
-                    sw.write(enable, "1")?;
+                    if self.sched_events_on() {
+                        sw.write(enable, "1")?;
+                    }
                 }
             }
             self.watched = watched;
