@@ -255,6 +255,134 @@ fn an_rt_threads_own_wakes_are_not_recorded_but_what_delays_it_is() {
 }
 
 /// Run again as user `nobody` by [`without_root_the_refusal_says_what_is_missing`].
+/// `--trace-light`'s session: the scheduler's events stay off until `set_sched_events(true)` and
+/// go off again with `false`, in every instance (the switch instance's too), and `sched_covers`
+/// says which windows had them. A thread pinned to the CPU sleeping 1 ms at a time switches there
+/// twice a sleep: while the events are off, none of its switches or wakeups is recorded; while
+/// they are on, they are; the interrupt events are recorded throughout.
+#[test]
+fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
+    use rtapi::trace::EventKind;
+    if let Some((prereq, why)) = skip_reason() {
+        return common::skip(test_name!(), &why, prereq);
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut session = TraceSession::start_light(&[CPU], &TraceSession::default_name()).unwrap();
+    assert!(session.is_light());
+    assert!(!session.sched_events_on());
+    let parts: Vec<std::path::PathBuf> = session
+        .parts()
+        .iter()
+        .map(|p| p.dir().to_path_buf())
+        .collect();
+    assert_eq!(parts.len(), 3, "main, wake and switch instances: {parts:?}");
+    let enabled = |part: usize, ev: &str| {
+        std::fs::read_to_string(parts[part].join(format!("events/{ev}/enable")))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let sched = [
+        (0, "sched/sched_wakeup_new"),
+        (1, "sched/sched_switch"),
+        (1, "sched/sched_wakeup"),
+        (2, "sched/sched_switch"),
+    ];
+    let others = [
+        (0, "irq/irq_handler_entry"),
+        (0, "irq/softirq_entry"),
+        (1, "irq_vectors/local_timer_entry"),
+        (1, "timer/hrtimer_expire_entry"),
+    ];
+    let states = |list: &[(usize, &str)]| -> Vec<String> {
+        list.iter().map(|&(p, ev)| enabled(p, ev)).collect()
+    };
+    // The sleeper: SCHED_OTHER on the CPU, told when to sleep by a channel, saying when it did.
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(u64, u64)>();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel::<u32>();
+    let sleeper = std::thread::Builder::new()
+        .name("sleeper".into())
+        .spawn(move || {
+            pin_current_thread(CPU).expect("pin");
+            tid_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            while go_rx.recv().is_ok() {
+                let a = now().as_nanos() as u64;
+                for _ in 0..20 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                done_tx.send((a, now().as_nanos() as u64)).unwrap();
+            }
+        })
+        .unwrap();
+    let sleeper_tid = tid_rx.recv().unwrap();
+    // Watched: its switches would go to the switch instance, once the events are on.
+    session.skip_own_wakes(&[], &[sleeper_tid]).unwrap();
+    assert_eq!(states(&sched), ["0"; 4], "held back at the start");
+    assert_eq!(states(&others), ["1"; 4]);
+    let mut burst = || {
+        go_tx.send(()).unwrap();
+        done_rx.recv().unwrap()
+    };
+    let off = burst();
+    session.set_sched_events(true).unwrap();
+    assert!(session.sched_events_on());
+    assert_eq!(states(&sched), ["1"; 4], "all on");
+    let on = burst();
+    session.set_sched_events(false).unwrap();
+    assert_eq!(states(&sched), ["0"; 4], "all off again");
+    assert_eq!(states(&others), ["1"; 4]);
+    let off_again = burst();
+    drop(go_tx);
+    sleeper.join().unwrap();
+    session.stop().unwrap();
+
+    assert!(!session.sched_covers(off.0, off.1));
+    assert!(session.sched_covers(on.0, on.1));
+    assert!(!session.sched_covers(off_again.0, off_again.1));
+    assert!(
+        !session.sched_covers(off.0, on.1),
+        "a window reaching back before the switch-on"
+    );
+    let (turned_on, on_ns) = session.sched_time(now().as_nanos() as u64);
+    assert_eq!(turned_on, 1);
+    assert!(on_ns >= on.1 - on.0, "{on_ns} ns on");
+
+    let sched_events = |(a, b): (u64, u64)| {
+        let w = session.read_window(CPU, a, b).unwrap();
+        let n = w
+            .events
+            .iter()
+            .filter(|e| match &e.kind {
+                EventKind::Switch { prev, next, .. } => {
+                    prev.pid == sleeper_tid || next.pid == sleeper_tid
+                }
+                EventKind::Wakeup { task, .. } => task.pid == sleeper_tid,
+                _ => false,
+            })
+            .count();
+        (n, w.events.len())
+    };
+    let (n_off, all_off) = sched_events(off);
+    let (n_on, all_on) = sched_events(on);
+    let (n_off_again, _) = sched_events(off_again);
+    eprintln!(
+        "sleeper's switches and wakeups: off {n_off} (of {all_off} events), on {n_on} (of \
+         {all_on}), off again {n_off_again}"
+    );
+    assert_eq!(
+        (n_off, n_off_again),
+        (0, 0),
+        "nothing of the scheduler while off"
+    );
+    assert!(n_on >= 20, "20 sleeps switch at least 20 times: {n_on}");
+
+    drop(session);
+    for d in &parts {
+        assert!(!d.exists(), "{} removed on drop", d.display());
+    }
+}
+
 #[test]
 fn child_entry() {
     if std::env::var_os("RTAPI_TRACE_CHILD").is_none() {
