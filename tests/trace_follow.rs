@@ -394,3 +394,153 @@ fn a_servo_spike_under_the_base_thread_names_the_base_thread() {
         "{row}"
     );
 }
+
+/// `--trace-light`: the scheduler's events are off until the follower reads a spike, then on (for
+/// 10 s after the last). Bursts of a SCHED_FIFO 99 spinner from 1 s to 3 s into a 5 s run: the
+/// first burst's spike comes while they are off, and is counted and marked so; the later bursts'
+/// spikes are explained whole — the spinner named with its priority, as without `--trace-light`.
+#[test]
+fn trace_light_switches_the_scheduler_on_at_the_first_spike() {
+    if let Some((prereq, why)) = cannot_run() {
+        return common::skip(test_name!(), why, prereq);
+    }
+    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
+        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (tid, stop, h) = spinner(last_cpu(), Duration::from_secs(1), Duration::from_secs(3));
+    let out = latency_test(
+        "light",
+        &[
+            "--base",
+            "100us",
+            "--servo",
+            "1ms",
+            "--duration",
+            "5s",
+            "--trace=300us",
+            "--trace-light",
+        ],
+        &[],
+    );
+    stop.store(true, Ordering::Relaxed);
+    let bursts = h.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["trace"]["method"], "trace", "{}", v["trace"]);
+    let light = &v["trace"]["light"];
+    let n = |x: &Value, k: &str| {
+        x[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {x}"))
+    };
+    assert_eq!(n(light, "hold_ns"), 10_000_000_000);
+    let base = thread(&v, "base");
+    let spikes = base["spikes"].as_array().unwrap();
+    let in_burst = |s: &Value| {
+        let deadline = n(s, "wake_ns") - n(s, "latency_ns");
+        bursts.iter().any(|&(b, e)| deadline >= b && deadline < e)
+    };
+    let is_spinner = |c: &Value| c["comm"] == "spinner" && c["pid"] == tid;
+    let (mut whole, mut whole_named, mut light_kept) = (0, 0, 0);
+    for s in spikes.iter().filter(|s| in_burst(s)) {
+        let without = s["without_switches"] == true;
+        let main = main_cause(s);
+        eprintln!(
+            "  {:.2} s {} ns without switches {without}: {}",
+            s["at_s"], s["latency_ns"], s["causes"]
+        );
+        if without {
+            light_kept += 1;
+        } else {
+            whole += 1;
+            // SCHED_FIFO 99 is the kernel's prio 0: known only from a switch or a wakeup.
+            whole_named += usize::from(main.is_some_and(|c| is_spinner(c) && c["prio"] == 0));
+        }
+    }
+    let without = n(base, "spikes_without_switches");
+    eprintln!(
+        "{} bursts; light {light}; base: {} spikes seen, {without} without switches; kept from bursts: {whole} whole ({whole_named} name the spinner with its priority), {light_kept} without switches",
+        bursts.len(),
+        base["spikes_seen"]
+    );
+    assert!(
+        bursts.len() >= 15,
+        "the spinner ran its bursts ({})",
+        bursts.len()
+    );
+    let (turned_on, on_ns, traced_ns) = (
+        n(light, "sched_turned_on"),
+        n(light, "sched_on_ns"),
+        n(light, "traced_ns"),
+    );
+    assert!(turned_on >= 1, "{light}");
+    assert!(on_ns > 0 && on_ns < traced_ns, "{light}");
+    // The first spike is read after it happened: the scheduler's events came on after it.
+    assert!(
+        without >= 1 && without < n(base, "spikes_seen"),
+        "{without} of {} spikes without switches",
+        base["spikes_seen"]
+    );
+    assert!(whole >= 10, "{whole} burst spikes explained whole");
+    assert!(
+        whole_named * 10 >= whole * 9,
+        "{whole_named} of {whole} whole burst spikes name the spinner with its priority"
+    );
+    assert!(
+        stderr.contains("task spinner (SCHED_FIFO/RR 99)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--trace-light: the scheduler's events on"),
+        "{stderr}"
+    );
+}
+
+/// `--trace-light` with no spike: the scheduler's events never come on.
+#[test]
+fn trace_light_without_a_spike_leaves_the_scheduler_untraced() {
+    if let Some((prereq, why)) = cannot_run() {
+        return common::skip(test_name!(), why, prereq);
+    }
+    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
+        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // A threshold no period reaches: a 1 s late wake would be a stall of the whole VM.
+    let out = latency_test(
+        "light-quiet",
+        &[
+            "--base",
+            "100us",
+            "--duration",
+            "3s",
+            "--trace=1s",
+            "--trace-light",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let light = &v["trace"]["light"];
+    let spikes: u64 = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["spikes_total"].as_u64().unwrap())
+        .sum();
+    eprintln!("{spikes} spikes; light {light}");
+    assert_eq!(
+        light["sched_turned_on"].as_u64().unwrap() > 0,
+        spikes > 0,
+        "on only after a spike: {light}"
+    );
+    if spikes == 0 {
+        assert_eq!(light["sched_on_ns"], 0, "{light}");
+        assert!(
+            light["traced_ns"].as_u64().unwrap() >= 2_900_000_000,
+            "{light}"
+        );
+    }
+}
