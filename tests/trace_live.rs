@@ -320,7 +320,7 @@ fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
     session.skip_own_wakes(&[], &[sleeper_tid]).unwrap();
     assert_eq!(states(&sched), ["0"; 4], "held back at the start");
     assert_eq!(states(&others), ["1"; 4]);
-    let mut burst = || {
+    let burst = || {
         go_tx.send(()).unwrap();
         done_rx.recv().unwrap()
     };
