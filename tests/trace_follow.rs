@@ -79,6 +79,24 @@ fn spinner(cpu: usize, from: Duration, until: Duration) -> (i32, Arc<AtomicBool>
 /// The tests of this file measure the same CPU with their own spinner on it: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// For a test that traces: the lock of [`ONE_AT_A_TIME`], or `None` after saying why it cannot run
+/// here (no root, one CPU, no tracefs).
+fn traced_here(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if let Some((prereq, why)) = cannot_run() {
+        common::skip(test, why, prereq);
+        return None;
+    }
+    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
+        common::skip(
+            test,
+            "tracefs is not mounted at /sys/kernel/tracing",
+            common::Prereq::Machine,
+        );
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn latency_test(tag: &str, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let cpu = last_cpu().to_string();
     let instance = format!("trace-follow-{tag}-{}", std::process::id());
@@ -120,17 +138,13 @@ fn main_cause(spike: &Value) -> Option<&Value> {
 
 #[test]
 fn spikes_from_the_start_of_a_busy_run_are_explained_at_its_end() {
-    if let Some((prereq, why)) = cannot_run() {
-        return common::skip(test_name!(), why, prereq);
-    }
-    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
-        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
-    }
+    let Some(_one) = traced_here(test_name!()) else {
+        return;
+    };
     // The kernel's rings are made small (256 KiB a CPU): the servo thread's wakes under the 25 µs
     // base thread, the spinner and the machine's own interrupts fill them many times over in a
     // 12 s run, so by its end the bursts of its first two seconds are long overwritten there. Only
     // a reader that followed them explains them (and it read more than the rings hold).
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (tid, stop, h) = spinner(
         last_cpu(),
         Duration::from_millis(500),
@@ -315,13 +329,9 @@ fn without_tracefs_the_counters_around_each_spike_are_given_and_said_to_be_untra
 /// time outside the kernel. Here the base thread's time is named, with its fix.
 #[test]
 fn a_servo_spike_under_the_base_thread_names_the_base_thread() {
-    if let Some((prereq, why)) = cannot_run() {
-        return common::skip(test_name!(), why, prereq);
-    }
-    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
-        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_one) = traced_here(test_name!()) else {
+        return;
+    };
     let out = latency_test(
         "shared",
         &[
@@ -401,13 +411,9 @@ fn a_servo_spike_under_the_base_thread_names_the_base_thread() {
 /// spikes are explained whole — the spinner named with its priority, as without `--trace-light`.
 #[test]
 fn trace_light_switches_the_scheduler_on_at_the_first_spike() {
-    if let Some((prereq, why)) = cannot_run() {
-        return common::skip(test_name!(), why, prereq);
-    }
-    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
-        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_one) = traced_here(test_name!()) else {
+        return;
+    };
     let (tid, stop, h) = spinner(last_cpu(), Duration::from_secs(1), Duration::from_secs(3));
     let out = latency_test(
         "light",
@@ -500,13 +506,9 @@ fn trace_light_switches_the_scheduler_on_at_the_first_spike() {
 /// `--trace-light` with no spike: the scheduler's events never come on.
 #[test]
 fn trace_light_without_a_spike_leaves_the_scheduler_untraced() {
-    if let Some((prereq, why)) = cannot_run() {
-        return common::skip(test_name!(), why, prereq);
-    }
-    if !std::path::Path::new("/sys/kernel/tracing/instances").exists() {
-        return skip!(Machine, "tracefs is not mounted at /sys/kernel/tracing");
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_one) = traced_here(test_name!()) else {
+        return;
+    };
     // A threshold no period reaches: a 1 s late wake would be a stall of the whole VM.
     let out = latency_test(
         "light-quiet",
