@@ -318,8 +318,17 @@ fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
     let sleeper_tid = tid_rx.recv().unwrap();
     // Watched: its switches would go to the switch instance, once the events are on.
     session.skip_own_wakes(&[], &[sleeper_tid]).unwrap();
+    // The switch instance's pid list: its probes run on every switch even with the event off.
+    let pids = || {
+        std::fs::read_to_string(parts[2].join("set_event_pid"))
+            .unwrap()
+            .split_whitespace()
+            .map(|p| p.parse::<u32>().unwrap())
+            .collect::<Vec<u32>>()
+    };
     assert_eq!(states(&sched), ["0"; 4], "held back at the start");
     assert_eq!(states(&others), ["1"; 4]);
+    assert_eq!(pids(), [0u32; 0], "no pid list while off");
     let burst = || {
         go_tx.send(()).unwrap();
         done_rx.recv().unwrap()
@@ -328,9 +337,11 @@ fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
     session.set_sched_events(true).unwrap();
     assert!(session.sched_events_on());
     assert_eq!(states(&sched), ["1"; 4], "all on");
+    assert_eq!(pids(), [sleeper_tid]);
     let on = burst();
     session.set_sched_events(false).unwrap();
     assert_eq!(states(&sched), ["0"; 4], "all off again");
+    assert_eq!(pids(), [0u32; 0], "no pid list while off");
     assert_eq!(states(&others), ["1"; 4]);
     let off_again = burst();
     drop(go_tx);

@@ -421,15 +421,12 @@ impl TraceSession {
                 last.1 = Some(crate::rt::clock::now().as_nanos().max(0) as u64);
             }
         }
-        let switch_too = !self.watched.is_empty();
         for p in parts(self) {
             for ev in &p.sched_held {
                 p.write(&format!("events/{ev}/enable"), value)?;
             }
         }
-        if let (Some(sw), true) = (&self.switches, switch_too) {
-            sw.write("events/sched/sched_switch/enable", value)?;
-        }
+        self.apply_switches(on)?;
         if on {
             let now = crate::rt::clock::now().as_nanos().max(0) as u64;
             self.sched_on.push((now, None));
@@ -609,22 +606,29 @@ impl TraceSession {
             self.own = own;
         }
         if watched != self.watched {
-            if let Some(sw) = &self.switches {
-                let enable = "events/sched/sched_switch/enable";
-                if watched.is_empty() {
-                    // An empty pid list traces every task: the event goes first.
-                    sw.write(enable, "0")?;
-                    sw.write("set_event_pid", "")?;
-                } else {
-                    sw.write("set_event_pid", &pid_list(&watched))?;
-                    if self.sched_events_on() {
-                        sw.write(enable, "1")?;
-                    }
-                }
-            }
             self.watched = watched;
+            self.apply_switches(self.sched_events_on())?;
         }
         Ok(())
+    }
+
+    /// The switch instance as `watched` and the scheduler's events say: its pid list and its
+    /// `sched_switch` while they are on and a thread is watched, neither otherwise. A pid list
+    /// alone registers the kernel's pid-filter probes on every switch and wakeup, so a light
+    /// session's stays empty while they are off.
+    fn apply_switches(&self, on: bool) -> Result<(), TraceError> {
+        let Some(sw) = &self.switches else {
+            return Ok(());
+        };
+        let enable = "events/sched/sched_switch/enable";
+        if on && !self.watched.is_empty() {
+            sw.write("set_event_pid", &pid_list(&self.watched))?;
+            sw.write(enable, "1")
+        } else {
+            // An empty pid list traces every task: the event goes first.
+            sw.write(enable, "0")?;
+            sw.write("set_event_pid", "")
+        }
     }
 
     /// The threads whose switches stay recorded ([`skip_own_wakes`](Self::skip_own_wakes)).
