@@ -21,7 +21,7 @@
 //!
 //! `RTAPI_BENCH_AGAINST=/path/to/rtapi` adds a fourth run to each round: that build's traced run,
 //! its ratio to this build's untraced run printed beside this build's (two trace designs compared
-//! in the same rounds).
+//! in the same rounds). With `RTAPI_BENCH_AGAINST_LIGHT=1` that run is `--trace --trace-light`.
 //!
 //! `RTAPI_BENCH_LIGHT=1` adds a `--trace --trace-light` run to each round (the scheduler's events
 //! on only from a spike until 10 s pass without one), with the share of each run they were on;
@@ -225,14 +225,24 @@ fn main() {
         runs.push(("light".into(), this, Trace::Light));
     }
     let against = std::env::var("RTAPI_BENCH_AGAINST").ok();
+    let against_light = std::env::var_os("RTAPI_BENCH_AGAINST_LIGHT").is_some();
     if let Some(other) = &against {
-        runs.push(("against".into(), other.clone(), Trace::Full));
+        let t = if against_light {
+            Trace::Light
+        } else {
+            Trace::Full
+        };
+        runs.push(("against".into(), other.clone(), t));
     }
     let k_runs = runs.len();
     println!(
         "base {base} + servo 1 ms on CPU {cpu}, --trace={threshold}, {rounds} rounds × {secs} s; each round an untraced, a traced and a second untraced run (the control){}{}, the order rotated\n",
         if light { ", a --trace-light run" } else { "" },
-        if against.is_some() { " and the traced run of RTAPI_BENCH_AGAINST" } else { "" }
+        match (&against, against_light) {
+            (None, _) => "",
+            (Some(_), false) => " and the traced run of RTAPI_BENCH_AGAINST",
+            (Some(_), true) => " and the --trace-light run of RTAPI_BENCH_AGAINST",
+        }
     );
     println!(
         "{:<6}{:<10}{:>9}{:>9}{:>9}{:>8}{:>10}{:>10}{:>10}",
@@ -266,7 +276,9 @@ fn main() {
                             100.0 * x
                         ))
                     );
-                    on_shares.extend(share);
+                    if label == "light" {
+                        on_shares.extend(share);
+                    }
                 }
                 None => println!("{round:<6}{label:<10} failed (see above)"),
             }
@@ -348,7 +360,14 @@ fn main() {
         }
     }
     if let Some(a) = extra.next() {
-        println!("\nRTAPI_BENCH_AGAINST's traced run ÷ this build's untraced (median, range):");
+        println!(
+            "\nRTAPI_BENCH_AGAINST's {} run ÷ this build's untraced (median, range):",
+            if against_light {
+                "--trace-light"
+            } else {
+                "traced"
+            }
+        );
         for i in 0..6 {
             println!(
                 "  {:<11}{:>6.2} ({})   this build traced {:.2}",

@@ -259,7 +259,9 @@ fn an_rt_threads_own_wakes_are_not_recorded_but_what_delays_it_is() {
 /// go off again with `false`, in every instance (the switch instance's too), and `sched_covers`
 /// says which windows had them. A thread pinned to the CPU sleeping 1 ms at a time switches there
 /// twice a sleep: while the events are off, none of its switches or wakeups is recorded; while
-/// they are on, they are; the interrupt events are recorded throughout.
+/// they are on, they are; the interrupt events are recorded throughout. No pid list is left while
+/// they are off (the kernel runs a list's probes on every switch and wakeup): the timer events drop
+/// the idle task's interrupts, the RT threads' own wakes, with a filter then.
 #[test]
 fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
     use rtapi::trace::EventKind;
@@ -326,9 +328,34 @@ fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
             .map(|p| p.parse::<u32>().unwrap())
             .collect::<Vec<u32>>()
     };
+    // The wake instance's notrace list: the idle task and the RT threads while on, nothing while
+    // off (its probes, too, run on every switch); its timer events drop the idle task's meanwhile.
+    let notrace = || {
+        std::fs::read_to_string(parts[1].join("set_event_notrace_pid"))
+            .unwrap()
+            .split_whitespace()
+            .map(|p| p.parse::<u32>().unwrap())
+            .collect::<Vec<u32>>()
+    };
+    let filters = || -> Vec<String> {
+        [
+            "irq_vectors/local_timer_entry",
+            "timer/hrtimer_expire_entry",
+        ]
+        .iter()
+        .map(|ev| {
+            std::fs::read_to_string(parts[1].join(format!("events/{ev}/filter")))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+        .collect()
+    };
+    assert_eq!(filters(), [rtapi::trace::NOT_IDLE; 2]);
     assert_eq!(states(&sched), ["0"; 4], "held back at the start");
     assert_eq!(states(&others), ["1"; 4]);
     assert_eq!(pids(), [0u32; 0], "no pid list while off");
+    assert_eq!(notrace(), [0u32; 0], "no notrace list while off");
     let burst = || {
         go_tx.send(()).unwrap();
         done_rx.recv().unwrap()
@@ -338,10 +365,12 @@ fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
     assert!(session.sched_events_on());
     assert_eq!(states(&sched), ["1"; 4], "all on");
     assert_eq!(pids(), [sleeper_tid]);
+    assert_eq!(notrace(), [0], "the idle task (no RT thread given)");
     let on = burst();
     session.set_sched_events(false).unwrap();
     assert_eq!(states(&sched), ["0"; 4], "all off again");
     assert_eq!(pids(), [0u32; 0], "no pid list while off");
+    assert_eq!(notrace(), [0u32; 0], "no notrace list while off");
     assert_eq!(states(&others), ["1"; 4]);
     let off_again = burst();
     drop(go_tx);
@@ -372,6 +401,24 @@ fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
                 _ => false,
             })
             .count();
+        // The sleeper's own timer interrupts come while the CPU idles: dropped, by the filter
+        // or by the list.
+        let idle_timers = w
+            .events
+            .iter()
+            .filter(|e| {
+                e.pid == 0
+                    && match &e.kind {
+                        EventKind::HrtimerEntry { .. } => true,
+                        EventKind::VectorEntry { name, .. } => name == "local_timer",
+                        _ => false,
+                    }
+            })
+            .count();
+        assert_eq!(
+            idle_timers, 0,
+            "a timer event under the idle task in {a}..{b}"
+        );
         (n, w.events.len())
     };
     let (n_off, all_off) = sched_events(off);

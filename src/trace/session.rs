@@ -61,6 +61,10 @@ pub const WAKE_EVENTS: [&str; 5] = [
     "irq_vectors/local_timer_exit",
 ];
 
+/// The filter of a light session's timer events in the wake instance: not under the idle task,
+/// whose interrupts on the RT CPU are the RT threads' own periodic wakes.
+pub const NOT_IDLE: &str = "common_pid != 0";
+
 /// What [`TraceSession::skip_own_wakes`] writes to the wake instance's `set_event_notrace_pid`:
 /// the idle task and `tids`, one line.
 pub fn notrace_pids(tids: &[u32]) -> String {
@@ -332,10 +336,13 @@ impl TraceSession {
         light: bool,
     ) -> Result<TraceSession, TraceError> {
         let held = |e: &&str| light && e.starts_with("sched/");
+        // A light session's wake instance has no pid list while the scheduler's events are off
+        // (it would keep their tracepoints live): its timer events drop the idle CPU's interrupts,
+        // the RT threads' own wakes, with a filter of their own instead.
         let wake_events: Vec<(&str, Option<&str>)> = WAKE_EVENTS
             .iter()
             .filter(|e| !held(e))
-            .map(|e| (*e, None))
+            .map(|e| (*e, light.then_some(NOT_IDLE)))
             .collect();
         // The wake instance first: the first's start is then the later, and both cover from it.
         let wake = Self::start_in(
@@ -421,10 +428,18 @@ impl TraceSession {
                 last.1 = Some(crate::rt::clock::now().as_nanos().max(0) as u64);
             }
         }
+        // The wake instance's pid list before its events go on, and after they go off: its
+        // scheduler events never record the RT threads' own wakes.
+        if on {
+            self.apply_notrace(true)?;
+        }
         for p in parts(self) {
             for ev in &p.sched_held {
                 p.write(&format!("events/{ev}/enable"), value)?;
             }
+        }
+        if !on {
+            self.apply_notrace(false)?;
         }
         self.apply_switches(on)?;
         if on {
@@ -600,16 +615,26 @@ impl TraceSession {
         };
         let (own, watched) = (sorted(tids), sorted(watched));
         if own != self.own {
-            if let Some(w) = &self.wake {
-                w.write("set_event_notrace_pid", &notrace_pids(&own))?;
-            }
             self.own = own;
+            self.apply_notrace(self.sched_events_on())?;
         }
         if watched != self.watched {
             self.watched = watched;
             self.apply_switches(self.sched_events_on())?;
         }
         Ok(())
+    }
+
+    /// The wake instance's `set_event_notrace_pid` as `own` and the scheduler's events say: the
+    /// idle task and `own` while they are on, empty while they are off. A pid list, notrace or not,
+    /// registers the kernel's pid-filter probes on every switch and wakeup; a light session's timer
+    /// events drop the idle task's interrupts with their filter ([`NOT_IDLE`]) meanwhile.
+    fn apply_notrace(&self, on: bool) -> Result<(), TraceError> {
+        match &self.wake {
+            Some(w) if on => w.write("set_event_notrace_pid", &notrace_pids(&self.own)),
+            Some(w) => w.write("set_event_notrace_pid", ""),
+            None => Ok(()),
+        }
     }
 
     /// The switch instance as `watched` and the scheduler's events say: its pid list and its
