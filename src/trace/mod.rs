@@ -32,5 +32,5 @@ pub use parse::{parse_text, Event, EventKind, TaskRef};
 pub use raw::{Formats, RawReader};
 pub use session::{
     tracefs_root, Coverage, CpuReader, MergedReader, PipeReader, Stretches, TraceError,
-    TraceSession, Window, NOT_IDLE,
+    TraceSession, Window,
 };

@@ -61,10 +61,6 @@ pub const WAKE_EVENTS: [&str; 5] = [
     "irq_vectors/local_timer_exit",
 ];
 
-/// The filter of a light session's timer events in the wake instance: not under the idle task,
-/// whose interrupts on the RT CPU are the RT threads' own periodic wakes.
-pub const NOT_IDLE: &str = "common_pid != 0";
-
 /// What [`TraceSession::skip_own_wakes`] writes to the wake instance's `set_event_notrace_pid`:
 /// the idle task and `tids`, one line.
 pub fn notrace_pids(tids: &[u32]) -> String {
@@ -301,11 +297,13 @@ impl TraceSession {
         Self::start_rt(cpus, instance_name, false)
     }
 
-    /// As [`start`](Self::start), with the scheduler's events (`sched/*`: the switches and
-    /// wakeups) off until [`set_sched_events`](Self::set_sched_events) turns them on. Each live
-    /// scheduler tracepoint runs its probes on every switch and wakeup of the RT CPU, recorded or
-    /// not; without them the trace costs the RT threads' wake little more than no trace
-    /// (ARCHITECTURE, "What the RT CPU records").
+    /// As [`start`](Self::start), with the events of the RT threads' wake path — the scheduler's
+    /// (`sched/*`: the switches and wakeups) and the [`WAKE_EVENTS`]' timer events — off until
+    /// [`set_sched_events`](Self::set_sched_events) turns them on, and no pid list meanwhile. Each
+    /// live scheduler tracepoint, and a pid list's probes, run on every switch and wakeup of the RT
+    /// CPU, recorded or not; the timer events would be recorded every period without the list.
+    /// What stays on (device interrupts, softirqs, IPIs, work items) costs the RT threads' wake
+    /// little more than no trace (ARCHITECTURE, "What the RT CPU records").
     pub fn start_light(cpus: &[usize], instance_name: &str) -> Result<TraceSession, TraceError> {
         Self::start_rt(cpus, instance_name, true)
     }
@@ -335,14 +333,14 @@ impl TraceSession {
         ring_kb: Option<u64>,
         light: bool,
     ) -> Result<TraceSession, TraceError> {
-        let held = |e: &&str| light && e.starts_with("sched/");
-        // A light session's wake instance has no pid list while the scheduler's events are off
-        // (it would keep their tracepoints live): its timer events drop the idle CPU's interrupts,
-        // the RT threads' own wakes, with a filter of their own instead.
+        // A light session holds back the RT wake path's events: the scheduler's, and the timer
+        // events whose RT threads' own share only the wake instance's pid list drops (a pid list
+        // keeps the scheduler's tracepoints live, so it is not written while they are off).
+        let held = |e: &&str| light && (e.starts_with("sched/") || WAKE_EVENTS.contains(e));
         let wake_events: Vec<(&str, Option<&str>)> = WAKE_EVENTS
             .iter()
             .filter(|e| !held(e))
-            .map(|e| (*e, light.then_some(NOT_IDLE)))
+            .map(|e| (*e, None))
             .collect();
         // The wake instance first: the first's start is then the later, and both cover from it.
         let wake = Self::start_in(
@@ -409,9 +407,9 @@ impl TraceSession {
         }
     }
 
-    /// Turns the scheduler's events of a [`start_light`](Self::start_light) session on or off, in
-    /// every instance (the switch instance's only while a thread is watched); nothing changes when
-    /// they already are so. Spikes in a time they were on throughout are explained with the
+    /// Turns the events a [`start_light`](Self::start_light) session holds back (the scheduler's
+    /// and the wake path's timer events) on or off, in every instance (the switch instance's only
+    /// while a thread is watched), with the pid lists; nothing changes when they already are so. Spikes in a time they were on throughout are explained with the
     /// switches and priorities ([`sched_covers`](Self::sched_covers)).
     pub fn set_sched_events(&mut self, on: bool) -> Result<(), TraceError> {
         fn parts(s: &TraceSession) -> Vec<&TraceSession> {
@@ -627,8 +625,8 @@ impl TraceSession {
 
     /// The wake instance's `set_event_notrace_pid` as `own` and the scheduler's events say: the
     /// idle task and `own` while they are on, empty while they are off. A pid list, notrace or not,
-    /// registers the kernel's pid-filter probes on every switch and wakeup; a light session's timer
-    /// events drop the idle task's interrupts with their filter ([`NOT_IDLE`]) meanwhile.
+    /// registers the kernel's pid-filter probes on every switch and wakeup (a light session's
+    /// timer events are off meanwhile, so nothing needs it).
     fn apply_notrace(&self, on: bool) -> Result<(), TraceError> {
         match &self.wake {
             Some(w) if on => w.write("set_event_notrace_pid", &notrace_pids(&self.own)),
