@@ -405,8 +405,8 @@ fn a_servo_spike_under_the_base_thread_names_the_base_thread() {
     );
 }
 
-/// `--trace-light`: the scheduler's events are off until the follower reads a spike, then on (for
-/// 10 s after the last). Bursts of a SCHED_FIFO 99 spinner from 1 s to 3 s into a 5 s run: the
+/// `--trace-light`: the wake path's events (the scheduler's and the timer's) are off until the
+/// follower reads a spike, then on (for 10 s after the last). Bursts of a SCHED_FIFO 99 spinner from 1 s to 3 s into a 5 s run: the
 /// first burst's spike comes while they are off, and is counted and marked so; the later bursts'
 /// spikes are explained whole — the spinner named with its priority, as without `--trace-light`.
 #[test]
@@ -498,8 +498,71 @@ fn trace_light_switches_the_scheduler_on_at_the_first_spike() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("--trace-light: the scheduler's events on"),
+        stderr.contains("--trace-light: the full trace on"),
         "{stderr}"
+    );
+}
+
+/// `--trace-light=0`: the wake path's events never come on, spikes or not — every spike read is
+/// explained from what stays on (interrupts, softirqs, IPIs, work items), counted and marked so.
+#[test]
+fn trace_light_zero_never_turns_the_full_trace_on() {
+    let Some(_one) = traced_here(test_name!()) else {
+        return;
+    };
+    let (_tid, stop, h) = spinner(
+        last_cpu(),
+        Duration::from_millis(500),
+        Duration::from_millis(2500),
+    );
+    let out = latency_test(
+        "light-zero",
+        &[
+            "--base",
+            "100us",
+            "--servo",
+            "1ms",
+            "--duration",
+            "3s",
+            "--trace=300us",
+            "--trace-light=0",
+        ],
+        &[],
+    );
+    stop.store(true, Ordering::Relaxed);
+    let bursts = h.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let light = &v["trace"]["light"];
+    let base = thread(&v, "base");
+    eprintln!(
+        "{} bursts; light {light}; base: {} spikes seen, {} without switches",
+        bursts.len(),
+        base["spikes_seen"],
+        base["spikes_without_switches"]
+    );
+    assert!(
+        bursts.len() >= 15,
+        "the spinner ran its bursts ({})",
+        bursts.len()
+    );
+    assert_eq!(light["hold_ns"], 0, "{light}");
+    assert_eq!(light["sched_turned_on"], 0, "{light}");
+    assert_eq!(light["sched_on_ns"], 0, "{light}");
+    let seen = base["spikes_seen"].as_u64().unwrap();
+    assert!(seen >= 15, "a spike a burst at least: {seen}");
+    // Those not covered by the trace are not explained at all.
+    let untraced = base["spikes_untraced"].as_u64().unwrap_or(0);
+    assert_eq!(
+        base["spikes_without_switches"].as_u64().unwrap(),
+        seen - untraced,
+        "every spike explained without the wake path's events"
+    );
+    let spikes = base["spikes"].as_array().unwrap();
+    assert!(
+        !spikes.is_empty() && spikes.iter().all(|s| s["without_switches"] == true),
+        "each kept spike marked: {spikes:?}"
     );
 }
 

@@ -78,12 +78,14 @@ pub(super) struct Args {
     #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, require_equals = true,
           default_missing_value = "50us", value_parser = parse_duration)]
     trace: Option<Nanos>,
-    /// With --trace: leave the scheduler's events (switches, wakeups) off until a spike is read,
-    /// and on until 10 s pass without one. Each live scheduler tracepoint costs the RT threads'
-    /// wake a few per cent even when it records nothing; the first spike of a burst is then named
-    /// without switches or priorities. For a trace left on for hours.
-    #[arg(long, requires = "trace")]
-    trace_light: bool,
+    /// With --trace: leave the events of the RT threads' wake path (switches, wakeups, timer
+    /// expiries) off until a spike is read, and on until HOLD (default 10s) passes without one;
+    /// 0: never on. A live scheduler tracepoint costs the RT threads' wake a few per cent even
+    /// when it records nothing; the first spike of a burst is then named from interrupts,
+    /// softirqs, IPIs and work items alone. For a trace left on for hours.
+    #[arg(long, value_name = "HOLD", num_args = 0..=1, require_equals = true,
+          default_missing_value = "10s", value_parser = parse_duration, requires = "trace")]
+    trace_light: Option<Nanos>,
     /// Also measure a Mesa Ethernet card (hm2_eth) at ADDR (IPv4, port 27181 unless given): each
     /// servo period the servo thread sends it one LBP16 read request the size of hm2_eth's
     /// per-period read and spins on a non-blocking recv until the reply or the budget, as hm2_eth

@@ -124,8 +124,8 @@ pub(crate) struct Explained {
     pub(crate) causes: Option<Vec<Cause>>,
     /// Without a trace: the counters that moved around it, most unusual first.
     pub(crate) suspects: Vec<Suspect>,
-    /// Traced with the scheduler's events off (`--trace-light` before they came on): no switches,
-    /// wakeups or priorities in its causes.
+    /// Traced with the wake path's events off (`--trace-light` before they came on): no switches,
+    /// wakeups, timer expiries or priorities in its causes.
     pub(crate) without_switches: bool,
 }
 
@@ -160,7 +160,7 @@ pub(crate) struct ThreadExplained {
     pub(crate) lost: u64,
     /// Spikes read but not covered by the trace (before it started, or its text was gone).
     pub(crate) untraced: u64,
-    /// Spikes explained from a trace with the scheduler's events off (`--trace-light`).
+    /// Spikes explained from a trace with the wake path's events off (`--trace-light`).
     pub(crate) without_switches: u64,
     /// The worst [`KEEP_WORST`], worst first.
     pub(crate) worst: Vec<Explained>,
@@ -184,11 +184,12 @@ pub(crate) struct FollowSummary {
     pub(crate) missing_events: Vec<&'static str>,
     /// [`FixContext::isolation_boot_line`].
     pub(crate) isolation_boot_line: String,
-    /// With `--trace-light`: how the scheduler's events were switched.
+    /// With `--trace-light`: how the wake path's events (the scheduler's and the timer's) were
+    /// switched.
     pub(crate) light: Option<LightSummary>,
 }
 
-/// What `--trace-light` did: the scheduler's events on from each spike read until
+/// What `--trace-light` did: the wake path's events on from each spike read until
 /// [`LIGHT_HOLD`] passed without one.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct LightSummary {
@@ -202,7 +203,7 @@ pub(crate) struct LightSummary {
     pub(crate) traced_ns: u64,
 }
 
-/// `--trace-light`: how long the scheduler's events stay on after the last spike read. Spikes
+/// `--trace-light`: how long the wake path's events stay on after the last spike read. Spikes
 /// come in bursts (a device's interrupt storm, a task that runs now and then); the burst's later
 /// spikes are then explained whole.
 pub(crate) const LIGHT_HOLD: Duration = Duration::from_secs(10);
@@ -216,13 +217,15 @@ pub(crate) struct Follower {
 impl Follower {
     /// Starts following the threads `threads` names in the segment `reader` reads; it is asked
     /// again at every poll, so threads started later are followed from their start (LinuxCNC's,
-    /// made while the master runs). `session` (with `--trace`) gives causes; `counters` (with
+    /// made while the master runs). `session` (with `--trace`) gives causes (a light
+    /// one with its wake path's events on for `light_hold` after each spike read); `counters` (with
     /// `--trace` but no session) gives suspects; with neither, only the worst spikes are kept. The
     /// follower runs on `fix.housekeeping` (when there are such CPUs), never on an RT CPU.
     pub(crate) fn spawn(
         reader: HalReader,
         threads: Box<dyn FnMut() -> Vec<Followed> + Send>,
         session: Option<TraceSession>,
+        light_hold: Duration,
         counters: bool,
         no_trace_reason: Option<String>,
         fix: FixContext,
@@ -251,6 +254,7 @@ impl Follower {
                 }
                 let mut st = State::new(reader, threads, session, counters, fix);
                 st.no_trace_reason = no_trace_reason;
+                st.light_hold_ns = light_hold.as_nanos() as u64;
                 st.run(&s);
                 st.summary()
             })?;
@@ -312,6 +316,8 @@ struct State {
     no_trace_reason: Option<String>,
     /// With a light session: when the last spike was read.
     last_spike_ns: u64,
+    /// With a light session: how long its wake path's events stay on after a spike, ns.
+    light_hold_ns: u64,
 }
 
 fn now_ns() -> u64 {
@@ -366,6 +372,7 @@ impl State {
             fix,
             no_trace_reason: None,
             last_spike_ns: 0,
+            light_hold_ns: LIGHT_HOLD.as_nanos() as u64,
         };
         st.learn_threads();
         st
@@ -482,14 +489,14 @@ impl State {
         }
     }
 
-    /// A light session: the scheduler's events on while spikes come, off once [`LIGHT_HOLD`] has
+    /// A light session: the wake path's events on while spikes come, off once [`LIGHT_HOLD`] has
     /// passed without one (a full session's stay on).
     fn switch_sched(&mut self, now: u64) {
         let Some(s) = &mut self.session else { return };
-        let wanted = self.last_spike_ns != 0
-            && now.saturating_sub(self.last_spike_ns) < LIGHT_HOLD.as_nanos() as u64;
+        let wanted =
+            self.last_spike_ns != 0 && now.saturating_sub(self.last_spike_ns) < self.light_hold_ns;
         if let Err(e) = s.set_sched_events(wanted) {
-            log::warn!("--trace-light: the scheduler's events could not be switched: {e}");
+            log::warn!("--trace-light: the wake path's events could not be switched: {e}");
         }
     }
 
@@ -706,7 +713,7 @@ impl State {
             let now = now_ns();
             let (turned_on, on_ns) = s.sched_time(now);
             LightSummary {
-                hold_ns: LIGHT_HOLD.as_nanos() as u64,
+                hold_ns: self.light_hold_ns,
                 turned_on,
                 on_ns,
                 traced_ns: now.saturating_sub(s.started_ns()),

@@ -212,8 +212,8 @@ pub(crate) struct TraceInfo {
     pub(crate) light: Option<LightOut>,
 }
 
-/// `--trace-light` in the JSON: the scheduler's events (switches, wakeups) are off until a spike
-/// is read and stay on until `hold_ns` passes without one.
+/// `--trace-light` in the JSON: the wake path's events (switches, wakeups, timer expiries) are off
+/// until a spike is read and stay on until `hold_ns` passes without one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct LightOut {
     pub(crate) hold_ns: u64,
@@ -253,8 +253,8 @@ pub(crate) struct ThreadResult {
     /// With `--trace`: spikes read but not covered by the trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) spikes_untraced: Option<u64>,
-    /// With `--trace-light`: spikes explained while the scheduler's events were off (no switches,
-    /// wakeups or priorities in their causes).
+    /// With `--trace-light`: spikes explained while the wake path's events were off (no switches,
+    /// wakeups, timer expiries or priorities in their causes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) spikes_without_switches: Option<u64>,
     /// The worst spikes (up to 32), worst first.
@@ -381,7 +381,7 @@ impl Report {
         let us = |ns: u64| crate::rt::units::us(ns as f64);
         let how = match (tr.method, &tr.light) {
             ("trace", Some(l)) => format!(
-                "explained from the kernel trace (--trace-light: the scheduler's events on {} time{}, {:.1} s of {:.1} s)",
+                "explained from the kernel trace (--trace-light: the full trace on {} time{}, {:.1} s of {:.1} s)",
                 l.sched_turned_on,
                 if l.sched_turned_on == 1 { "" } else { "s" },
                 l.sched_on_ns as f64 / 1e9,
@@ -420,7 +420,7 @@ impl Report {
             if let Some(n) = t.spikes_without_switches.filter(|n| *n > 0) {
                 let _ = writeln!(
                     s,
-                    "  ({n} spikes came while --trace-light had the scheduler's events off: their tasks are named without priorities; a late wakeup shows as time outside the kernel)"
+                    "  ({n} spikes came while --trace-light had the wake path's events off: named from interrupts, softirqs, IPIs and work items, tasks without priorities; the rest shows as time outside the kernel)"
                 );
             }
             if causes.is_empty() {

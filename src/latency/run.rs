@@ -2,7 +2,7 @@
 //! live display each second, and the final [`Report`].
 
 use super::board;
-use super::explain::{FixContext, FollowSummary, Followed, Follower};
+use super::explain::{FixContext, FollowSummary, Followed, Follower, LIGHT_HOLD};
 use super::load::{self, Load, LoadFailure, LoadKind};
 use super::monitor::{self, Monitor};
 use super::report::{
@@ -42,8 +42,9 @@ pub(crate) struct TestConfig {
     pub(crate) histogram_bins: usize,
     /// `--trace[=THRESHOLD]`: trace the RT CPUs and explain every spike at or over the threshold.
     pub(crate) trace: Option<Nanos>,
-    /// `--trace-light`: the scheduler's events only from a spike on ([`TraceSession::start_light`]).
-    pub(crate) trace_light: bool,
+    /// `--trace-light[=HOLD]`: the wake path's events only from a spike on, until HOLD passes
+    /// without one ([`TraceSession::start_light`]).
+    pub(crate) trace_light: Option<Nanos>,
 }
 
 impl Default for TestConfig {
@@ -63,7 +64,7 @@ impl Default for TestConfig {
             live_to_stderr: false,
             histogram_bins: 10_000,
             trace: None,
-            trace_light: false,
+            trace_light: None,
         }
     }
 }
@@ -135,7 +136,9 @@ pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, s
 
     // Tracing starts before the threads, so the first spikes are covered too.
     let rt_cpus = trace_cpus(cfg, rt.system());
-    let session = cfg.trace.map(|_| start_trace(&rt_cpus, cfg.trace_light));
+    let session = cfg
+        .trace
+        .map(|_| start_trace(&rt_cpus, cfg.trace_light.is_some()));
     // With --board, a second session follows the network path on every CPU (filtered in the
     // kernel to IRQs, NET_RX/NET_TX and ksoftirqd: `TraceSession::start_network`).
     let net_session = (cfg.trace.is_some() && board.is_some())
@@ -192,6 +195,9 @@ pub(crate) fn run(cfg: &TestConfig, board: Option<BoardRun>) -> Result<Report, s
             reader,
             Box::new(move || followed.clone()),
             session,
+            cfg.trace_light.map_or(LIGHT_HOLD, |h| {
+                std::time::Duration::from_nanos(h.as_nanos().max(0) as u64)
+            }),
             counters,
             no_trace,
             FixContext {
@@ -430,6 +436,7 @@ impl SpikeWatch {
             reader,
             threads,
             session,
+            LIGHT_HOLD,
             counters,
             no_trace,
             fix_context(system, cpus),
