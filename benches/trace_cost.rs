@@ -27,6 +27,8 @@
 //! on only from a spike until 10 s pass without one), with the share of each run they were on;
 //! `RTAPI_BENCH_TRACE` sets the spike threshold of the traced runs (default `50us`): a run's first
 //! spike switches them on, and on this VM the host's own stalls are spikes at 50 µs.
+//! `RTAPI_BENCH_LIGHT_HOLD` is that run's `--trace-light=HOLD` (`0`: the wake path's events never
+//! on, what the light trace costs between bursts).
 //!
 //! `cargo bench --bench trace_cost` (root, tracefs). `RTAPI_BENCH_ROUNDS` (default 4) and
 //! `RTAPI_BENCH_SECS` (default 5) set the size. Each run's JSON is checked for what it claims to
@@ -81,14 +83,14 @@ enum Trace {
 }
 
 /// Runs one latency test; `None` (with why on stderr) if it failed or did not measure what it
-/// claims. With `--trace-light`, also the share of the traced time the scheduler's events were on.
+/// claims. With `--trace-light` (`hold`: its `=HOLD`), also the share of the traced time the
+/// wake path's events were on.
 fn run(
     exe: &str,
     cpu: usize,
     secs: u64,
     base: &str,
-    trace: Trace,
-    threshold: &str,
+    (trace, threshold, hold): (Trace, &str, Option<&str>),
     file: &str,
 ) -> Option<([Figures; 2], Option<f64>)> {
     let traced = trace != Trace::No;
@@ -111,7 +113,9 @@ fn run(
         c.arg(format!("--trace={threshold}"));
     }
     if trace == Trace::Light {
-        c.arg("--trace-light");
+        c.arg(hold.map_or("--trace-light".to_string(), |h| {
+            format!("--trace-light={h}")
+        }));
     }
     let out = c.env("RUST_LOG", "error").output().ok()?;
     if !out.status.success() {
@@ -221,6 +225,7 @@ fn main() {
         ("control".into(), this.clone(), Trace::No),
     ];
     let light = std::env::var_os("RTAPI_BENCH_LIGHT").is_some();
+    let hold = std::env::var("RTAPI_BENCH_LIGHT_HOLD").ok();
     if light {
         runs.push(("light".into(), this, Trace::Light));
     }
@@ -259,7 +264,8 @@ fn main() {
         for k in 0..k_runs {
             let which = (k + round as usize - 1) % k_runs;
             let (label, exe, trace) = &runs[which];
-            let f = run(exe, cpu, secs, &base, *trace, &threshold, file);
+            let hold = (label == "light").then_some(hold.as_deref()).flatten();
+            let f = run(exe, cpu, secs, &base, (*trace, &threshold, hold), file);
             match f {
                 Some(([b, s], share)) => {
                     println!(
