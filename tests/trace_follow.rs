@@ -6,7 +6,7 @@
 mod common;
 
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,7 +97,9 @@ fn traced_here(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-fn latency_test(tag: &str, extra: &[&str], env: &[(&str, &str)]) -> Output {
+/// Runs `rtapi latency-test` on the last CPU with `extra` and `env`; asserts it succeeded and
+/// returns its stderr and its JSON report.
+fn latency_test(tag: &str, extra: &[&str], env: &[(&str, &str)]) -> (String, Value) {
     let cpu = last_cpu().to_string();
     let instance = format!("trace-follow-{tag}-{}", std::process::id());
     let mut args = vec![
@@ -116,7 +118,24 @@ fn latency_test(tag: &str, extra: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().unwrap()
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (stderr, v)
+}
+
+/// Runs `run` with a [`spinner`] on the last CPU bursting from `from` to `until`; returns the
+/// spinner's tid, its bursts and what `run` returned.
+fn spinning<T>(
+    from: Duration,
+    until: Duration,
+    run: impl FnOnce() -> T,
+) -> (i32, Vec<(u64, u64)>, T) {
+    let (tid, stop, h) = spinner(last_cpu(), from, until);
+    let got = run();
+    stop.store(true, Ordering::Relaxed);
+    (tid, h.join().unwrap(), got)
 }
 
 fn thread<'a>(v: &'a Value, name: &str) -> &'a Value {
@@ -145,29 +164,25 @@ fn spikes_from_the_start_of_a_busy_run_are_explained_at_its_end() {
     // base thread, the spinner and the machine's own interrupts fill them many times over in a
     // 12 s run, so by its end the bursts of its first two seconds are long overwritten there. Only
     // a reader that followed them explains them (and it read more than the rings hold).
-    let (tid, stop, h) = spinner(
-        last_cpu(),
+    let (tid, bursts, (stderr, v)) = spinning(
         Duration::from_millis(500),
         Duration::from_millis(1500),
+        || {
+            latency_test(
+                "busy",
+                &[
+                    "--base",
+                    "25us",
+                    "--servo",
+                    "1ms",
+                    "--duration",
+                    "12s",
+                    "--trace",
+                ],
+                &[("RTAPI_TRACE_RING_KB", "256")],
+            )
+        },
     );
-    let out = latency_test(
-        "busy",
-        &[
-            "--base",
-            "25us",
-            "--servo",
-            "1ms",
-            "--duration",
-            "12s",
-            "--trace",
-        ],
-        &[("RTAPI_TRACE_RING_KB", "256")],
-    );
-    stop.store(true, Ordering::Relaxed);
-    let bursts = h.join().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["trace"]["method"], "trace", "{}", v["trace"]);
     assert_eq!(v["trace"]["threshold_ns"], 50_000);
     // Two instances of 256 KiB on the traced CPU: what was read could not all be in them at the end.
@@ -275,25 +290,21 @@ fn without_tracefs_the_counters_around_each_spike_are_given_and_said_to_be_untra
         return common::skip(test_name!(), why, prereq);
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (_, stop, h) = spinner(last_cpu(), Duration::ZERO, Duration::from_secs(60));
-    let out = latency_test(
-        "counters",
-        &[
-            "--base",
-            "0",
-            "--servo",
-            "1ms",
-            "--duration",
-            "3s",
-            "--trace=100us",
-        ],
-        &[("RTAPI_TRACEFS", "/nonexistent/tracefs")],
-    );
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, _, (stderr, v)) = spinning(Duration::ZERO, Duration::from_secs(60), || {
+        latency_test(
+            "counters",
+            &[
+                "--base",
+                "0",
+                "--servo",
+                "1ms",
+                "--duration",
+                "3s",
+                "--trace=100us",
+            ],
+            &[("RTAPI_TRACEFS", "/nonexistent/tracefs")],
+        )
+    });
     let tr = &v["trace"];
     assert_eq!(tr["method"], "counters", "{tr}");
     assert!(
@@ -332,7 +343,7 @@ fn a_servo_spike_under_the_base_thread_names_the_base_thread() {
     let Some(_one) = traced_here(test_name!()) else {
         return;
     };
-    let out = latency_test(
+    let (_, v) = latency_test(
         "shared",
         &[
             "--base",
@@ -345,9 +356,6 @@ fn a_servo_spike_under_the_base_thread_names_the_base_thread() {
         ],
         &[],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["trace"]["method"], "trace", "{}", v["trace"]);
     let servo = thread(&v, "servo");
     let spikes = servo["spikes"].as_array().unwrap();
@@ -414,26 +422,23 @@ fn trace_light_switches_the_scheduler_on_at_the_first_spike() {
     let Some(_one) = traced_here(test_name!()) else {
         return;
     };
-    let (tid, stop, h) = spinner(last_cpu(), Duration::from_secs(1), Duration::from_secs(3));
-    let out = latency_test(
-        "light",
-        &[
-            "--base",
-            "100us",
-            "--servo",
-            "1ms",
-            "--duration",
-            "5s",
-            "--trace=300us",
-            "--trace-light",
-        ],
-        &[],
-    );
-    stop.store(true, Ordering::Relaxed);
-    let bursts = h.join().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (tid, bursts, (stderr, v)) =
+        spinning(Duration::from_secs(1), Duration::from_secs(3), || {
+            latency_test(
+                "light",
+                &[
+                    "--base",
+                    "100us",
+                    "--servo",
+                    "1ms",
+                    "--duration",
+                    "5s",
+                    "--trace=300us",
+                    "--trace-light",
+                ],
+                &[],
+            )
+        });
     assert_eq!(v["trace"]["method"], "trace", "{}", v["trace"]);
     let light = &v["trace"]["light"];
     let n = |x: &Value, k: &str| {
@@ -510,30 +515,26 @@ fn trace_light_zero_never_turns_the_full_trace_on() {
     let Some(_one) = traced_here(test_name!()) else {
         return;
     };
-    let (_tid, stop, h) = spinner(
-        last_cpu(),
+    let (_, bursts, (_, v)) = spinning(
         Duration::from_millis(500),
         Duration::from_millis(2500),
+        || {
+            latency_test(
+                "light-zero",
+                &[
+                    "--base",
+                    "100us",
+                    "--servo",
+                    "1ms",
+                    "--duration",
+                    "3s",
+                    "--trace=300us",
+                    "--trace-light=0",
+                ],
+                &[],
+            )
+        },
     );
-    let out = latency_test(
-        "light-zero",
-        &[
-            "--base",
-            "100us",
-            "--servo",
-            "1ms",
-            "--duration",
-            "3s",
-            "--trace=300us",
-            "--trace-light=0",
-        ],
-        &[],
-    );
-    stop.store(true, Ordering::Relaxed);
-    let bursts = h.join().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let light = &v["trace"]["light"];
     let base = thread(&v, "base");
     eprintln!(
@@ -573,7 +574,7 @@ fn trace_light_without_a_spike_leaves_the_scheduler_untraced() {
         return;
     };
     // A threshold no period reaches: a 1 s late wake would be a stall of the whole VM.
-    let out = latency_test(
+    let (_, v) = latency_test(
         "light-quiet",
         &[
             "--base",
@@ -585,9 +586,6 @@ fn trace_light_without_a_spike_leaves_the_scheduler_untraced() {
         ],
         &[],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let light = &v["trace"]["light"];
     let spikes: u64 = v["threads"]
         .as_array()
