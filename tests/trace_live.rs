@@ -321,23 +321,18 @@ fn a_light_session_records_the_scheduler_only_while_its_events_are_on() {
     let sleeper_tid = tid_rx.recv().unwrap();
     // Watched: its switches would go to the switch instance, once the events are on.
     session.skip_own_wakes(&[], &[sleeper_tid]).unwrap();
-    // The switch instance's pid list: its probes run on every switch even with the event off.
-    let pids = || {
-        std::fs::read_to_string(parts[2].join("set_event_pid"))
+    let pid_list = |part: usize, file: &str| -> Vec<u32> {
+        std::fs::read_to_string(parts[part].join(file))
             .unwrap()
             .split_whitespace()
             .map(|p| p.parse::<u32>().unwrap())
-            .collect::<Vec<u32>>()
+            .collect()
     };
+    // The switch instance's pid list: its probes run on every switch even with the event off.
+    let pids = || pid_list(2, "set_event_pid");
     // The wake instance's notrace list: the idle task and the RT threads while on, nothing while
     // off (its probes, too, run on every switch).
-    let notrace = || {
-        std::fs::read_to_string(parts[1].join("set_event_notrace_pid"))
-            .unwrap()
-            .split_whitespace()
-            .map(|p| p.parse::<u32>().unwrap())
-            .collect::<Vec<u32>>()
-    };
+    let notrace = || pid_list(1, "set_event_notrace_pid");
     assert_eq!(states(&sched), ["0"; 6], "held back at the start");
     assert_eq!(states(&others), ["1"; 4]);
     assert_eq!(pids(), [0u32; 0], "no pid list while off");
