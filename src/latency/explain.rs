@@ -217,9 +217,9 @@ pub(crate) struct Follower {
 impl Follower {
     /// Starts following the threads `threads` names in the segment `reader` reads; it is asked
     /// again at every poll, so threads started later are followed from their start (LinuxCNC's,
-    /// made while the master runs). `session` (with `--trace`) gives causes (a light
-    /// one with its wake path's events on for `light_hold` after each spike read); `counters` (with
-    /// `--trace` but no session) gives suspects; with neither, only the worst spikes are kept. The
+    /// made while the master runs). `session` (with `--trace`) gives causes (a light one with its
+    /// wake path's events on for `light_hold` after each spike read); `counters` (with `--trace`
+    /// but no session) gives suspects; with neither, only the worst spikes are kept. The
     /// follower runs on `fix.housekeeping` (when there are such CPUs), never on an RT CPU.
     pub(crate) fn spawn(
         reader: HalReader,
@@ -318,6 +318,8 @@ struct State {
     last_spike_ns: u64,
     /// With a light session: how long its wake path's events stay on after a spike, ns.
     light_hold_ns: u64,
+    /// With a light session: a switch failed (said once; not tried again).
+    light_failed: bool,
 }
 
 fn now_ns() -> u64 {
@@ -373,6 +375,7 @@ impl State {
             no_trace_reason: None,
             last_spike_ns: 0,
             light_hold_ns: LIGHT_HOLD.as_nanos() as u64,
+            light_failed: false,
         };
         st.learn_threads();
         st
@@ -489,14 +492,20 @@ impl State {
         }
     }
 
-    /// A light session: the wake path's events on while spikes come, off once [`LIGHT_HOLD`] has
-    /// passed without one (a full session's stay on).
+    /// A light session: the wake path's events on while spikes come, off once its hold has
+    /// passed without one (a full session's stay on). After a failed switch it is not tried again.
     fn switch_sched(&mut self, now: u64) {
-        let Some(s) = &mut self.session else { return };
+        let Some(s) = self.session.as_mut().filter(|_| !self.light_failed) else {
+            return;
+        };
         let wanted =
             self.last_spike_ns != 0 && now.saturating_sub(self.last_spike_ns) < self.light_hold_ns;
         if let Err(e) = s.set_sched_events(wanted) {
-            log::warn!("--trace-light: the wake path's events could not be switched: {e}");
+            log::warn!(
+                "--trace-light: the wake path's events could not be switched ({e}); they stay \
+                 as they are for the rest of the run"
+            );
+            self.light_failed = true;
         }
     }
 

@@ -81,7 +81,7 @@ pub(crate) struct Spike {
     /// With `--trace` but no trace: the interrupts and softirqs counted on the CPU around the spike.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) suspects: Vec<SuspectOut>,
-    /// With `--trace-light`: explained while the scheduler's events were off.
+    /// With `--trace-light`: explained while the wake path's events were off.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) without_switches: bool,
 }
@@ -207,7 +207,7 @@ pub(crate) struct TraceInfo {
     pub(crate) missing_events: Vec<&'static str>,
     /// The kernel command line that isolates the RT CPUs (the fixes that say "isolate" mean it).
     pub(crate) isolation_boot_line: String,
-    /// With `--trace-light`: when the scheduler's events were on.
+    /// With `--trace-light`: when the wake path's events were on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) light: Option<LightOut>,
 }

@@ -254,10 +254,10 @@ pub struct TraceSession {
     switches: Option<Box<TraceSession>>,
     /// Those threads ([`TraceSession::skip_own_wakes`]).
     watched: Vec<u32>,
-    /// The scheduler's events this instance holds back while they are off
-    /// ([`set_sched_events`](Self::set_sched_events)).
+    /// The wake path's events (the scheduler's, the timer's) this instance holds back while they
+    /// are off ([`set_sched_events`](Self::set_sched_events)).
     sched_held: Vec<&'static str>,
-    /// When the scheduler's events were on: (from, until) CLOCK_MONOTONIC ns, the last one open
+    /// When the held events were on: (from, until) CLOCK_MONOTONIC ns, the last one open
     /// while they are on.
     sched_on: Vec<(u64, Option<u64>)>,
 }
@@ -409,8 +409,9 @@ impl TraceSession {
 
     /// Turns the events a [`start_light`](Self::start_light) session holds back (the scheduler's
     /// and the wake path's timer events) on or off, in every instance (the switch instance's only
-    /// while a thread is watched), with the pid lists; nothing changes when they already are so. Spikes in a time they were on throughout are explained with the
-    /// switches and priorities ([`sched_covers`](Self::sched_covers)).
+    /// while a thread is watched), with the pid lists; nothing changes when they already are so.
+    /// Spikes in a time they were on throughout are explained with the switches and priorities
+    /// ([`sched_covers`](Self::sched_covers)).
     pub fn set_sched_events(&mut self, on: bool) -> Result<(), TraceError> {
         fn parts(s: &TraceSession) -> Vec<&TraceSession> {
             std::iter::once(s).chain(s.wake.as_deref()).collect()
@@ -454,19 +455,19 @@ impl TraceSession {
             .any(|p| !p.sched_held.is_empty())
     }
 
-    /// Whether the scheduler's events are being recorded now.
+    /// Whether the wake path's events (held back by a light session) are being recorded now.
     pub fn sched_events_on(&self) -> bool {
         self.sched_on.last().is_some_and(|r| r.1.is_none())
     }
 
-    /// Whether the scheduler's events were on for the whole of `[from_ns, to_ns]`.
+    /// Whether the wake path's events were on for the whole of `[from_ns, to_ns]`.
     pub fn sched_covers(&self, from_ns: u64, to_ns: u64) -> bool {
         self.sched_on
             .iter()
             .any(|&(a, b)| a <= from_ns && b.is_none_or(|b| to_ns <= b))
     }
 
-    /// How often the scheduler's events were turned on, and for how long in all up to `now_ns`.
+    /// How often the wake path's events were turned on, and for how long in all up to `now_ns`.
     pub fn sched_time(&self, now_ns: u64) -> (u64, u64) {
         let on_ns = self
             .sched_on
