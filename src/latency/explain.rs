@@ -205,7 +205,8 @@ pub(crate) struct LightSummary {
 
 /// `--trace-light`: how long the wake path's events stay on after the last spike read. Spikes
 /// come in bursts (a device's interrupt storm, a task that runs now and then); the burst's later
-/// spikes are then explained whole.
+/// spikes are then explained whole. `rtapi latency-test --trace-light` without `=HOLD` gives
+/// the same (its `default_missing_value`, "10s"): change both together.
 pub(crate) const LIGHT_HOLD: Duration = Duration::from_secs(10);
 
 /// The follower thread; [`finish`](Self::finish) stops it and returns what it found.
